@@ -1,0 +1,187 @@
+"""`nmt benchmark`: training throughput, memory, time to a BLEU score and decoding speed, in one run.
+
+Every timed region starts after warm-up and ends with a device synchronisation, so GPU work is counted
+when it is done, not when it is queued.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import platform
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from nmt.config import Config, replace
+from nmt.data.corpus import read_split
+from nmt.data.prepare import prepare_data
+from nmt.data.synthetic import write_reordering_corpus
+from nmt.device import resolve_device
+from nmt.train import Trainer
+from nmt.translate import translate_ids
+
+log = logging.getLogger(__name__)
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def timed(device: torch.device, work: Callable[[], Any]) -> tuple[Any, float]:
+    """Result of `work()` and its wall seconds, synchronised before and after."""
+    synchronize(device)
+    started = time.perf_counter()
+    result = work()
+    synchronize(device)
+    return result, time.perf_counter() - started
+
+
+def synthetic_corpus(directory: Path, src_lang: str, tgt_lang: str) -> Path:
+    """A reordering corpus the size of Multi30k (29k/1k/1k pairs, 4–25 words, mean ≈ 14)."""
+    return write_reordering_corpus(
+        directory,
+        train=29000,
+        valid=1014,
+        test=1000,
+        vocab=4000,
+        min_len=4,
+        max_len=25,
+        src_lang=src_lang,
+        tgt_lang=tgt_lang,
+    )
+
+
+def measure_training(trainer: Trainer, warmup_steps: int, max_steps: int) -> dict[str, float]:
+    """Steady-state training speed: `warmup_steps` untimed updates, then up to one epoch (≤ `max_steps`) timed."""
+    device, accumulate = trainer.device, trainer.cfg.train.accumulate
+
+    def updates(count: int, one_epoch: bool) -> tuple[int, torch.Tensor, torch.Tensor]:
+        done, target, total = 0, torch.zeros((), device=device), torch.zeros((), device=device)
+        while done < count and not (one_epoch and done):
+            pending = []
+            for batch in trainer.epoch_batches():
+                pending.append(batch)
+                trainer.progress.batches_done += 1
+                if len(pending) == accumulate:
+                    trainer.train_step(pending)
+                    target += sum(b.target_tokens() for b in pending)
+                    total += sum(b.target_tokens() + b.src_mask.sum() for b in pending)
+                    pending, done = [], done + 1
+                    if done == count:
+                        return done, target, total
+            trainer.progress.epoch, trainer.progress.batches_done = trainer.progress.epoch + 1, 0
+        return done, target, total
+
+    updates(warmup_steps, one_epoch=False)
+    trainer.progress.epoch, trainer.progress.batches_done = trainer.progress.epoch + 1, 0
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    (steps, target, total), seconds = timed(device, lambda: updates(max_steps, one_epoch=True))
+    epoch_tokens = sum(len(t) + 1 for t in trainer.data.train.tgt)
+    result = {
+        "train_steps_timed": steps,
+        "train_seconds": seconds,
+        "train_target_tokens_per_s": target.item() / seconds,
+        "train_tokens_per_s": total.item() / seconds,
+        "ms_per_step": 1000 * seconds / steps,
+    }
+    result["epoch_seconds"] = epoch_tokens / result["train_target_tokens_per_s"]
+    if device.type == "cuda":
+        result["peak_memory_allocated_gib"] = torch.cuda.max_memory_allocated(device) / 2**30
+        result["peak_memory_reserved_gib"] = torch.cuda.max_memory_reserved(device) / 2**30
+    return result
+
+
+def measure_time_to_bleu(
+    cfg: Config, run_dir: Path, data: Any, device: torch.device, target: float, budget: float
+) -> tuple[Trainer, dict[str, float | None]]:
+    """Train from scratch until validation BLEU reaches `target` or `budget` seconds pass."""
+    cfg = replace(
+        cfg, train={"target_bleu": target, "max_time": budget, "max_steps": 0, "max_epochs": 0, "patience": 0}
+    )
+    trainer = Trainer(cfg, run_dir, data, device)
+    trainer.run()
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    valid = [r for r in records if r["kind"] == "valid"]
+    reached = next((r for r in valid if r["bleu"] >= target), None)
+    return trainer, {
+        "bleu_target": target,
+        "seconds_to_bleu": reached["elapsed"] if reached else None,
+        "best_valid_bleu": max((r["bleu"] for r in valid), default=None),
+        "steps_to_bleu": reached["step"] if reached else None,
+    }
+
+
+def measure_decoding(trainer: Trainer, sources: list[list[int]], beam_size: int) -> dict[str, float]:
+    """Decode all `sources` in one batch (after one untimed warm-up run)."""
+    model, search = trainer.model.eval(), trainer.cfg.search
+    run = lambda: translate_ids(model, sources, search, beam_size, len(sources), 4 * trainer.cfg.data.max_len)  # noqa: E731
+    run()
+    outputs, seconds = timed(trainer.device, run)
+    tokens = sum(len(o) + 1 for o in outputs)
+    return {
+        f"beam{beam_size}_sent_per_s": len(sources) / seconds,
+        f"beam{beam_size}_tokens_per_s": tokens / seconds,
+    }
+
+
+def benchmark(
+    cfg: Config,
+    data_dir: Path | None,
+    warmup_steps: int,
+    max_steps: int,
+    bleu_target: float,
+    bleu_budget: float,
+    decode_sentences: int,
+) -> dict[str, Any]:
+    """Run every measurement for the configured model; returns a flat dict of settings and figures."""
+    device = resolve_device(cfg.train.device)
+    with tempfile.TemporaryDirectory(prefix="nmt-bench-") as tmp:
+        corpus = data_dir or synthetic_corpus(Path(tmp) / "corpus", cfg.data.src_lang, cfg.data.tgt_lang)
+        cfg = replace(cfg, data={"dir": str(corpus)})
+        run_dir = Path(tmp) / "run"
+        run_dir.mkdir()
+        data = prepare_data(cfg, run_dir, reuse_tokenizers=False)
+        result: dict[str, Any] = environment(cfg, device) | {
+            "corpus": str(data_dir or "synthetic (Multi30k-sized)")
+        }
+        result |= measure_training(Trainer(cfg, run_dir, data, device), warmup_steps, max_steps)
+        trainer, bleu = measure_time_to_bleu(cfg, Path(tmp) / "run", data, device, bleu_target, bleu_budget)
+        result |= bleu
+        test = read_split(cfg.data, "test")
+        sources = data.tokenizers.src.encode(test.src[:decode_sentences])
+        result["decode_sentences"] = len(sources)
+        for beam in (1, 5):
+            result |= measure_decoding(trainer, sources, beam)
+    return result
+
+
+def environment(cfg: Config, device: torch.device) -> dict[str, Any]:
+    """What the figures were measured on and with."""
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu"
+    amp = cfg.train.amp and device.type == "cuda"
+    return {
+        "model": cfg.model.type,
+        "device": name,
+        "torch": torch.__version__,
+        "dtype": "bf16 autocast" if amp else "fp32",
+        "compile": cfg.train.compile and device.type == "cuda",
+        "batch_tokens": cfg.train.batch_tokens,
+        "accumulate": cfg.train.accumulate,
+    }
+
+
+def format_table(result: dict[str, Any]) -> str:
+    """The results as an aligned two-column table."""
+    width = max(len(key) for key in result)
+    lines = []
+    for key, value in result.items():
+        shown = f"{value:,.2f}" if isinstance(value, float) else str(value)
+        lines.append(f"{key:<{width}}  {shown}")
+    return "\n".join(lines)

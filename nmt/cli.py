@@ -1,0 +1,277 @@
+"""The `nmt` command line: each command parses its arguments, loads what it needs and calls one library function.
+
+Mistakes a user can fix (UserError) print one line on stderr and exit with code 2; an interrupted training run
+exits with 130 after saving its checkpoint.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+
+from nmt.errors import UserError
+
+app = typer.Typer(
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+    help="Train, use and inspect neural machine translation models.",
+)
+F = TypeVar("F", bound=Callable[..., Any])
+
+RunDir = Annotated[Path, typer.Argument(help="Run directory written by `nmt train`.")]
+Device = Annotated[str, typer.Option(help="auto, cpu or cuda.")]
+BeamSize = Annotated[
+    int | None, typer.Option(min=1, help="Beam size (1 = greedy); default from the run's config.")
+]
+BatchSize = Annotated[int | None, typer.Option(min=1, help="Sentences per decoding batch.")]
+
+
+def user_errors(command: F) -> F:
+    """Turn UserError (and Ctrl-C) into a one-line message and a non-zero exit code, without a traceback."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from nmt.train import Interrupted
+
+        try:
+            return command(*args, **kwargs)
+        except UserError as err:
+            typer.echo(f"nmt: error: {err}", err=True)
+            raise typer.Exit(code=2) from None
+        except Interrupted as err:
+            typer.echo(f"nmt: {err}", err=True)
+            raise typer.Exit(code=130) from None
+        except KeyboardInterrupt:
+            typer.echo("nmt: interrupted", err=True)
+            raise typer.Exit(code=130) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+@app.callback()
+def main(
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only print warnings and errors.")] = False,
+) -> None:
+    """Train, use and inspect neural machine translation models."""
+    logging.basicConfig(
+        level=logging.WARNING if quiet else logging.INFO, format="nmt: %(message)s", stream=sys.stderr
+    )
+
+
+@app.command()
+@user_errors
+def download(
+    name: Annotated[
+        str, typer.Argument(help="multi30k, iwslt2017, wmt14, a Hugging Face dataset id or a local path.")
+    ],
+    out: Annotated[Path, typer.Option(help="Directory for train/valid/test.<lang> files.")],
+    src_lang: Annotated[str, typer.Option(help="Source language code.")] = "de",
+    tgt_lang: Annotated[str, typer.Option(help="Target language code.")] = "en",
+    hf_config: Annotated[str | None, typer.Option(help="Dataset config name, e.g. iwslt2017-de-en.")] = None,
+) -> None:
+    """Download a parallel corpus with Hugging Face `datasets` and write it as plain text files."""
+    from nmt.data.download import download as fetch
+
+    counts = fetch(name, out, src_lang, tgt_lang, hf_config)
+    typer.echo(" ".join(f"{split}={n}" for split, n in counts.items()) + f" pairs written to {out}")
+
+
+@app.command()
+@user_errors
+def train(
+    config: Annotated[Path, typer.Argument(help="Experiment YAML file.")],
+    data: Annotated[
+        Path | None, typer.Option(help="Directory with train.<lang>, valid.<lang>, test.<lang>.")
+    ] = None,
+    src_lang: Annotated[str | None, typer.Option(help="Source language suffix.")] = None,
+    tgt_lang: Annotated[str | None, typer.Option(help="Target language suffix.")] = None,
+    out: Annotated[Path | None, typer.Option(help="Run directory (default runs/<config name>).")] = None,
+    device: Annotated[str | None, typer.Option(help="auto, cpu or cuda.")] = None,
+    max_time: Annotated[float | None, typer.Option(help="Stop after this many seconds of training.")] = None,
+    max_steps: Annotated[int | None, typer.Option(help="Stop after this many updates.")] = None,
+    max_epochs: Annotated[int | None, typer.Option(help="Stop after this many epochs.")] = None,
+    resume: Annotated[bool, typer.Option(help="Continue the run in --out from its last checkpoint.")] = False,
+    overwrite: Annotated[bool, typer.Option(help="Replace a finished run in --out.")] = False,
+    overrides: Annotated[
+        list[str] | None, typer.Option("--set", help="KEY=VALUE, e.g. --set train.lr=3.0e-4")
+    ] = None,
+) -> None:
+    """Train the model described by CONFIG; prints the best checkpoint's path."""
+    from nmt.config import load_config
+    from nmt.train import train as run_training
+
+    flags = {
+        "data.dir": data,
+        "data.src_lang": src_lang,
+        "data.tgt_lang": tgt_lang,
+        "train.device": device,
+        "train.max_time": max_time,
+        "train.max_steps": max_steps,
+        "train.max_epochs": max_epochs,
+    }
+    from_flags = [
+        f"{key}={json.dumps(str(v) if isinstance(v, Path) else v)}"
+        for key, v in flags.items()
+        if v is not None
+    ]
+    cfg = load_config(config, from_flags + (overrides or []))
+    typer.echo(run_training(cfg, out or Path("runs") / config.stem, resume=resume, overwrite=overwrite))
+
+
+def _read_input(path: Path | None) -> list[str]:
+    from nmt.data.corpus import read_lines
+
+    if path is not None:
+        return read_lines(path)[0]
+    raw = sys.stdin.buffer.read()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = raw[: err.start].count(b"\n") + 1
+        raise UserError(f"standard input line {line} is not valid UTF-8") from err
+    return text.split("\n")[: text.count("\n") + (0 if text.endswith("\n") or not text else 1)]
+
+
+@app.command()
+@user_errors
+def translate(
+    run_dir: RunDir,
+    input: Annotated[
+        Path | None, typer.Option("--input", "-i", help="One sentence per line (default stdin).")
+    ] = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Translations (default stdout).")
+    ] = None,
+    beam_size: BeamSize = None,
+    batch_size: BatchSize = None,
+    device: Device = "auto",
+) -> None:
+    """Translate raw sentences, one per line, keeping the line order (empty lines stay empty)."""
+    from nmt.checkpoint import atomic_write_text, load_run
+    from nmt.device import resolve_device
+    from nmt.translate import translate as run_translation
+
+    run = load_run(run_dir, resolve_device(device))
+    translations = run_translation(run, _read_input(input), beam_size, batch_size)
+    text = "".join(line + "\n" for line in translations)
+    if output is None:
+        sys.stdout.write(text)
+    else:
+        atomic_write_text(output, text)
+
+
+@app.command()
+@user_errors
+def evaluate(
+    run_dir: RunDir,
+    split: Annotated[str, typer.Option(help="valid or test: a split of the run's data.")] = "test",
+    src: Annotated[Path | None, typer.Option(help="Source file to translate instead of a split.")] = None,
+    ref: Annotated[Path | None, typer.Option(help="Reference translations of --src.")] = None,
+    beam_size: BeamSize = None,
+    batch_size: BatchSize = None,
+    json_path: Annotated[
+        Path | None, typer.Option("--json", help="Also write the scores as JSON here.")
+    ] = None,
+    device: Device = "auto",
+) -> None:
+    """Translate a test set and print sacreBLEU BLEU and chrF with their signatures."""
+    from nmt.evaluate import evaluate_run
+
+    report = evaluate_run(run_dir, split, src, ref, beam_size, batch_size, device)
+    typer.echo(f"BLEU = {report['bleu']:.2f}  ({report['bleu_signature']})")
+    typer.echo(f"chrF = {report['chrf']:.2f}  ({report['chrf_signature']})")
+    typer.echo(f"hypotheses: {report['hypotheses']}")
+    if json_path is not None:
+        from nmt.checkpoint import atomic_write_text
+
+        atomic_write_text(json_path, json.dumps(report, indent=2) + "\n")
+
+
+@app.command("plot-attention")
+@user_errors
+def plot_attention(
+    run_dir: RunDir,
+    text: Annotated[str, typer.Option(help="Source sentence to translate and plot.")],
+    out: Annotated[Path, typer.Option(help="Image file: .png, .svg or .pdf.")],
+    layer: Annotated[int, typer.Option(help="Decoder layer, from 0; negative counts from the last.")] = -1,
+    head: Annotated[str, typer.Option(help="Attention head (from 0) or 'mean'.")] = "mean",
+    all_heads: Annotated[bool, typer.Option(help="Draw every head of the layer in a grid.")] = False,
+    beam_size: BeamSize = None,
+    device: Device = "auto",
+) -> None:
+    """Draw the encoder-decoder attention of one translation as a heatmap (output rows, source columns)."""
+    from nmt.checkpoint import load_run
+    from nmt.device import resolve_device
+    from nmt.plot import check_output_path, save_head_grid, save_heatmap
+    from nmt.translate import align
+
+    check_output_path(out)
+    alignment = align(load_run(run_dir, resolve_device(device)), text, beam_size)
+    layers, heads = alignment.weights.shape[:2]
+    if not -layers <= layer < layers:
+        raise UserError(
+            f"--layer {layer} is out of range: the model has {layers} decoder layer(s), 0 to {layers - 1}"
+        )
+    weights = alignment.weights[layer]  # (heads, tgt_len, src_len)
+    title = f"layer {layer % layers}: {alignment.translation}"
+    if all_heads:
+        save_head_grid(weights, alignment.src_pieces, alignment.tgt_pieces, out, title)
+    elif head == "mean":
+        save_heatmap(
+            weights.mean(dim=0), alignment.src_pieces, alignment.tgt_pieces, out, title + " (mean of heads)"
+        )
+    elif head.lstrip("-").isdigit() and -heads <= int(head) < heads:
+        save_heatmap(
+            weights[int(head)], alignment.src_pieces, alignment.tgt_pieces, out, title + f" (head {head})"
+        )
+    else:
+        raise UserError(f"--head {head} is not 'mean' or a head from 0 to {heads - 1}")
+    typer.echo(f"{alignment.translation}\nwrote {out}")
+
+
+@app.command()
+@user_errors
+def benchmark(
+    config: Annotated[Path, typer.Argument(help="Experiment YAML file naming the model to measure.")],
+    data: Annotated[
+        Path | None, typer.Option(help="Corpus directory (default: a synthetic Multi30k-sized one).")
+    ] = None,
+    src_lang: Annotated[str | None, typer.Option(help="Source language suffix.")] = None,
+    tgt_lang: Annotated[str | None, typer.Option(help="Target language suffix.")] = None,
+    device: Annotated[str | None, typer.Option(help="auto, cpu or cuda.")] = None,
+    json_path: Annotated[
+        Path | None, typer.Option("--json", help="Also write the results as JSON here.")
+    ] = None,
+    warmup_steps: Annotated[int, typer.Option(help="Untimed updates before measuring.")] = 30,
+    steps: Annotated[int, typer.Option(help="Most updates timed (at most one epoch).")] = 400,
+    bleu_target: Annotated[float, typer.Option(help="Validation BLEU for the time-to-BLEU figure.")] = 40.0,
+    bleu_budget: Annotated[
+        float, typer.Option(help="Seconds of training allowed to reach --bleu-target.")
+    ] = 120.0,
+    decode_sentences: Annotated[int, typer.Option(help="Test sentences decoded in one batch.")] = 1000,
+    overrides: Annotated[
+        list[str] | None, typer.Option("--set", help="KEY=VALUE, e.g. --set train.compile=true")
+    ] = None,
+) -> None:
+    """Measure training and decoding speed, peak memory and time to a validation BLEU; print a table."""
+    from nmt.benchmark import benchmark as run_benchmark
+    from nmt.benchmark import format_table
+    from nmt.checkpoint import atomic_write_text
+    from nmt.config import load_config
+
+    flags = {"data.src_lang": src_lang, "data.tgt_lang": tgt_lang, "train.device": device}
+    cfg = load_config(
+        config, [f"{k}={json.dumps(v)}" for k, v in flags.items() if v is not None] + (overrides or [])
+    )
+    result = run_benchmark(cfg, data, warmup_steps, steps, bleu_target, bleu_budget, decode_sentences)
+    typer.echo(format_table(result))
+    if json_path is not None:
+        atomic_write_text(json_path, json.dumps(result, indent=2) + "\n")

@@ -1,0 +1,254 @@
+"""Experiment configuration: YAML → frozen dataclasses, strict about unknown keys and wrong types."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, field, is_dataclass
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+import yaml
+
+from nmt.errors import ConfigError
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    """Where the parallel text lives and how it is cleaned.
+
+    `dir` holds `train.L`, `valid.L` (or `val.L`/`dev.L`) and `test.L` (or `test2016.L`). Explicit
+    `train`/`valid`/`test` entries override it: a path prefix (`corpus/train` → `corpus/train.de`) or a
+    `.tsv` file with the source in the first column and the target in the second.
+    """
+
+    src_lang: str = "de"
+    tgt_lang: str = "en"
+    dir: str | None = None
+    train: str | None = None
+    valid: str | None = None
+    test: str | None = None
+    max_len: int = 128  # training pairs longer than this (in subwords, either side) are dropped
+    skip_bad_lines: bool = False  # skip lines that are not valid UTF-8 (with a count) instead of failing
+
+
+@dataclass(frozen=True)
+class TokenizerConfig:
+    """sentencepiece settings; the model is trained on the training split."""
+
+    vocab_size: int = 8000
+    model_type: Literal["bpe", "unigram", "char", "word"] = "bpe"
+    joint: bool = True  # one vocabulary for both languages (needed to tie all embeddings)
+    character_coverage: float = 1.0
+    max_sentences: int = 2_000_000  # sentences sampled to train the tokenizer
+    auto_shrink: bool = True  # reduce vocab_size (with a warning) when the corpus is too small for it
+
+    def __post_init__(self) -> None:
+        if 0 < self.max_sentences <= 100:  # sentencepiece rejects 1..100 with an internal error
+            raise ConfigError(f"tokenizer.max_sentences={self.max_sentences} must be 0 (all) or over 100")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Architecture. Transformer fields are ignored by the RNN models and vice versa."""
+
+    type: Literal["transformer", "rnn-bahdanau", "rnn-luong"] = "transformer"
+    d_model: int = 512  # Transformer width; embedding size of the RNN models
+    heads: int = 8
+    ff_dim: int = 2048
+    encoder_layers: int = 3
+    decoder_layers: int = 3
+    dropout: float = 0.1
+    attention_dropout: float = 0.0
+    norm: Literal["pre", "post"] = "pre"
+    tie_embeddings: bool = True
+    max_positions: int = 1024
+    rnn_cell: Literal["gru", "lstm"] = "gru"
+    hidden_size: int = 512  # RNN hidden size (per direction in the encoder)
+    bridge: Literal["learned", "zero", "last"] = "learned"
+    luong_score: Literal["dot", "general", "concat"] = "general"
+    input_feeding: bool = True
+    scale_scores: bool = False  # Luong dot/general scores divided by sqrt(d)
+
+    def __post_init__(self) -> None:
+        for name in ("d_model", "heads", "ff_dim", "encoder_layers", "decoder_layers", "hidden_size"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"model.{name}={getattr(self, name)} must be at least 1")
+        if self.type == "transformer" and self.d_model % self.heads:
+            raise ConfigError(f"model.d_model={self.d_model} must be divisible by model.heads={self.heads}")
+        for name in ("dropout", "attention_dropout"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise ConfigError(f"model.{name}={getattr(self, name)} must be in [0, 1)")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Optimisation, schedule, stopping and checkpointing."""
+
+    seed: int = 1234
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    batch_tokens: int = 8192  # source+target tokens (with padding) per batch, before accumulation
+    accumulate: int = 1
+    pad_to_multiple: int = 8  # pad batch lengths to a multiple of this (tensor cores, fewer compiled shapes)
+    lr: float = 7.0e-4
+    warmup_steps: int = 4000
+    schedule: Literal["inverse_sqrt", "constant"] = "inverse_sqrt"
+    betas: tuple[float, float] = (0.9, 0.98)
+    weight_decay: float = 0.0
+    label_smoothing: float = 0.1
+    clip_norm: float = 1.0
+    max_steps: int = 0  # 0 = no limit
+    max_epochs: int = 0
+    max_time: float = 0.0  # seconds of training; 0 = no limit
+    eval_every: int = 1000  # steps between validations
+    eval_max_sentences: int = 0  # validate BLEU on at most this many sentences; 0 = all
+    patience: int = 0  # stop after this many validations without a better BLEU; 0 = never
+    target_bleu: float = 0.0  # stop once validation BLEU reaches this; 0 = never
+    log_every: int = 50
+    amp: bool = True  # bf16 autocast on CUDA
+    compile: bool = False  # torch.compile the model on CUDA
+
+    def __post_init__(self) -> None:
+        for name in ("batch_tokens", "accumulate", "pad_to_multiple", "eval_every", "log_every"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"train.{name}={getattr(self, name)} must be at least 1")
+        if self.lr <= 0:
+            raise ConfigError(f"train.lr={self.lr} must be positive")
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    """Decoding for validation, `nmt translate` and `nmt evaluate`."""
+
+    beam_size: int = 5
+    length_penalty: float = 1.0  # GNMT alpha: scores divided by ((5 + len) / 6) ** alpha
+    max_len_a: float = 1.5  # output length limit: a * source length + b
+    max_len_b: int = 10
+    batch_size: int = 256  # sentences per decoding batch
+
+    def __post_init__(self) -> None:
+        for name in ("beam_size", "batch_size"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"search.{name}={getattr(self, name)} must be at least 1")
+
+
+@dataclass(frozen=True)
+class Config:
+    """A whole experiment."""
+
+    data: DataConfig = field(default_factory=DataConfig)
+    tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    search: SearchConfig = field(default_factory=SearchConfig)
+
+
+def _check_value(name: str, hint: Any, value: Any) -> Any:
+    """Return `value` converted to `hint` where YAML is loose (int → float, list → tuple), or raise."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        (inner,) = [arg for arg in args if arg is not type(None)]
+        return _check_value(name, inner, value)
+    if origin is Literal:
+        if value not in args:
+            raise ConfigError(f"{name}={value!r}; expected one of {', '.join(map(repr, args))}")
+        return value
+    if origin is tuple:
+        if not isinstance(value, list | tuple) or len(value) != len(args):
+            raise ConfigError(f"{name}={value!r} is not a list of {len(args)} values")
+        return tuple(
+            _check_value(f"{name}[{i}]", arg, item) for i, (arg, item) in enumerate(zip(args, value))
+        )
+    if hint is float and type(value) is int:  # `lr: 1` in YAML is a fine float
+        return float(value)
+    if hint in (int, float, str, bool) and type(value) is not hint:
+        tip = " (write floats with a dot, e.g. 3.0e-4)" if hint is float and isinstance(value, str) else ""
+        raise ConfigError(f"{name}={value!r} is not a {hint.__name__}{tip}")
+    return value
+
+
+def from_dict(cls: type[T], raw: Mapping[str, Any], prefix: str = "") -> T:
+    """Build dataclass `cls` from a nested mapping; unknown keys and wrong types raise ConfigError."""
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"section '{prefix.rstrip('.') or 'top level'}' must be a mapping, got {raw!r}")
+    hints, values = typing.get_type_hints(cls), {}
+    for key, value in raw.items():
+        name, hint = f"{prefix}{key}", hints.get(key)
+        if hint is None:
+            guess = difflib.get_close_matches(str(key), hints, n=1)
+            tip = (
+                f"did you mean '{prefix}{guess[0]}'?" if guess else f"valid keys: {', '.join(sorted(hints))}"
+            )
+            raise ConfigError(f"unknown key '{name}'; {tip}")
+        if is_dataclass(hint):
+            values[key] = from_dict(hint, value or {}, f"{name}.")
+        else:
+            values[key] = _check_value(name, hint, value)
+    try:
+        return cls(**values)
+    except TypeError as err:
+        raise ConfigError(f"section '{prefix.rstrip('.')}': {err}") from err
+
+
+def apply_override(raw: dict[str, Any], override: str) -> None:
+    """Write one `dotted.key=value` override into the raw config dict (value parsed as YAML)."""
+    key, sep, text = override.partition("=")
+    if not sep or not key.strip():
+        raise ConfigError(f"override '{override}' is not KEY=VALUE, e.g. train.lr=3.0e-4")
+    *parents, leaf = key.strip().split(".")
+    node = raw
+    for part in parents:
+        if node.get(part) is None:  # absent, or an empty `section:` in the YAML file
+            node[part] = {}
+        node = node[part]
+        if not isinstance(node, dict):
+            raise ConfigError(f"override '{override}': '{part}' is not a section")
+    node[leaf] = yaml.safe_load(text) if text.strip() else None
+
+
+def load_config(path: Path | None, overrides: list[str] | None = None) -> Config:
+    """Load a YAML config (or the defaults when `path` is None) and apply dotted overrides."""
+    raw: dict[str, Any] = {}
+    if path is not None:
+        if not Path(path).is_file():
+            raise ConfigError(f"config file {path} does not exist")
+        try:
+            raw = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+        except (yaml.YAMLError, UnicodeDecodeError) as err:
+            raise ConfigError(f"{path} is not valid YAML: {str(err).splitlines()[0]}") from err
+        if not isinstance(raw, dict):
+            raise ConfigError(f"{path} must hold a mapping of sections (data:, model:, …), got {raw!r}")
+    for override in overrides or []:
+        apply_override(raw, override)
+    return from_dict(Config, raw)
+
+
+def to_dict(cfg: Config) -> dict[str, Any]:
+    """Plain nested dict of a config (tuples as lists), for YAML files and checkpoints."""
+
+    def plain(value: Any) -> Any:
+        if isinstance(value, tuple):
+            return [plain(v) for v in value]
+        if isinstance(value, dict):
+            return {k: plain(v) for k, v in value.items()}
+        return value
+
+    return plain(dataclasses.asdict(cfg))
+
+
+def save_config(cfg: Config, path: Path) -> None:
+    """Write the resolved config as YAML."""
+    path.write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False), encoding="utf-8")
+
+
+def replace(cfg: Config, **sections: Mapping[str, Any]) -> Config:
+    """A copy of `cfg` with some fields of some sections changed, e.g. replace(cfg, train={"max_steps": 5})."""
+    changed = {name: dataclasses.replace(getattr(cfg, name), **fields) for name, fields in sections.items()}
+    return dataclasses.replace(cfg, **changed)

@@ -1,0 +1,116 @@
+"""Hugging Face `datasets` corpora → plain UTF-8 files `DIR/{train,valid,test}.{lang}`; the only network code."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from nmt.checkpoint import atomic_write_text
+from nmt.errors import UserError
+
+log = logging.getLogger(__name__)
+
+SPLITS = {
+    "train": "train",
+    "validation": "valid",
+    "valid": "valid",
+    "val": "valid",
+    "dev": "valid",
+    "test": "test",
+}
+
+
+@dataclass(frozen=True)
+class HubCorpus:
+    """How to load a known corpus: dataset id, config name pattern and revision."""
+
+    path: str
+    config: str | None = None  # may use {src}, {tgt} and {pair} (the non-English language + "-en")
+    revision: str | None = None
+
+
+KNOWN = {
+    "multi30k": HubCorpus("bentrevett/multi30k"),
+    # a loading script upstream; its auto-converted Parquet files load without running code
+    "iwslt2017": HubCorpus("IWSLT/iwslt2017", "iwslt2017-{src}-{tgt}", "refs/convert/parquet"),
+    "wmt14": HubCorpus("wmt/wmt14", "{pair}"),
+}
+
+
+def resolve(name: str, src: str, tgt: str, hf_config: str | None) -> tuple[HubCorpus, str | None]:
+    """The corpus to load for NAME (a known short name, a hub id or a local path) and its config name."""
+    corpus = KNOWN.get(name.lower(), HubCorpus(name))
+    other = tgt if src == "en" else src
+    config = hf_config or (
+        corpus.config.format(src=src, tgt=tgt, pair=f"{other}-en") if corpus.config else None
+    )
+    return corpus, config
+
+
+def _check_hub_reachable(path: str) -> None:
+    """Fail at once, instead of after minutes of retries, when the hub's host cannot even be resolved."""
+    if Path(path).exists() or os.environ.get("HF_HUB_OFFLINE", "").upper() in {"1", "ON", "YES", "TRUE"}:
+        return
+    if os.path.isabs(path) or path.startswith(("./", "../")):  # a hub id is 'owner/name', never a path
+        raise UserError(f"local dataset directory {path} does not exist")
+    host = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co")).hostname or "huggingface.co"
+    try:
+        socket.getaddrinfo(host, 443)
+    except OSError as err:
+        raise UserError(
+            f"cannot reach the Hugging Face hub ({host}) to download '{path}'; "
+            f"for local files use `nmt train CONFIG --data DIR` with DIR/train.<lang> files"
+        ) from err
+
+
+def side(rows: Any, lang: str, split: str) -> list[str]:
+    """The `lang` sentences of a split whose records are flat {"de": …, "en": …} or {"translation": {…}}."""
+    if "translation" in rows.column_names:
+        pairs = rows["translation"]
+        fields = sorted(pairs[0]) if len(pairs) else []
+        if lang in fields:
+            return [_one_line(pair[lang]) for pair in pairs]
+    else:
+        fields = rows.column_names
+        if lang in fields:
+            return [_one_line(text) for text in rows[lang]]
+    raise UserError(f"{split} records have no '{lang}' field (fields: {fields}); check --src-lang/--tgt-lang")
+
+
+def _one_line(text: Any) -> str:
+    """A sentence on one line with runs of whitespace collapsed; a missing one (None) becomes empty."""
+    return "" if text is None else " ".join(str(text).split())
+
+
+def download(name: str, out: Path, src: str, tgt: str, hf_config: str | None = None) -> dict[str, int]:
+    """Load a parallel corpus with `datasets` and write its splits as plain text; returns lines per split."""
+    import datasets  # heavy import, only needed here
+
+    corpus, config = resolve(name, src, tgt, hf_config)
+    _check_hub_reachable(corpus.path)
+    try:
+        dataset = datasets.load_dataset(corpus.path, config, revision=corpus.revision)
+    except Exception as err:  # datasets raises many types for 'not found', 'offline', 'bad config'
+        reason = str(err).strip().splitlines()[0][:200] if str(err).strip() else type(err).__name__
+        raise UserError(
+            f"could not load dataset '{corpus.path}'{f' ({config})' if config else ''}: {reason}; "
+            f"for local files use `nmt train CONFIG --data DIR`"
+        ) from err
+    counts = {}
+    for hf_split, rows in dataset.items():
+        split = SPLITS.get(hf_split)
+        if split is None:
+            log.warning("skipping split '%s'", hf_split)
+            continue
+        for lang in (src, tgt):
+            lines = side(rows, lang, hf_split)
+            atomic_write_text(out / f"{split}.{lang}", "\n".join(lines) + "\n")
+        counts[split] = len(rows)
+    if "train" not in counts:
+        raise UserError(f"dataset '{corpus.path}' has no train split (splits: {sorted(dataset)})")
+    return counts

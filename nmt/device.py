@@ -1,0 +1,29 @@
+"""Choosing the device and the matching numeric settings (bf16 autocast on CUDA)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import torch
+
+from nmt.errors import UserError
+
+
+def resolve_device(name: str) -> torch.device:
+    """'auto' → cuda when available, else cpu; 'cuda' without a GPU is a user error."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise UserError("--device cuda was requested but no CUDA GPU is available; use --device cpu")
+    try:
+        return torch.device(name)
+    except RuntimeError as err:
+        raise UserError(f"unknown device '{name}'; use auto, cpu or cuda") from err
+
+
+@contextlib.contextmanager
+def autocast(device: torch.device, enabled: bool = True) -> Iterator[None]:
+    """bf16 autocast on CUDA; nothing on CPU (where bf16 matmuls are slow on most machines)."""
+    with torch.autocast(device.type, dtype=torch.bfloat16, enabled=enabled and device.type == "cuda"):
+        yield

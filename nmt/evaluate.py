@@ -1,0 +1,73 @@
+"""Corpus-level sacreBLEU BLEU and chrF of detokenized hypotheses against raw references."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from sacrebleu.metrics import BLEU, CHRF
+
+from nmt.errors import UserError
+
+
+@dataclass(frozen=True)
+class Scores:
+    bleu: float
+    chrf: float
+    bleu_signature: str
+    chrf_signature: str
+    sentences: int
+
+    def as_dict(self) -> dict[str, float | str | int]:
+        return asdict(self)
+
+
+def score(hypotheses: list[str], references: list[str]) -> Scores:
+    """BLEU (13a tokenization, mixed case) and chrF with their signatures."""
+    if len(hypotheses) != len(references):
+        raise ValueError(f"{len(hypotheses)} hypotheses for {len(references)} references")
+    bleu, chrf = BLEU(), CHRF()
+    bleu_score = bleu.corpus_score(hypotheses, [references])
+    chrf_score = chrf.corpus_score(hypotheses, [references])
+    return Scores(
+        bleu=round(bleu_score.score, 2),
+        chrf=round(chrf_score.score, 2),
+        bleu_signature=str(bleu.get_signature()),
+        chrf_signature=str(chrf.get_signature()),
+        sentences=len(hypotheses),
+    )
+
+
+def evaluate_run(
+    run_dir: Path,
+    split: str,
+    src: Path | None,
+    ref: Path | None,
+    beam_size: int | None,
+    batch_size: int | None,
+    device: str,
+) -> dict[str, Any]:
+    """Translate a split of the run's data (or --src) and score it against its references (or --ref).
+
+    The hypotheses are written to `run_dir/eval/<name>.beam<k>.hyp`; returns scores, signatures and settings.
+    """
+    from nmt.checkpoint import atomic_write_text, load_run
+    from nmt.data.corpus import SplitFiles, read_files, split_files
+    from nmt.device import resolve_device
+    from nmt.translate import translate
+
+    if (src is None) != (ref is None):
+        raise UserError("--src and --ref go together: give both files or neither")
+    if split not in ("valid", "test"):
+        raise UserError(f"--split {split}: expected valid or test")
+    run = load_run(run_dir, resolve_device(device))
+    files = SplitFiles(src, ref) if src is not None and ref is not None else split_files(run.cfg.data, split)
+    text = read_files(files, split, run.cfg.data.skip_bad_lines)
+    beam = beam_size or run.cfg.search.beam_size
+    hypotheses = translate(run, text.src, beam, batch_size)
+    name = src.name if src is not None else split
+    hyp_path = run_dir / "eval" / f"{name}.beam{beam}.hyp"
+    atomic_write_text(hyp_path, "".join(h + "\n" for h in hypotheses))
+    scores = score(hypotheses, text.tgt)
+    return scores.as_dict() | {"beam_size": beam, "source": str(files.src), "hypotheses": str(hyp_path)}

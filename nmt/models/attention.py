@@ -1,0 +1,153 @@
+"""One attention interface for every model: `context, weights = attention(query, keys, values, mask)`.
+
+Keys and values are prepared once per source batch with `prepare(memory)` and passed back on every call, so a
+decoder step never re-projects the encoder states. Weights always come as (batch, heads, tgt_len, src_len);
+the single-head RNN attentions have heads = 1. Masks are bool with True = attend, shaped (batch, 1, src_len)
+for padding or (batch, tgt_len, src_len) in general.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+
+class Attention(nn.Module):
+    """The interface: `prepare` once per source batch, then call with queries as often as needed."""
+
+    def prepare(self, memory: Tensor) -> tuple[Tensor, Tensor]:
+        """Keys and values from the encoder states (batch, src_len, d), computed once per batch."""
+        return memory, memory
+
+    def forward(
+        self, query: Tensor, keys: Tensor, values: Tensor, mask: Tensor | None, need_weights: bool = True
+    ) -> tuple[Tensor, Tensor | None]:
+        """Context (batch, tgt_len, d_value) and, when asked, weights (batch, heads, tgt_len, src_len)."""
+        raise NotImplementedError
+
+
+class SingleHeadAttention(Attention):
+    """Scores → masked softmax → weighted sum of the values; weights are always computed (heads = 1)."""
+
+    def score(self, query: Tensor, keys: Tensor) -> Tensor:
+        """Unnormalised scores (batch, tgt_len, src_len)."""
+        raise NotImplementedError
+
+    def forward(
+        self, query: Tensor, keys: Tensor, values: Tensor, mask: Tensor | None, need_weights: bool = True
+    ) -> tuple[Tensor, Tensor | None]:
+        scores = self.score(query, keys)  # (batch, tgt_len, src_len)
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        weights = scores.softmax(dim=-1)
+        return weights @ values, weights.unsqueeze(1)
+
+
+class AdditiveAttention(SingleHeadAttention):
+    """Bahdanau et al. 2015, "Neural Machine Translation by Jointly Learning to Align and Translate":
+    score(s, h_j) = vᵀ tanh(W_s s + W_h h_j). Luong et al. 2015's `concat` score is the same function.
+
+    W_h h_j is computed once per sentence in `prepare`.
+    """
+
+    def __init__(self, query_dim: int, key_dim: int, hidden_dim: int) -> None:
+        super().__init__()
+        self.query_proj = nn.Linear(query_dim, hidden_dim, bias=False)  # W_s
+        self.key_proj = nn.Linear(key_dim, hidden_dim)  # W_h (with the bias of the sum)
+        self.energy = nn.Linear(hidden_dim, 1, bias=False)  # v
+
+    def prepare(self, memory: Tensor) -> tuple[Tensor, Tensor]:
+        return self.key_proj(memory), memory  # (batch, src_len, hidden), (batch, src_len, key_dim)
+
+    def score(self, query: Tensor, keys: Tensor) -> Tensor:
+        hidden = torch.tanh(self.query_proj(query).unsqueeze(2) + keys.unsqueeze(1))  # (batch, tgt, src, hidden)
+        return self.energy(hidden).squeeze(-1)  # (batch, tgt_len, src_len)
+
+
+class MultiplicativeAttention(SingleHeadAttention):
+    """Luong et al. 2015, "Effective Approaches to Attention-based Neural Machine Translation":
+    `dot` score h_tᵀ h̄_s, or `general` score h_tᵀ W_a h̄_s (W_a h̄_s computed once in `prepare`).
+
+    With `scale`, scores are divided by sqrt(query_dim) (not in the paper; off by default).
+    """
+
+    def __init__(self, query_dim: int, key_dim: int, general: bool, scale: bool = False) -> None:
+        super().__init__()
+        if not general and query_dim != key_dim:
+            raise ValueError(f"dot attention needs equal query and key sizes, got {query_dim} and {key_dim}")
+        self.key_proj = nn.Linear(key_dim, query_dim, bias=False) if general else None  # W_a
+        self.scale = query_dim**-0.5 if scale else 1.0
+
+    def prepare(self, memory: Tensor) -> tuple[Tensor, Tensor]:
+        keys = memory if self.key_proj is None else self.key_proj(memory)  # (batch, src_len, query_dim)
+        return keys, memory
+
+    def score(self, query: Tensor, keys: Tensor) -> Tensor:
+        return (query @ keys.transpose(1, 2)) * self.scale  # (batch, tgt_len, src_len)
+
+
+def luong_attention(score: str, query_dim: int, key_dim: int, scale: bool = False) -> Attention:
+    """The Luong et al. 2015 score named `score`: 'dot', 'general' or 'concat'."""
+    if score == "concat":
+        return AdditiveAttention(query_dim, key_dim, query_dim)
+    return MultiplicativeAttention(query_dim, key_dim, general=score == "general", scale=scale)
+
+
+class MultiHeadAttention(Attention):
+    """Vaswani et al. 2017 multi-head scaled dot-product attention.
+
+    Keys and values are prepared as (batch, heads, src_len, d_head). Without `need_weights` the call goes
+    through `F.scaled_dot_product_attention` (flash / memory-efficient kernels on GPU); with it, the weights
+    are computed explicitly and returned per head.
+    """
+
+    def __init__(self, d_model: int, heads: int, dropout: float = 0.0) -> None:
+        super().__init__()
+        self.heads, self.d_head, self.dropout = heads, d_model // heads, dropout
+        self.query_proj = nn.Linear(d_model, d_model)
+        self.key_value_proj = nn.Linear(d_model, 2 * d_model)
+        self.out_proj = nn.Linear(d_model, d_model)
+
+    def split_heads(self, x: Tensor) -> Tensor:
+        batch, length, _ = x.shape
+        return x.view(batch, length, self.heads, self.d_head).transpose(1, 2)  # (batch, heads, length, d_head)
+
+    def prepare(self, memory: Tensor) -> tuple[Tensor, Tensor]:
+        keys, values = self.key_value_proj(memory).chunk(2, dim=-1)  # (batch, src_len, d_model) each
+        return self.split_heads(keys), self.split_heads(values)
+
+    def forward(
+        self,
+        query: Tensor,
+        keys: Tensor,
+        values: Tensor,
+        mask: Tensor | None,
+        need_weights: bool = False,
+        causal: bool = False,
+    ) -> tuple[Tensor, Tensor | None]:
+        """`causal` adds the no-look-ahead mask for self-attention over a whole target prefix."""
+        batch, tgt_len, d_model = query.shape
+        q = self.split_heads(self.query_proj(query))  # (batch, heads, tgt_len, d_head)
+        mask = None if mask is None else mask.unsqueeze(1)  # (batch, 1, tgt_len or 1, src_len)
+        dropout = self.dropout if self.training else 0.0
+        weights = None
+        if need_weights:
+            scores = (q @ keys.transpose(-2, -1)) / math.sqrt(self.d_head)  # (batch, heads, tgt_len, src_len)
+            if causal:
+                scores = scores.masked_fill(~causal_mask(tgt_len, keys.size(-2), q.device), float("-inf"))
+            if mask is not None:
+                scores = scores.masked_fill(~mask, float("-inf"))
+            weights = scores.softmax(dim=-1)
+            context = F.dropout(weights, dropout, self.training) @ values
+        else:
+            context = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, dropout_p=dropout, is_causal=causal)
+        context = context.transpose(1, 2).reshape(batch, tgt_len, d_model)  # (batch, tgt_len, d_model)
+        return self.out_proj(context), weights
+
+
+def causal_mask(tgt_len: int, src_len: int, device: torch.device) -> Tensor:
+    """(tgt_len, src_len) bool, True where query i may see key j (j <= i + src_len - tgt_len)."""
+    return torch.ones(tgt_len, src_len, dtype=torch.bool, device=device).tril(src_len - tgt_len)

@@ -1,0 +1,76 @@
+"""The contract every translation model fulfils, so search, training and plotting never ask which model runs.
+
+A model encodes a source batch into a `Memory`, starts a decoder `State` from it, and advances that state one
+target token at a time with `decode_step`. Memory and state are flat dicts of tensors whose first dimension is
+the batch, so search can expand, reorder and shrink them with one `select_rows` for every model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+Memory = dict[str, Tensor]  # encoder output and whatever the decoder precomputes from it; batch first
+State = dict[str, Tensor]  # decoder state between steps (hidden states, key/value caches); batch first
+
+
+def select_rows(tensors: dict[str, Tensor], index: Tensor) -> dict[str, Tensor]:
+    """The same dict with every tensor's batch rows picked by `index` (beam expansion, reordering, pruning)."""
+    return {name: tensor.index_select(0, index) for name, tensor in tensors.items()}
+
+
+@dataclass
+class Step:
+    """One decoding step: log-probabilities of the next token and the advanced state."""
+
+    log_probs: Tensor  # (batch, vocab)
+    state: State
+
+
+@dataclass
+class Output:
+    """Teacher-forced pass: next-token logits and, when asked, encoder-decoder attention weights."""
+
+    logits: Tensor  # (batch, tgt_len, vocab)
+    attention: Tensor | None = None  # (batch, layers, heads, tgt_len, src_len); RNN models: 1 layer, 1 head
+
+
+class Seq2Seq(nn.Module):
+    """Encoder-decoder translation model.
+
+    Masks are bool with True = real token; `src_mask` is (batch, 1, src_len).
+    """
+
+    def encode(self, src: Tensor, src_mask: Tensor) -> Memory:
+        """Encode source ids (batch, src_len); the memory holds 'src_mask' among its tensors."""
+        raise NotImplementedError
+
+    def init_state(self, memory: Memory) -> State:
+        """Decoder state before the first target token."""
+        raise NotImplementedError
+
+    def decode_step(self, tokens: Tensor, memory: Memory, state: State) -> Step:
+        """Advance by one token: `tokens` (batch,) are the previous outputs (bos at the start)."""
+        raise NotImplementedError
+
+    def decode(self, tgt_in: Tensor, memory: Memory, return_attention: bool = False) -> Output:
+        """Teacher-forced decoder pass over the whole target prefix `tgt_in` (batch, tgt_len)."""
+        raise NotImplementedError
+
+    def forward(
+        self, src: Tensor, src_mask: Tensor, tgt_in: Tensor, return_attention: bool = False
+    ) -> Output:
+        return self.decode(tgt_in, self.encode(src, src_mask), return_attention)
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.parameters()).device
+
+
+def init_embedding(embedding: nn.Embedding, pad: int) -> None:
+    """Normal(0, d^-1/2) embeddings (Vaswani et al. 2017 scale them back by sqrt(d)), zero for padding."""
+    nn.init.normal_(embedding.weight, std=embedding.embedding_dim**-0.5)
+    with torch.no_grad():
+        embedding.weight[pad].zero_()

@@ -1,0 +1,203 @@
+"""The Transformer of Vaswani et al. 2017, "Attention Is All You Need": pre-norm by default (post-norm option),
+sinusoidal positions, tied embeddings, and incremental decoding with a key/value cache."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from nmt.config import ModelConfig
+from nmt.data.tokenizer import PAD
+from nmt.models.attention import MultiHeadAttention
+from nmt.models.base import Memory, Output, Seq2Seq, State, Step, init_embedding
+
+
+def sinusoidal_positions(length: int, d_model: int) -> Tensor:
+    """(length, d_model) table: sin on even dimensions, cos on odd ones."""
+    position = torch.arange(length, dtype=torch.float32).unsqueeze(1)  # (length, 1)
+    frequency = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(10000.0) / d_model))
+    table = torch.zeros(length, d_model)
+    table[:, 0::2] = torch.sin(position * frequency)
+    table[:, 1::2] = torch.cos(position * frequency)
+    return table
+
+
+class Embedder(nn.Module):
+    """Token embedding × sqrt(d) + sinusoidal position, then dropout."""
+
+    def __init__(self, embedding: nn.Embedding, max_positions: int, dropout: float) -> None:
+        super().__init__()
+        self.embedding, self.scale = embedding, math.sqrt(embedding.embedding_dim)
+        self.register_buffer(
+            "positions", sinusoidal_positions(max_positions, embedding.embedding_dim), persistent=False
+        )
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, tokens: Tensor, offset: int = 0) -> Tensor:
+        """Embed tokens (batch, length) sitting at positions offset, offset + 1, …"""
+        length = tokens.size(1)
+        if offset + length > self.positions.size(0):
+            raise ValueError(
+                f"sequence of {offset + length} tokens exceeds model.max_positions={self.positions.size(0)}"
+            )
+        x = self.embedding(tokens) * self.scale + self.positions[offset : offset + length]
+        return self.dropout(x)  # (batch, length, d_model)
+
+
+class Sublayer(nn.Module):
+    """Residual connection around `fn` with layer norm before (pre-norm) or after (post-norm) it."""
+
+    def __init__(self, d_model: int, dropout: float, pre_norm: bool) -> None:
+        super().__init__()
+        self.norm, self.dropout, self.pre_norm = nn.LayerNorm(d_model), nn.Dropout(dropout), pre_norm
+
+    def forward(self, x: Tensor, fn: Callable[[Tensor], Tensor]) -> Tensor:
+        if self.pre_norm:
+            return x + self.dropout(fn(self.norm(x)))
+        return self.norm(x + self.dropout(fn(x)))
+
+
+class FeedForward(nn.Sequential):
+    def __init__(self, d_model: int, ff_dim: int, dropout: float) -> None:
+        super().__init__(
+            nn.Linear(d_model, ff_dim), nn.ReLU(), nn.Dropout(dropout), nn.Linear(ff_dim, d_model)
+        )
+
+
+class EncoderLayer(nn.Module):
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        pre = cfg.norm == "pre"
+        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.heads, cfg.attention_dropout)
+        self.feed_forward = FeedForward(cfg.d_model, cfg.ff_dim, cfg.dropout)
+        self.attn_block, self.ff_block = (Sublayer(cfg.d_model, cfg.dropout, pre) for _ in range(2))
+
+    def forward(self, x: Tensor, src_mask: Tensor) -> Tensor:
+        x = self.attn_block(x, lambda h: self.self_attn(h, *self.self_attn.prepare(h), src_mask)[0])
+        return self.ff_block(x, self.feed_forward)  # (batch, src_len, d_model)
+
+
+class DecoderLayer(nn.Module):
+    """Causal self-attention (optionally over a key/value cache), cross-attention, feed-forward."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        pre = cfg.norm == "pre"
+        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.heads, cfg.attention_dropout)
+        self.cross_attn = MultiHeadAttention(cfg.d_model, cfg.heads, cfg.attention_dropout)
+        self.feed_forward = FeedForward(cfg.d_model, cfg.ff_dim, cfg.dropout)
+        self.self_block, self.cross_block, self.ff_block = (
+            Sublayer(cfg.d_model, cfg.dropout, pre) for _ in range(3)
+        )
+
+    def forward(
+        self,
+        x: Tensor,
+        cross_kv: tuple[Tensor, Tensor],
+        src_mask: Tensor,
+        cache: tuple[Tensor, Tensor] | None = None,
+        need_weights: bool = False,
+    ) -> tuple[Tensor, tuple[Tensor, Tensor], Tensor | None]:
+        """x (batch, tgt_len, d_model) → same shape, the new self-attention keys/values, cross-attention weights.
+
+        With a `cache` (keys and values of earlier positions) `x` holds only the new positions, which attend to
+        the cache and to themselves; without one, `x` is the whole prefix and a causal mask applies.
+        """
+        new_kv = None
+
+        def self_attention(h: Tensor) -> Tensor:
+            nonlocal new_kv
+            keys, values = new_kv = self.self_attn.prepare(h)
+            if cache is not None:
+                keys, values = new_kv = (
+                    torch.cat([cache[0], keys], dim=2),
+                    torch.cat([cache[1], values], dim=2),
+                )
+            return self.self_attn(h, keys, values, None, causal=cache is None and h.size(1) > 1)[0]
+
+        weights = None
+
+        def cross_attention(h: Tensor) -> Tensor:
+            nonlocal weights
+            context, weights = self.cross_attn(h, *cross_kv, src_mask, need_weights=need_weights)
+            return context
+
+        x = self.self_block(x, self_attention)
+        x = self.cross_block(x, cross_attention)
+        return self.ff_block(x, self.feed_forward), new_kv, weights
+
+
+class TransformerSeq2Seq(Seq2Seq):
+    """Encoder-decoder Transformer. Memory holds the encoder states and each layer's cross-attention keys and
+    values (projected once); the decoding state holds each layer's self-attention key/value cache."""
+
+    def __init__(self, cfg: ModelConfig, src_vocab: int, tgt_vocab: int, joint_vocab: bool) -> None:
+        super().__init__()
+        tgt_embedding = nn.Embedding(tgt_vocab, cfg.d_model, padding_idx=PAD)
+        share_source = cfg.tie_embeddings and joint_vocab
+        src_embedding = (
+            tgt_embedding if share_source else nn.Embedding(src_vocab, cfg.d_model, padding_idx=PAD)
+        )
+        for embedding in dict.fromkeys([src_embedding, tgt_embedding]):  # ordered: reproducible init
+            init_embedding(embedding, PAD)
+        self.src_embed = Embedder(src_embedding, cfg.max_positions, cfg.dropout)
+        self.tgt_embed = Embedder(tgt_embedding, cfg.max_positions, cfg.dropout)
+        self.encoder_layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.encoder_layers))
+        self.decoder_layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.decoder_layers))
+        final_norm = nn.LayerNorm if cfg.norm == "pre" else nn.Identity
+        self.encoder_norm, self.decoder_norm = final_norm(cfg.d_model), final_norm(cfg.d_model)
+        self.output = None if cfg.tie_embeddings else nn.Linear(cfg.d_model, tgt_vocab, bias=False)
+
+    def encode(self, src: Tensor, src_mask: Tensor) -> Memory:
+        x = self.src_embed(src)  # (batch, src_len, d_model)
+        for layer in self.encoder_layers:
+            x = layer(x, src_mask)
+        states = self.encoder_norm(x)
+        memory = {"states": states, "src_mask": src_mask}
+        for i, layer in enumerate(self.decoder_layers):
+            memory[f"cross_k{i}"], memory[f"cross_v{i}"] = layer.cross_attn.prepare(
+                states
+            )  # (batch, heads, src, d_head)
+        return memory
+
+    def logits(self, x: Tensor) -> Tensor:
+        """Decoder states (…, d_model) → vocabulary logits (…, tgt_vocab)."""
+        x = self.decoder_norm(x)
+        return F.linear(x, self.tgt_embed.embedding.weight) if self.output is None else self.output(x)
+
+    def decode(self, tgt_in: Tensor, memory: Memory, return_attention: bool = False) -> Output:
+        x = self.tgt_embed(tgt_in)  # (batch, tgt_len, d_model)
+        attention = []
+        for i, layer in enumerate(self.decoder_layers):
+            cross_kv = memory[f"cross_k{i}"], memory[f"cross_v{i}"]
+            x, _, weights = layer(x, cross_kv, memory["src_mask"], need_weights=return_attention)
+            attention.append(weights)
+        stacked = (
+            torch.stack(attention, dim=1) if return_attention else None
+        )  # (batch, layers, heads, tgt, src)
+        return Output(self.logits(x), stacked)
+
+    def init_state(self, memory: Memory) -> State:
+        keys = memory["cross_k0"]  # (batch, heads, src_len, d_head)
+        empty = keys.new_zeros(keys.size(0), keys.size(1), 0, keys.size(3))
+        state = {}
+        for i in range(len(self.decoder_layers)):
+            state[f"self_k{i}"], state[f"self_v{i}"] = empty, empty  # (batch, heads, 0, d_head)
+        return state
+
+    def decode_step(self, tokens: Tensor, memory: Memory, state: State) -> Step:
+        position = state["self_k0"].size(2)
+        x = self.tgt_embed(tokens.unsqueeze(1), offset=position)  # (batch, 1, d_model)
+        new_state = {}
+        for i, layer in enumerate(self.decoder_layers):
+            cross_kv = memory[f"cross_k{i}"], memory[f"cross_v{i}"]
+            cache = state[f"self_k{i}"], state[f"self_v{i}"]
+            x, (new_state[f"self_k{i}"], new_state[f"self_v{i}"]), _ = layer(
+                x, cross_kv, memory["src_mask"], cache
+            )
+        log_probs = self.logits(x.squeeze(1)).float().log_softmax(dim=-1)  # (batch, tgt_vocab)
+        return Step(log_probs, new_state)

@@ -1,0 +1,70 @@
+"""Attention heatmaps: target subwords (rows) over source subwords (columns), as PNG, SVG or PDF."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+from torch import Tensor
+
+from nmt.errors import UserError
+
+FORMATS = (".png", ".svg", ".pdf")
+
+
+def check_output_path(path: Path) -> None:
+    if path.suffix.lower() not in FORMATS:
+        raise UserError(f"cannot tell the image format of {path}; use a name ending in .png, .svg or .pdf")
+
+
+def _draw(axes: plt.Axes, weights: Tensor, src: list[str], tgt: list[str], title: str) -> None:
+    image = axes.imshow(weights.numpy(), cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
+    axes.set_xticks(range(len(src)), src, rotation=90, fontsize=8)
+    axes.set_yticks(range(len(tgt)), tgt, fontsize=8)
+    axes.set_xlabel("source")
+    axes.set_ylabel("output")
+    axes.set_title(textwrap.fill(title, 60), fontsize=9)
+    return image
+
+
+def save_heatmap(weights: Tensor, src: list[str], tgt: list[str], path: Path, title: str) -> None:
+    """One heatmap of `weights` (tgt_len, src_len)."""
+    check_output_path(path)
+    size = (max(4.0, 0.35 * len(src) + 2), max(3.0, 0.3 * len(tgt) + 1.5))
+    figure, axes = plt.subplots(figsize=size, layout="constrained")
+    image = _draw(axes, weights, src, tgt, title)
+    figure.colorbar(image, ax=axes, shrink=0.8)
+    _save(figure, path)
+
+
+def save_head_grid(weights: Tensor, src: list[str], tgt: list[str], path: Path, title: str) -> None:
+    """A grid with one heatmap per head: `weights` (heads, tgt_len, src_len)."""
+    check_output_path(path)
+    heads = weights.size(0)
+    columns = min(4, heads)
+    rows = -(-heads // columns)
+    cell = (max(3.0, 0.3 * len(src) + 1.5), max(2.5, 0.25 * len(tgt) + 1.2))
+    figure, grid = plt.subplots(
+        rows, columns, figsize=(cell[0] * columns, cell[1] * rows), layout="constrained", squeeze=False
+    )
+    for head, axes in enumerate(grid.flat):
+        if head < heads:
+            _draw(axes, weights[head], src, tgt, f"head {head}")
+        else:
+            axes.axis("off")
+    figure.suptitle(textwrap.fill(title, 100), fontsize=10)
+    _save(figure, path)
+
+
+def _save(figure: plt.Figure, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        figure.savefig(path, dpi=150)
+    except OSError as err:
+        raise UserError(f"cannot write {path}: {err.strerror}") from err
+    finally:
+        plt.close(figure)

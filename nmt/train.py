@@ -1,0 +1,392 @@
+"""The training loop: batches → loss → AdamW step, with validation, checkpoints, resume and stopping rules."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+import random
+import signal
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+from tqdm import tqdm
+
+from nmt.checkpoint import (
+    CONFIG_FILE,
+    METRICS_FILE,
+    load_checkpoint,
+    save_checkpoint,
+    vocabulary_record,
+)
+from nmt.config import Config, TrainConfig, load_config, save_config, to_dict
+from nmt.data.batching import Batch, iterate_batches, sorted_groups, token_budget_groups
+from nmt.data.prepare import PreparedData, prepare_data
+from nmt.data.tokenizer import PAD
+from nmt.device import autocast, resolve_device
+from nmt.errors import UserError
+from nmt.evaluate import score
+from nmt.loader import prefetch
+from nmt.models import build_model
+from nmt.models.base import Seq2Seq
+from nmt.translate import translate_ids
+
+log = logging.getLogger(__name__)
+
+
+class Interrupted(Exception):
+    """Training stopped by SIGINT/SIGTERM after writing its last checkpoint."""
+
+
+@dataclass
+class Progress:
+    """Where training stands; saved in every checkpoint so `--resume` continues exactly."""
+
+    step: int = 0
+    epoch: int = 0
+    batches_done: int = 0  # batches of the current epoch already trained on
+    best_bleu: float = -1.0
+    best_step: int = 0
+    bad_evals: int = 0  # validations since the best one
+    elapsed: float = 0.0  # training seconds before this process started
+
+
+def sequence_loss(logits: Tensor, targets: Tensor, label_smoothing: float) -> Tensor:
+    """Summed label-smoothed cross-entropy over non-pad target tokens. logits (B, T, V), targets (B, T)."""
+    return F.cross_entropy(
+        logits.flatten(0, 1).float(),
+        targets.flatten(),
+        ignore_index=PAD,
+        label_smoothing=label_smoothing,
+        reduction="sum",
+    )
+
+
+def learning_rate_factor(step: int, cfg: TrainConfig) -> float:
+    """Linear warmup to `lr`, then inverse-square-root decay (or constant)."""
+    warmup = max(cfg.warmup_steps, 1)
+    if cfg.schedule == "constant":
+        return min(1.0, (step + 1) / warmup)
+    return min((step + 1) / warmup, math.sqrt(warmup / (step + 1)))
+
+
+def build_optimizer(model: Seq2Seq, cfg: TrainConfig, device: torch.device) -> torch.optim.AdamW:
+    """AdamW (fused on CUDA); no weight decay on biases, norms and embeddings."""
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2 and "embedding" not in n]
+    no_decay = [p for n, p in model.named_parameters() if not (p.dim() >= 2 and "embedding" not in n)]
+    groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.betas, fused=device.type == "cuda")
+
+
+class Trainer:
+    """Holds the model, optimizer and progress of one run directory."""
+
+    def __init__(self, cfg: Config, run_dir: Path, data: PreparedData, device: torch.device) -> None:
+        self.cfg, self.run_dir, self.data, self.device = cfg, run_dir, data, device
+        torch.manual_seed(cfg.train.seed)
+        random.seed(cfg.train.seed)
+        tok = data.tokenizers
+        self.model = build_model(cfg.model, len(tok.src), len(tok.tgt), tok.joint).to(device)
+        self.optimizer = build_optimizer(self.model, cfg.train, device)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, lambda step: learning_rate_factor(step, cfg.train)
+        )
+        self.forward = (
+            torch.compile(self.model) if cfg.train.compile and device.type == "cuda" else self.model
+        )
+        self.progress = Progress()
+        self.stop_signal: int | None = None
+
+    # --- checkpoints -------------------------------------------------------------------------------------
+
+    def state(self) -> dict:
+        return {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "progress": asdict(self.progress),
+            "rng": {
+                "torch": torch.get_rng_state(),
+                "cuda": torch.cuda.get_rng_state_all(),
+                "python": random.getstate(),
+            },
+            "config": to_dict(self.cfg),
+            "vocab": vocabulary_record(self.data.tokenizers),
+        }
+
+    def save(self, name: str) -> None:
+        save_checkpoint(self.run_dir / name, self.state())
+
+    def restore(self) -> None:
+        """Continue from `last.pt`: weights, optimizer, schedule, progress, RNG and data position."""
+        checkpoint = load_checkpoint(self.run_dir / "last.pt", self.device)
+        if checkpoint["vocab"] != vocabulary_record(self.data.tokenizers):
+            raise UserError(
+                f"{self.run_dir / 'last.pt'} does not match the run's sentencepiece model; cannot resume"
+            )
+        self.model.load_state_dict(checkpoint["model"])
+        self.optimizer.load_state_dict(checkpoint["optimizer"])
+        self.scheduler.load_state_dict(checkpoint["scheduler"])
+        self.progress = Progress(**checkpoint["progress"])
+        torch.set_rng_state(checkpoint["rng"]["torch"].cpu())
+        if torch.cuda.is_available() and checkpoint["rng"]["cuda"]:
+            torch.cuda.set_rng_state_all([s.cpu() for s in checkpoint["rng"]["cuda"]])
+        random.setstate(_as_python_rng_state(checkpoint["rng"]["python"]))
+        log.info(
+            "resuming at step %d (epoch %d, batch %d)",
+            self.progress.step,
+            self.progress.epoch,
+            self.progress.batches_done,
+        )
+
+    # --- the loop ----------------------------------------------------------------------------------------
+
+    def epoch_batches(self) -> Iterator[Batch]:
+        """This epoch's remaining batches, prepared in a background thread and moved to the device."""
+        cfg = self.cfg.train
+        groups = token_budget_groups(
+            self.data.train, cfg.batch_tokens, cfg.seed + self.progress.epoch, cfg.pad_to_multiple
+        )
+        batches = iterate_batches(self.data.train, groups[self.progress.batches_done :], cfg.pad_to_multiple)
+        return prefetch(batches, self.device)
+
+    def train_step(self, batches: list[Batch]) -> tuple[Tensor, Tensor]:
+        """One optimizer update over `batches` (gradient accumulation); returns summed loss and target tokens."""
+        total_tokens = sum(batch.target_tokens() for batch in batches)
+        loss_sum = torch.zeros((), device=self.device)
+        for batch in batches:
+            with autocast(self.device, self.cfg.train.amp):
+                output = self.forward(batch.src, batch.src_mask, batch.tgt_in)
+                loss = sequence_loss(output.logits, batch.tgt_out, self.cfg.train.label_smoothing)
+            (loss / total_tokens).backward()
+            loss_sum += loss.detach()
+        norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.train.clip_norm)
+        if torch.isfinite(norm):
+            self.optimizer.step()
+        else:
+            log.warning("step %d: non-finite gradient norm; update skipped", self.progress.step)
+        self.optimizer.zero_grad(set_to_none=True)
+        self.scheduler.step()
+        self.progress.step += 1
+        return loss_sum, total_tokens
+
+    def should_stop(self, started: float) -> bool:
+        cfg, progress = self.cfg.train, self.progress
+        return (
+            self.stop_signal is not None
+            or (cfg.max_steps > 0 and progress.step >= cfg.max_steps)
+            or (cfg.max_time > 0 and progress.elapsed + time.monotonic() - started >= cfg.max_time)
+            or (cfg.patience > 0 and progress.bad_evals >= cfg.patience)
+            or (cfg.target_bleu > 0 and progress.best_bleu >= cfg.target_bleu)
+        )
+
+    def run(self) -> Path:
+        """Train until a stopping rule fires; returns the best checkpoint's path."""
+        cfg, progress = self.cfg.train, self.progress
+        started = time.monotonic()
+        bar = tqdm(
+            total=cfg.max_steps or None,
+            initial=progress.step,
+            unit="step",
+            dynamic_ncols=True,
+            disable=None,
+            mininterval=1.0,
+        )
+        window = _Window(self.device)
+        last_eval = -1
+        with _catch_signals(self), bar:
+            while not self.should_stop(started) and not (cfg.max_epochs and progress.epoch >= cfg.max_epochs):
+                pending: list[Batch] = []
+                for batch in self.epoch_batches():
+                    pending.append(batch)
+                    if len(pending) < cfg.accumulate:
+                        continue
+                    self._update(pending, window, bar)
+                    pending = []
+                    if progress.step % cfg.eval_every == 0:
+                        self.validate(started)
+                        last_eval = progress.step
+                    if self.should_stop(started):
+                        break
+                else:
+                    if pending:
+                        self._update(pending, window, bar)
+                    progress.epoch, progress.batches_done = progress.epoch + 1, 0
+            if last_eval != progress.step and self.stop_signal is None:
+                self.validate(started)
+            progress.elapsed += time.monotonic() - started
+            self.save("last.pt")
+        if self.stop_signal is not None:
+            raise Interrupted(
+                f"training interrupted at step {progress.step}; "
+                f"{self.run_dir / 'last.pt'} saved, continue with --resume"
+            )
+        return self.run_dir / "best.pt"
+
+    def _update(self, pending: list[Batch], window: _Window, bar: tqdm) -> None:
+        loss, tokens = self.train_step(pending)
+        self.progress.batches_done += len(pending)
+        window.add(loss, tokens)
+        bar.update(1)
+        if self.progress.step % self.cfg.train.log_every == 0:
+            record = window.flush() | {"lr": self.scheduler.get_last_lr()[0]}
+            bar.set_postfix(
+                loss=f"{record['loss']:.3f}",
+                lr=f"{record['lr']:.2e}",
+                tok_s=f"{record['target_tokens_per_s']:.0f}",
+            )
+            self.log_metrics("train", record)
+
+    def validate(self, started: float) -> None:
+        """Validation loss and greedy BLEU; writes last.pt, and best.pt when BLEU improved."""
+        self.model.eval()
+        valid = self.data.valid
+        limit = self.cfg.train.eval_max_sentences or len(valid)
+        hyp_ids = translate_ids(
+            self.model,
+            self.data.valid_ids.src[:limit],
+            self.cfg.search,
+            1,
+            self.cfg.search.batch_size,
+            max_source_len=4 * self.cfg.data.max_len,
+        )
+        scores = score(self.data.tokenizers.tgt.decode(hyp_ids), valid.tgt[:limit])
+        loss = self.validation_loss()
+        self.model.train()
+        progress = self.progress
+        improved = scores.bleu > progress.best_bleu
+        if improved:
+            progress.best_bleu, progress.best_step, progress.bad_evals = scores.bleu, progress.step, 0
+        else:
+            progress.bad_evals += 1
+        elapsed = progress.elapsed + time.monotonic() - started
+        self.log_metrics(
+            "valid", {"loss": loss, "bleu": scores.bleu, "chrf": scores.chrf, "elapsed": elapsed}
+        )
+        log.info(
+            "step %d: valid loss %.3f, BLEU %.2f%s",
+            progress.step,
+            loss,
+            scores.bleu,
+            " (best)" if improved else "",
+        )
+        if improved:
+            self.save("best.pt")
+        self.save("last.pt")
+
+    @torch.inference_mode()
+    def validation_loss(self) -> float:
+        """Per-token cross-entropy (without label smoothing) on the validation set."""
+        corpus, total, tokens = self.data.valid_ids, 0.0, 0
+        groups = sorted_groups(
+            [len(s) + len(t) for s, t in zip(corpus.src, corpus.tgt)], self.cfg.search.batch_size
+        )
+        for batch in prefetch(iterate_batches(corpus, groups), self.device):
+            with autocast(self.device, self.cfg.train.amp):
+                logits = self.model(batch.src, batch.src_mask, batch.tgt_in).logits
+            total += sequence_loss(logits, batch.tgt_out, 0.0).item()
+            tokens += int(batch.target_tokens())
+        return total / max(tokens, 1)
+
+    def log_metrics(self, kind: str, record: dict) -> None:
+        line = {"kind": kind, "step": self.progress.step, "epoch": self.progress.epoch} | record
+        with open(self.run_dir / METRICS_FILE, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(line) + "\n")
+
+
+class _Window:
+    """Loss and token counts since the last log line, kept on the device to avoid per-step syncs."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self.reset()
+
+    def reset(self) -> None:
+        self.loss = torch.zeros((), device=self.device)
+        self.tokens = torch.zeros((), device=self.device, dtype=torch.long)
+        self.started = time.perf_counter()
+
+    def add(self, loss: Tensor, tokens: Tensor) -> None:
+        self.loss += loss
+        self.tokens += tokens
+
+    def flush(self) -> dict[str, float]:
+        loss, tokens = self.loss.item(), int(self.tokens.item())
+        seconds = time.perf_counter() - self.started
+        self.reset()
+        return {"loss": loss / max(tokens, 1), "target_tokens_per_s": tokens / max(seconds, 1e-9)}
+
+
+@contextlib.contextmanager
+def _catch_signals(trainer: Trainer) -> Iterator[None]:
+    """SIGINT/SIGTERM set a flag; the loop then saves `last.pt` and stops after the current step."""
+
+    def handler(signum: int, _frame: object) -> None:
+        if trainer.stop_signal is not None:  # a second Ctrl-C: stop at once
+            raise KeyboardInterrupt
+        trainer.stop_signal = signum
+        log.warning("received signal %d: saving a checkpoint after this step", signum)
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def _as_python_rng_state(state: list | tuple) -> tuple:
+    """random.setstate wants tuples; a checkpoint may hand back lists."""
+    version, internal, gauss = state
+    return version, tuple(internal), gauss
+
+
+def train(cfg: Config, run_dir: Path, resume: bool = False, overwrite: bool = False) -> Path:
+    """Train the configured model into `run_dir`; returns the path of the best checkpoint."""
+    device = resolve_device(cfg.train.device)
+    if resume:
+        if not (run_dir / "last.pt").is_file():
+            raise UserError(
+                f"--resume: {run_dir} holds no last.pt to resume from; drop --resume to start a new run"
+            )
+        _check_same_setup(cfg, run_dir)
+    elif (run_dir / "last.pt").exists() or (run_dir / "best.pt").exists():
+        if not overwrite:
+            raise UserError(
+                f"{run_dir} already holds a trained run; pass --resume to continue it or --overwrite"
+            )
+        for name in ("last.pt", "best.pt", METRICS_FILE):
+            (run_dir / name).unlink(missing_ok=True)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    data = prepare_data(cfg, run_dir, reuse_tokenizers=resume)
+    if len(data.train) == 0:
+        raise UserError(
+            f"no training pair is within data.max_len={cfg.data.max_len} subwords; raise data.max_len"
+        )
+    save_config(cfg, run_dir / CONFIG_FILE)
+    trainer = Trainer(cfg, run_dir, data, device)
+    if resume:
+        trainer.restore()
+    log.info(
+        "training %s (%.1fM parameters) on %s",
+        cfg.model.type,
+        sum(p.numel() for p in trainer.model.parameters()) / 1e6,
+        device,
+    )
+    return trainer.run()
+
+
+def _check_same_setup(cfg: Config, run_dir: Path) -> None:
+    """Resuming needs the same data, tokenizer and model settings as the run was started with."""
+    saved = load_config(run_dir / CONFIG_FILE)
+    for section in ("data", "tokenizer", "model"):
+        if getattr(saved, section) != getattr(cfg, section):
+            raise UserError(
+                f"the {section} settings differ from {run_dir / CONFIG_FILE}; resume with the same config"
+            )

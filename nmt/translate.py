@@ -1,0 +1,116 @@
+"""Raw sentences → subword ids → search → detokenized translations, in batches sorted by length."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from nmt.checkpoint import Run
+from nmt.config import SearchConfig
+from nmt.data.batching import collate, sorted_groups
+from nmt.device import autocast
+from nmt.errors import UserError
+from nmt.models.base import Seq2Seq
+from nmt.search import beam_search, greedy
+
+log = logging.getLogger(__name__)
+
+
+def translate_ids(
+    model: Seq2Seq,
+    sources: list[list[int]],
+    search: SearchConfig,
+    beam_size: int,
+    batch_size: int,
+    max_source_len: int,
+) -> list[list[int]]:
+    """Target ids for each source id list (same order); empty sources give empty outputs.
+
+    Sources longer than `max_source_len` subwords are cut to it (with a warning), so one overlong line can
+    neither crash the model nor exhaust memory.
+    """
+    device = model.device
+    too_long = sum(len(s) > max_source_len for s in sources)
+    if too_long:
+        log.warning("%d source lines exceed %d subwords and were truncated", too_long, max_source_len)
+    sources = [s[:max_source_len] for s in sources]
+    outputs: list[list[int]] = [[] for _ in sources]
+    nonempty = [i for i, s in enumerate(sources) if len(s)]
+    for group in sorted_groups([len(sources[i]) for i in nonempty], batch_size):
+        indices = [nonempty[g] for g in group]
+        batch = collate([sources[i] for i in indices], [[] for _ in indices], indices).to(device)
+        with autocast(device):
+            if beam_size > 1:
+                hyps = beam_search(
+                    model,
+                    batch.src,
+                    batch.src_mask,
+                    beam_size,
+                    search.length_penalty,
+                    search.max_len_a,
+                    search.max_len_b,
+                )
+            else:
+                hyps = greedy(model, batch.src, batch.src_mask, search.max_len_a, search.max_len_b)
+        for i, hyp in zip(indices, hyps):
+            outputs[i] = hyp
+    return outputs
+
+
+def max_source_len(run: Run) -> int:
+    """Longest source (in subwords) to translate: 4× the training limit, and short enough that the longest
+    allowed output (a * length + b) still fits the model's positions."""
+    search, positions = run.cfg.search, run.cfg.model.max_positions
+    return max(
+        1, min(4 * run.cfg.data.max_len, int((positions - 2 - search.max_len_b) / max(search.max_len_a, 1.0)))
+    )
+
+
+def translate(
+    run: Run, sentences: list[str], beam_size: int | None = None, batch_size: int | None = None
+) -> list[str]:
+    """Translate raw sentences with a trained run; returns detokenized text, one string per input."""
+    search = run.cfg.search
+    sources = run.tokenizers.src.encode([" ".join(s.split()) for s in sentences])
+    with torch.inference_mode():
+        ids = translate_ids(
+            run.model,
+            sources,
+            search,
+            beam_size or search.beam_size,
+            batch_size or search.batch_size,
+            max_source_len(run),
+        )
+    return run.tokenizers.tgt.decode(ids)
+
+
+@dataclass(frozen=True)
+class Alignment:
+    """A translation with the encoder-decoder attention the model paid while producing it."""
+
+    translation: str
+    src_pieces: list[str]  # source subwords + '</s>'
+    tgt_pieces: list[str]  # output subwords + '</s>'
+    weights: Tensor  # (layers, heads, tgt_len, src_len)
+
+
+@torch.inference_mode()
+def align(run: Run, sentence: str, beam_size: int | None = None) -> Alignment:
+    """Translate one sentence, then re-run the decoder teacher-forced on the output to collect attention."""
+    src_ids = run.tokenizers.src.encode([" ".join(sentence.split())])[0][: max_source_len(run)]
+    if not src_ids:
+        raise UserError("the text to translate is empty")
+    (hyp,) = translate_ids(
+        run.model, [src_ids], run.cfg.search, beam_size or run.cfg.search.beam_size, 1, max_source_len(run)
+    )
+    batch = collate([src_ids], [hyp], [0]).to(run.model.device)
+    output = run.model(batch.src, batch.src_mask, batch.tgt_in, return_attention=True)
+    return Alignment(
+        translation=run.tokenizers.tgt.decode([hyp])[0],
+        src_pieces=run.tokenizers.src.pieces(src_ids) + ["</s>"],
+        tgt_pieces=run.tokenizers.tgt.pieces(hyp) + ["</s>"],
+        weights=output.attention[0].float().cpu(),
+    )

@@ -1,0 +1,126 @@
+"""sentencepiece tokenizers: special ids, round trips, vocabulary shrinking, joint/separate models."""
+
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+
+import pytest
+import sentencepiece as spm
+
+from nmt.config import TokenizerConfig
+from nmt.data.synthetic import reordering_pairs
+from nmt.data.tokenizer import (
+    BOS,
+    EOS,
+    PAD,
+    UNK,
+    Tokenizer,
+    Tokenizers,
+    load_tokenizers,
+    train_sentencepiece,
+    train_tokenizers,
+)
+from nmt.errors import UserError
+
+SMALL = TokenizerConfig(vocab_size=120, model_type="bpe")
+
+
+@pytest.fixture(scope="module")
+def pairs() -> tuple[list[str], list[str]]:
+    """Lower-case source words; the target is upper case, reversed and in reverse order."""
+    return reordering_pairs(300, 40, 2, 8, seed=1)
+
+
+@pytest.fixture(scope="module")
+def joint(pairs: tuple[list[str], list[str]], tmp_path_factory: pytest.TempPathFactory) -> Tokenizers:
+    return train_tokenizers(SMALL, *pairs, tmp_path_factory.mktemp("joint"))
+
+
+def test_special_ids_are_pad_unk_bos_eos(joint: Tokenizers) -> None:
+    assert (PAD, UNK, BOS, EOS) == (0, 1, 2, 3)
+    sp = joint.src.sp
+    assert (sp.pad_id(), sp.unk_id(), sp.bos_id(), sp.eos_id()) == (0, 1, 2, 3)
+    assert joint.src.pieces([0, 1, 2, 3]) == ["<pad>", "<unk>", "<s>", "</s>"]
+    assert len(joint.src) == SMALL.vocab_size
+
+
+def test_encode_decode_round_trip(joint: Tokenizers) -> None:
+    src, tgt = reordering_pairs(20, 40, 1, 10, seed=99)  # unseen sentences over the same words
+    ids = joint.src.encode(src + tgt)
+    assert all(i > EOS for seq in ids for i in seq)  # no unknowns, no specials inside a sentence
+    assert joint.tgt.decode(ids) == src + tgt
+
+
+def test_decode_skips_special_ids(joint: Tokenizers, pairs: tuple[list[str], list[str]]) -> None:
+    sentence = pairs[0][0]
+    (ids,) = joint.src.encode([sentence])
+    assert joint.src.decode([[BOS, *ids, EOS, PAD, PAD]]) == [sentence]
+    assert joint.src.decode([[UNK, *ids]])[0].split() == ["⁇", *sentence.split()]  # unknowns stay visible
+
+
+def test_joint_vocabulary_is_one_model(joint: Tokenizers) -> None:
+    assert joint.joint and joint.src is joint.tgt
+    assert joint.src.path.name == "spm.model"
+    assert load_tokenizers(joint.src.path.parent, joint=True).src.fingerprint == joint.src.fingerprint
+
+
+def test_separate_vocabularies_are_two_models(pairs: tuple[list[str], list[str]], tmp_path: Path) -> None:
+    tokenizers = train_tokenizers(TokenizerConfig(vocab_size=80, joint=False), *pairs, tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["spm.src.model", "spm.tgt.model"]
+    assert not tokenizers.joint and tokenizers.src.fingerprint != tokenizers.tgt.fingerprint
+    src_text, tgt_text = pairs[0][0], pairs[1][0]
+    assert UNK not in tokenizers.src.encode([src_text])[0]
+    assert UNK in tokenizers.src.encode([tgt_text])[0]  # upper case: never seen by the source model
+    assert tokenizers.tgt.decode(tokenizers.tgt.encode([tgt_text])) == [tgt_text]
+    reloaded = load_tokenizers(tmp_path, joint=False)
+    assert (reloaded.src.fingerprint, reloaded.tgt.fingerprint) == (
+        tokenizers.src.fingerprint,
+        tokenizers.tgt.fingerprint,
+    )
+
+
+def test_oversized_vocabulary_shrinks_with_a_warning(
+    pairs: tuple[list[str], list[str]], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="nmt.data.tokenizer"):
+        train_sentencepiece(TokenizerConfig(vocab_size=5000), pairs[0], tmp_path / "spm.model")
+    match = re.search(r"tokenizer\.vocab_size=5000 is too large for this corpus; using (\d+)", caplog.text)
+    assert match, caplog.text
+    assert len(Tokenizer(tmp_path / "spm.model")) == int(match.group(1)) < 5000
+
+
+def test_oversized_vocabulary_without_auto_shrink_is_an_error(
+    pairs: tuple[list[str], list[str]], tmp_path: Path
+) -> None:
+    with pytest.raises(UserError, match=r"tokenizer\.vocab_size=5000 is too large.*auto_shrink"):
+        train_sentencepiece(
+            TokenizerConfig(vocab_size=5000, auto_shrink=False), pairs[0], tmp_path / "spm.model"
+        )
+    assert not (tmp_path / "spm.model").exists()
+
+
+def test_fingerprint_tells_models_apart(
+    joint: Tokenizers, pairs: tuple[list[str], list[str]], tmp_path: Path
+) -> None:
+    train_sentencepiece(TokenizerConfig(vocab_size=100), pairs[0] + pairs[1], tmp_path / "other.model")
+    other = Tokenizer(tmp_path / "other.model")
+    assert re.fullmatch(r"[0-9a-f]{64}", other.fingerprint)
+    assert other.fingerprint != joint.src.fingerprint
+    assert Tokenizer(joint.src.path).fingerprint == joint.src.fingerprint
+
+
+def test_missing_model_file_is_a_user_error(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match=r"spm\.model is missing"):
+        Tokenizer(tmp_path / "spm.model")
+
+
+def test_model_with_other_special_ids_is_refused(pairs: tuple[list[str], list[str]], tmp_path: Path) -> None:
+    text = tmp_path / "text.txt"
+    text.write_text("\n".join(pairs[0]) + "\n", encoding="utf-8")
+    spm.SentencePieceTrainer.train(  # sentencepiece defaults: unk=0, bos=1, eos=2, no pad
+        input=str(text), model_prefix=str(tmp_path / "foreign"), vocab_size=60, minloglevel=2
+    )
+    with pytest.raises(UserError, match="not trained by nmt"):
+        Tokenizer(tmp_path / "foreign.model")

@@ -1,0 +1,66 @@
+"""Training: the loss falls, the schedule warms up and decays, and a resumed run continues bit for bit."""
+
+import json
+from pathlib import Path
+
+import torch
+
+from nmt.checkpoint import load_checkpoint
+from nmt.config import Config, TrainConfig, load_config, replace
+from nmt.train import learning_rate_factor, sequence_loss, train
+from tests.conftest import ROOT
+
+
+def tiny_config(corpus: Path, **train_fields: object) -> Config:
+    cfg = load_config(ROOT / "configs" / "tiny-transformer.yaml", [f"data.dir={corpus}"])
+    fields = {
+        "device": "cpu",
+        "max_time": 0.0,
+        "eval_every": 1000,
+        "log_every": 1,
+        "batch_tokens": 600,
+    } | train_fields
+    return replace(
+        cfg,
+        model={"d_model": 32, "heads": 2, "ff_dim": 64, "encoder_layers": 1, "decoder_layers": 1},
+        tokenizer={"vocab_size": 200},
+        train=fields,
+        search={"batch_size": 100},
+    )
+
+
+def losses(run_dir: Path) -> list[float]:
+    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+    return [r["loss"] for r in map(json.loads, lines) if r["kind"] == "train"]
+
+
+def test_sequence_loss_ignores_padding() -> None:
+    logits = torch.randn(1, 3, 5)
+    targets = torch.tensor([[4, 2, 0]])
+    assert sequence_loss(logits, targets, 0.0) == sequence_loss(logits[:, :2], targets[:, :2], 0.0)
+
+
+def test_schedule_warms_up_then_decays() -> None:
+    cfg = TrainConfig(warmup_steps=10)
+    factors = [learning_rate_factor(step, cfg) for step in range(40)]
+    assert factors[0] == 0.1 and factors[9] == 1.0
+    assert factors[39] == (10 / 40) ** 0.5
+
+
+def test_loss_falls(corpus: Path, tmp_path: Path) -> None:
+    train(tiny_config(corpus, max_steps=60, lr=3.0e-3, warmup_steps=20), tmp_path / "run")
+    curve = losses(tmp_path / "run")
+    assert sum(curve[-5:]) / 5 < 0.7 * sum(curve[:5]) / 5
+
+
+def test_resume_continues_bit_for_bit(corpus: Path, tmp_path: Path) -> None:
+    """Stopping at step 7 and resuming to step 14 gives the same losses and weights as one 14-step run."""
+    train(tiny_config(corpus, max_steps=14, accumulate=2), tmp_path / "straight")
+    train(tiny_config(corpus, max_steps=7, accumulate=2), tmp_path / "resumed")
+    train(tiny_config(corpus, max_steps=14, accumulate=2), tmp_path / "resumed", resume=True)
+    assert losses(tmp_path / "straight") == losses(tmp_path / "resumed")
+    straight = load_checkpoint(tmp_path / "straight" / "last.pt")
+    resumed = load_checkpoint(tmp_path / "resumed" / "last.pt")
+    assert straight["progress"]["step"] == resumed["progress"]["step"] == 14
+    for name, tensor in straight["model"].items():
+        assert torch.equal(tensor, resumed["model"][name]), name
