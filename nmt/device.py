@@ -13,13 +13,17 @@ from nmt.errors import UserError
 def resolve_device(name: str) -> torch.device:
     """'auto' → cuda when available, else cpu; 'cuda' without a GPU is a user error."""
     if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        name = "cuda" if torch.cuda.is_available() else "cpu"
     if name.startswith("cuda") and not torch.cuda.is_available():
         raise UserError("--device cuda was requested but no CUDA GPU is available; use --device cpu")
     try:
-        return torch.device(name)
+        device = torch.device(name)
     except RuntimeError as err:
         raise UserError(f"unknown device '{name}'; use auto, cpu or cuda") from err
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True  # float32 work (the RNNs) on tensor cores
+        torch.backends.cudnn.allow_tf32 = True
+    return device
 
 
 @contextlib.contextmanager
