@@ -225,9 +225,8 @@ def plot_attention(
     if all_heads:
         save_head_grid(weights, alignment.src_pieces, alignment.tgt_pieces, out, title)
     elif head == "mean":
-        save_heatmap(
-            weights.mean(dim=0), alignment.src_pieces, alignment.tgt_pieces, out, title + " (mean of heads)"
-        )
+        suffix = " (mean of heads)" if heads > 1 else ""
+        save_heatmap(weights.mean(dim=0), alignment.src_pieces, alignment.tgt_pieces, out, title + suffix)
     elif head.lstrip("-").isdigit() and -heads <= int(head) < heads:
         save_heatmap(
             weights[int(head)], alignment.src_pieces, alignment.tgt_pieces, out, title + f" (head {head})"
