@@ -134,3 +134,26 @@ def test_python_dash_m_runs_the_same_cli() -> None:
         [sys.executable, "-m", "nmt", "--help"], capture_output=True, text=True, check=False
     )
     assert result.returncode == 0 and "plot-attention" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("config", "overrides"),
+    [("tiny-rnn-bahdanau.yaml", []), ("tiny-rnn-luong.yaml", ["--set", "model.luong_score=dot"])],
+)
+def test_rnn_models_train_translate_and_plot_end_to_end(
+    corpus: Path, tmp_path: Path, config: str, overrides: list[str]
+) -> None:
+    run_dir = tmp_path / "run"
+    code, _, err = run_cli(
+        "train", str(ROOT / "configs" / config), "--data", str(corpus), "--out", str(run_dir), "--device", "cpu",
+        "--max-steps", "250", "--max-time", "0", "--set", "train.eval_every=250", *overrides,
+    )  # fmt: skip
+    assert code == 0, err
+    report = tmp_path / "scores.json"
+    code, _, err = run_cli("evaluate", str(run_dir), "--split", "test", "--beam-size", "3", "--json", str(report))
+    assert code == 0, err
+    assert json.loads(report.read_text())["bleu"] > 40
+    image = tmp_path / "attention.png"
+    sentence = (corpus / "test.src").read_text().splitlines()[0]
+    code, _, err = run_cli("plot-attention", str(run_dir), "--text", sentence, "--out", str(image))
+    assert code == 0 and image.stat().st_size > 1000, err
