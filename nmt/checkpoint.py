@@ -20,6 +20,7 @@ from nmt.models.base import Seq2Seq
 
 CONFIG_FILE = "config.yaml"
 METRICS_FILE = "metrics.jsonl"
+SNAPSHOT_DIR = "checkpoints"
 
 
 def atomic_write(path: Path, write: Any) -> None:
@@ -69,6 +70,12 @@ def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dic
     return payload
 
 
+def snapshots(run_dir: Path) -> list[Path]:
+    """The kept per-validation checkpoints of a run, oldest first."""
+    paths = (run_dir / SNAPSHOT_DIR).glob("step*.pt")
+    return sorted(paths, key=lambda path: int(path.stem.removeprefix("step")))
+
+
 @dataclass
 class Run:
     """Everything a trained run directory provides: its config, tokenizers and model."""
@@ -91,11 +98,13 @@ def vocabulary_record(tokenizers: Tokenizers) -> dict[str, Any]:
 
 
 def find_checkpoint(run_dir: Path, which: str = "best") -> Path:
-    """Path of `best.pt` (falling back to `last.pt`) or of `last.pt` in a run directory."""
+    """Path of `best.pt` (falling back to `last.pt`), `last.pt` or `averaged.pt` in a run directory."""
     if not run_dir.is_dir():
         raise UserError(
             f"run directory {run_dir} does not exist; train a model with `nmt train ... --out {run_dir}`"
         )
+    if which not in ("best", "last", "averaged"):
+        raise UserError(f"unknown checkpoint '{which}'; use best, last or averaged")
     names = ["best.pt", "last.pt"] if which == "best" else [f"{which}.pt"]
     for name in names:
         if (run_dir / name).is_file():

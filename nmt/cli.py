@@ -31,6 +31,7 @@ Device = Annotated[str, typer.Option(help="auto, cpu or cuda.")]
 BeamSize = Annotated[
     int | None, typer.Option(min=1, help="Beam size (1 = greedy); default from the run's config.")
 ]
+Checkpoint = Annotated[str, typer.Option(help="Which checkpoint of the run: best, last or averaged.")]
 BatchSize = Annotated[int | None, typer.Option(min=1, help="Sentences per decoding batch.")]
 
 
@@ -153,13 +154,14 @@ def translate(
     beam_size: BeamSize = None,
     batch_size: BatchSize = None,
     device: Device = "auto",
+    checkpoint: Checkpoint = "best",
 ) -> None:
     """Translate raw sentences, one per line, keeping the line order (empty lines stay empty)."""
     from nmt.checkpoint import atomic_write_text, load_run
     from nmt.device import resolve_device
     from nmt.translate import translate as run_translation
 
-    run = load_run(run_dir, resolve_device(device))
+    run = load_run(run_dir, resolve_device(device), checkpoint)
     translations = run_translation(run, _read_input(input), beam_size, batch_size)
     text = "".join(line + "\n" for line in translations)
     if output is None:
@@ -181,11 +183,12 @@ def evaluate(
         Path | None, typer.Option("--json", help="Also write the scores as JSON here.")
     ] = None,
     device: Device = "auto",
+    checkpoint: Checkpoint = "best",
 ) -> None:
     """Translate a test set and print sacreBLEU BLEU and chrF with their signatures."""
     from nmt.evaluate import evaluate_run
 
-    report = evaluate_run(run_dir, split, src, ref, beam_size, batch_size, device)
+    report = evaluate_run(run_dir, split, src, ref, beam_size, batch_size, device, checkpoint)
     typer.echo(f"BLEU = {report['bleu']:.2f}  ({report['bleu_signature']})")
     typer.echo(f"chrF = {report['chrf']:.2f}  ({report['chrf_signature']})")
     typer.echo(f"hypotheses: {report['hypotheses']}")
@@ -206,6 +209,7 @@ def plot_attention(
     all_heads: Annotated[bool, typer.Option(help="Draw every head of the layer in a grid.")] = False,
     beam_size: BeamSize = None,
     device: Device = "auto",
+    checkpoint: Checkpoint = "best",
 ) -> None:
     """Draw the encoder-decoder attention of one translation as a heatmap (output rows, source columns)."""
     from nmt.checkpoint import load_run
@@ -214,7 +218,7 @@ def plot_attention(
     from nmt.translate import align
 
     check_output_path(out)
-    alignment = align(load_run(run_dir, resolve_device(device)), text, beam_size)
+    alignment = align(load_run(run_dir, resolve_device(device), checkpoint), text, beam_size)
     layers, heads = alignment.weights.shape[:2]
     if not -layers <= layer < layers:
         raise UserError(
@@ -234,6 +238,18 @@ def plot_attention(
     else:
         raise UserError(f"--head {head} is not 'mean' or a head from 0 to {heads - 1}")
     typer.echo(f"{alignment.translation}\nwrote {out}")
+
+
+@app.command()
+@user_errors
+def average(
+    run_dir: RunDir,
+    last: Annotated[int, typer.Option(min=1, help="How many of the newest kept checkpoints to average.")] = 5,
+) -> None:
+    """Average the weights of a run's last kept checkpoints (train.keep_checkpoints) into averaged.pt."""
+    from nmt.average import average_run
+
+    typer.echo(average_run(run_dir, last))
 
 
 @app.command()

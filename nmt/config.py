@@ -110,6 +110,9 @@ class TrainConfig:
     patience: int = 0  # stop after this many validations without a better BLEU; 0 = never
     target_bleu: float = 0.0  # stop once validation BLEU reaches this; 0 = never
     log_every: int = 50
+    keep_checkpoints: int = 0  # also keep the weights of the last N validations as checkpoints/step<N>.pt
+    average_checkpoints: int = 0  # after training, average the last N kept checkpoints into averaged.pt
+    final_report: bool = True  # after training: beam-search valid/test scores, curves, heatmaps, report.json
     amp: bool = True  # bf16 autocast on CUDA
     compile: bool = False  # torch.compile the model on CUDA
 
@@ -117,6 +120,10 @@ class TrainConfig:
         for name in ("batch_tokens", "accumulate", "pad_to_multiple", "eval_every", "log_every"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"train.{name}={getattr(self, name)} must be at least 1")
+        if self.average_checkpoints > self.keep_checkpoints:
+            raise ConfigError(
+                f"train.average_checkpoints={self.average_checkpoints} needs train.keep_checkpoints >= it"
+            )
         if self.lr <= 0:
             raise ConfigError(f"train.lr={self.lr} must be positive")
 

@@ -47,10 +47,12 @@ def evaluate_run(
     beam_size: int | None,
     batch_size: int | None,
     device: str,
+    checkpoint: str = "best",
 ) -> dict[str, Any]:
     """Translate a split of the run's data (or --src) and score it against its references (or --ref).
 
-    The hypotheses are written to `run_dir/eval/<name>.beam<k>.hyp`; returns scores, signatures and settings.
+    Uses `<checkpoint>.pt` (best, last or averaged). The hypotheses are written to
+    `run_dir/eval/<name>[.<checkpoint>].beam<k>.hyp`; returns scores, signatures and settings.
     """
     from nmt.checkpoint import atomic_write_text, load_run
     from nmt.data.corpus import SplitFiles, read_files, split_files
@@ -61,13 +63,15 @@ def evaluate_run(
         raise UserError("--src and --ref go together: give both files or neither")
     if split not in ("valid", "test"):
         raise UserError(f"--split {split}: expected valid or test")
-    run = load_run(run_dir, resolve_device(device))
+    run = load_run(run_dir, resolve_device(device), checkpoint)
     files = SplitFiles(src, ref) if src is not None and ref is not None else split_files(run.cfg.data, split)
     text = read_files(files, split, run.cfg.data.skip_bad_lines)
     beam = beam_size or run.cfg.search.beam_size
     hypotheses = translate(run, text.src, beam, batch_size)
     name = src.name if src is not None else split
-    hyp_path = run_dir / "eval" / f"{name}.beam{beam}.hyp"
+    tag = "" if checkpoint == "best" else f".{checkpoint}"
+    hyp_path = run_dir / "eval" / f"{name}{tag}.beam{beam}.hyp"
     atomic_write_text(hyp_path, "".join(h + "\n" for h in hypotheses))
     scores = score(hypotheses, text.tgt)
-    return scores.as_dict() | {"beam_size": beam, "source": str(files.src), "hypotheses": str(hyp_path)}
+    settings = {"beam_size": beam, "length_penalty": run.cfg.search.length_penalty, "checkpoint": checkpoint}
+    return scores.as_dict() | settings | {"source": str(files.src), "hypotheses": str(hyp_path)}

@@ -68,3 +68,27 @@ def _save(figure: plt.Figure, path: Path) -> None:
         raise UserError(f"cannot write {path}: {err.strerror}") from err
     finally:
         plt.close(figure)
+
+
+def save_learning_curves(records: list[dict], path: Path) -> None:
+    """Training and validation loss, and validation BLEU, against steps and against training time."""
+    train = [r for r in records if r["kind"] == "train"]
+    valid = [r for r in records if r["kind"] == "valid"]
+    figure, grid = plt.subplots(2, 2, figsize=(10, 7), layout="constrained")
+    for row, axis in enumerate(("step", "elapsed")):
+        loss_axes, bleu_axes = grid[row]
+        loss_axes.plot([r[axis] for r in train if axis in r], [r["loss"] for r in train if axis in r],
+                       label="train (label-smoothed)", linewidth=1)  # fmt: skip
+        loss_axes.plot(
+            [r[axis] for r in valid], [r["loss"] for r in valid], label="valid", marker="o", markersize=3
+        )
+        bleu_axes.plot(
+            [r[axis] for r in valid], [r["bleu"] for r in valid], marker="o", markersize=3, color="C2"
+        )
+        label = "step" if axis == "step" else "training seconds"
+        loss_axes.set(xlabel=label, ylabel="loss per target token", title=f"loss vs {label}")
+        bleu_axes.set(xlabel=label, ylabel="validation BLEU (greedy)", title=f"BLEU vs {label}")
+        loss_axes.legend(fontsize=8)
+        for axes in (loss_axes, bleu_axes):
+            axes.grid(alpha=0.3)
+    _save(figure, path)

@@ -21,8 +21,10 @@ from tqdm import tqdm
 from nmt.checkpoint import (
     CONFIG_FILE,
     METRICS_FILE,
+    SNAPSHOT_DIR,
     load_checkpoint,
     save_checkpoint,
+    snapshots,
     vocabulary_record,
 )
 from nmt.config import Config, TrainConfig, load_config, save_config, to_dict
@@ -35,6 +37,7 @@ from nmt.evaluate import score
 from nmt.loader import prefetch
 from nmt.models import build_model
 from nmt.models.base import Seq2Seq
+from nmt.report import final_report
 from nmt.translate import translate_ids
 
 log = logging.getLogger(__name__)
@@ -101,6 +104,7 @@ class Trainer:
             torch.compile(self.model) if cfg.train.compile and device.type == "cuda" else self.model
         )
         self.progress = Progress()
+        self.started = time.monotonic()
         self.stop_signal: int | None = None
 
     # --- checkpoints -------------------------------------------------------------------------------------
@@ -176,6 +180,10 @@ class Trainer:
         self.progress.step += 1
         return loss_sum, total_tokens
 
+    def elapsed(self) -> float:
+        """Training seconds so far, earlier processes of a resumed run included."""
+        return self.progress.elapsed + time.monotonic() - self.started
+
     def should_stop(self, started: float) -> bool:
         cfg, progress = self.cfg.train, self.progress
         return (
@@ -189,7 +197,7 @@ class Trainer:
     def run(self) -> Path:
         """Train until a stopping rule fires; returns the best checkpoint's path."""
         cfg, progress = self.cfg.train, self.progress
-        started = time.monotonic()
+        started = self.started = time.monotonic()
         bar = tqdm(
             total=cfg.max_steps or None,
             initial=progress.step,
@@ -235,7 +243,7 @@ class Trainer:
         window.add(loss, tokens)
         bar.update(1)
         if self.progress.step % self.cfg.train.log_every == 0:
-            record = window.flush() | {"lr": self.scheduler.get_last_lr()[0]}
+            record = window.flush() | {"lr": self.scheduler.get_last_lr()[0], "elapsed": self.elapsed()}
             bar.set_postfix(
                 loss=f"{record['loss']:.3f}",
                 lr=f"{record['lr']:.2e}",
@@ -265,7 +273,7 @@ class Trainer:
             progress.best_bleu, progress.best_step, progress.bad_evals = scores.bleu, progress.step, 0
         else:
             progress.bad_evals += 1
-        elapsed = progress.elapsed + time.monotonic() - started
+        elapsed = self.elapsed()
         self.log_metrics(
             "valid", {"loss": loss, "bleu": scores.bleu, "chrf": scores.chrf, "elapsed": elapsed}
         )
@@ -279,6 +287,16 @@ class Trainer:
         if improved:
             self.save("best.pt")
         self.save("last.pt")
+        if self.cfg.train.keep_checkpoints:
+            self.save_snapshot()
+
+    def save_snapshot(self) -> None:
+        """Keep this validation's weights as checkpoints/step<N>.pt (the newest `keep_checkpoints` only)."""
+        directory = self.run_dir / SNAPSHOT_DIR
+        snapshot = {key: value for key, value in self.state().items() if key in ("model", "config", "vocab")}
+        save_checkpoint(directory / f"step{self.progress.step}.pt", snapshot | {"step": self.progress.step})
+        for old in snapshots(self.run_dir)[: -self.cfg.train.keep_checkpoints]:
+            old.unlink()
 
     @torch.inference_mode()
     def validation_loss(self) -> float:
@@ -379,7 +397,10 @@ def train(cfg: Config, run_dir: Path, resume: bool = False, overwrite: bool = Fa
         sum(p.numel() for p in trainer.model.parameters()) / 1e6,
         device,
     )
-    return trainer.run()
+    best = trainer.run()
+    if cfg.train.final_report:
+        final_report(cfg, run_dir, cfg.train.device)
+    return best
 
 
 def _check_same_setup(cfg: Config, run_dir: Path) -> None:

@@ -150,7 +150,9 @@ def test_rnn_models_train_translate_and_plot_end_to_end(
     )  # fmt: skip
     assert code == 0, err
     report = tmp_path / "scores.json"
-    code, _, err = run_cli("evaluate", str(run_dir), "--split", "test", "--beam-size", "3", "--json", str(report))
+    code, _, err = run_cli(
+        "evaluate", str(run_dir), "--split", "test", "--beam-size", "3", "--json", str(report)
+    )
     assert code == 0, err
     assert json.loads(report.read_text())["bleu"] > 40
     image = tmp_path / "attention.png"

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import torch
 
-from nmt.checkpoint import load_checkpoint
+from nmt.checkpoint import load_checkpoint, snapshots
 from nmt.config import Config, TrainConfig, load_config, replace
 from nmt.train import learning_rate_factor, sequence_loss, train
 from tests.conftest import ROOT
@@ -19,6 +19,7 @@ def tiny_config(corpus: Path, **train_fields: object) -> Config:
         "eval_every": 1000,
         "log_every": 1,
         "batch_tokens": 600,
+        "final_report": False,
     } | train_fields
     return replace(
         cfg,
@@ -64,3 +65,22 @@ def test_resume_continues_bit_for_bit(corpus: Path, tmp_path: Path) -> None:
     assert straight["progress"]["step"] == resumed["progress"]["step"] == 14
     for name, tensor in straight["model"].items():
         assert torch.equal(tensor, resumed["model"][name]), name
+
+
+def test_final_report_with_checkpoint_averaging(corpus: Path, tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    cfg = tiny_config(corpus, max_steps=30, eval_every=10, keep_checkpoints=2, average_checkpoints=2,
+                      final_report=True, lr=3.0e-3, warmup_steps=10)  # fmt: skip
+    train(cfg, run_dir)
+    assert [p.name for p in snapshots(run_dir)] == ["step20.pt", "step30.pt"]
+    first, second = (load_checkpoint(p)["model"] for p in snapshots(run_dir))
+    averaged = load_checkpoint(run_dir / "averaged.pt")
+    assert averaged["averaged_steps"] == [20, 30]
+    for name, tensor in averaged["model"].items():
+        torch.testing.assert_close(tensor, (first[name] + second[name]) / 2)
+    report = json.loads((run_dir / "report.json").read_text())
+    assert set(report["valid"]) == {"best", "averaged"} and report["checkpoint"] in report["valid"]
+    assert report["test"]["bleu_signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
+    assert report["steps"] == 30 and report["best_step"] in (10, 20, 30) and report["seed"] == cfg.train.seed
+    for name in ("curves.png", "attention/valid-0.png", "attention/valid-2.png"):
+        assert (run_dir / name).stat().st_size > 1000, name

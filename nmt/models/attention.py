@@ -63,7 +63,9 @@ class AdditiveAttention(SingleHeadAttention):
         return self.key_proj(memory), memory  # (batch, src_len, hidden), (batch, src_len, key_dim)
 
     def score(self, query: Tensor, keys: Tensor) -> Tensor:
-        hidden = torch.tanh(self.query_proj(query).unsqueeze(2) + keys.unsqueeze(1))  # (batch, tgt, src, hidden)
+        hidden = torch.tanh(
+            self.query_proj(query).unsqueeze(2) + keys.unsqueeze(1)
+        )  # (batch, tgt, src, hidden)
         return self.energy(hidden).squeeze(-1)  # (batch, tgt_len, src_len)
 
 
@@ -113,7 +115,9 @@ class MultiHeadAttention(Attention):
 
     def split_heads(self, x: Tensor) -> Tensor:
         batch, length, _ = x.shape
-        return x.view(batch, length, self.heads, self.d_head).transpose(1, 2)  # (batch, heads, length, d_head)
+        return x.view(batch, length, self.heads, self.d_head).transpose(
+            1, 2
+        )  # (batch, heads, length, d_head)
 
     def prepare(self, memory: Tensor) -> tuple[Tensor, Tensor]:
         keys, values = self.key_value_proj(memory).chunk(2, dim=-1)  # (batch, src_len, d_model) each
@@ -143,7 +147,9 @@ class MultiHeadAttention(Attention):
             weights = scores.softmax(dim=-1)
             context = F.dropout(weights, dropout, self.training) @ values
         else:
-            context = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, dropout_p=dropout, is_causal=causal)
+            context = F.scaled_dot_product_attention(
+                q, keys, values, attn_mask=mask, dropout_p=dropout, is_causal=causal
+            )
         context = context.transpose(1, 2).reshape(batch, tgt_len, d_model)  # (batch, tgt_len, d_model)
         return self.out_proj(context), weights
 
