@@ -17,7 +17,7 @@ State = dict[str, Tensor]  # decoder state between steps (hidden states, key/val
 
 
 def select_rows(tensors: dict[str, Tensor], index: Tensor) -> dict[str, Tensor]:
-    """The same dict with every tensor's batch rows picked by `index` (beam expansion, reordering, pruning)."""
+    """The dict with every tensor's batch rows picked by `index` (beam expansion, reordering, pruning)."""
     return {name: tensor.index_select(0, index) for name, tensor in tensors.items()}
 
 
@@ -69,8 +69,17 @@ class Seq2Seq(nn.Module):
         return next(self.parameters()).device
 
 
-def init_embedding(embedding: nn.Embedding, pad: int) -> None:
-    """Normal(0, d^-1/2) embeddings (Vaswani et al. 2017 scale them back by sqrt(d)), zero for padding."""
-    nn.init.normal_(embedding.weight, std=embedding.embedding_dim**-0.5)
-    with torch.no_grad():
-        embedding.weight[pad].zero_()
+def make_embeddings(
+    dim: int, src_vocab: int, tgt_vocab: int, share: bool, pad: int
+) -> tuple[nn.Embedding, nn.Embedding]:
+    """Source and target embeddings (one shared matrix when `share`), Normal(0, dim^-1/2) with a zero pad row.
+
+    The scale follows Vaswani et al. 2017, who multiply embeddings by sqrt(dim) on the way in.
+    """
+    tgt = nn.Embedding(tgt_vocab, dim, padding_idx=pad)
+    src = tgt if share else nn.Embedding(src_vocab, dim, padding_idx=pad)
+    for embedding in dict.fromkeys([src, tgt]):  # ordered: the same init for the same seed
+        nn.init.normal_(embedding.weight, std=dim**-0.5)
+        with torch.no_grad():
+            embedding.weight[pad].zero_()
+    return src, tgt

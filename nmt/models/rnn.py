@@ -18,7 +18,7 @@ from nmt.config import ModelConfig
 from nmt.data.tokenizer import PAD
 from nmt.errors import ConfigError
 from nmt.models.attention import AdditiveAttention, Attention, luong_attention
-from nmt.models.base import Memory, Output, Seq2Seq, State, Step, init_embedding
+from nmt.models.base import Memory, Output, Seq2Seq, State, Step, make_embeddings
 
 
 def make_rnn(cfg: ModelConfig, input_size: int, layers: int, bidirectional: bool = False) -> nn.RNNBase:
@@ -203,13 +203,8 @@ class RNNSeq2Seq(Seq2Seq):
 
     def __init__(self, cfg: ModelConfig, src_vocab: int, tgt_vocab: int, joint_vocab: bool) -> None:
         super().__init__()
-        tgt_embedding = nn.Embedding(tgt_vocab, cfg.d_model, padding_idx=PAD)
-        share_source = cfg.tie_embeddings and joint_vocab
-        src_embedding = (
-            tgt_embedding if share_source else nn.Embedding(src_vocab, cfg.d_model, padding_idx=PAD)
-        )
-        for embedding in dict.fromkeys([src_embedding, tgt_embedding]):  # ordered, for reproducible init
-            init_embedding(embedding, PAD)
+        share = cfg.tie_embeddings and joint_vocab
+        src_embedding, tgt_embedding = make_embeddings(cfg.d_model, src_vocab, tgt_vocab, share, PAD)
         self.encoder = Encoder(cfg, src_embedding)
         self.decoder = LuongDecoder(cfg) if cfg.type == "rnn-luong" else BahdanauDecoder(cfg)
         self.tgt_embedding, self.tgt_dropout = tgt_embedding, nn.Dropout(cfg.dropout)

@@ -1,5 +1,5 @@
-"""The Transformer of Vaswani et al. 2017, "Attention Is All You Need": pre-norm by default (post-norm option),
-sinusoidal positions, tied embeddings, and incremental decoding with a key/value cache."""
+"""The Transformer of Vaswani et al. 2017, "Attention Is All You Need": pre-norm by default (post-norm
+option), sinusoidal positions, tied embeddings, and incremental decoding with a key/value cache."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from torch import Tensor, nn
 from nmt.config import ModelConfig
 from nmt.data.tokenizer import PAD
 from nmt.models.attention import MultiHeadAttention
-from nmt.models.base import Memory, Output, Seq2Seq, State, Step, init_embedding
+from nmt.models.base import Memory, Output, Seq2Seq, State, Step, make_embeddings
 
 
 def sinusoidal_positions(length: int, d_model: int) -> Tensor:
@@ -102,10 +102,10 @@ class DecoderLayer(nn.Module):
         cache: tuple[Tensor, Tensor] | None = None,
         need_weights: bool = False,
     ) -> tuple[Tensor, tuple[Tensor, Tensor], Tensor | None]:
-        """x (batch, tgt_len, d_model) → same shape, the new self-attention keys/values, cross-attention weights.
+        """x (batch, tgt_len, d_model) → same shape, new self-attention keys/values, cross-attention weights.
 
-        With a `cache` (keys and values of earlier positions) `x` holds only the new positions, which attend to
-        the cache and to themselves; without one, `x` is the whole prefix and a causal mask applies.
+        With a `cache` (keys and values of earlier positions) `x` holds only the new positions, which attend
+        to the cache and to themselves; without one, `x` is the whole prefix and a causal mask applies.
         """
         new_kv = None
 
@@ -137,13 +137,8 @@ class TransformerSeq2Seq(Seq2Seq):
 
     def __init__(self, cfg: ModelConfig, src_vocab: int, tgt_vocab: int, joint_vocab: bool) -> None:
         super().__init__()
-        tgt_embedding = nn.Embedding(tgt_vocab, cfg.d_model, padding_idx=PAD)
-        share_source = cfg.tie_embeddings and joint_vocab
-        src_embedding = (
-            tgt_embedding if share_source else nn.Embedding(src_vocab, cfg.d_model, padding_idx=PAD)
-        )
-        for embedding in dict.fromkeys([src_embedding, tgt_embedding]):  # ordered: reproducible init
-            init_embedding(embedding, PAD)
+        share = cfg.tie_embeddings and joint_vocab
+        src_embedding, tgt_embedding = make_embeddings(cfg.d_model, src_vocab, tgt_vocab, share, PAD)
         self.src_embed = Embedder(src_embedding, cfg.max_positions, cfg.dropout)
         self.tgt_embed = Embedder(tgt_embedding, cfg.max_positions, cfg.dropout)
         self.encoder_layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.encoder_layers))
