@@ -59,22 +59,19 @@ def synthetic_corpus(directory: Path, src_lang: str, tgt_lang: str) -> Path:
 
 def measure_training(trainer: Trainer, warmup_steps: int, max_steps: int) -> dict[str, float]:
     """Steady-state training speed: `warmup_steps` untimed updates, then up to one epoch (≤ `max_steps`) timed."""
-    device, accumulate = trainer.device, trainer.cfg.train.accumulate
+    device = trainer.device
 
     def updates(count: int, one_epoch: bool) -> tuple[int, torch.Tensor, torch.Tensor]:
         done, target, total = 0, torch.zeros((), device=device), torch.zeros((), device=device)
         while done < count and not (one_epoch and done):
-            pending = []
-            for batch in trainer.epoch_batches():
-                pending.append(batch)
-                trainer.progress.batches_done += 1
-                if len(pending) == accumulate:
-                    trainer.train_step(pending)
-                    target += sum(b.target_tokens() for b in pending)
-                    total += sum(b.target_tokens() + b.src_mask.sum() for b in pending)
-                    pending, done = [], done + 1
-                    if done == count:
-                        return done, target, total
+            for consumed, pending in trainer.epoch_updates():
+                trainer.progress.batches_done += consumed
+                trainer.train_step(pending)
+                target += sum(b.target_tokens() for b in pending)
+                total += sum(b.target_tokens() + b.src_mask.sum() for b in pending)
+                done += 1
+                if done == count:
+                    return done, target, total
             trainer.progress.epoch, trainer.progress.batches_done = trainer.progress.epoch + 1, 0
         return done, target, total
 
