@@ -63,29 +63,24 @@ def measure_training(trainer: Trainer, warmup_steps: int, max_steps: int) -> dic
 
     The warm-up must cover a whole epoch: every new batch shape costs kernel selection and allocator growth
     the first time (on an H100 the first epoch measured 56k target tok/s, later epochs 100k-124k)."""
-    device, accumulate = trainer.device, trainer.cfg.train.accumulate
+    device = trainer.device
 
     def updates(count: int, one_epoch: bool) -> tuple[int, torch.Tensor, torch.Tensor]:
         done, target, total = 0, torch.zeros((), device=device), torch.zeros((), device=device)
         while done < count and not (one_epoch and done):
-            pending = []
-            for batch in trainer.epoch_batches():
-                pending.append(batch)
-                trainer.progress.batches_done += 1
-                if len(pending) == accumulate:
-                    trainer.train_step(pending)
-                    target += sum(b.target_tokens() for b in pending)
-                    total += sum(b.target_tokens() + b.src_mask.sum() for b in pending)
-                    pending, done = [], done + 1
-                    if done == count:
-                        return done, target, total
+            for consumed, pending in trainer.epoch_updates():
+                trainer.progress.batches_done += consumed
+                trainer.train_step(pending)
+                target += sum(b.target_tokens() for b in pending)
+                total += sum(b.target_tokens() + b.src_mask.sum() for b in pending)
+                done += 1
+                if done == count:
+                    return done, target, total
             trainer.progress.epoch, trainer.progress.batches_done = trainer.progress.epoch + 1, 0
         return done, target, total
 
     updates(warmup_steps, one_epoch=False)
-    updates(
-        10**9, one_epoch=True
-    )  # to the epoch's end: every batch shape seen, kernels chosen, memory cached
+    updates(10**9, one_epoch=True)  # to the epoch's end: every batch shape seen, kernels chosen, memory cached
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     (steps, target, total), seconds = timed(device, lambda: updates(max_steps, one_epoch=True))

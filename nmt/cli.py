@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -42,13 +43,16 @@ def user_errors(command: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         from nmt.train import Interrupted
 
+        rank = os.environ.get("RANK", "0")  # set by torchrun: every process reports its own errors
         try:
             return command(*args, **kwargs)
         except UserError as err:
-            typer.echo(f"nmt: error: {err}", err=True)
+            where = "" if rank == "0" else f" (rank {rank})"
+            typer.echo(f"nmt: error{where}: {err}", err=True)
             raise typer.Exit(code=2) from None
         except Interrupted as err:
-            typer.echo(f"nmt: {err}", err=True)
+            if rank == "0":
+                typer.echo(f"nmt: {err}", err=True)
             raise typer.Exit(code=130) from None
         except KeyboardInterrupt:
             typer.echo("nmt: interrupted", err=True)
@@ -104,8 +108,14 @@ def train(
     overrides: Annotated[
         list[str] | None, typer.Option("--set", help="KEY=VALUE, e.g. --set train.lr=3.0e-4")
     ] = None,
+    nproc: Annotated[
+        int, typer.Option(min=1, help="Data-parallel processes on this machine (one per GPU), via torchrun.")
+    ] = 1,
 ) -> None:
-    """Train the model described by CONFIG; prints the best checkpoint's path."""
+    """Train the model described by CONFIG; prints the best checkpoint's path.
+
+    Under `torchrun --nproc_per_node N -m nmt train …` (or with --nproc N) N processes train together.
+    """
     from nmt.config import load_config
     from nmt.train import train as run_training
 
@@ -124,7 +134,13 @@ def train(
         if v is not None
     ]
     cfg = load_config(config, from_flags + (overrides or []))
-    typer.echo(run_training(cfg, out or Path("runs") / config.stem, resume=resume, overwrite=overwrite))
+    if nproc > 1:
+        from nmt.distributed import launch
+
+        raise typer.Exit(code=launch(nproc, sys.argv[1:]))  # this command line, in nproc processes
+    best = run_training(cfg, out or Path("runs") / config.stem, resume=resume, overwrite=overwrite)
+    if os.environ.get("RANK", "0") == "0":
+        typer.echo(best)
 
 
 def _read_input(path: Path | None) -> list[str]:

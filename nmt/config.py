@@ -94,6 +94,7 @@ class TrainConfig:
     device: Literal["auto", "cpu", "cuda"] = "auto"
     batch_tokens: int = 8192  # source+target tokens (with padding) per batch, before accumulation
     accumulate: int = 1
+    distributed_batch: Literal["split", "scale"] = "split"  # processes share each update, or each adds one
     pad_to_multiple: int = 8  # pad batch lengths to a multiple of this (tensor cores, fewer compiled shapes)
     lr: float = 7.0e-4
     warmup_steps: int = 4000

@@ -32,6 +32,7 @@ from nmt.data.batching import Batch, iterate_batches, sorted_groups, token_budge
 from nmt.data.prepare import PreparedData, prepare_data
 from nmt.data.tokenizer import PAD
 from nmt.device import autocast, resolve_device
+from nmt.distributed import World, joined
 from nmt.errors import UserError
 from nmt.evaluate import score
 from nmt.loader import prefetch
@@ -88,20 +89,26 @@ def build_optimizer(model: Seq2Seq, cfg: TrainConfig, device: torch.device) -> t
 
 
 class Trainer:
-    """Holds the model, optimizer and progress of one run directory."""
+    """Holds the model, optimizer and progress of one run directory (in one process of `world`)."""
 
-    def __init__(self, cfg: Config, run_dir: Path, data: PreparedData, device: torch.device) -> None:
+    def __init__(
+        self, cfg: Config, run_dir: Path, data: PreparedData, device: torch.device, world: World | None = None
+    ) -> None:
         self.cfg, self.run_dir, self.data, self.device = cfg, run_dir, data, device
+        self.world = world or World()
         torch.manual_seed(cfg.train.seed)
         random.seed(cfg.train.seed)
         tok = data.tokenizers
         self.model = build_model(cfg.model, len(tok.src), len(tok.tgt), tok.joint).to(device)
+        if self.world.rank:  # the same weights (DDP copies rank 0's), but other dropout in every process
+            torch.manual_seed(cfg.train.seed + self.world.rank)
         self.optimizer = build_optimizer(self.model, cfg.train, device)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lambda step: learning_rate_factor(step, cfg.train)
         )
+        self.replica = self.world.wrap(self.model)  # DistributedDataParallel under torchrun
         self.forward = (
-            torch.compile(self.model) if cfg.train.compile and device.type == "cuda" else self.model
+            torch.compile(self.replica) if cfg.train.compile and device.type == "cuda" else self.replica
         )
         self.progress = Progress()
         self.started = time.monotonic()
@@ -109,23 +116,24 @@ class Trainer:
 
     # --- checkpoints -------------------------------------------------------------------------------------
 
-    def state(self) -> dict:
+    def state(self, rng: list[dict]) -> dict:
+        """The checkpoint: `rng` holds every process's RNG states (one entry unless distributed)."""
         return {
             "model": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(),
             "progress": asdict(self.progress),
-            "rng": {
-                "torch": torch.get_rng_state(),
-                "cuda": torch.cuda.get_rng_state_all(),
-                "python": random.getstate(),
-            },
+            "rng": rng[0],
+            **({"rng_ranks": rng} if len(rng) > 1 else {}),
             "config": to_dict(self.cfg),
             "vocab": vocabulary_record(self.data.tokenizers),
         }
 
     def save(self, name: str) -> None:
-        save_checkpoint(self.run_dir / name, self.state())
+        """Every process calls this; the main one writes the checkpoint."""
+        rng = self.world.gather(_rng_state())
+        if self.world.is_main:
+            save_checkpoint(self.run_dir / name, self.state(rng))
 
     def restore(self) -> None:
         """Continue from `last.pt`: weights, optimizer, schedule, progress, RNG and data position."""
@@ -138,10 +146,14 @@ class Trainer:
         self.optimizer.load_state_dict(checkpoint["optimizer"])
         self.scheduler.load_state_dict(checkpoint["scheduler"])
         self.progress = Progress(**checkpoint["progress"])
-        torch.set_rng_state(checkpoint["rng"]["torch"].cpu())
-        if torch.cuda.is_available() and checkpoint["rng"]["cuda"]:
-            torch.cuda.set_rng_state_all([s.cpu() for s in checkpoint["rng"]["cuda"]])
-        random.setstate(_as_python_rng_state(checkpoint["rng"]["python"]))
+        rng = checkpoint.get("rng_ranks", [checkpoint["rng"]])
+        _set_rng_state(rng[self.world.rank % len(rng)])
+        if len(rng) != self.world.size:
+            log.warning(
+                "resuming in %d processes a run saved by %d: dropout will differ", self.world.size, len(rng)
+            )
+            if self.world.rank:
+                torch.manual_seed(self.cfg.train.seed + self.world.rank + self.progress.step)
         log.info(
             "resuming at step %d (epoch %d, batch %d)",
             self.progress.step,
@@ -151,24 +163,36 @@ class Trainer:
 
     # --- the loop ----------------------------------------------------------------------------------------
 
-    def epoch_batches(self) -> Iterator[Batch]:
-        """This epoch's remaining batches, prepared in a background thread and moved to the device."""
+    def epoch_updates(self) -> Iterator[tuple[int, list[Batch]]]:
+        """This epoch's remaining updates: how many of the epoch's batches each one uses, and this process's
+        part of them (all of them in a single process), prepared in a background thread and on the device."""
         cfg = self.cfg.train
         groups = token_budget_groups(
             self.data.train, cfg.batch_tokens, cfg.seed + self.progress.epoch, cfg.pad_to_multiple
-        )
-        batches = iterate_batches(self.data.train, groups[self.progress.batches_done :], cfg.pad_to_multiple)
-        return prefetch(batches, self.device)
+        )[self.progress.batches_done :]
+        size = self.world.update_batches(cfg)
+        updates = [groups[i : i + size] for i in range(0, len(groups), size)]
+        batches = self.world.batches(self.data.train, updates, cfg.pad_to_multiple)
+        with contextlib.closing(prefetch(batches, self.device)) as ready:
+            for update in updates:
+                yield len(update), [next(ready) for _ in self.world.share(update)]
 
     def train_step(self, batches: list[Batch]) -> tuple[Tensor, Tensor]:
-        """One optimizer update over `batches` (gradient accumulation); returns summed loss and target tokens."""
-        total_tokens = sum(batch.target_tokens() for batch in batches)
+        """One optimizer update over `batches` (gradient accumulation); returns their summed loss and target
+        tokens.
+
+        Distributed, the loss is divided by the target tokens of all processes, times their number as DDP
+        averages the gradients: each update's gradient is that of one process doing all the batches.
+        """
+        tokens = sum(batch.target_tokens() for batch in batches)
+        total_tokens = self.world.sum(tokens)  # of all processes
         loss_sum = torch.zeros((), device=self.device)
-        for batch in batches:
-            with autocast(self.device, self.cfg.train.amp):
-                output = self.forward(batch.src, batch.src_mask, batch.tgt_in)
-                loss = sequence_loss(output.logits, batch.tgt_out, self.cfg.train.label_smoothing)
-            (loss / total_tokens).backward()
+        for i, batch in enumerate(batches):
+            with self.world.accumulating(self.replica, sync=i == len(batches) - 1):
+                with autocast(self.device, self.cfg.train.amp):
+                    output = self.forward(batch.src, batch.src_mask, batch.tgt_in)
+                    loss = sequence_loss(output.logits, batch.tgt_out, self.cfg.train.label_smoothing)
+                (loss * self.world.size / total_tokens).backward()
             loss_sum += loss.detach()
         norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.train.clip_norm)
         if torch.isfinite(norm):
@@ -178,18 +202,20 @@ class Trainer:
         self.optimizer.zero_grad(set_to_none=True)
         self.scheduler.step()
         self.progress.step += 1
-        return loss_sum, total_tokens
+        return loss_sum, tokens
 
     def elapsed(self) -> float:
         """Training seconds so far, earlier processes of a resumed run included."""
         return self.progress.elapsed + time.monotonic() - self.started
 
     def should_stop(self, started: float) -> bool:
+        """Whether a stopping rule fires; every process takes the same decision (a signal or the clock of any
+        process stops them all)."""
         cfg, progress = self.cfg.train, self.progress
+        time_up = cfg.max_time > 0 and progress.elapsed + time.monotonic() - started >= cfg.max_time
         return (
-            self.stop_signal is not None
+            self.world.any(self.stop_signal is not None or time_up)
             or (cfg.max_steps > 0 and progress.step >= cfg.max_steps)
-            or (cfg.max_time > 0 and progress.elapsed + time.monotonic() - started >= cfg.max_time)
             or (cfg.patience > 0 and progress.bad_evals >= cfg.patience)
             or (cfg.target_bleu > 0 and progress.best_bleu >= cfg.target_bleu)
         )
@@ -203,43 +229,40 @@ class Trainer:
             initial=progress.step,
             unit="step",
             dynamic_ncols=True,
-            disable=None,
+            disable=None if self.world.is_main else True,
             mininterval=1.0,
         )
-        window = _Window(self.device)
+        window = _Window(self.device, self.world)
         last_eval = -1
         with _catch_signals(self), bar:
             while not self.should_stop(started) and not (cfg.max_epochs and progress.epoch >= cfg.max_epochs):
-                pending: list[Batch] = []
-                for batch in self.epoch_batches():
-                    pending.append(batch)
-                    if len(pending) < cfg.accumulate:
-                        continue
-                    self._update(pending, window, bar)
-                    pending = []
+                for consumed, batches in self.epoch_updates():
+                    self._update(consumed, batches, window, bar)
                     if progress.step % cfg.eval_every == 0:
                         self.validate(started)
                         last_eval = progress.step
                     if self.should_stop(started):
                         break
                 else:
-                    if pending:
-                        self._update(pending, window, bar)
                     progress.epoch, progress.batches_done = progress.epoch + 1, 0
-            if last_eval != progress.step and self.stop_signal is None:
+            if last_eval != progress.step and not self.interrupted():
                 self.validate(started)
             progress.elapsed += time.monotonic() - started
             self.save("last.pt")
-        if self.stop_signal is not None:
+        if self.interrupted():  # also a barrier: no process exits while the main one still writes
             raise Interrupted(
                 f"training interrupted at step {progress.step}; "
                 f"{self.run_dir / 'last.pt'} saved, continue with --resume"
             )
         return self.run_dir / "best.pt"
 
-    def _update(self, pending: list[Batch], window: _Window, bar: tqdm) -> None:
-        loss, tokens = self.train_step(pending)
-        self.progress.batches_done += len(pending)
+    def interrupted(self) -> bool:
+        """Whether SIGINT/SIGTERM reached any process."""
+        return self.world.any(self.stop_signal is not None)
+
+    def _update(self, consumed: int, batches: list[Batch], window: _Window, bar: tqdm) -> None:
+        loss, tokens = self.train_step(batches)
+        self.progress.batches_done += consumed
         window.add(loss, tokens)
         bar.update(1)
         if self.progress.step % self.cfg.train.log_every == 0:
@@ -252,7 +275,32 @@ class Trainer:
             self.log_metrics("train", record)
 
     def validate(self, started: float) -> None:
-        """Validation loss and greedy BLEU; writes last.pt, and best.pt when BLEU improved."""
+        """Validate in the main process, share its verdict with the others; write last.pt, and best.pt when
+        BLEU improved."""
+        progress = self.progress
+        improved = self.score_validation(started) if self.world.is_main else False
+        verdict = self.world.broadcast((progress.best_bleu, progress.best_step, progress.bad_evals, improved))
+        progress.best_bleu, progress.best_step, progress.bad_evals, improved = verdict
+        if improved:
+            self.save("best.pt")
+        self.save("last.pt")
+        if self.cfg.train.keep_checkpoints and self.world.is_main:
+            self.save_snapshot()
+
+    def save_snapshot(self) -> None:
+        """Keep this validation's weights as checkpoints/step<N>.pt (the newest `keep_checkpoints` only)."""
+        snapshot = {
+            "model": self.model.state_dict(),
+            "config": to_dict(self.cfg),
+            "vocab": vocabulary_record(self.data.tokenizers),
+            "step": self.progress.step,
+        }
+        save_checkpoint(self.run_dir / SNAPSHOT_DIR / f"step{self.progress.step}.pt", snapshot)
+        for old in snapshots(self.run_dir)[: -self.cfg.train.keep_checkpoints]:
+            old.unlink()
+
+    def score_validation(self, started: float) -> bool:
+        """Validation loss and greedy BLEU, logged; returns whether BLEU improved."""
         self.model.eval()
         valid = self.data.valid
         limit = self.cfg.train.eval_max_sentences or len(valid)
@@ -284,19 +332,7 @@ class Trainer:
             scores.bleu,
             " (best)" if improved else "",
         )
-        if improved:
-            self.save("best.pt")
-        self.save("last.pt")
-        if self.cfg.train.keep_checkpoints:
-            self.save_snapshot()
-
-    def save_snapshot(self) -> None:
-        """Keep this validation's weights as checkpoints/step<N>.pt (the newest `keep_checkpoints` only)."""
-        directory = self.run_dir / SNAPSHOT_DIR
-        snapshot = {key: value for key, value in self.state().items() if key in ("model", "config", "vocab")}
-        save_checkpoint(directory / f"step{self.progress.step}.pt", snapshot | {"step": self.progress.step})
-        for old in snapshots(self.run_dir)[: -self.cfg.train.keep_checkpoints]:
-            old.unlink()
+        return improved
 
     @torch.inference_mode()
     def validation_loss(self) -> float:
@@ -313,16 +349,19 @@ class Trainer:
         return total / max(tokens, 1)
 
     def log_metrics(self, kind: str, record: dict) -> None:
+        if not self.world.is_main:
+            return
         line = {"kind": kind, "step": self.progress.step, "epoch": self.progress.epoch} | record
         with open(self.run_dir / METRICS_FILE, "a", encoding="utf-8") as handle:
             handle.write(json.dumps(line) + "\n")
 
 
 class _Window:
-    """Loss and token counts since the last log line, kept on the device to avoid per-step syncs."""
+    """Loss and token counts since the last log line, kept on the device to avoid per-step syncs; `flush`
+    sums them over all processes."""
 
-    def __init__(self, device: torch.device) -> None:
-        self.device = device
+    def __init__(self, device: torch.device, world: World) -> None:
+        self.device, self.world = device, world
         self.reset()
 
     def reset(self) -> None:
@@ -335,7 +374,7 @@ class _Window:
         self.tokens += tokens
 
     def flush(self) -> dict[str, float]:
-        loss, tokens = self.loss.item(), int(self.tokens.item())
+        loss, tokens = self.world.sum(self.loss).item(), int(self.world.sum(self.tokens).item())
         seconds = time.perf_counter() - self.started
         self.reset()
         return {"loss": loss / max(tokens, 1), "target_tokens_per_s": tokens / max(seconds, 1e-9)}
@@ -359,6 +398,21 @@ def _catch_signals(trainer: Trainer) -> Iterator[None]:
             signal.signal(sig, old)
 
 
+def _rng_state() -> dict:
+    return {
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all(),
+        "python": random.getstate(),
+    }
+
+
+def _set_rng_state(state: dict) -> None:
+    torch.set_rng_state(state["torch"].cpu())
+    if torch.cuda.is_available() and state["cuda"]:
+        torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda"]])
+    random.setstate(_as_python_rng_state(state["python"]))
+
+
 def _as_python_rng_state(state: list | tuple) -> tuple:
     """random.setstate wants tuples; a checkpoint may hand back lists."""
     version, internal, gauss = state
@@ -366,8 +420,34 @@ def _as_python_rng_state(state: list | tuple) -> tuple:
 
 
 def train(cfg: Config, run_dir: Path, resume: bool = False, overwrite: bool = False) -> Path:
-    """Train the configured model into `run_dir`; returns the path of the best checkpoint."""
-    device = resolve_device(cfg.train.device)
+    """Train the configured model into `run_dir`; returns the path of the best checkpoint.
+
+    Under torchrun every process calls this: the main one checks and prepares the run directory (training
+    sentencepiece) while the others wait, then they load what it wrote.
+    """
+    with joined(resolve_device(cfg.train.device)) as (world, device):
+        data = world.main_first(lambda: _prepare_run(cfg, run_dir, resume, overwrite))
+        data = data or prepare_data(cfg, run_dir, reuse_tokenizers=True)
+        trainer = Trainer(cfg, run_dir, data, device, world)
+        if resume:
+            trainer.restore()
+        log.info(
+            "training %s (%.1fM parameters) on %s%s; %s",
+            cfg.model.type,
+            sum(p.numel() for p in trainer.model.parameters()) / 1e6,
+            device,
+            f" in each of {world.size} processes" if world.size > 1 else "",
+            world.describe_batch(cfg.train),
+        )
+        best = trainer.run()
+        main = world.is_main
+    if cfg.train.final_report and main:
+        final_report(cfg, run_dir, cfg.train.device)
+    return best
+
+
+def _prepare_run(cfg: Config, run_dir: Path, resume: bool, overwrite: bool) -> PreparedData:
+    """Check the run directory against --resume/--overwrite, then read, tokenize and save the config."""
     if resume:
         if not (run_dir / "last.pt").is_file():
             raise UserError(
@@ -388,19 +468,7 @@ def train(cfg: Config, run_dir: Path, resume: bool = False, overwrite: bool = Fa
             f"no training pair is within data.max_len={cfg.data.max_len} subwords; raise data.max_len"
         )
     save_config(cfg, run_dir / CONFIG_FILE)
-    trainer = Trainer(cfg, run_dir, data, device)
-    if resume:
-        trainer.restore()
-    log.info(
-        "training %s (%.1fM parameters) on %s",
-        cfg.model.type,
-        sum(p.numel() for p in trainer.model.parameters()) / 1e6,
-        device,
-    )
-    best = trainer.run()
-    if cfg.train.final_report:
-        final_report(cfg, run_dir, cfg.train.device)
-    return best
+    return data
 
 
 def _check_same_setup(cfg: Config, run_dir: Path) -> None:

@@ -1,0 +1,142 @@
+"""Data-parallel training on CPU: two processes under torchrun (gloo) train like one process with the same
+effective batch, write one run directory between them, resume, and fail as one job."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from nmt.checkpoint import load_checkpoint, load_run
+from nmt.config import Config, load_config, replace, save_config
+from nmt.data.batching import EncodedCorpus
+from nmt.data.tokenizer import PAD
+from nmt.distributed import World
+from nmt.train import train
+from tests.conftest import ROOT
+from tests.test_train import losses, tiny_config
+
+pytestmark = pytest.mark.skipif(
+    not (dist.is_available() and dist.is_gloo_available()), reason="needs torch.distributed with gloo"
+)
+
+RUN_FILES = {"config.yaml", "spm.model", "best.pt", "last.pt", "metrics.jsonl"}
+
+
+def fast(cfg: Config, **train_fields: object) -> Config:
+    """Validation on 10 sentences only: the processes start slowly enough on 2 CPU cores."""
+    return replace(cfg, train={"eval_max_sentences": 10, **train_fields})
+
+
+def write_config(cfg: Config, path: Path) -> Path:
+    save_config(cfg, path)
+    return path
+
+
+def nmt_train(*args: str, torchrun: bool = True) -> subprocess.CompletedProcess:
+    """`torchrun --nproc_per_node 2 -m nmt train ARGS` (or `python -m nmt train ARGS`) in 2 CPU processes."""
+    launcher = ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"] if torchrun else []
+    env = os.environ | {"PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run(
+        [sys.executable, *launcher, "-m", "nmt", "train", *args, "--device", "cpu"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
+
+
+@pytest.fixture(scope="module")
+def two_process_run(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """12 updates of the tiny Transformer in 2 processes, each taking half of every batch."""
+    tmp = tmp_path_factory.mktemp("ddp")
+    config = write_config(fast(tiny_config(corpus), max_steps=12), tmp / "tiny.yaml")
+    result = nmt_train(str(config), "--out", str(tmp / "run"))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [str(tmp / "run" / "best.pt")]  # printed once, by rank 0
+    return tmp / "run"
+
+
+def test_shares_make_up_each_update() -> None:
+    """Whole batches when they divide among the processes, else every batch split by sentences; together the
+    processes use exactly the update's sentences, and one left without any runs a stand-in with no targets."""
+    update = [[0, 1, 2], [3, 4], [5], [6, 7]]
+    assert World(1, 2).share(update) == [[3, 4], [6, 7]]
+    assert World(2, 3).share(update) == [[2], [], [], []]
+    for size in (2, 3, 4):
+        for cut in (update, update[:3], update[:1]):
+            shares = [World(rank, size).share(cut) for rank in range(size)]
+            assert sorted(i for share in shares for group in share for i in group) == sorted(
+                i for group in cut for i in group
+            )
+    corpus = EncodedCorpus.from_ids([[5, 6]] * 8, [[7, 8, 9]] * 8)
+    batches = list(World(2, 3).batches(corpus, [update], multiple=1))
+    assert len(batches) == 4 and batches[0].target_tokens() == 4
+    assert batches[1].index.tolist() == [0] and batches[1].tgt_out.eq(PAD).all()  # stand-in
+
+
+def test_two_processes_write_one_run_directory(two_process_run: Path) -> None:
+    assert {p.name for p in two_process_run.iterdir()} == RUN_FILES
+    records = [json.loads(line) for line in (two_process_run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records if r["kind"] == "train"] == list(range(1, 13))
+    assert [r["step"] for r in records if r["kind"] == "valid"] == [12]
+    checkpoint = load_checkpoint(two_process_run / "last.pt")
+    assert len(checkpoint["rng_ranks"]) == 2
+    assert not torch.equal(checkpoint["rng_ranks"][0]["torch"], checkpoint["rng_ranks"][1]["torch"])
+    load_run(two_process_run, torch.device("cpu"))  # plain state_dict keys, no DDP 'module.' prefix
+
+
+def test_two_processes_train_like_one(two_process_run: Path, corpus: Path, tmp_path: Path) -> None:
+    train(fast(tiny_config(corpus), max_steps=12), tmp_path / "single")
+    torch.testing.assert_close(losses(two_process_run), losses(tmp_path / "single"), rtol=1e-4, atol=0.0)
+
+
+def test_distributed_run_resumes(two_process_run: Path, corpus: Path, tmp_path: Path) -> None:
+    """6 updates, then --resume to 12, in 2 processes: the same losses and weights as 12 at once."""
+    config = write_config(fast(tiny_config(corpus), max_steps=12), tmp_path / "tiny.yaml")
+    first = nmt_train(str(config), "--out", str(tmp_path / "run"), "--max-steps", "6")
+    assert first.returncode == 0, first.stderr
+    second = nmt_train(str(config), "--out", str(tmp_path / "run"), "--resume")
+    assert second.returncode == 0, second.stderr
+    assert losses(tmp_path / "run") == losses(two_process_run)
+    straight, resumed = (
+        load_checkpoint(two_process_run / "last.pt"),
+        load_checkpoint(tmp_path / "run" / "last.pt"),
+    )
+    assert resumed["progress"]["step"] == 12
+    for name, tensor in straight["model"].items():
+        assert torch.equal(tensor, resumed["model"][name]), name
+
+
+def test_rnn_trains_with_nproc(corpus: Path, tmp_path: Path) -> None:
+    """`nmt train --nproc 2` on a Luong RNN, each process taking whole batches of a 2-batch update."""
+    cfg = load_config(ROOT / "configs" / "tiny-rnn-luong.yaml", [f"data.dir={corpus}"])
+    cfg = replace(
+        cfg,
+        model={"d_model": 32, "hidden_size": 32},
+        tokenizer={"vocab_size": 200},
+        train={"device": "cpu", "max_time": 0.0, "log_every": 1, "batch_tokens": 600, "accumulate": 2},
+        search={"batch_size": 100},
+    )
+    config = write_config(fast(cfg), tmp_path / "rnn.yaml")
+    result = nmt_train(
+        str(config), "--out", str(tmp_path / "ddp"), "--max-steps", "6", "--nproc", "2", torchrun=False
+    )
+    assert result.returncode == 0, result.stderr
+    train(fast(cfg, max_steps=6), tmp_path / "single")
+    torch.testing.assert_close(losses(tmp_path / "ddp"), losses(tmp_path / "single"), rtol=1e-4, atol=0.0)
+
+
+def test_failure_in_one_process_ends_the_job(corpus: Path, tmp_path: Path) -> None:
+    """Rank 0 refuses --resume without a checkpoint: one clear line, exit code 2, no traceback, no hang."""
+    config = write_config(fast(tiny_config(corpus)), tmp_path / "tiny.yaml")
+    result = nmt_train(
+        str(config), "--out", str(tmp_path / "run"), "--resume", "--nproc", "2", torchrun=False
+    )
+    assert result.returncode == 2
+    assert result.stderr.count("nmt: error: --resume:") == 1, result.stderr
+    assert "Traceback" not in result.stderr
