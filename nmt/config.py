@@ -119,6 +119,7 @@ class TrainConfig:
     log_every: int = 50
     amp: bool = True  # bf16 autocast on CUDA
     compile: bool = False  # torch.compile the model on CUDA
+    max_bad_steps: int = 20  # abort after this many updates in a row skipped (non-finite loss, out of memory)
 
     def __post_init__(self) -> None:
         at_least_one = (
@@ -127,6 +128,7 @@ class TrainConfig:
             "pad_to_multiple",
             "eval_every",
             "log_every",
+            "max_bad_steps",
         )
         for name in at_least_one:
             if getattr(self, name) < 1:
