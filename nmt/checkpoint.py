@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import os
 import pickle
-import tempfile
+import warnings
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +14,7 @@ import torch
 from nmt.config import Config, ConfigError, load_config
 from nmt.data.tokenizer import Tokenizers, load_tokenizers
 from nmt.errors import UserError
+from nmt.files import atomic_write
 from nmt.models import build_model
 from nmt.models.base import Seq2Seq
 
@@ -23,50 +23,35 @@ METRICS_FILE = "metrics.jsonl"
 SNAPSHOT_DIR = "checkpoints"
 
 
-def atomic_write(path: Path, write: Any) -> None:
-    """Write a file through `write(file_object)` into a temporary sibling, fsync it, then rename it over `path`.
-
-    A crash at any moment leaves either the old file or the new one, never a torn one.
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            write(handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    atomic_write(path, lambda handle: handle.write(text.encode("utf-8")))
-
-
 def save_checkpoint(path: Path, payload: dict[str, Any]) -> None:
     """Save a dict of tensors and plain values atomically."""
     atomic_write(path, lambda handle: torch.save(payload, handle))
 
 
 def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
-    """Load a checkpoint without ever unpickling code (`weights_only=True`); bad files raise UserError."""
+    """Load a checkpoint without ever unpickling code (`weights_only=True`); bad files raise UserError.
+
+    The checksums torch.save writes into the archive are verified first, so flipped bytes inside the
+    tensors are reported rather than loaded as wrong weights.
+    """
     if not path.is_file():
         raise UserError(f"checkpoint {path} does not exist")
+    _verify_archive(path)
     try:
-        payload = torch.load(path, map_location=map_location, weights_only=True)
+        with warnings.catch_warnings():  # e.g. about the pickle protocol of a foreign file: the error says it
+            warnings.simplefilter("ignore")
+            payload = torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as err:
-        raise UserError(
-            f"{path} holds objects other than tensors and plain values and was refused as unsafe "
-            f"(only checkpoints written by nmt can be loaded)"
-        ) from err
-    except (RuntimeError, EOFError, zipfile.BadZipFile, OSError, ValueError) as err:
-        raise UserError(
-            f"{path} is truncated or corrupted ({str(err).splitlines()[0][:120]}); use another checkpoint"
-        ) from err
+        if "Weights only load failed" in str(err):
+            raise UserError(
+                f"{path} holds objects other than tensors and plain values and was refused as unsafe "
+                f"(only checkpoints written by nmt can be loaded)"
+            ) from err
+        raise _corrupted(path, err) from err
+    except Exception as err:  # torch raises many types for damaged files (RuntimeError, EOFError, KeyError …)
+        raise _corrupted(path, err) from err
     if not isinstance(payload, dict) or "model" not in payload or "config" not in payload:
-        raise UserError(f"{path} is not an nmt checkpoint")
+        raise UserError(f"{path} is not an nmt checkpoint (no model weights and config); check the path")
     return payload
 
 
@@ -74,6 +59,26 @@ def snapshots(run_dir: Path) -> list[Path]:
     """The kept per-validation checkpoints of a run, oldest first."""
     paths = (run_dir / SNAPSHOT_DIR).glob("step*.pt")
     return sorted(paths, key=lambda path: int(path.stem.removeprefix("step")))
+
+
+def _verify_archive(path: Path) -> None:
+    """Check the CRC-32 of every record of a zip-format checkpoint (other formats are left to torch.load)."""
+    try:
+        if not zipfile.is_zipfile(path):
+            return
+        with zipfile.ZipFile(path) as archive:
+            damaged = archive.testzip()
+    except Exception as err:
+        raise _corrupted(path, err) from err
+    if damaged is not None:
+        raise _corrupted(path, f"record {damaged} fails its checksum")
+
+
+def _corrupted(path: Path, reason: object) -> UserError:
+    detail = (str(reason).splitlines() or [""])[0].split(". ")[0][:120]
+    if isinstance(reason, Exception) and len(detail) < 20:  # e.g. KeyError('101'): name the type
+        detail = f"{type(reason).__name__}: {detail}".rstrip(": ")
+    return UserError(f"{path} is truncated or corrupted ({detail}); restore the file or train again")
 
 
 @dataclass
@@ -99,6 +104,8 @@ def vocabulary_record(tokenizers: Tokenizers) -> dict[str, Any]:
 
 def find_checkpoint(run_dir: Path, which: str = "best") -> Path:
     """Path of `best.pt` (falling back to `last.pt`), `last.pt` or `averaged.pt` in a run directory."""
+    if run_dir.is_file():
+        raise UserError(f"{run_dir} is a file; pass the run directory written by `nmt train` (--out)")
     if not run_dir.is_dir():
         raise UserError(
             f"run directory {run_dir} does not exist; train a model with `nmt train ... --out {run_dir}`"
@@ -115,6 +122,8 @@ def find_checkpoint(run_dir: Path, which: str = "best") -> Path:
 def load_run(run_dir: Path, device: torch.device, which: str = "best") -> Run:
     """Rebuild the model of a run directory from its config, tokenizers and checkpoint."""
     path = find_checkpoint(run_dir, which)
+    if not (run_dir / CONFIG_FILE).is_file():
+        raise UserError(f"{run_dir} has no {CONFIG_FILE}; the run directory is incomplete (copy it back)")
     try:
         cfg = load_config(run_dir / CONFIG_FILE)
     except ConfigError as err:
@@ -130,7 +139,9 @@ def load_run(run_dir: Path, device: torch.device, which: str = "best") -> Run:
     try:
         model.load_state_dict(checkpoint["model"])
     except RuntimeError as err:
+        problem = [line.strip() for line in str(err).splitlines() if line.strip()][-1][:200]
         raise UserError(
-            f"{path} does not match the model in {run_dir / CONFIG_FILE}: {str(err).splitlines()[0]}"
+            f"{path} does not match the model in {run_dir / CONFIG_FILE} ({problem}); "
+            f"use the config the checkpoint was trained with"
         ) from err
     return Run(run_dir, cfg, tokenizers, model.to(device).eval(), checkpoint)

@@ -1,25 +1,58 @@
-"""The `nmt` command line: each command parses its arguments, loads what it needs and calls one library function.
+"""The `nmt` command line: each command parses its arguments, loads what it needs, calls one library function.
 
-Mistakes a user can fix (UserError) print one line on stderr and exit with code 2; an interrupted training run
-exits with 130 after saving its checkpoint.
+Mistakes a user can fix (UserError, and usage errors such as a bad option value) print one line on stderr and
+exit with code 2; an interrupted training run exits with 130 after saving its checkpoint.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
+from typer.core import TyperGroup
 
 from nmt.errors import UserError
 
+# Click's UsageError, from whichever copy of Click typer runs on (recent typer vendors its own).
+_UsageError: type[Exception] = typer.BadParameter.__mro__[1]
+
+
+@contextlib.contextmanager
+def _one_line_usage_errors() -> Iterator[None]:
+    """A usage error (unknown option, bad option value, missing argument) as one line, exit code 2."""
+    try:
+        yield
+    except _UsageError as err:
+        if type(err).__name__ == "NoArgsIsHelpError":  # bare `nmt`: Click prints the help
+            raise
+        command = err.ctx.command_path if err.ctx else "nmt"  # type: ignore[attr-defined]
+        message = err.format_message().rstrip(".")  # type: ignore[attr-defined]
+        typer.echo(f"nmt: error: {message} (see `{command} --help`)", err=True)
+        raise typer.Exit(code=2) from None
+
+
+class _Commands(TyperGroup):
+    """The command group, with usage errors on one line instead of Click's usage block."""
+
+    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
+        with _one_line_usage_errors():
+            return super().parse_args(ctx, args)
+
+    def invoke(self, ctx: typer.Context) -> Any:
+        with _one_line_usage_errors():
+            return super().invoke(ctx)
+
+
 app = typer.Typer(
+    cls=_Commands,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
@@ -66,9 +99,21 @@ def main(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only print warnings and errors.")] = False,
 ) -> None:
     """Train, use and inspect neural machine translation models."""
-    logging.basicConfig(
-        level=logging.WARNING if quiet else logging.INFO, format="nmt: %(message)s", stream=sys.stderr
-    )
+    _log_to_stderr(logging.WARNING if quiet else logging.INFO)
+
+
+def _log_to_stderr(level: int) -> None:
+    """Print the library's log records as `nmt: message` on the current stderr.
+
+    An earlier handler is replaced, so that each in-process run (as in the tests) writes to its own stderr.
+    """
+    logger = logging.getLogger("nmt")
+    for handler in list(logger.handlers):
+        logger.removeHandler(handler)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("nmt: %(message)s"))
+    logger.addHandler(handler)
+    logger.setLevel(level)
 
 
 @app.command()
@@ -143,18 +188,18 @@ def train(
         typer.echo(best)
 
 
-def _read_input(path: Path | None) -> list[str]:
-    from nmt.data.corpus import read_lines
+def _read_input(path: Path | None, skip_bad_lines: bool) -> list[str]:
+    """Lines to translate from a file or stdin; with `skip_bad_lines`, invalid UTF-8 lines become empty."""
+    from nmt.data.corpus import decode_lines, read_lines
 
-    if path is not None:
-        return read_lines(path)[0]
-    raw = sys.stdin.buffer.read()
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as err:
-        line = raw[: err.start].count(b"\n") + 1
-        raise UserError(f"standard input line {line} is not valid UTF-8") from err
-    return text.split("\n")[: text.count("\n") + (0 if text.endswith("\n") or not text else 1)]
+    hint = "pass --skip-bad-lines to translate such lines as empty ones"
+    if path is None:
+        lines, bad = decode_lines(sys.stdin.buffer.read(), "standard input", skip_bad_lines, hint)
+    else:
+        lines, bad = read_lines(path, skip_bad_lines, hint)
+    if bad:
+        typer.echo(f"nmt: {len(bad)} lines that are not valid UTF-8 translated as empty lines", err=True)
+    return lines
 
 
 @app.command()
@@ -171,14 +216,18 @@ def translate(
     batch_size: BatchSize = None,
     device: Device = "auto",
     checkpoint: Checkpoint = "best",
+    skip_bad_lines: Annotated[
+        bool, typer.Option(help="Translate lines that are not valid UTF-8 as empty lines instead of failing.")
+    ] = False,
 ) -> None:
     """Translate raw sentences, one per line, keeping the line order (empty lines stay empty)."""
-    from nmt.checkpoint import atomic_write_text, load_run
+    from nmt.checkpoint import load_run
     from nmt.device import resolve_device
+    from nmt.files import atomic_write_text
     from nmt.translate import translate as run_translation
 
     run = load_run(run_dir, resolve_device(device), checkpoint)
-    translations = run_translation(run, _read_input(input), beam_size, batch_size)
+    translations = run_translation(run, _read_input(input, skip_bad_lines), beam_size, batch_size)
     text = "".join(line + "\n" for line in translations)
     if output is None:
         sys.stdout.write(text)
@@ -209,7 +258,7 @@ def evaluate(
     typer.echo(f"chrF = {report['chrf']:.2f}  ({report['chrf_signature']})")
     typer.echo(f"hypotheses: {report['hypotheses']}")
     if json_path is not None:
-        from nmt.checkpoint import atomic_write_text
+        from nmt.files import atomic_write_text
 
         atomic_write_text(json_path, json.dumps(report, indent=2) + "\n")
 
@@ -295,8 +344,8 @@ def benchmark(
     """Measure training and decoding speed, peak memory and time to a validation BLEU; print a table."""
     from nmt.benchmark import benchmark as run_benchmark
     from nmt.benchmark import format_table
-    from nmt.checkpoint import atomic_write_text
     from nmt.config import load_config
+    from nmt.files import atomic_write_text
 
     flags = {"data.src_lang": src_lang, "data.tgt_lang": tgt_lang, "train.device": device}
     cfg = load_config(

@@ -14,6 +14,7 @@ from typing import Any, Literal, TypeVar
 import yaml
 
 from nmt.errors import ConfigError
+from nmt.files import atomic_write_text
 
 T = TypeVar("T")
 
@@ -36,6 +37,10 @@ class DataConfig:
     max_len: int = 128  # training pairs longer than this (in subwords, either side) are dropped
     skip_bad_lines: bool = False  # skip lines that are not valid UTF-8 (with a count) instead of failing
 
+    def __post_init__(self) -> None:
+        if self.max_len < 1:
+            raise ConfigError(f"data.max_len={self.max_len} must be at least 1")
+
 
 @dataclass(frozen=True)
 class TokenizerConfig:
@@ -49,6 +54,8 @@ class TokenizerConfig:
     auto_shrink: bool = True  # reduce vocab_size (with a warning) when the corpus is too small for it
 
     def __post_init__(self) -> None:
+        if self.vocab_size <= 4:
+            raise ConfigError(f"tokenizer.vocab_size={self.vocab_size} must exceed the 4 special tokens")
         if 0 < self.max_sentences <= 100:  # sentencepiece rejects 1..100 with an internal error
             raise ConfigError(f"tokenizer.max_sentences={self.max_sentences} must be 0 (all) or over 100")
 
@@ -116,11 +123,23 @@ class TrainConfig:
     final_report: bool = True  # after training: beam-search valid/test scores, curves, heatmaps, report.json
     amp: bool = True  # bf16 autocast on CUDA
     compile: bool = False  # torch.compile the model on CUDA
+    max_bad_steps: int = 20  # abort after this many updates in a row skipped (non-finite loss, out of memory)
 
     def __post_init__(self) -> None:
-        for name in ("batch_tokens", "accumulate", "pad_to_multiple", "eval_every", "log_every"):
+        at_least_one = (
+            "batch_tokens",
+            "accumulate",
+            "pad_to_multiple",
+            "eval_every",
+            "log_every",
+            "max_bad_steps",
+        )
+        for name in at_least_one:
             if getattr(self, name) < 1:
                 raise ConfigError(f"train.{name}={getattr(self, name)} must be at least 1")
+        for name in ("max_steps", "max_epochs", "max_time"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"train.{name}={getattr(self, name)} must be 0 (no limit) or positive")
         if self.average_checkpoints > self.keep_checkpoints:
             raise ConfigError(
                 f"train.average_checkpoints={self.average_checkpoints} needs train.keep_checkpoints >= it"
@@ -154,6 +173,15 @@ class Config:
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     search: SearchConfig = field(default_factory=SearchConfig)
+
+    def __post_init__(self) -> None:
+        multiple = self.train.pad_to_multiple
+        longest = -(-(self.data.max_len + 1) // multiple) * multiple  # a sentence + bos/eos, padded
+        if self.model.max_positions < longest:
+            raise ConfigError(
+                f"model.max_positions={self.model.max_positions} is too small for data.max_len="
+                f"{self.data.max_len}: training needs {longest} positions; raise it or lower data.max_len"
+            )
 
 
 def _check_value(name: str, hint: Any, value: Any) -> Any:
@@ -191,10 +219,8 @@ def from_dict(cls: type[T], raw: Mapping[str, Any], prefix: str = "") -> T:
         name, hint = f"{prefix}{key}", hints.get(key)
         if hint is None:
             guess = difflib.get_close_matches(str(key), hints, n=1)
-            tip = (
-                f"did you mean '{prefix}{guess[0]}'?" if guess else f"valid keys: {', '.join(sorted(hints))}"
-            )
-            raise ConfigError(f"unknown key '{name}'; {tip}")
+            tip = f"did you mean '{prefix}{guess[0]}'? " if guess else ""
+            raise ConfigError(f"unknown key '{name}'; {tip}valid keys: {', '.join(sorted(hints))}")
         if is_dataclass(hint):
             values[key] = from_dict(hint, value or {}, f"{name}.")
         else:
@@ -225,6 +251,10 @@ def load_config(path: Path | None, overrides: list[str] | None = None) -> Config
     """Load a YAML config (or the defaults when `path` is None) and apply dotted overrides."""
     raw: dict[str, Any] = {}
     if path is not None:
+        if Path(path).is_dir():
+            raise ConfigError(
+                f"config {path} is a directory; pass a YAML file, e.g. configs/tiny-transformer.yaml"
+            )
         if not Path(path).is_file():
             raise ConfigError(f"config file {path} does not exist")
         try:
@@ -252,8 +282,8 @@ def to_dict(cfg: Config) -> dict[str, Any]:
 
 
 def save_config(cfg: Config, path: Path) -> None:
-    """Write the resolved config as YAML."""
-    path.write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False), encoding="utf-8")
+    """Write the resolved config as YAML (atomically: a crash leaves the old file or the new one)."""
+    atomic_write_text(path, yaml.safe_dump(to_dict(cfg), sort_keys=False))
 
 
 def replace(cfg: Config, **sections: Mapping[str, Any]) -> Config:

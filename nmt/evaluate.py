@@ -54,9 +54,10 @@ def evaluate_run(
     Uses `<checkpoint>.pt` (best, last or averaged). The hypotheses are written to
     `run_dir/eval/<name>[.<checkpoint>].beam<k>.hyp`; returns scores, signatures and settings.
     """
-    from nmt.checkpoint import atomic_write_text, load_run
+    from nmt.checkpoint import load_run
     from nmt.data.corpus import SplitFiles, read_files, split_files
     from nmt.device import resolve_device
+    from nmt.files import atomic_write_text
     from nmt.translate import translate
 
     if (src is None) != (ref is None):

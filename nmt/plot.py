@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import textwrap
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import matplotlib.pyplot as plt
 from torch import Tensor
 
 from nmt.errors import UserError
+from nmt.files import atomic_write
 
 FORMATS = (".png", ".svg", ".pdf")
 
@@ -61,13 +63,13 @@ def save_head_grid(weights: Tensor, src: list[str], tgt: list[str], path: Path, 
 
 
 def _save(figure: plt.Figure, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Render the image in memory, then write it atomically (an interrupted run leaves no partial file)."""
+    image = io.BytesIO()
     try:
-        figure.savefig(path, dpi=150)
-    except OSError as err:
-        raise UserError(f"cannot write {path}: {err.strerror}") from err
+        figure.savefig(image, dpi=150, format=path.suffix.lower().lstrip("."))
     finally:
         plt.close(figure)
+    atomic_write(path, lambda handle: handle.write(image.getvalue()))
 
 
 def save_learning_curves(records: list[dict], path: Path) -> None:

@@ -12,7 +12,8 @@ from typing import Any
 import torch
 
 from nmt.average import AVERAGED, average_run
-from nmt.checkpoint import METRICS_FILE, atomic_write_text, load_checkpoint, load_run
+from nmt.checkpoint import METRICS_FILE, load_checkpoint, load_run
+from nmt.files import atomic_write_text
 from nmt.config import Config, to_dict
 from nmt.data.corpus import read_split
 from nmt.errors import UserError

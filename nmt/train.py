@@ -35,11 +35,12 @@ from nmt.device import autocast, resolve_device
 from nmt.distributed import World, joined
 from nmt.errors import UserError
 from nmt.evaluate import score
+from nmt.files import atomic_write_text
 from nmt.loader import prefetch
 from nmt.models import build_model
 from nmt.models.base import Seq2Seq
 from nmt.report import final_report
-from nmt.translate import translate_ids
+from nmt.translate import max_source_len, translate_ids
 
 log = logging.getLogger(__name__)
 
@@ -113,6 +114,10 @@ class Trainer:
         self.progress = Progress()
         self.started = time.monotonic()
         self.stop_signal: int | None = None
+        self.scaler = torch.amp.GradScaler(device.type, init_scale=1.0)  # only to skip non-finite updates
+        self.skipped = torch.zeros((), dtype=torch.long, device=device)  # non-finite updates since reported
+        self.bad_streak = torch.zeros((), dtype=torch.long, device=device)  # non-finite updates in a row
+        self.oom_streak = 0  # updates in a row skipped for lack of GPU memory
 
     # --- checkpoints -------------------------------------------------------------------------------------
 
@@ -154,6 +159,8 @@ class Trainer:
             )
             if self.world.rank:
                 torch.manual_seed(self.cfg.train.seed + self.world.rank + self.progress.step)
+        if self.world.is_main:
+            _forget_metrics_after(self.run_dir / METRICS_FILE, self.progress.step)
         log.info(
             "resuming at step %d (epoch %d, batch %d)",
             self.progress.step,
@@ -177,32 +184,85 @@ class Trainer:
             for update in updates:
                 yield len(update), [next(ready) for _ in self.world.share(update)]
 
-    def train_step(self, batches: list[Batch]) -> tuple[Tensor, Tensor]:
+    def train_step(self, batches: list[Batch]) -> tuple[Tensor, Tensor] | None:
         """One optimizer update over `batches` (gradient accumulation); returns their summed loss and target
         tokens.
 
         Distributed, the loss is divided by the target tokens of all processes, times their number as DDP
-        averages the gradients: each update's gradient is that of one process doing all the batches.
+        averages the gradients: each update's gradient is that of one process doing all the batches. An update
+        with non-finite gradients is skipped on the device, without a host sync (its loss and tokens count as
+        0; `check_updates` reports it later). Batches that do not fit in GPU memory are skipped with a
+        warning, and None is returned.
         """
         tokens = sum(batch.target_tokens() for batch in batches)
         total_tokens = self.world.sum(tokens)  # of all processes
+        try:
+            loss_sum = self._backward(batches, total_tokens)
+        except torch.cuda.OutOfMemoryError:
+            loss_sum = None
+        if loss_sum is None:  # outside the except block, which keeps the failed step's tensors alive
+            self._skip_out_of_memory(batches)
+            return None
+        self.oom_streak = 0
+        self.scaler.unscale_(self.optimizer)
+        norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.train.clip_norm)
+        self.scaler.step(self.optimizer)  # no update where a gradient is inf/NaN (on CUDA decided on the GPU)
+        self.scaler.update(1.0)  # the scaler only detects non-finite gradients: the loss scale stays 1
+        self.optimizer.zero_grad(set_to_none=True)
+        self.scheduler.step()
+        self.progress.step += 1
+        finite = torch.isfinite(norm)
+        self.skipped += ~finite
+        self.bad_streak = (self.bad_streak + 1) * ~finite
+        return torch.where(finite, loss_sum, 0.0), tokens * finite
+
+    def _backward(self, batches: list[Batch], total_tokens: Tensor) -> Tensor:
+        """Forward and backward pass of each batch, accumulating gradients; returns the summed loss."""
         loss_sum = torch.zeros((), device=self.device)
         for i, batch in enumerate(batches):
             with self.world.accumulating(self.replica, sync=i == len(batches) - 1):
                 with autocast(self.device, self.cfg.train.amp):
                     output = self.forward(batch.src, batch.src_mask, batch.tgt_in)
                     loss = sequence_loss(output.logits, batch.tgt_out, self.cfg.train.label_smoothing)
-                (loss * self.world.size / total_tokens).backward()
+                self.scaler.scale(loss * self.world.size / total_tokens).backward()
             loss_sum += loss.detach()
-        norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.train.clip_norm)
-        if torch.isfinite(norm):
-            self.optimizer.step()
-        else:
-            log.warning("step %d: non-finite gradient norm; update skipped", self.progress.step)
+        return loss_sum
+
+    def _skip_out_of_memory(self, batches: list[Batch]) -> None:
+        """Drop the gradients of an update that ran out of GPU memory; abort after too many in a row."""
         self.optimizer.zero_grad(set_to_none=True)
-        self.scheduler.step()
-        self.progress.step += 1
-        return loss_sum, tokens
+        torch.cuda.empty_cache()
+        self.oom_streak += 1
+        shapes = "; ".join(
+            f"{b.size} sentences, source length {b.src.size(1)}, target length {b.tgt_in.size(1)}"
+            for b in batches
+        )
+        log.warning("step %d: out of GPU memory on a batch of %s; batch skipped", self.progress.step, shapes)
+        if self.oom_streak >= self.cfg.train.max_bad_steps:
+            raise UserError(
+                f"out of GPU memory on {self.oom_streak} batches in a row; lower train.batch_tokens "
+                f"(now {self.cfg.train.batch_tokens}) or the model size"
+            )
+
+    def check_updates(self) -> None:
+        """Report updates skipped for non-finite loss/gradients; abort after train.max_bad_steps in a row.
+
+        Reads counters kept on the device, so it runs only where the host waits anyway: at log lines, before
+        validation and before the final checkpoint. Skipped updates leave the weights as they were, and the
+        abort writes nothing, so last.pt and best.pt keep the last good weights.
+        """
+        skipped, streak = torch.stack([self.skipped, self.bad_streak]).tolist()
+        if skipped:
+            self.skipped.zero_()
+            log.warning(
+                "step %d: %d updates skipped for non-finite loss/gradients", self.progress.step, skipped
+            )
+        if streak >= self.cfg.train.max_bad_steps:
+            last = self.run_dir / "last.pt"
+            kept = f"last good checkpoint: {last}" if last.is_file() else "no checkpoint was written"
+            raise UserError(
+                f"loss became NaN/inf in {streak} consecutive steps; {kept}; lower train.lr or check the data"
+            )
 
     def elapsed(self) -> float:
         """Training seconds so far, earlier processes of a resumed run included."""
@@ -237,8 +297,8 @@ class Trainer:
         with _catch_signals(self), bar:
             while not self.should_stop(started) and not (cfg.max_epochs and progress.epoch >= cfg.max_epochs):
                 for consumed, batches in self.epoch_updates():
-                    self._update(consumed, batches, window, bar)
-                    if progress.step % cfg.eval_every == 0:
+                    updated = self._update(consumed, batches, window, bar)
+                    if updated and progress.step % cfg.eval_every == 0:
                         self.validate(started)
                         last_eval = progress.step
                     if self.should_stop(started):
@@ -248,6 +308,7 @@ class Trainer:
             if last_eval != progress.step and not self.interrupted():
                 self.validate(started)
             progress.elapsed += time.monotonic() - started
+            self.check_updates()
             self.save("last.pt")
         if self.interrupted():  # also a barrier: no process exits while the main one still writes
             raise Interrupted(
@@ -260,12 +321,16 @@ class Trainer:
         """Whether SIGINT/SIGTERM reached any process."""
         return self.world.any(self.stop_signal is not None)
 
-    def _update(self, consumed: int, batches: list[Batch], window: _Window, bar: tqdm) -> None:
-        loss, tokens = self.train_step(batches)
+    def _update(self, consumed: int, batches: list[Batch], window: _Window, bar: tqdm) -> bool:
+        """Train on `batches`; False when the update was skipped for lack of GPU memory."""
+        result = self.train_step(batches)
         self.progress.batches_done += consumed
-        window.add(loss, tokens)
+        if result is None:
+            return False
+        window.add(*result)
         bar.update(1)
         if self.progress.step % self.cfg.train.log_every == 0:
+            self.check_updates()
             record = window.flush() | {"lr": self.scheduler.get_last_lr()[0], "elapsed": self.elapsed()}
             bar.set_postfix(
                 loss=f"{record['loss']:.3f}",
@@ -273,10 +338,12 @@ class Trainer:
                 tok_s=f"{record['target_tokens_per_s']:.0f}",
             )
             self.log_metrics("train", record)
+        return True
 
     def validate(self, started: float) -> None:
         """Validate in the main process, share its verdict with the others; write last.pt, and best.pt when
         BLEU improved."""
+        self.check_updates()
         progress = self.progress
         improved = self.score_validation(started) if self.world.is_main else False
         verdict = self.world.broadcast((progress.best_bleu, progress.best_step, progress.bad_evals, improved))
@@ -310,7 +377,7 @@ class Trainer:
             self.cfg.search,
             1,
             self.cfg.search.batch_size,
-            max_source_len=4 * self.cfg.data.max_len,
+            max_source_len=max_source_len(self.cfg),
         )
         scores = score(self.data.tokenizers.tgt.decode(hyp_ids), valid.tgt[:limit])
         loss = self.validation_loss()
@@ -377,7 +444,8 @@ class _Window:
         loss, tokens = self.world.sum(self.loss).item(), int(self.world.sum(self.tokens).item())
         seconds = time.perf_counter() - self.started
         self.reset()
-        return {"loss": loss / max(tokens, 1), "target_tokens_per_s": tokens / max(seconds, 1e-9)}
+        loss = loss / tokens if tokens else math.nan  # nan: every update of the window was skipped
+        return {"loss": loss, "target_tokens_per_s": tokens / max(seconds, 1e-9)}
 
 
 @contextlib.contextmanager
@@ -411,6 +479,22 @@ def _set_rng_state(state: dict) -> None:
     if torch.cuda.is_available() and state["cuda"]:
         torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda"]])
     random.setstate(_as_python_rng_state(state["python"]))
+
+
+def _forget_metrics_after(path: Path, step: int) -> None:
+    """Drop the metrics a killed run logged after its last checkpoint (and a line torn by the kill)."""
+
+    def step_of(line: str) -> float:
+        try:
+            return json.loads(line)["step"]
+        except (ValueError, KeyError, TypeError):
+            return math.inf
+
+    if path.is_file():
+        lines = path.read_text(encoding="utf-8").splitlines()
+        kept = [line for line in lines if step_of(line) <= step]
+        if len(kept) < len(lines):
+            atomic_write_text(path, "".join(line + "\n" for line in kept))
 
 
 def _as_python_rng_state(state: list | tuple) -> tuple:
@@ -448,6 +532,8 @@ def train(cfg: Config, run_dir: Path, resume: bool = False, overwrite: bool = Fa
 
 def _prepare_run(cfg: Config, run_dir: Path, resume: bool, overwrite: bool) -> PreparedData:
     """Check the run directory against --resume/--overwrite, then read, tokenize and save the config."""
+    if run_dir.exists() and not run_dir.is_dir():
+        raise UserError(f"--out {run_dir} is a file; pass a directory for the run")
     if resume:
         if not (run_dir / "last.pt").is_file():
             raise UserError(
@@ -461,12 +547,13 @@ def _prepare_run(cfg: Config, run_dir: Path, resume: bool, overwrite: bool) -> P
             )
         for name in ("last.pt", "best.pt", METRICS_FILE):
             (run_dir / name).unlink(missing_ok=True)
-    run_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise UserError(f"cannot create the run directory {run_dir}: {err.strerror}") from err
+    for stale in run_dir.glob(".*.pt.*.tmp"):  # a checkpoint being written when a run was killed
+        stale.unlink()
     data = prepare_data(cfg, run_dir, reuse_tokenizers=resume)
-    if len(data.train) == 0:
-        raise UserError(
-            f"no training pair is within data.max_len={cfg.data.max_len} subwords; raise data.max_len"
-        )
     save_config(cfg, run_dir / CONFIG_FILE)
     return data
 

@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 
 from nmt.checkpoint import Run
-from nmt.config import SearchConfig
+from nmt.config import Config, SearchConfig
 from nmt.data.batching import collate, sorted_groups
 from nmt.device import autocast
 from nmt.errors import UserError
@@ -30,9 +30,8 @@ def translate_ids(
     """Target ids for each source id list (same order); empty sources give empty outputs.
 
     Sources longer than `max_source_len` subwords are cut to it (with a warning), so one overlong line can
-    neither crash the model nor exhaust memory.
+    neither crash the model nor exhaust memory; a batch that runs out of GPU memory is retried in halves.
     """
-    device = model.device
     too_long = sum(len(s) > max_source_len for s in sources)
     if too_long:
         log.warning("%d source lines exceed %d subwords and were truncated", too_long, max_source_len)
@@ -41,31 +40,57 @@ def translate_ids(
     nonempty = [i for i, s in enumerate(sources) if len(s)]
     for group in sorted_groups([len(sources[i]) for i in nonempty], batch_size):
         indices = [nonempty[g] for g in group]
-        batch = collate([sources[i] for i in indices], [[] for _ in indices], indices).to(device)
-        with autocast(device):
-            if beam_size > 1:
-                hyps = beam_search(
-                    model,
-                    batch.src,
-                    batch.src_mask,
-                    beam_size,
-                    search.length_penalty,
-                    search.max_len_a,
-                    search.max_len_b,
-                )
-            else:
-                hyps = greedy(model, batch.src, batch.src_mask, search.max_len_a, search.max_len_b)
-        for i, hyp in zip(indices, hyps):
+        hyps = _search_fitting(model, [sources[i] for i in indices], search, beam_size)
+        for i, hyp in zip(indices, hyps, strict=True):
             outputs[i] = hyp
     return outputs
 
 
-def max_source_len(run: Run) -> int:
+def _search_fitting(
+    model: Seq2Seq, sources: list[list[int]], search: SearchConfig, beam_size: int
+) -> list[list[int]]:
+    """Search one batch; when it runs out of GPU memory, search each half of it instead (recursively)."""
+    try:
+        return _search(model, sources, search, beam_size)
+    except torch.cuda.OutOfMemoryError as err:
+        if len(sources) == 1:
+            raise UserError(
+                f"out of GPU memory translating one sentence of {len(sources[0])} subwords with beam size "
+                f"{beam_size}; use a smaller --beam-size or --device cpu"
+            ) from err
+    torch.cuda.empty_cache()  # outside the except block, where the failed batch's tensors are freed
+    half = len(sources) // 2
+    log.warning("out of GPU memory decoding %d sentences; retrying in batches of %d", len(sources), half)
+    return _search_fitting(model, sources[:half], search, beam_size) + _search_fitting(
+        model, sources[half:], search, beam_size
+    )
+
+
+def _search(
+    model: Seq2Seq, sources: list[list[int]], search: SearchConfig, beam_size: int
+) -> list[list[int]]:
+    """Greedy (beam size 1) or beam search of one batch of sources."""
+    batch = collate(sources, [[] for _ in sources], range(len(sources))).to(model.device)
+    with autocast(model.device):
+        if beam_size > 1:
+            return beam_search(
+                model,
+                batch.src,
+                batch.src_mask,
+                beam_size,
+                search.length_penalty,
+                search.max_len_a,
+                search.max_len_b,
+            )
+        return greedy(model, batch.src, batch.src_mask, search.max_len_a, search.max_len_b)
+
+
+def max_source_len(cfg: Config) -> int:
     """Longest source (in subwords) to translate: 4× the training limit, and short enough that the longest
     allowed output (a * length + b) still fits the model's positions."""
-    search, positions = run.cfg.search, run.cfg.model.max_positions
+    search, positions = cfg.search, cfg.model.max_positions
     return max(
-        1, min(4 * run.cfg.data.max_len, int((positions - 2 - search.max_len_b) / max(search.max_len_a, 1.0)))
+        1, min(4 * cfg.data.max_len, int((positions - 2 - search.max_len_b) / max(search.max_len_a, 1.0)))
     )
 
 
@@ -82,7 +107,7 @@ def translate(
             search,
             beam_size or search.beam_size,
             batch_size or search.batch_size,
-            max_source_len(run),
+            max_source_len(run.cfg),
         )
     return run.tokenizers.tgt.decode(ids)
 
@@ -100,11 +125,16 @@ class Alignment:
 @torch.inference_mode()
 def align(run: Run, sentence: str, beam_size: int | None = None) -> Alignment:
     """Translate one sentence, then re-run the decoder teacher-forced on the output to collect attention."""
-    src_ids = run.tokenizers.src.encode([" ".join(sentence.split())])[0][: max_source_len(run)]
+    src_ids = run.tokenizers.src.encode([" ".join(sentence.split())])[0][: max_source_len(run.cfg)]
     if not src_ids:
         raise UserError("the text to translate is empty")
     (hyp,) = translate_ids(
-        run.model, [src_ids], run.cfg.search, beam_size or run.cfg.search.beam_size, 1, max_source_len(run)
+        run.model,
+        [src_ids],
+        run.cfg.search,
+        beam_size or run.cfg.search.beam_size,
+        1,
+        max_source_len(run.cfg),
     )
     batch = collate([src_ids], [hyp], [0]).to(run.model.device)
     output = run.model(batch.src, batch.src_mask, batch.tgt_in, return_attention=True)

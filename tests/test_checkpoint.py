@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from nmt.checkpoint import atomic_write, load_checkpoint, load_run, save_checkpoint
+from nmt.checkpoint import load_checkpoint, load_run, save_checkpoint
 from nmt.errors import UserError
+from nmt.files import atomic_write
 
 
 def test_round_trip(tmp_path: Path) -> None:
@@ -27,7 +28,7 @@ def test_failed_write_keeps_the_old_file(tmp_path: Path) -> None:
         handle.write(b"half a checkpoint")  # type: ignore[attr-defined]
         raise OSError("disk full")
 
-    with pytest.raises(OSError):
+    with pytest.raises(UserError, match=r"cannot write .*c\.pt: disk full"):
         atomic_write(path, crash)
     assert load_checkpoint(path)["step"] == 1
     assert os.listdir(tmp_path) == ["c.pt"]  # no temporary file left behind

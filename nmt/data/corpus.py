@@ -48,6 +48,8 @@ def split_files(cfg: DataConfig, split: str) -> SplitFiles:
             f"no {split} data: pass --data DIR (holding {split}.{cfg.src_lang}) or set data.{split}"
         )
     directory = Path(cfg.dir)
+    if directory.is_file():
+        raise UserError(f"--data {directory} is a file; pass the directory holding {split}.{cfg.src_lang}")
     if not directory.is_dir():
         raise UserError(
             f"data directory {directory} does not exist; check --data or run `nmt download` first"
@@ -71,16 +73,28 @@ def _pair(directory: Path, stem: str, cfg: DataConfig, origin: str) -> SplitFile
     return SplitFiles(src, tgt)
 
 
-def read_lines(path: Path, skip_bad_lines: bool = False) -> tuple[list[str], list[int]]:
+SKIP_HINT = "set data.skip_bad_lines=true to drop such lines"
+
+
+def read_lines(
+    path: Path, skip_bad_lines: bool = False, skip_hint: str = SKIP_HINT
+) -> tuple[list[str], list[int]]:
     """Lines of a UTF-8 file (newline removed) and the 1-based numbers of lines skipped as invalid UTF-8.
 
-    Invalid UTF-8 raises UserError naming the file and line, unless `skip_bad_lines` replaces each bad line
-    with an empty one (so it is dropped with its partner while the alignment holds).
+    Invalid UTF-8 raises UserError naming the file and line (and how to skip such lines), unless
+    `skip_bad_lines` replaces each bad line with an empty one (dropped with its partner: the alignment holds).
     """
     try:
         raw = path.read_bytes()
     except OSError as err:
         raise UserError(f"cannot read {path}: {err.strerror}") from err
+    return decode_lines(raw, str(path), skip_bad_lines, skip_hint)
+
+
+def decode_lines(
+    raw: bytes, name: str, skip_bad_lines: bool = False, skip_hint: str = SKIP_HINT
+) -> tuple[list[str], list[int]]:
+    """`read_lines` for bytes already read (from `name`, e.g. a file or standard input)."""
     try:
         return raw.decode("utf-8").removeprefix("\ufeff").split("\n")[: _count_lines(raw)], []
     except UnicodeDecodeError:
@@ -92,8 +106,7 @@ def read_lines(path: Path, skip_bad_lines: bool = False) -> tuple[list[str], lis
         except UnicodeDecodeError as err:
             if not skip_bad_lines:
                 raise UserError(
-                    f"{path} line {number} is not valid UTF-8 (byte {err.start}); fix the file or set "
-                    f"data.skip_bad_lines=true to drop such lines"
+                    f"{name} line {number} is not valid UTF-8 (byte {err.start}); fix it or {skip_hint}"
                 ) from err
             lines.append("")
             bad.append(number)
@@ -135,12 +148,12 @@ def read_files(files: SplitFiles, split: str, skip_bad_lines: bool = False) -> P
         names = f"{files.src} / {files.tgt}"
     pairs = [(normalize(s), normalize(t)) for s, t in zip(src, tgt)]
     kept = [(s, t) for s, t in pairs if s and t]
+    if not kept:
+        raise UserError(f"{names} holds no sentence pairs (of {len(pairs)} lines, none with both sides)")
     if len(kept) < len(pairs):
         log.warning(
             "%s: dropped %d of %d pairs with an empty side", split, len(pairs) - len(kept), len(pairs)
         )
-    if not kept:
-        raise UserError(f"{names} holds no sentence pairs; check the files")
     return ParallelText([s for s, _ in kept], [t for _, t in kept])
 
 

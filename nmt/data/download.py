@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from nmt.checkpoint import atomic_write_text
 from nmt.errors import UserError
+from nmt.files import atomic_write_text
 
 log = logging.getLogger(__name__)
 

@@ -10,6 +10,7 @@ from nmt.config import Config
 from nmt.data.batching import EncodedCorpus
 from nmt.data.corpus import ParallelText, read_split
 from nmt.data.tokenizer import Tokenizers, load_tokenizers, train_tokenizers
+from nmt.errors import UserError
 
 log = logging.getLogger(__name__)
 
@@ -26,16 +27,16 @@ def prepare_data(cfg: Config, run_dir: Path, reuse_tokenizers: bool) -> Prepared
     """Read train/valid text, train sentencepiece into `run_dir` (or reuse it), encode once, filter by length."""
     train_text = read_split(cfg.data, "train")
     valid_text = read_split(cfg.data, "valid")
-    log.info("read %d training and %d validation pairs", len(train_text), len(valid_text))
     if reuse_tokenizers:
         tokenizers = load_tokenizers(run_dir, cfg.tokenizer.joint)
     else:
         tokenizers = train_tokenizers(cfg.tokenizer, train_text.src, train_text.tgt, run_dir)
-        log.info(
-            "trained sentencepiece: %d source / %d target subwords", len(tokenizers.src), len(tokenizers.tgt)
-        )
     train = encode(tokenizers, train_text)
     kept = [i for i in range(len(train)) if max(len(train.src[i]), len(train.tgt[i])) <= cfg.data.max_len]
+    if not kept:
+        raise UserError(
+            f"no training pair is within data.max_len={cfg.data.max_len} subwords; raise data.max_len"
+        )
     if len(kept) < len(train):
         log.warning(
             "dropped %d of %d training pairs longer than data.max_len=%d subwords",

@@ -13,11 +13,13 @@ import sentencepiece as spm
 
 from nmt.config import TokenizerConfig
 from nmt.errors import UserError
+from nmt.files import atomic_write
 
 log = logging.getLogger(__name__)
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
 _TOO_HIGH = re.compile(r"Vocabulary size too high \((\d+)\)\. Please set it to a value <= (\d+)")
+_TOO_LOW = re.compile(r"Vocabulary size is smaller than required_chars\. (\d+) vs (\d+)")
 
 
 class Tokenizer:
@@ -102,6 +104,12 @@ def train_sentencepiece(cfg: TokenizerConfig, sentences: list[str], path: Path) 
                 _train(cfg, text, Path(tmp) / "spm", vocab_size)
                 break
             except RuntimeError as err:
+                if low := _TOO_LOW.search(str(err)):
+                    raise UserError(
+                        f"tokenizer.vocab_size={vocab_size} is smaller than the {low.group(2)} pieces this "
+                        f"corpus needs (its characters and the special tokens); raise it or lower "
+                        f"tokenizer.character_coverage"
+                    ) from err
                 match = _TOO_HIGH.search(str(err))
                 if not match:
                     raise UserError(f"sentencepiece training failed: {str(err).splitlines()[-1]}") from err
@@ -115,7 +123,7 @@ def train_sentencepiece(cfg: TokenizerConfig, sentences: list[str], path: Path) 
                     "tokenizer.vocab_size=%d is too large for this corpus; using %d", vocab_size, limit
                 )
                 vocab_size = limit
-        path.write_bytes((Path(tmp) / "spm.model").read_bytes())
+        atomic_write(path, lambda handle: handle.write((Path(tmp) / "spm.model").read_bytes()))
 
 
 def _train(cfg: TokenizerConfig, text: Path, prefix: Path, vocab_size: int) -> None:

@@ -1,0 +1,38 @@
+"""Atomic file writes: a crash or kill at any moment leaves the old file or the new one, never a torn one."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from nmt.errors import UserError
+
+
+def atomic_write(path: Path, write: Any) -> None:
+    """Write `path` through `write(file_object)` into a temporary sibling, fsync it, rename it over `path`.
+
+    A crash at any moment leaves either the old file or the new one, never a torn one. An OSError (a missing
+    permission, a full disk, `path` being a directory) raises UserError and leaves the old file as it was.
+    """
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as err:
+        raise UserError(f"cannot write {path}: {err.strerror or err}") from err
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            write(handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException as err:
+        Path(tmp).unlink(missing_ok=True)
+        if isinstance(err, OSError):
+            raise UserError(f"cannot write {path}: {err.strerror or err}") from err
+        raise
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write(path, lambda handle: handle.write(text.encode("utf-8")))
