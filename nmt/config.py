@@ -200,7 +200,8 @@ def _check_value(name: str, hint: Any, value: Any) -> Any:
         if not isinstance(value, list | tuple) or len(value) != len(args):
             raise ConfigError(f"{name}={value!r} is not a list of {len(args)} values")
         return tuple(
-            _check_value(f"{name}[{i}]", arg, item) for i, (arg, item) in enumerate(zip(args, value))
+            _check_value(f"{name}[{i}]", arg, item)
+            for i, (arg, item) in enumerate(zip(args, value, strict=True))
         )
     if hint is float and type(value) is int:  # `lr: 1` in YAML is a fine float
         return float(value)
@@ -287,6 +288,6 @@ def save_config(cfg: Config, path: Path) -> None:
 
 
 def replace(cfg: Config, **sections: Mapping[str, Any]) -> Config:
-    """A copy of `cfg` with some fields of some sections changed, e.g. replace(cfg, train={"max_steps": 5})."""
+    """A copy of `cfg` with some fields of some sections changed: replace(cfg, train={"max_steps": 5})."""
     changed = {name: dataclasses.replace(getattr(cfg, name), **fields) for name, fields in sections.items()}
     return dataclasses.replace(cfg, **changed)

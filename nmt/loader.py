@@ -1,4 +1,5 @@
-"""Batches prepared ahead of the training step: collated in a background thread, pinned, copied asynchronously."""
+"""Batches prepared ahead of the training step: collated in a background thread, pinned, copied
+asynchronously."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""After training: beam-search scores on valid and test, learning curves, attention heatmaps and report.json."""
+"""After training: beam-search scores on valid and test, learning curves, attention heatmaps, report.json."""
 
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ import torch
 
 from nmt.average import AVERAGED, average_run
 from nmt.checkpoint import METRICS_FILE, load_checkpoint, load_run
-from nmt.files import atomic_write_text
 from nmt.config import Config, to_dict
 from nmt.data.corpus import read_split
 from nmt.errors import UserError
 from nmt.evaluate import evaluate_run
+from nmt.files import atomic_write_text
 from nmt.plot import save_heatmap, save_learning_curves
 from nmt.translate import align
 
@@ -85,8 +85,8 @@ def draw_heatmaps(run_dir: Path, cfg: Config, device: str, checkpoint: str) -> N
     for i, sentence in enumerate(read_split(cfg.data, "valid").src[:HEATMAPS]):
         alignment = align(run, sentence)
         weights = alignment.weights[-1].mean(dim=0)  # last layer, mean of heads: (tgt_len, src_len)
-        save_heatmap(weights, alignment.src_pieces, alignment.tgt_pieces, run_dir / "attention" / f"valid-{i}.png",
-                     alignment.translation)  # fmt: skip
+        path = run_dir / "attention" / f"valid-{i}.png"
+        save_heatmap(weights, alignment.src_pieces, alignment.tgt_pieces, path, alignment.translation)
 
 
 def summary(cfg: Config, run_dir: Path, records: list[dict[str, Any]], valid: dict[str, dict[str, Any]],

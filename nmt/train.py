@@ -406,7 +406,7 @@ class Trainer:
         """Per-token cross-entropy (without label smoothing) on the validation set."""
         corpus, total, tokens = self.data.valid_ids, 0.0, 0
         groups = sorted_groups(
-            [len(s) + len(t) for s, t in zip(corpus.src, corpus.tgt)], self.cfg.search.batch_size
+            [len(s) + len(t) for s, t in zip(corpus.src, corpus.tgt, strict=True)], self.cfg.search.batch_size
         )
         for batch in prefetch(iterate_batches(corpus, groups), self.device):
             with autocast(self.device, self.cfg.train.amp):

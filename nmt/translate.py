@@ -140,7 +140,7 @@ def align(run: Run, sentence: str, beam_size: int | None = None) -> Alignment:
     output = run.model(batch.src, batch.src_mask, batch.tgt_in, return_attention=True)
     return Alignment(
         translation=run.tokenizers.tgt.decode([hyp])[0],
-        src_pieces=run.tokenizers.src.pieces(src_ids) + ["</s>"],
-        tgt_pieces=run.tokenizers.tgt.pieces(hyp) + ["</s>"],
+        src_pieces=[*run.tokenizers.src.pieces(src_ids), "</s>"],
+        tgt_pieces=[*run.tokenizers.tgt.pieces(hyp), "</s>"],
         weights=output.attention[0].float().cpu(),
     )

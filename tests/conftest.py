@@ -31,7 +31,7 @@ def run_cli(*args: str, input: str | None = None) -> tuple[int, str, str]:
 def trained_run(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The tiny Transformer trained for a few hundred steps through the CLI."""
     run_dir = tmp_path_factory.mktemp("runs") / "tf"
-    code, out, err = run_cli(
+    code, _, err = run_cli(
         "train",
         str(ROOT / "configs" / "tiny-transformer.yaml"),
         "--data",

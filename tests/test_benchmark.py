@@ -9,9 +9,10 @@ from tests.conftest import ROOT, run_cli
 def test_benchmark_reports_training_and_decoding_figures(corpus: Path, tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
     code, stdout, err = run_cli(
-        "benchmark", str(ROOT / "configs" / "tiny-transformer.yaml"), "--data", str(corpus), "--device", "cpu",
-        "--warmup-steps", "1", "--steps", "3", "--bleu-target", "99", "--bleu-budget", "3",
-        "--decode-sentences", "20", "--json", str(out), "--set", "model.d_model=32", "--set", "model.ff_dim=64",
+        "benchmark", str(ROOT / "configs" / "tiny-transformer.yaml"), "--data", str(corpus),
+        "--device", "cpu", "--warmup-steps", "1", "--steps", "3", "--bleu-target", "99", "--bleu-budget", "3",
+        "--decode-sentences", "20", "--json", str(out),
+        "--set", "model.d_model=32", "--set", "model.ff_dim=64",
     )  # fmt: skip
     assert code == 0, err
     result = json.loads(out.read_text())

@@ -38,7 +38,7 @@ def test_translate_keeps_lines_aligned(trained_run: Path, corpus: Path, tmp_path
     outputs = out.split("\n")[:-1]
     assert len(outputs) == 5 and outputs[1] == "" and outputs[2] == ""
     references = (corpus / "test.tgt").read_text().splitlines()[:3]
-    matches = sum(o == r for o, r in zip([outputs[0], outputs[3], outputs[4]], references))
+    matches = sum(o == r for o, r in zip([outputs[0], outputs[3], outputs[4]], references, strict=True))
     assert matches >= 1
 
 
@@ -145,7 +145,8 @@ def test_rnn_models_train_translate_and_plot_end_to_end(
 ) -> None:
     run_dir = tmp_path / "run"
     code, _, err = run_cli(
-        "train", str(ROOT / "configs" / config), "--data", str(corpus), "--out", str(run_dir), "--device", "cpu",
+        "train", str(ROOT / "configs" / config), "--data", str(corpus), "--out", str(run_dir),
+        "--device", "cpu",
         "--max-steps", "250", "--max-time", "0", "--set", "train.eval_every=250", *overrides,
     )  # fmt: skip
     assert code == 0, err

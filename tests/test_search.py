@@ -97,7 +97,7 @@ def test_outputs_respect_the_length_limit() -> None:
     model, (src, mask) = random_transformer(4), random_batch(4)
     limits = output_limits(mask, 0.5, 1).tolist()
     for hyps in (greedy(model, src, mask, 0.5, 1), beam_search(model, src, mask, 3, 1.0, 0.5, 1)):
-        assert all(len(h) <= limit for h, limit in zip(hyps, limits))
+        assert all(len(h) <= limit for h, limit in zip(hyps, limits, strict=True))
         assert all(EOS not in h for h in hyps)
 
 

@@ -146,7 +146,7 @@ def read_files(files: SplitFiles, split: str, skip_bad_lines: bool = False) -> P
         if bad_src or bad_tgt:
             log.warning("%s: skipped %d lines that are not valid UTF-8", split, len(set(bad_src + bad_tgt)))
         names = f"{files.src} / {files.tgt}"
-    pairs = [(normalize(s), normalize(t)) for s, t in zip(src, tgt)]
+    pairs = [(normalize(s), normalize(t)) for s, t in zip(src, tgt, strict=True)]
     kept = [(s, t) for s, t in pairs if s and t]
     if not kept:
         raise UserError(f"{names} holds no sentence pairs (of {len(pairs)} lines, none with both sides)")

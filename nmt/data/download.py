@@ -1,4 +1,5 @@
-"""Hugging Face `datasets` corpora → plain UTF-8 files `DIR/{train,valid,test}.{lang}`; the only network code."""
+"""Hugging Face `datasets` corpora → plain UTF-8 files `DIR/{train,valid,test}.{lang}` (the only network
+code)."""
 
 from __future__ import annotations
 

@@ -24,7 +24,7 @@ class PreparedData:
 
 
 def prepare_data(cfg: Config, run_dir: Path, reuse_tokenizers: bool) -> PreparedData:
-    """Read train/valid text, train sentencepiece into `run_dir` (or reuse it), encode once, filter by length."""
+    """Read train/valid text, train sentencepiece into `run_dir` (or reuse it), encode once, length-filter."""
     train_text = read_split(cfg.data, "train")
     valid_text = read_split(cfg.data, "valid")
     if reuse_tokenizers:

@@ -23,12 +23,12 @@ def _words(rng: random.Random, count: int) -> list[str]:
 def reordering_pairs(
     count: int, vocab: int, min_len: int, max_len: int, seed: int
 ) -> tuple[list[str], list[str]]:
-    """`count` pairs: the target replaces every source word by its fixed translation and reverses the order."""
+    """`count` pairs: the target replaces each source word by its fixed translation and reverses the order."""
     rng = random.Random(seed)
     lexicon_rng = random.Random(0)  # the same lexicon for every split
     source_words = _words(lexicon_rng, vocab)
     target_words = [w.upper()[::-1] for w in source_words]
-    translation = dict(zip(source_words, target_words))
+    translation = dict(zip(source_words, target_words, strict=True))
     src, tgt = [], []
     for _ in range(count):
         sentence = [rng.choice(source_words) for _ in range(rng.randint(min_len, max_len))]

@@ -116,7 +116,8 @@ def train_sentencepiece(cfg: TokenizerConfig, sentences: list[str], path: Path) 
                 limit = int(match.group(2))
                 if not cfg.auto_shrink:
                     raise UserError(
-                        f"tokenizer.vocab_size={cfg.vocab_size} is too large for this corpus (at most {limit}); "
+                        f"tokenizer.vocab_size={cfg.vocab_size} is too large for this corpus "
+                        f"(at most {limit}); "
                         f"lower it or set tokenizer.auto_shrink=true"
                     ) from err
                 log.warning(
