@@ -268,11 +268,11 @@ class Trainer:
         """Training seconds so far, earlier processes of a resumed run included."""
         return self.progress.elapsed + time.monotonic() - self.started
 
-    def should_stop(self, started: float) -> bool:
+    def should_stop(self) -> bool:
         """Whether a stopping rule fires; every process takes the same decision (a signal or the clock of any
         process stops them all)."""
         cfg, progress = self.cfg.train, self.progress
-        time_up = cfg.max_time > 0 and progress.elapsed + time.monotonic() - started >= cfg.max_time
+        time_up = cfg.max_time > 0 and self.elapsed() >= cfg.max_time
         return (
             self.world.any(self.stop_signal is not None or time_up)
             or (cfg.max_steps > 0 and progress.step >= cfg.max_steps)
@@ -283,7 +283,7 @@ class Trainer:
     def run(self) -> Path:
         """Train until a stopping rule fires; returns the best checkpoint's path."""
         cfg, progress = self.cfg.train, self.progress
-        started = self.started = time.monotonic()
+        self.started = time.monotonic()
         bar = tqdm(
             total=cfg.max_steps or None,
             initial=progress.step,
@@ -295,19 +295,19 @@ class Trainer:
         window = _Window(self.device, self.world)
         last_eval = -1
         with _catch_signals(self), bar:
-            while not self.should_stop(started) and not (cfg.max_epochs and progress.epoch >= cfg.max_epochs):
+            while not self.should_stop() and not (cfg.max_epochs and progress.epoch >= cfg.max_epochs):
                 for consumed, batches in self.epoch_updates():
                     updated = self._update(consumed, batches, window, bar)
                     if updated and progress.step % cfg.eval_every == 0:
-                        self.validate(started)
+                        self.validate()
                         last_eval = progress.step
-                    if self.should_stop(started):
+                    if self.should_stop():
                         break
                 else:
                     progress.epoch, progress.batches_done = progress.epoch + 1, 0
             if last_eval != progress.step and not self.interrupted():
-                self.validate(started)
-            progress.elapsed += time.monotonic() - started
+                self.validate()
+            progress.elapsed = self.elapsed()
             self.check_updates()
             self.save("last.pt")
         if self.interrupted():  # also a barrier: no process exits while the main one still writes
@@ -340,12 +340,12 @@ class Trainer:
             self.log_metrics("train", record)
         return True
 
-    def validate(self, started: float) -> None:
+    def validate(self) -> None:
         """Validate in the main process, share its verdict with the others; write last.pt, and best.pt when
         BLEU improved."""
         self.check_updates()
         progress = self.progress
-        improved = self.score_validation(started) if self.world.is_main else False
+        improved = self.score_validation() if self.world.is_main else False
         verdict = self.world.broadcast((progress.best_bleu, progress.best_step, progress.bad_evals, improved))
         progress.best_bleu, progress.best_step, progress.bad_evals, improved = verdict
         if improved:
@@ -366,7 +366,7 @@ class Trainer:
         for old in snapshots(self.run_dir)[: -self.cfg.train.keep_checkpoints]:
             old.unlink()
 
-    def score_validation(self, started: float) -> bool:
+    def score_validation(self) -> bool:
         """Validation loss and greedy BLEU, logged; returns whether BLEU improved."""
         self.model.eval()
         valid = self.data.valid
