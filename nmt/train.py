@@ -35,11 +35,11 @@ from nmt.device import autocast, resolve_device
 from nmt.distributed import World, joined
 from nmt.errors import UserError
 from nmt.evaluate import score
-from nmt.files import atomic_write_text
 from nmt.loader import prefetch
 from nmt.models import build_model
 from nmt.models.base import Seq2Seq
 from nmt.report import final_report
+from nmt.resume import forget_metrics_after, rng_state, set_rng_state
 from nmt.translate import max_source_len, translate_ids
 
 log = logging.getLogger(__name__)
@@ -136,7 +136,7 @@ class Trainer:
 
     def save(self, name: str) -> None:
         """Every process calls this; the main one writes the checkpoint."""
-        rng = self.world.gather(_rng_state())
+        rng = self.world.gather(rng_state())
         if self.world.is_main:
             save_checkpoint(self.run_dir / name, self.state(rng))
 
@@ -152,7 +152,7 @@ class Trainer:
         self.scheduler.load_state_dict(checkpoint["scheduler"])
         self.progress = Progress(**checkpoint["progress"])
         rng = checkpoint.get("rng_ranks", [checkpoint["rng"]])
-        _set_rng_state(rng[self.world.rank % len(rng)])
+        set_rng_state(rng[self.world.rank % len(rng)])
         if len(rng) != self.world.size:
             log.warning(
                 "resuming in %d processes a run saved by %d: dropout will differ", self.world.size, len(rng)
@@ -160,7 +160,7 @@ class Trainer:
             if self.world.rank:
                 torch.manual_seed(self.cfg.train.seed + self.world.rank + self.progress.step)
         if self.world.is_main:
-            _forget_metrics_after(self.run_dir / METRICS_FILE, self.progress.step)
+            forget_metrics_after(self.run_dir / METRICS_FILE, self.progress.step)
         log.info(
             "resuming at step %d (epoch %d, batch %d)",
             self.progress.step,
@@ -464,43 +464,6 @@ def _catch_signals(trainer: Trainer) -> Iterator[None]:
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
-
-
-def _rng_state() -> dict:
-    return {
-        "torch": torch.get_rng_state(),
-        "cuda": torch.cuda.get_rng_state_all(),
-        "python": random.getstate(),
-    }
-
-
-def _set_rng_state(state: dict) -> None:
-    torch.set_rng_state(state["torch"].cpu())
-    if torch.cuda.is_available() and state["cuda"]:
-        torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda"]])
-    random.setstate(_as_python_rng_state(state["python"]))
-
-
-def _forget_metrics_after(path: Path, step: int) -> None:
-    """Drop the metrics a killed run logged after its last checkpoint (and a line torn by the kill)."""
-
-    def step_of(line: str) -> float:
-        try:
-            return json.loads(line)["step"]
-        except (ValueError, KeyError, TypeError):
-            return math.inf
-
-    if path.is_file():
-        lines = path.read_text(encoding="utf-8").splitlines()
-        kept = [line for line in lines if step_of(line) <= step]
-        if len(kept) < len(lines):
-            atomic_write_text(path, "".join(line + "\n" for line in kept))
-
-
-def _as_python_rng_state(state: list | tuple) -> tuple:
-    """random.setstate wants tuples; a checkpoint may hand back lists."""
-    version, internal, gauss = state
-    return version, tuple(internal), gauss
 
 
 def train(cfg: Config, run_dir: Path, resume: bool = False, overwrite: bool = False) -> Path:
