@@ -70,9 +70,10 @@ def measure_training(trainer: Trainer, warmup_steps: int, max_steps: int) -> dic
         while done < count and not (one_epoch and done):
             for consumed, pending in trainer.epoch_updates():
                 trainer.progress.batches_done += consumed
-                trainer.train_step(pending)
-                target += sum(b.target_tokens() for b in pending)
-                total += sum(b.target_tokens() + b.src_mask.sum() for b in pending)
+                result = trainer.train_step(pending)
+                if result is not None:  # None: skipped for lack of GPU memory
+                    target += result[1]
+                    total += result[1] + sum(b.src_mask.sum() for b in pending)
                 done += 1
                 if done == count:
                     return done, target, total

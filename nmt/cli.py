@@ -69,6 +69,15 @@ Checkpoint = Annotated[str, typer.Option(help="Which checkpoint of the run: best
 BatchSize = Annotated[int | None, typer.Option(min=1, help="Sentences per decoding batch.")]
 
 
+def flag_overrides(flags: dict[str, Any]) -> list[str]:
+    """Command-line flags that were given, as `dotted.key=value` overrides applied before `--set`."""
+    return [
+        f"{key}={json.dumps(str(v) if isinstance(v, Path) else v)}"
+        for key, v in flags.items()
+        if v is not None
+    ]
+
+
 def user_errors(command: F) -> F:
     """Turn UserError (and Ctrl-C) into a one-line message and a non-zero exit code, without a traceback."""
 
@@ -173,12 +182,7 @@ def train(
         "train.max_steps": max_steps,
         "train.max_epochs": max_epochs,
     }
-    from_flags = [
-        f"{key}={json.dumps(str(v) if isinstance(v, Path) else v)}"
-        for key, v in flags.items()
-        if v is not None
-    ]
-    cfg = load_config(config, from_flags + (overrides or []))
+    cfg = load_config(config, flag_overrides(flags) + (overrides or []))
     if nproc > 1:
         from nmt.distributed import launch
 
@@ -348,9 +352,7 @@ def benchmark(
     from nmt.files import atomic_write_text
 
     flags = {"data.src_lang": src_lang, "data.tgt_lang": tgt_lang, "train.device": device}
-    cfg = load_config(
-        config, [f"{k}={json.dumps(v)}" for k, v in flags.items() if v is not None] + (overrides or [])
-    )
+    cfg = load_config(config, flag_overrides(flags) + (overrides or []))
     result = run_benchmark(cfg, data, warmup_steps, steps, bleu_target, bleu_budget, decode_sentences)
     typer.echo(format_table(result))
     if json_path is not None:

@@ -11,6 +11,7 @@ from torch import Tensor
 from nmt.checkpoint import Run
 from nmt.config import Config, SearchConfig
 from nmt.data.batching import collate, sorted_groups
+from nmt.data.corpus import normalize
 from nmt.device import autocast
 from nmt.errors import UserError
 from nmt.models.base import Seq2Seq
@@ -99,7 +100,7 @@ def translate(
 ) -> list[str]:
     """Translate raw sentences with a trained run; returns detokenized text, one string per input."""
     search = run.cfg.search
-    sources = run.tokenizers.src.encode([" ".join(s.split()) for s in sentences])
+    sources = run.tokenizers.src.encode([normalize(s) for s in sentences])
     with torch.inference_mode():
         ids = translate_ids(
             run.model,
@@ -125,7 +126,7 @@ class Alignment:
 @torch.inference_mode()
 def align(run: Run, sentence: str, beam_size: int | None = None) -> Alignment:
     """Translate one sentence, then re-run the decoder teacher-forced on the output to collect attention."""
-    src_ids = run.tokenizers.src.encode([" ".join(sentence.split())])[0][: max_source_len(run.cfg)]
+    src_ids = run.tokenizers.src.encode([normalize(sentence)])[0][: max_source_len(run.cfg)]
     if not src_ids:
         raise UserError("the text to translate is empty")
     (hyp,) = translate_ids(

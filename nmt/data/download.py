@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from nmt.data.corpus import normalize
 from nmt.errors import UserError
 from nmt.files import atomic_write_text
 
@@ -85,7 +86,7 @@ def side(rows: Any, lang: str, split: str) -> list[str]:
 
 def _one_line(text: Any) -> str:
     """A sentence on one line with runs of whitespace collapsed; a missing one (None) becomes empty."""
-    return "" if text is None else " ".join(str(text).split())
+    return "" if text is None else normalize(str(text))
 
 
 def download(name: str, out: Path, src: str, tgt: str, hf_config: str | None = None) -> dict[str, int]:
