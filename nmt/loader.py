@@ -26,12 +26,21 @@ def prefetch(batches: Iterable[Batch], device: torch.device, depth: int = 4) -> 
     def produce() -> None:
         try:
             for batch in batches:
-                if stop.is_set():
+                if not offer(batch.pin_memory() if pin else batch):
                     return
-                ready.put(batch.pin_memory() if pin else batch)
-            ready.put(_DONE)
+            offer(_DONE)
         except BaseException as err:  # surfaced in the consuming thread
-            ready.put(err)
+            offer(err)
+
+    def offer(item: object) -> bool:
+        """Queue `item` unless the consumer has stopped; returns whether it was queued."""
+        while not stop.is_set():
+            try:
+                ready.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
 
     worker = threading.Thread(target=produce, daemon=True)
     worker.start()
@@ -41,6 +50,7 @@ def prefetch(batches: Iterable[Batch], device: torch.device, depth: int = 4) -> 
                 raise item
             yield item.to(device)
     finally:
+        # Joined, not abandoned: a daemon thread still inside torch when the interpreter exits aborts the
+        # process ("terminate called without an active exception").
         stop.set()
-        while not ready.empty():
-            ready.get_nowait()
+        worker.join()
