@@ -14,12 +14,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 from tqdm import tqdm
 
 from nmt.checkpoint import (
-    CONFIG_FILE,
     METRICS_FILE,
     SNAPSHOT_DIR,
     load_checkpoint,
@@ -27,20 +25,20 @@ from nmt.checkpoint import (
     snapshots,
     vocabulary_record,
 )
-from nmt.config import Config, TrainConfig, load_config, save_config, to_dict
-from nmt.data.batching import Batch, iterate_batches, sorted_groups, token_budget_groups
+from nmt.config import Config, TrainConfig, to_dict
+from nmt.data.batching import Batch, token_budget_groups
 from nmt.data.prepare import PreparedData, prepare_data
-from nmt.data.tokenizer import PAD
 from nmt.device import autocast, resolve_device
 from nmt.distributed import World, joined
 from nmt.errors import UserError
-from nmt.evaluate import score
 from nmt.loader import prefetch
+from nmt.loss import sequence_loss
 from nmt.models import build_model
 from nmt.models.base import Seq2Seq
 from nmt.report import final_report
 from nmt.resume import forget_metrics_after, rng_state, set_rng_state
-from nmt.translate import max_source_len, translate_ids
+from nmt.run_dir import prepare_run
+from nmt.validation import validation_scores
 
 log = logging.getLogger(__name__)
 
@@ -60,17 +58,6 @@ class Progress:
     best_step: int = 0
     bad_evals: int = 0  # validations since the best one
     elapsed: float = 0.0  # training seconds before this process started
-
-
-def sequence_loss(logits: Tensor, targets: Tensor, label_smoothing: float) -> Tensor:
-    """Summed label-smoothed cross-entropy over non-pad target tokens. logits (B, T, V), targets (B, T)."""
-    return F.cross_entropy(
-        logits.flatten(0, 1).float(),
-        targets.flatten(),
-        ignore_index=PAD,
-        label_smoothing=label_smoothing,
-        reduction="sum",
-    )
 
 
 def learning_rate_factor(step: int, cfg: TrainConfig) -> float:
@@ -368,52 +355,22 @@ class Trainer:
 
     def score_validation(self) -> bool:
         """Validation loss and greedy BLEU, logged; returns whether BLEU improved."""
-        self.model.eval()
-        valid = self.data.valid
-        limit = self.cfg.train.eval_max_sentences or len(valid)
-        hyp_ids = translate_ids(
-            self.model,
-            self.data.valid_ids.src[:limit],
-            self.cfg.search,
-            1,
-            self.cfg.search.batch_size,
-            max_source_len=max_source_len(self.cfg),
-        )
-        scores = score(self.data.tokenizers.tgt.decode(hyp_ids), valid.tgt[:limit])
-        loss = self.validation_loss()
-        self.model.train()
+        scores = validation_scores(self.model, self.data, self.cfg, self.device)
         progress = self.progress
-        improved = scores.bleu > progress.best_bleu
+        improved = scores["bleu"] > progress.best_bleu
         if improved:
-            progress.best_bleu, progress.best_step, progress.bad_evals = scores.bleu, progress.step, 0
+            progress.best_bleu, progress.best_step, progress.bad_evals = scores["bleu"], progress.step, 0
         else:
             progress.bad_evals += 1
-        elapsed = self.elapsed()
-        self.log_metrics(
-            "valid", {"loss": loss, "bleu": scores.bleu, "chrf": scores.chrf, "elapsed": elapsed}
-        )
+        self.log_metrics("valid", scores | {"elapsed": self.elapsed()})
         log.info(
             "step %d: valid loss %.3f, BLEU %.2f%s",
             progress.step,
-            loss,
-            scores.bleu,
+            scores["loss"],
+            scores["bleu"],
             " (best)" if improved else "",
         )
         return improved
-
-    @torch.inference_mode()
-    def validation_loss(self) -> float:
-        """Per-token cross-entropy (without label smoothing) on the validation set."""
-        corpus, total, tokens = self.data.valid_ids, 0.0, 0
-        groups = sorted_groups(
-            [len(s) + len(t) for s, t in zip(corpus.src, corpus.tgt, strict=True)], self.cfg.search.batch_size
-        )
-        for batch in prefetch(iterate_batches(corpus, groups), self.device):
-            with autocast(self.device, self.cfg.train.amp):
-                logits = self.model(batch.src, batch.src_mask, batch.tgt_in).logits
-            total += sequence_loss(logits, batch.tgt_out, 0.0).item()
-            tokens += int(batch.target_tokens())
-        return total / max(tokens, 1)
 
     def log_metrics(self, kind: str, record: dict) -> None:
         if not self.world.is_main:
@@ -473,7 +430,7 @@ def train(cfg: Config, run_dir: Path, resume: bool = False, overwrite: bool = Fa
     sentencepiece) while the others wait, then they load what it wrote.
     """
     with joined(resolve_device(cfg.train.device)) as (world, device):
-        data = world.main_first(lambda: _prepare_run(cfg, run_dir, resume, overwrite))
+        data = world.main_first(lambda: prepare_run(cfg, run_dir, resume, overwrite))
         data = data or prepare_data(cfg, run_dir, reuse_tokenizers=True)
         trainer = Trainer(cfg, run_dir, data, device, world)
         if resume:
@@ -491,41 +448,3 @@ def train(cfg: Config, run_dir: Path, resume: bool = False, overwrite: bool = Fa
     if cfg.train.final_report and main:
         final_report(cfg, run_dir, cfg.train.device)
     return best
-
-
-def _prepare_run(cfg: Config, run_dir: Path, resume: bool, overwrite: bool) -> PreparedData:
-    """Check the run directory against --resume/--overwrite, then read, tokenize and save the config."""
-    if run_dir.exists() and not run_dir.is_dir():
-        raise UserError(f"--out {run_dir} is a file; pass a directory for the run")
-    if resume:
-        if not (run_dir / "last.pt").is_file():
-            raise UserError(
-                f"--resume: {run_dir} holds no last.pt to resume from; drop --resume to start a new run"
-            )
-        _check_same_setup(cfg, run_dir)
-    elif (run_dir / "last.pt").exists() or (run_dir / "best.pt").exists():
-        if not overwrite:
-            raise UserError(
-                f"{run_dir} already holds a trained run; pass --resume to continue it or --overwrite"
-            )
-        for name in ("last.pt", "best.pt", METRICS_FILE):
-            (run_dir / name).unlink(missing_ok=True)
-    try:
-        run_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise UserError(f"cannot create the run directory {run_dir}: {err.strerror}") from err
-    for stale in run_dir.glob(".*.pt.*.tmp"):  # a checkpoint being written when a run was killed
-        stale.unlink()
-    data = prepare_data(cfg, run_dir, reuse_tokenizers=resume)
-    save_config(cfg, run_dir / CONFIG_FILE)
-    return data
-
-
-def _check_same_setup(cfg: Config, run_dir: Path) -> None:
-    """Resuming needs the same data, tokenizer and model settings as the run was started with."""
-    saved = load_config(run_dir / CONFIG_FILE)
-    for section in ("data", "tokenizer", "model"):
-        if getattr(saved, section) != getattr(cfg, section):
-            raise UserError(
-                f"the {section} settings differ from {run_dir / CONFIG_FILE}; resume with the same config"
-            )

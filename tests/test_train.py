@@ -7,7 +7,8 @@ import torch
 
 from nmt.checkpoint import load_checkpoint, snapshots
 from nmt.config import Config, TrainConfig, load_config, replace
-from nmt.train import learning_rate_factor, sequence_loss, train
+from nmt.loss import sequence_loss
+from nmt.train import learning_rate_factor, train
 from tests.conftest import ROOT
 
 
