@@ -192,8 +192,20 @@ def joined(device: torch.device) -> Iterator[tuple[World, torch.device]]:
     dist.init_process_group(backend, timeout=TIMEOUT)
     if rank:
         logging.getLogger("nmt").setLevel(logging.WARNING)
-    yield World(rank, size), device
+    try:
+        yield World(rank, size), device
+    except RuntimeError as err:
+        if not _peer_lost(err):
+            raise
+        raise UserError("another process of the job failed (its error is reported above); stopping") from None
     dist.destroy_process_group()
+
+
+def _peer_lost(err: RuntimeError) -> bool:
+    """Whether a collective failed because another process is gone (it reports its own error)."""
+    return isinstance(err, dist.DistNetworkError) or any(
+        sign in str(err) for sign in ("Connection closed by peer", "Connection reset by peer")
+    )
 
 
 def launch(nproc: int, argv: list[str]) -> int:

@@ -216,7 +216,11 @@ class Trainer:
         return loss_sum
 
     def _skip_out_of_memory(self, batches: list[Batch]) -> None:
-        """Drop the gradients of an update that ran out of GPU memory; abort after too many in a row."""
+        """Drop the gradients of an update that ran out of GPU memory; abort after too many in a row.
+
+        Under torchrun the job ends instead: the other processes are already inside DDP's gradient
+        all-reduce, which this one cannot join, so skipping alone would leave them waiting.
+        """
         self.optimizer.zero_grad(set_to_none=True)
         torch.cuda.empty_cache()
         self.oom_streak += 1
@@ -224,6 +228,12 @@ class Trainer:
             f"{b.size} sentences, source length {b.src.size(1)}, target length {b.tgt_in.size(1)}"
             for b in batches
         )
+        if self.world.size > 1:
+            raise UserError(
+                f"out of GPU memory at step {self.progress.step} on a batch of {shapes}; all processes stop "
+                f"(each update needs them all): lower train.batch_tokens (now {self.cfg.train.batch_tokens}) "
+                "and --resume"
+            )
         log.warning("step %d: out of GPU memory on a batch of %s; batch skipped", self.progress.step, shapes)
         if self.oom_streak >= self.cfg.train.max_bad_steps:
             raise UserError(

@@ -37,12 +37,15 @@ def write_config(cfg: Config, path: Path) -> Path:
     return path
 
 
-def nmt_train(*args: str, torchrun: bool = True) -> subprocess.CompletedProcess:
-    """`torchrun --nproc_per_node 2 -m nmt train ARGS` (or `python -m nmt train ARGS`) in 2 CPU processes."""
+def nmt_train(
+    *args: str, torchrun: bool = True, program: tuple[str, ...] = ("-m", "nmt")
+) -> subprocess.CompletedProcess:
+    """`torchrun --nproc_per_node 2 -m nmt train ARGS` (or `python -m nmt train ARGS`) in 2 CPU processes;
+    `program` replaces `-m nmt` by a script that runs the CLI."""
     launcher = ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"] if torchrun else []
     env = os.environ | {"PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     return subprocess.run(
-        [sys.executable, *launcher, "-m", "nmt", "train", *args, "--device", "cpu"],
+        [sys.executable, *launcher, *program, "train", *args, "--device", "cpu"],
         capture_output=True,
         text=True,
         timeout=300,
@@ -140,3 +143,34 @@ def test_failure_in_one_process_ends_the_job(corpus: Path, tmp_path: Path) -> No
     assert result.returncode == 2
     assert result.stderr.count("nmt: error: --resume:") == 1, result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_out_of_memory_in_one_process_ends_the_job(corpus: Path, tmp_path: Path) -> None:
+    """Process 1 runs out of GPU memory (simulated) at step 3: the others cannot go on without it, so the job
+    ends with one line naming the process and the fix, keeping the checkpoint of the last validation."""
+    script = tmp_path / "oom.py"
+    script.write_text(
+        "import sys, torch\n"
+        "from nmt import train\n"
+        "from nmt.cli import app\n"
+        "backward = train.Trainer._backward\n"
+        "def failing(self, *args):\n"
+        "    if self.world.rank == 1 and self.progress.step == 3:\n"
+        "        raise torch.cuda.OutOfMemoryError('CUDA out of memory.')\n"
+        "    return backward(self, *args)\n"
+        "train.Trainer._backward = failing\n"
+        "app(prog_name='nmt')\n"
+    )
+    config = write_config(fast(tiny_config(corpus), max_steps=12, eval_every=2), tmp_path / "tiny.yaml")
+    result = nmt_train(str(config), "--out", str(tmp_path / "run"), program=(str(script),))
+    assert result.returncode != 0
+    errors = [line for line in result.stderr.splitlines() if line.startswith("nmt: error")]
+    assert len(errors) in (1, 2), result.stderr  # rank 0 may be stopped by torchrun before it notices
+    assert errors[0].startswith("nmt: error (rank 1): out of GPU memory at step 3 on a batch of ")
+    assert "lower train.batch_tokens (now 600) and --resume" in errors[0]
+    assert errors[1:] in (
+        [],
+        ["nmt: error: another process of the job failed (its error is reported above); stopping"],
+    )
+    assert "[rank0]: Traceback" not in result.stderr
+    assert load_checkpoint(tmp_path / "run" / "last.pt")["progress"]["step"] == 2
