@@ -81,9 +81,7 @@ def measure_training(trainer: Trainer, warmup_steps: int, max_steps: int) -> dic
         return done, target, total
 
     updates(warmup_steps, one_epoch=False)
-    updates(
-        10**9, one_epoch=True
-    )  # to the epoch's end: every batch shape seen, kernels chosen, memory cached
+    updates(10**9, one_epoch=True)  # to the epoch's end: every batch shape seen, kernels chosen
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     (steps, target, total), seconds = timed(device, lambda: updates(max_steps, one_epoch=True))

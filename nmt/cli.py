@@ -334,7 +334,9 @@ def benchmark(
     json_path: Annotated[
         Path | None, typer.Option("--json", help="Also write the results as JSON here.")
     ] = None,
-    warmup_steps: Annotated[int, typer.Option(help="Untimed updates before measuring.")] = 30,
+    warmup_steps: Annotated[
+        int, typer.Option(help="Untimed warm-up updates; the warm-up then runs to the end of its epoch.")
+    ] = 30,
     steps: Annotated[int, typer.Option(help="Most updates timed (at most one epoch).")] = 400,
     bleu_target: Annotated[float, typer.Option(help="Validation BLEU for the time-to-BLEU figure.")] = 40.0,
     bleu_budget: Annotated[
