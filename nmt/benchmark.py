@@ -150,10 +150,13 @@ def benchmark(
         run_dir = Path(tmp) / "run"
         run_dir.mkdir()
         data = prepare_data(cfg, run_dir, reuse_tokenizers=False)
+        trainer = Trainer(cfg, run_dir, data, device)
+        trainer.fit_batch_tokens()
+        cfg = trainer.cfg
         result: dict[str, Any] = environment(cfg, device) | {
             "corpus": str(data_dir or "synthetic (Multi30k-sized)")
         }
-        result |= measure_training(Trainer(cfg, run_dir, data, device), warmup_steps, max_steps)
+        result |= measure_training(trainer, warmup_steps, max_steps)
         trainer, bleu = measure_time_to_bleu(cfg, Path(tmp) / "run", data, device, bleu_target, bleu_budget)
         result |= bleu
         test = read_split(cfg.data, "test")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
 import types
@@ -99,7 +100,8 @@ class TrainConfig:
 
     seed: int = 1234
     device: Literal["auto", "cpu", "cuda"] = "auto"
-    batch_tokens: int = 8192  # source+target tokens (with padding) per batch, before accumulation
+    # source+target tokens (with padding) per batch, before accumulation; `auto` fits it to GPU memory
+    batch_tokens: int | Literal["auto"] = 8192
     accumulate: int = 1
     distributed_batch: Literal["split", "scale"] = "split"  # processes share each update, or each adds one
     pad_to_multiple: int = 8  # pad batch lengths to a multiple of this (tensor cores, fewer compiled shapes)
@@ -127,7 +129,7 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         at_least_one = (
-            "batch_tokens",
+            *(["batch_tokens"] if self.batch_tokens != "auto" else []),
             "accumulate",
             "pad_to_multiple",
             "eval_every",
@@ -190,8 +192,17 @@ def _check_value(name: str, hint: Any, value: Any) -> Any:
     if origin in (typing.Union, types.UnionType):
         if value is None and type(None) in args:
             return None
-        (inner,) = [arg for arg in args if arg is not type(None)]
-        return _check_value(name, inner, value)
+        alternatives = [arg for arg in args if arg is not type(None)]
+        if len(alternatives) == 1:
+            return _check_value(name, alternatives[0], value)
+        for inner in alternatives:
+            with contextlib.suppress(ConfigError):
+                return _check_value(name, inner, value)
+        expected = " or ".join(
+            " or ".join(map(repr, typing.get_args(a))) if typing.get_origin(a) is Literal else a.__name__
+            for a in alternatives
+        )
+        raise ConfigError(f"{name}={value!r}; expected {expected}")
     if origin is Literal:
         if value not in args:
             raise ConfigError(f"{name}={value!r}; expected one of {', '.join(map(repr, args))}")

@@ -17,6 +17,7 @@ import torch
 from torch import Tensor
 from tqdm import tqdm
 
+from nmt.batch_size import fit_batch_tokens
 from nmt.checkpoint import (
     METRICS_FILE,
     SNAPSHOT_DIR,
@@ -25,7 +26,7 @@ from nmt.checkpoint import (
     snapshots,
     vocabulary_record,
 )
-from nmt.config import Config, TrainConfig, to_dict
+from nmt.config import Config, TrainConfig, replace, to_dict
 from nmt.data.batching import Batch, token_budget_groups
 from nmt.data.prepare import PreparedData, prepare_data
 from nmt.device import autocast, resolve_device
@@ -138,6 +139,10 @@ class Trainer:
         self.optimizer.load_state_dict(checkpoint["optimizer"])
         self.scheduler.load_state_dict(checkpoint["scheduler"])
         self.progress = Progress(**checkpoint["progress"])
+        if self.cfg.train.batch_tokens == "auto":  # the budget the run started with keeps the data position
+            self.cfg = replace(
+                self.cfg, train={"batch_tokens": checkpoint["config"]["train"]["batch_tokens"]}
+            )
         rng = checkpoint.get("rng_ranks", [checkpoint["rng"]])
         set_rng_state(rng[self.world.rank % len(rng)])
         if len(rng) != self.world.size:
@@ -154,6 +159,15 @@ class Trainer:
             self.progress.epoch,
             self.progress.batches_done,
         )
+
+    def fit_batch_tokens(self) -> None:
+        """Resolve `train.batch_tokens: auto` by probing GPU memory (nmt/batch_size.py); the processes of a
+        job take the smallest of their fits. Other budgets are left as they are."""
+        cfg = self.cfg.train
+        if cfg.batch_tokens != "auto":
+            return
+        fitted = fit_batch_tokens(self.model, self.data.train, cfg.pad_to_multiple, cfg.amp, self.device)
+        self.cfg = replace(self.cfg, train={"batch_tokens": min(self.world.gather(fitted))})
 
     # --- the loop ----------------------------------------------------------------------------------------
 
@@ -445,13 +459,14 @@ def train(cfg: Config, run_dir: Path, resume: bool = False, overwrite: bool = Fa
         trainer = Trainer(cfg, run_dir, data, device, world)
         if resume:
             trainer.restore()
+        trainer.fit_batch_tokens()
         log.info(
             "training %s (%.1fM parameters) on %s%s; %s",
             cfg.model.type,
             sum(p.numel() for p in trainer.model.parameters()) / 1e6,
             device,
             f" in each of {world.size} processes" if world.size > 1 else "",
-            world.describe_batch(cfg.train),
+            world.describe_batch(trainer.cfg.train),
         )
         best = trainer.run()
         main = world.is_main
