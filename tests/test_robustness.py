@@ -225,7 +225,7 @@ def test_a_10000_token_line_gives_a_bounded_translation(trained_run: Path, corpu
     [
         (["model.dmodel=64"], ["unknown key 'model.dmodel'", "did you mean 'model.d_model'", "valid keys:"]),
         (["train.xyz=1"], ["unknown key 'train.xyz'", "valid keys:", "batch_tokens", "warmup_steps"]),
-        (["train.batch_tokens=lots"], ["train.batch_tokens='lots' is not a int"]),
+        (["train.batch_tokens=lots"], ["train.batch_tokens='lots'; expected int or 'auto'"]),
         (["train.lr=[1]"], ["train.lr=[1] is not a float"]),
         (["model.type=lstm"], ["model.type='lstm'", "'transformer', 'rnn-bahdanau', 'rnn-luong'"]),
         (
