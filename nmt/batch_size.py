@@ -87,21 +87,7 @@ def fit_batch_tokens(
     peaks: dict[int, int | None] = {}
 
     def probe(tokens: int) -> int | None:
-        batch = worst_batch(corpus, tokens, multiple).to(device)
-        torch.cuda.synchronize(device)
-        torch.cuda.reset_peak_memory_stats(device)
-        try:
-            with autocast(device, amp):
-                output = model(batch.src, batch.src_mask, batch.tgt_in)
-                loss = sequence_loss(output.logits, batch.tgt_out, 0.0)
-            loss.backward()
-            torch.cuda.synchronize(device)
-            peaks[tokens] = torch.cuda.max_memory_allocated(device)
-        except torch.cuda.OutOfMemoryError:
-            peaks[tokens] = None
-        finally:
-            model.zero_grad(set_to_none=True)
-            torch.cuda.empty_cache()
+        peaks[tokens] = peak_memory(model, worst_batch(corpus, tokens, multiple), amp, device)
         return peaks[tokens]
 
     with torch.random.fork_rng(devices=[device]):
@@ -123,3 +109,23 @@ def fit_batch_tokens(
         probed,
     )
     return chosen
+
+
+def peak_memory(model: torch.nn.Module, batch: Batch, amp: bool, device: torch.device) -> int | None:
+    """Peak bytes allocated on the GPU by a forward and backward pass over `batch` (None: out of memory);
+    the gradients are dropped afterwards."""
+    batch = batch.to(device)
+    torch.cuda.synchronize(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    try:
+        with autocast(device, amp):
+            output = model(batch.src, batch.src_mask, batch.tgt_in)
+            loss = sequence_loss(output.logits, batch.tgt_out, 0.0)
+        loss.backward()
+        torch.cuda.synchronize(device)
+        return torch.cuda.max_memory_allocated(device)
+    except torch.cuda.OutOfMemoryError:
+        return None
+    finally:
+        model.zero_grad(set_to_none=True)
+        torch.cuda.empty_cache()
