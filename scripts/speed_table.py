@@ -1,0 +1,117 @@
+"""Speed of nmt beside the plain-PyTorch ceiling, measured in one run on one machine, as a Markdown table.
+
+    python scripts/speed_table.py --ceiling ../shared/bench/ceiling_bench.py --data DIR --out bench/ \
+        configs/multi30k-transformer.yaml configs/multi30k-rnn-bahdanau.yaml configs/multi30k-rnn-luong.yaml
+
+runs `ceiling_bench.py` and then `nmt benchmark` for each config (options after `--` go to every `nmt
+benchmark`), keeps every JSON in --out, and prints the table with each model's training speed as a fraction
+of the ceiling's compiled figure. `--table-only` rebuilds the table from the JSON files already in --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROWS = [  # (key in nmt benchmark's JSON, row label, format)
+    ("train_target_tokens_per_s", "training target tok/s", "{:,.0f}"),
+    ("train_tokens_per_s", "training source+target tok/s", "{:,.0f}"),
+    ("ms_per_step", "ms per update", "{:.1f}"),
+    ("epoch_seconds", "epoch (s)", "{:.1f}"),
+    ("peak_memory_allocated_gib", "peak memory allocated (GiB)", "{:.2f}"),
+    ("seconds_to_bleu", "seconds to validation BLEU target", "{:.1f}"),
+    ("beam1_sent_per_s", "greedy decoding sent/s", "{:,.0f}"),
+    ("beam5_sent_per_s", "beam-5 decoding sent/s", "{:,.0f}"),
+]
+
+
+def ceiling_figures(ceiling: dict) -> dict[str, float]:
+    """The ceiling's eager and compiled target tok/s at its first (reference) batch shape without a source
+    mask, and its greedy sent/s."""
+    runs = ceiling.get("train", [])
+    shape = (runs[0]["B"], runs[0]["S"], runs[0]["T"]) if runs else None
+    reference = [r for r in runs if (r["B"], r["S"], r["T"]) == shape]
+    figures = {}
+    for compiled, name in ((False, "eager"), (True, "compiled")):
+        speeds = [
+            r["tgt_tok_per_s"] for r in reference if r["compiled"] == compiled and not r["src_pad_mask"]
+        ]
+        if speeds:
+            figures[name] = speeds[0]
+    if "greedy_kvcache" in ceiling.get("decode", {}):
+        figures["greedy"] = ceiling["decode"]["greedy_kvcache"]["sent_per_s"]
+    return figures
+
+
+def table(results: dict[str, dict], ceiling: dict) -> str:
+    """Markdown: one column per benchmarked config, then the ceiling; a last row of ratios to its compiled
+    training speed."""
+    names = list(results)
+    limits = ceiling_figures(ceiling)
+    shown = {"eager": "—", "compiled": "—", "greedy": "—"} | {k: f"{v:,.0f}" for k, v in limits.items()}
+    ceiling_cells = {
+        "train_target_tokens_per_s": f"eager {shown['eager']} / compiled {shown['compiled']}",
+        "beam1_sent_per_s": shown["greedy"],
+    }
+    first_run = next(iter(ceiling.get("train", [])), None)
+    batch = (
+        f"fixed {first_run['B']}×{first_run['S']}×{first_run['T']} batch" if first_run else "no training run"
+    )
+    lines = [
+        "| figure | " + " | ".join(names) + f" | ceiling ({batch}) |",
+        "|---|" + "---:|" * (len(names) + 1),
+    ]
+    for key, label, fmt in ROWS:
+        cells = [fmt.format(r[key]) if r.get(key) is not None else "—" for r in results.values()]
+        lines.append(f"| {label} | " + " | ".join(cells) + f" | {ceiling_cells.get(key, '—')} |")
+    if "compiled" in limits:
+        ratios = [f"{r['train_target_tokens_per_s'] / limits['compiled']:.2f}×" for r in results.values()]
+        lines.append("| training tok/s ÷ compiled ceiling | " + " | ".join(ratios) + " | 1.00× |")
+    first = next(iter(results.values()), {})
+    lines.append(
+        f"\ndevice: {first.get('device', '?')}, torch {first.get('torch', '?')}, {first.get('dtype', '?')}"
+    )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("configs", nargs="+", type=Path)
+    parser.add_argument("--ceiling", type=Path, default=Path("../shared/bench/ceiling_bench.py"))
+    parser.add_argument("--ceiling-budget", type=float, default=120.0, help="seconds for ceiling_bench.py")
+    parser.add_argument("--smoke", action="store_true", help="ceiling_bench.py at its tiny CPU sizes")
+    parser.add_argument("--data", type=Path, help="corpus directory (default: nmt benchmark's synthetic one)")
+    parser.add_argument("--out", type=Path, default=Path("bench"))
+    parser.add_argument("--table-only", action="store_true")
+    args, benchmark_options = parser.parse_known_args()
+    benchmark_options = [option for option in benchmark_options if option != "--"]
+    args.out.mkdir(parents=True, exist_ok=True)
+    ceiling_json = args.out / "ceiling.json"
+    if not args.table_only:
+        smoke = ["--smoke"] if args.smoke else []
+        budget = ["--time-budget", str(args.ceiling_budget)]
+        run([sys.executable, str(args.ceiling), "--json", str(ceiling_json), *budget, *smoke])
+        data = ["--data", str(args.data)] if args.data else []
+        for config in args.configs:
+            json_path = args.out / f"{config.stem}.json"
+            benchmark = [sys.executable, "-m", "nmt", "benchmark", str(config), *data, *benchmark_options]
+            run([*benchmark, "--json", str(json_path)])
+    results = {
+        config.stem: json.loads((args.out / f"{config.stem}.json").read_text()) for config in args.configs
+    }
+    print(table(results, json.loads(ceiling_json.read_text())))
+
+
+def run(command: list[str]) -> None:
+    print("$", " ".join(command), flush=True)
+    if subprocess.run(command).returncode:
+        sys.exit(f"failed: {' '.join(command)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,72 @@
+"""scripts/speed_table.py: nmt's benchmark figures beside the ceiling's, and their ratio, as one table."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+CEILING_BENCH = ROOT.parent / "shared" / "bench" / "ceiling_bench.py"
+
+
+def speed_table() -> object:
+    """The script, loaded as a module."""
+    spec = importlib.util.spec_from_file_location("speed_table", ROOT / "scripts" / "speed_table.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+CEILING = {
+    "train": [
+        {"B": 256, "S": 24, "T": 24, "compiled": False, "src_pad_mask": False, "tgt_tok_per_s": 300_000.0},
+        {"B": 256, "S": 24, "T": 24, "compiled": True, "src_pad_mask": False, "tgt_tok_per_s": 400_000.0},
+        {"B": 256, "S": 24, "T": 24, "compiled": True, "src_pad_mask": True, "tgt_tok_per_s": 470_000.0},
+        {"B": 1024, "S": 24, "T": 24, "compiled": True, "src_pad_mask": False, "tgt_tok_per_s": 500_000.0},
+    ],
+    "decode": {"greedy_kvcache": {"sent_per_s": 13_000.0}},
+}
+
+
+def test_the_table_puts_each_model_beside_the_ceiling() -> None:
+    results = {
+        "transformer": {
+            "train_target_tokens_per_s": 250_000.0,
+            "beam1_sent_per_s": 10_000.0,
+            "seconds_to_bleu": None,
+            "device": "H100",
+            "torch": "2.13",
+            "dtype": "bf16 autocast",
+        },
+        "rnn": {"train_target_tokens_per_s": 100_000.0, "beam1_sent_per_s": 11_000.0},
+    }
+    rows = speed_table().table(results, CEILING).splitlines()
+    assert rows[0] == "| figure | transformer | rnn | ceiling (fixed 256×24×24 batch) |"
+    assert "| training target tok/s | 250,000 | 100,000 | eager 300,000 / compiled 400,000 |" in rows
+    assert "| training tok/s ÷ compiled ceiling | 0.62× | 0.25× | 1.00× |" in rows  # at the first shape
+    assert "| seconds to validation BLEU target | — | — | — |" in rows  # not reached: no number
+    assert "| greedy decoding sent/s | 10,000 | 11,000 | 13,000 |" in rows
+    assert rows[-1] == "device: H100, torch 2.13, bf16 autocast"
+
+
+@pytest.mark.skipif(not CEILING_BENCH.is_file(), reason="needs ../shared/bench/ceiling_bench.py")
+def test_one_run_measures_both_on_cpu(corpus: Path, tmp_path: Path) -> None:
+    script, config = ROOT / "scripts" / "speed_table.py", ROOT / "configs" / "tiny-transformer.yaml"
+    options = ["--ceiling", str(CEILING_BENCH), "--smoke", "--data", str(corpus), "--out", str(tmp_path)]
+    benchmark = ["--device", "cpu", "--warmup-steps", "1", "--steps", "2", "--bleu-target", "99",
+                 "--bleu-budget", "2", "--decode-sentences", "10", "--set", "model.d_model=32"]  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, str(script), str(config), *options, "--", *benchmark],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads((tmp_path / "tiny-transformer.json").read_text())["train_steps_timed"] == 2
+    assert "| training target tok/s |" in result.stdout and "ceiling (fixed 8×6×7 batch)" in result.stdout
