@@ -177,6 +177,18 @@ def test_state_dtype_stable_under_autocast(variant: dict) -> None:
     assert step.log_probs.dtype == torch.float32
 
 
+@pytest.mark.parametrize("variant", VARIANTS, ids=lambda v: "-".join(map(str, v.values())))
+def test_teacher_forcing_trains_under_autocast(variant: dict) -> None:
+    """Training's forward and backward under bf16 autocast: the RNNs run in float32, the rest in bf16."""
+    model = make_model(rnn_cell="lstm", **variant)
+    src, src_mask, tgt_in = padded_batch()
+    with torch.autocast("cpu", torch.bfloat16):
+        logits = model(src, src_mask, tgt_in).logits
+    logits.float().sum().backward()
+    assert logits.shape == (3, 4, VOCAB)
+    assert all(p.grad is not None and p.grad.isfinite().all() for p in model.decoder.rnn.parameters())
+
+
 @pytest.mark.parametrize(
     ("fields", "input_size"),
     [

@@ -131,6 +131,17 @@ class Decoder(nn.Module):
     def forward(self, embedded: Tensor, memory: Memory, state: State) -> tuple[Tensor, Tensor, State]:
         raise NotImplementedError
 
+    def teacher_forced(self, embedded: Tensor, memory: Memory, state: State) -> tuple[Tensor, Tensor]:
+        """All target positions of embedded (batch, tgt_len, d_model) given the reference prefixes: pre-output
+        vectors (batch, tgt_len, d_model) and attention weights (batch, 1, tgt_len, src_len). One step at a
+        time here, as each step's input depends on the previous step's attention."""
+        outputs, weights = [], []
+        for embedded_t in embedded.unbind(1):  # unbind: one gradient stack, not a zero-filled tensor per step
+            out, step_weights, state = self(embedded_t, memory, state)
+            outputs.append(out)
+            weights.append(step_weights)
+        return torch.stack(outputs, dim=1), torch.cat(weights, dim=2)
+
 
 class BahdanauDecoder(Decoder):
     """Bahdanau et al. 2015: the previous top-layer state s_{t-1} queries the encoder states with the additive
@@ -191,6 +202,17 @@ class LuongDecoder(Decoder):
             new_state["feed"] = attentional.to(state["feed"].dtype)  # (batch, d_model)
         return attentional, weights, new_state
 
+    def teacher_forced(self, embedded: Tensor, memory: Memory, state: State) -> tuple[Tensor, Tensor]:
+        """Without input feeding nothing flows from attention back into the RNN: one cuDNN call runs it over
+        every position, and all positions attend at once."""
+        if self.input_feeding:
+            return super().teacher_forced(embedded, memory, state)
+        hx = [state[name].transpose(0, 1).contiguous() for name in self.rnn_keys]  # (layers, batch, hidden)
+        output, _ = run_rnn(self.rnn, embedded, tuple(hx) if len(hx) == 2 else hx[0])  # (batch, tgt, hidden)
+        context, weights = self.attention(output, memory["keys"], memory["values"], memory["src_mask"])
+        attentional = torch.tanh(self.combine(torch.cat([context, output], dim=-1)))  # (batch, tgt, d_model)
+        return self.dropout(attentional), weights
+
 
 class RNNSeq2Seq(Seq2Seq):
     """Bidirectional RNN encoder, attentional RNN decoder: Bahdanau (`rnn-bahdanau`) or Luong (`rnn-luong`).
@@ -228,11 +250,7 @@ class RNNSeq2Seq(Seq2Seq):
 
     def decode(self, tgt_in: Tensor, memory: Memory, return_attention: bool = False) -> Output:
         embedded = self.tgt_dropout(self.tgt_embedding(tgt_in))  # (batch, tgt_len, d_model)
-        state, outputs, weights = self.init_state(memory), [], []
-        for embedded_t in embedded.unbind(1):  # unbind: one gradient stack, not a zero-filled tensor per step
-            out, step_weights, state = self.decoder(embedded_t, memory, state)
-            outputs.append(out)
-            weights.append(step_weights)
-        logits = self.logits(torch.stack(outputs, dim=1))  # (batch, tgt_len, tgt_vocab)
-        attention = torch.cat(weights, dim=2).unsqueeze(1) if return_attention else None
+        outputs, weights = self.decoder.teacher_forced(embedded, memory, self.init_state(memory))
+        logits = self.logits(outputs)  # (batch, tgt_len, tgt_vocab)
+        attention = weights.unsqueeze(1) if return_attention else None
         return Output(logits, attention)  # attention: (batch, 1, 1, tgt_len, src_len)
