@@ -173,7 +173,7 @@ def joined(device: torch.device) -> Iterator[tuple[World, torch.device]]:
 
     Yields this process's World and device: with CUDA, the GPU of its local rank; NCCL carries the CUDA
     tensors and gloo the CPU ones (on CPU, gloo carries all). Processes other than the main one log only
-    warnings and errors. The group is left when the block ends normally; after an error the process exits.
+    warnings and errors. The group is left when the block ends, after an error too.
     """
     size = int(os.environ.get("WORLD_SIZE", "1"))
     if size == 1:
@@ -198,7 +198,8 @@ def joined(device: torch.device) -> Iterator[tuple[World, torch.device]]:
         if not _peer_lost(err):
             raise
         raise UserError("another process of the job failed (its error is reported above); stopping") from None
-    dist.destroy_process_group()
+    finally:  # also after an error: gloo's threads left to interpreter shutdown can abort the process
+        dist.destroy_process_group()
 
 
 def _peer_lost(err: RuntimeError) -> bool:
