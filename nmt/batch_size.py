@@ -81,8 +81,8 @@ def fit_batch_tokens(
         log.info("train.batch_tokens: auto uses %d tokens per batch without a GPU", CPU_BATCH_TOKENS)
         return CPU_BATCH_TOKENS
     capacity = torch.cuda.get_device_properties(device).total_memory
-    ceiling = max(ROUND_TO, sum(len(s) + len(t) + 2 for s, t in zip(corpus.src, corpus.tgt, strict=True)))
-    ceiling = max(ROUND_TO, ceiling // MIN_UPDATES_PER_EPOCH // ROUND_TO * ROUND_TO)
+    src_len, tgt_len = corpus.lengths()
+    ceiling = max(ROUND_TO, int((src_len + tgt_len).sum()) // MIN_UPDATES_PER_EPOCH // ROUND_TO * ROUND_TO)
     optimizer_state = [torch.empty_like(p, dtype=torch.float32) for p in model.parameters() for _ in "ma"]
     peaks: dict[int, int | None] = {}
 

@@ -6,7 +6,6 @@ when it is done, not when it is queued.
 
 from __future__ import annotations
 
-import json
 import logging
 import platform
 import tempfile
@@ -22,8 +21,9 @@ from nmt.data.corpus import read_split
 from nmt.data.prepare import prepare_data
 from nmt.data.synthetic import write_reordering_corpus
 from nmt.device import resolve_device
+from nmt.report import read_metrics
 from nmt.train import Trainer
-from nmt.translate import translate_ids
+from nmt.translate import max_source_len, translate_ids
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +109,7 @@ def measure_time_to_bleu(
     )
     trainer = Trainer(cfg, run_dir, data, device)
     trainer.run()
-    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    records = read_metrics(run_dir)
     valid = [r for r in records if r["kind"] == "valid"]
     reached = next((r for r in valid if r["bleu"] >= target), None)
     return trainer, {
@@ -123,7 +123,11 @@ def measure_time_to_bleu(
 def measure_decoding(trainer: Trainer, sources: list[list[int]], beam_size: int) -> dict[str, float]:
     """Decode all `sources` in one batch (after one untimed warm-up run)."""
     model, search = trainer.model.eval(), trainer.cfg.search
-    run = lambda: translate_ids(model, sources, search, beam_size, len(sources), 4 * trainer.cfg.data.max_len)  # noqa: E731
+    limit = max_source_len(trainer.cfg)
+
+    def run() -> list[list[int]]:
+        return translate_ids(model, sources, search, beam_size, len(sources), limit)
+
     run()
     outputs, seconds = timed(trainer.device, run)
     tokens = sum(len(o) + 1 for o in outputs)

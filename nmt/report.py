@@ -103,7 +103,7 @@ def summary(cfg: Config, run_dir: Path, records: list[dict[str, Any]], valid: di
         "torch": torch.__version__,
         "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
         "checkpoint": chosen,
-        "valid": {name: scores for name, scores in valid.items()},
+        "valid": valid,
         "test": test,
         "best_step": progress["best_step"],
         "best_valid_bleu_greedy": progress["best_bleu"],
