@@ -49,3 +49,49 @@ def trained_run(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     assert code == 0, err
     return run_dir
+
+
+TINY_CONFIG = """\
+data: {src_lang: src, tgt_lang: tgt, max_len: 64}
+tokenizer: {vocab_size: 200}
+model: {d_model: 32, heads: 2, ff_dim: 64, encoder_layers: 1, decoder_layers: 1, dropout: 0.1}
+train: {device: cpu, batch_tokens: 600, pad_to_multiple: 1, lr: 2.0e-3, warmup_steps: 20, eval_every: 5,
+        eval_max_sentences: 20, log_every: 1, max_time: 0.0}
+search: {beam_size: 1, batch_size: 50}
+"""
+
+
+@pytest.fixture(scope="session")
+def small_corpus(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """300 training pairs: a few batches per epoch, so short runs cross epoch boundaries."""
+    return copy_corpus(corpus, tmp_path_factory.mktemp("small") / "data")
+
+
+@pytest.fixture(scope="session")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A config that trains a few dozen steps in about a second (with dropout, so the RNG state matters)."""
+    path = tmp_path_factory.mktemp("config") / "tiny.yaml"
+    path.write_text(TINY_CONFIG)
+    return path
+
+
+def train_args(tiny: Path, data: Path, out: Path, *extra: str) -> list[str]:
+    return ["train", str(tiny), "--data", str(data), "--out", str(out), *extra]
+
+
+def assert_one_line_error(result: tuple[int, str, str], *fragments: str) -> None:
+    """Exit code 2, exactly one line on stderr naming every fragment, no traceback."""
+    code, out, err = result
+    assert code == 2, err
+    assert len(err.strip().splitlines()) == 1, err
+    assert err.startswith("nmt: error: ") and "Traceback" not in out + err
+    for fragment in fragments:
+        assert fragment in err, (fragment, err)
+
+
+def copy_corpus(corpus: Path, to: Path, lines: int = 300) -> Path:
+    """The first `lines` pairs of each split of the session corpus."""
+    to.mkdir(parents=True)
+    for path in corpus.iterdir():
+        (to / path.name).write_text("".join(path.read_text().splitlines(keepends=True)[:lines]))
+    return to
