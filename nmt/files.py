@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -13,8 +14,10 @@ from nmt.errors import UserError
 def atomic_write(path: Path, write: Any) -> None:
     """Write `path` through `write(file_object)` into a temporary sibling, fsync it, rename it over `path`.
 
-    A crash at any moment leaves either the old file or the new one, never a torn one. An OSError (a missing
-    permission, a full disk, `path` being a directory) raises UserError and leaves the old file as it was.
+    A crash at any moment leaves either the old file or the new one, never a torn one. The new file gets the
+    mode of the file it replaces, or the mode the umask gives a new file (as `open` would), not the
+    owner-only mode of a temporary file. An OSError (a missing permission, a full disk, `path` being a
+    directory) raises UserError and leaves the old file as it was.
     """
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -23,6 +26,7 @@ def atomic_write(path: Path, write: Any) -> None:
         raise UserError(f"cannot write {path}: {err.strerror or err}") from err
     try:
         with os.fdopen(fd, "wb") as handle:
+            os.fchmod(handle.fileno(), _mode_for(path))
             write(handle)
             handle.flush()
             os.fsync(handle.fileno())
@@ -36,3 +40,24 @@ def atomic_write(path: Path, write: Any) -> None:
 
 def atomic_write_text(path: Path, text: str) -> None:
     atomic_write(path, lambda handle: handle.write(text.encode("utf-8")))
+
+
+def _mode_for(path: Path) -> int:
+    """Mode bits for a new version of `path`: those of the file it replaces, else 0666 less the umask."""
+    try:
+        return stat.S_IMODE(path.stat().st_mode)
+    except OSError:
+        return 0o666 & ~current_umask()
+
+
+def current_umask() -> int:
+    """The process's umask, read without changing it where the system allows (Linux: /proc/self/status)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)  # elsewhere: set and restore at once
+    os.umask(mask)
+    return mask
