@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import difflib
+import os
 import types
 import typing
 from collections.abc import Mapping
@@ -119,7 +120,9 @@ class TrainConfig:
     eval_max_sentences: int = 0  # validate BLEU on at most this many sentences; 0 = all
     patience: int = 0  # stop after this many validations without a better BLEU; 0 = never
     target_bleu: float = 0.0  # stop once validation BLEU reaches this; 0 = never
-    log_every: int = 50
+    log_every: int = 50  # updates per training record (metrics.jsonl; a log line when not on a terminal)
+    tensorboard: bool = False  # also write TensorBoard event files (needs the tensorboard package)
+    tensorboard_dir: str | None = None  # where they go; default RUN_DIR/tensorboard
     keep_checkpoints: int = 0  # also keep the weights of the last N validations as checkpoints/step<N>.pt
     average_checkpoints: int = 0  # after training, average the last N kept checkpoints into averaged.pt
     final_report: bool = True  # after training: beam-search valid/test scores, curves, heatmaps, report.json
@@ -296,6 +299,17 @@ def to_dict(cfg: Config) -> dict[str, Any]:
 def save_config(cfg: Config, path: Path) -> None:
     """Write the resolved config as YAML (atomically: a crash leaves the old file or the new one)."""
     atomic_write_text(path, yaml.safe_dump(to_dict(cfg), sort_keys=False))
+
+
+def with_absolute_paths(cfg: Config) -> Config:
+    """`cfg` with its data and TensorBoard paths made absolute (relative ones are taken from the working
+    directory), so that a run directory works from anywhere."""
+
+    def absolute(path: str | None) -> str | None:
+        return None if path is None else os.path.abspath(os.path.expanduser(path))
+
+    data = {name: absolute(getattr(cfg.data, name)) for name in ("dir", "train", "valid", "test")}
+    return replace(cfg, data=data, train={"tensorboard_dir": absolute(cfg.train.tensorboard_dir)})
 
 
 def replace(cfg: Config, **sections: Mapping[str, Any]) -> Config:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from nmt.checkpoint import CONFIG_FILE, METRICS_FILE
-from nmt.config import Config, load_config, save_config
+from nmt.config import Config, load_config, save_config, with_absolute_paths
 from nmt.data.prepare import PreparedData, prepare_data
 from nmt.errors import UserError
 
@@ -40,7 +40,7 @@ def prepare_run(cfg: Config, run_dir: Path, resume: bool, overwrite: bool) -> Pr
 
 def check_same_setup(cfg: Config, run_dir: Path) -> None:
     """Resuming needs the same data, tokenizer and model settings as the run was started with."""
-    saved = load_config(run_dir / CONFIG_FILE)
+    saved = with_absolute_paths(load_config(run_dir / CONFIG_FILE))
     for section in ("data", "tokenizer", "model"):
         if getattr(saved, section) != getattr(cfg, section):
             raise UserError(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import math
 import random
@@ -15,7 +14,6 @@ from pathlib import Path
 
 import torch
 from torch import Tensor
-from tqdm import tqdm
 
 from nmt.batch_size import fit_batch_tokens
 from nmt.checkpoint import (
@@ -26,7 +24,7 @@ from nmt.checkpoint import (
     snapshots,
     vocabulary_record,
 )
-from nmt.config import Config, TrainConfig, replace, to_dict
+from nmt.config import Config, TrainConfig, replace, to_dict, with_absolute_paths
 from nmt.data.batching import Batch, token_budget_groups
 from nmt.data.prepare import PreparedData, prepare_data
 from nmt.device import autocast, resolve_device
@@ -36,6 +34,7 @@ from nmt.loader import prefetch
 from nmt.loss import sequence_loss
 from nmt.models import build_model
 from nmt.models.base import Seq2Seq
+from nmt.monitor import Monitor
 from nmt.report import final_report
 from nmt.resume import forget_metrics_after, rng_state, set_rng_state
 from nmt.run_dir import prepare_run
@@ -109,24 +108,31 @@ class Trainer:
 
     # --- checkpoints -------------------------------------------------------------------------------------
 
-    def state(self, rng: list[dict]) -> dict:
-        """The checkpoint: `rng` holds every process's RNG states (one entry unless distributed)."""
+    def weights(self) -> dict:
+        """What translation needs: the weights with their config and vocabulary (best.pt, snapshots)."""
         return {
             "model": self.model.state_dict(),
+            "config": to_dict(self.cfg),
+            "vocab": vocabulary_record(self.data.tokenizers),
+            "step": self.progress.step,
+        }
+
+    def state(self, rng: list[dict]) -> dict:
+        """What resuming needs besides the weights (last.pt): `rng` holds every process's RNG states (one
+        entry unless distributed)."""
+        return self.weights() | {
             "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(),
             "progress": asdict(self.progress),
             "rng": rng[0],
             **({"rng_ranks": rng} if len(rng) > 1 else {}),
-            "config": to_dict(self.cfg),
-            "vocab": vocabulary_record(self.data.tokenizers),
         }
 
-    def save(self, name: str) -> None:
-        """Every process calls this; the main one writes the checkpoint."""
+    def save_last(self) -> None:
+        """Write last.pt; every process calls this (their RNG states are gathered), the main one writes."""
         rng = self.world.gather(rng_state())
         if self.world.is_main:
-            save_checkpoint(self.run_dir / name, self.state(rng))
+            save_checkpoint(self.run_dir / "last.pt", self.state(rng))
 
     def restore(self) -> None:
         """Continue from `last.pt`: weights, optimizer, schedule, progress, RNG and data position."""
@@ -295,20 +301,13 @@ class Trainer:
         """Train until a stopping rule fires; returns the best checkpoint's path."""
         cfg, progress = self.cfg.train, self.progress
         self.started = time.monotonic()
-        bar = tqdm(
-            total=cfg.max_steps or None,
-            initial=progress.step,
-            unit="step",
-            dynamic_ncols=True,
-            disable=None if self.world.is_main else True,
-            mininterval=1.0,
-        )
+        self.monitor = Monitor(cfg, self.run_dir, self.world.is_main, progress.step)
         window = _Window(self.device, self.world)
         last_eval = -1
-        with _catch_signals(self), bar:
+        with _catch_signals(self), contextlib.closing(self.monitor):
             while not self.should_stop() and not (cfg.max_epochs and progress.epoch >= cfg.max_epochs):
                 for consumed, batches in self.epoch_updates():
-                    updated = self._update(consumed, batches, window, bar)
+                    updated = self._update(consumed, batches, window)
                     if updated and progress.step % cfg.eval_every == 0:
                         self.validate()
                         last_eval = progress.step
@@ -320,7 +319,7 @@ class Trainer:
                 self.validate()
             progress.elapsed = self.elapsed()
             self.check_updates()
-            self.save("last.pt")
+            self.save_last()
         if self.interrupted():  # also a barrier: no process exits while the main one still writes
             raise Interrupted(
                 f"training interrupted at step {progress.step}; "
@@ -332,23 +331,18 @@ class Trainer:
         """Whether SIGINT/SIGTERM reached any process."""
         return self.world.any(self.stop_signal is not None)
 
-    def _update(self, consumed: int, batches: list[Batch], window: _Window, bar: tqdm) -> bool:
+    def _update(self, consumed: int, batches: list[Batch], window: _Window) -> bool:
         """Train on `batches`; False when the update was skipped for lack of GPU memory."""
         result = self.train_step(batches)
         self.progress.batches_done += consumed
         if result is None:
             return False
         window.add(*result)
-        bar.update(1)
+        self.monitor.update()
         if self.progress.step % self.cfg.train.log_every == 0:
             self.check_updates()
             record = window.flush() | {"lr": self.scheduler.get_last_lr()[0], "elapsed": self.elapsed()}
-            bar.set_postfix(
-                loss=f"{record['loss']:.3f}",
-                lr=f"{record['lr']:.2e}",
-                tok_s=f"{record['target_tokens_per_s']:.0f}",
-            )
-            self.log_metrics("train", record)
+            self.monitor.train(self.progress.step, self.progress.epoch, record)
         return True
 
     def validate(self) -> None:
@@ -359,21 +353,15 @@ class Trainer:
         improved = self.score_validation() if self.world.is_main else False
         verdict = self.world.broadcast((progress.best_bleu, progress.best_step, progress.bad_evals, improved))
         progress.best_bleu, progress.best_step, progress.bad_evals, improved = verdict
-        if improved:
-            self.save("best.pt")
-        self.save("last.pt")
+        if improved and self.world.is_main:
+            save_checkpoint(self.run_dir / "best.pt", self.weights())
+        self.save_last()
         if self.cfg.train.keep_checkpoints and self.world.is_main:
             self.save_snapshot()
 
     def save_snapshot(self) -> None:
         """Keep this validation's weights as checkpoints/step<N>.pt (the newest `keep_checkpoints` only)."""
-        snapshot = {
-            "model": self.model.state_dict(),
-            "config": to_dict(self.cfg),
-            "vocab": vocabulary_record(self.data.tokenizers),
-            "step": self.progress.step,
-        }
-        save_checkpoint(self.run_dir / SNAPSHOT_DIR / f"step{self.progress.step}.pt", snapshot)
+        save_checkpoint(self.run_dir / SNAPSHOT_DIR / f"step{self.progress.step}.pt", self.weights())
         for old in snapshots(self.run_dir)[: -self.cfg.train.keep_checkpoints]:
             old.unlink()
 
@@ -386,7 +374,7 @@ class Trainer:
             progress.best_bleu, progress.best_step, progress.bad_evals = scores["bleu"], progress.step, 0
         else:
             progress.bad_evals += 1
-        self.log_metrics("valid", scores | {"elapsed": self.elapsed()})
+        self.monitor.valid(progress.step, progress.epoch, scores | {"elapsed": self.elapsed()})
         log.info(
             "step %d: valid loss %.3f, BLEU %.2f%s",
             progress.step,
@@ -395,13 +383,6 @@ class Trainer:
             " (best)" if improved else "",
         )
         return improved
-
-    def log_metrics(self, kind: str, record: dict) -> None:
-        if not self.world.is_main:
-            return
-        line = {"kind": kind, "step": self.progress.step, "epoch": self.progress.epoch} | record
-        with open(self.run_dir / METRICS_FILE, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps(line) + "\n")
 
 
 class _Window:
@@ -451,8 +432,10 @@ def train(cfg: Config, run_dir: Path, resume: bool = False, overwrite: bool = Fa
     """Train the configured model into `run_dir`; returns the path of the best checkpoint.
 
     Under torchrun every process calls this: the main one checks and prepares the run directory (training
-    sentencepiece) while the others wait, then they load what it wrote.
+    sentencepiece) while the others wait, then they load what it wrote. Relative data paths are made absolute
+    first, so that config.yaml in the run directory works from any working directory.
     """
+    cfg = with_absolute_paths(cfg)
     with joined(resolve_device(cfg.train.device)) as (world, device):
         data = world.main_first(lambda: prepare_run(cfg, run_dir, resume, overwrite))
         data = data or prepare_data(cfg, run_dir, reuse_tokenizers=True)

@@ -1,0 +1,125 @@
+"""What training shows while it runs: metrics.jsonl, a progress bar on a terminal (log lines without one) and,
+when asked for, TensorBoard event files."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from nmt.checkpoint import METRICS_FILE
+from nmt.config import TrainConfig
+from nmt.errors import UserError
+
+log = logging.getLogger(__name__)
+
+TENSORBOARD_DIR = "tensorboard"
+
+
+def remaining_seconds(cfg: TrainConfig, step: int, elapsed: float) -> float | None:
+    """Seconds until the step or time limit stops training (the nearer one, at the pace so far); None without
+    such a limit."""
+    estimates = []
+    if cfg.max_steps and step and elapsed > 0:
+        estimates.append(max(0, cfg.max_steps - step) * elapsed / step)
+    if cfg.max_time:
+        estimates.append(max(0.0, cfg.max_time - elapsed))
+    return min(estimates) if estimates else None
+
+
+def clock(seconds: float | None) -> str:
+    """H:MM:SS, or '?' when unknown."""
+    if seconds is None:
+        return "?"
+    minutes, secs = divmod(int(seconds), 60)
+    return f"{minutes // 60}:{minutes % 60:02d}:{secs:02d}"
+
+
+class Monitor:
+    """Progress of one training process. Only the main process writes and shows anything.
+
+    On a terminal a tqdm bar counts updates (its total and ETA follow the step or time limit) and log lines
+    are written through it; without a terminal (nohup, tee, a batch job) every training record becomes an
+    INFO log line instead.
+    """
+
+    def __init__(self, cfg: TrainConfig, run_dir: Path, is_main: bool, step: int) -> None:
+        self.cfg, self.run_dir, self.is_main = cfg, run_dir, is_main
+        self.bar = tqdm(
+            total=cfg.max_steps or None,
+            initial=step,
+            unit="step",
+            dynamic_ncols=True,
+            disable=None if is_main else True,  # None: off when stderr is not a terminal
+            mininterval=1.0,
+        )
+        self.events = open_tensorboard(cfg, run_dir) if is_main else None
+
+    def close(self) -> None:
+        self.bar.close()
+        if self.events is not None:
+            self.events.close()
+
+    def update(self) -> None:
+        """One more optimizer update."""
+        self.bar.update(1)
+
+    def train(self, step: int, epoch: int, record: dict[str, float]) -> None:
+        """A training window: loss, lr, target tokens/s, elapsed seconds (earlier processes of the run
+        included)."""
+        if not self.is_main:
+            return
+        self._append("train", step, epoch, record)
+        self._scalars(step, {f"train/{key}": record[key] for key in ("loss", "lr", "target_tokens_per_s")})
+        eta = remaining_seconds(self.cfg, step, record["elapsed"])
+        if not self.bar.disable:
+            if eta is not None:  # the steps the nearer limit leaves at the pace so far: tqdm shows the ETA
+                self.bar.total = step + round(eta * step / max(record["elapsed"], 1e-9))
+            self.bar.set_postfix(
+                loss=f"{record['loss']:.3f}",
+                lr=f"{record['lr']:.2e}",
+                tok_s=f"{record['target_tokens_per_s']:.0f}",
+            )
+            return
+        limit = f"/{self.cfg.max_steps}" if self.cfg.max_steps else ""
+        log.info(
+            "step %d%s: loss %.3f, lr %.2e, %.0f target tok/s, elapsed %s, ETA %s",
+            step, limit, record["loss"], record["lr"], record["target_tokens_per_s"],
+            clock(record["elapsed"]), clock(eta),
+        )  # fmt: skip
+
+    def valid(self, step: int, epoch: int, record: dict[str, float]) -> None:
+        """A validation: loss, BLEU, chrF, elapsed seconds."""
+        if not self.is_main:
+            return
+        self._append("valid", step, epoch, record)
+        self._scalars(step, {f"valid/{key}": record[key] for key in ("loss", "bleu", "chrf")})
+
+    def _append(self, kind: str, step: int, epoch: int, record: dict[str, Any]) -> None:
+        line = {"kind": kind, "step": step, "epoch": epoch} | record
+        with open(self.run_dir / METRICS_FILE, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(line) + "\n")
+
+    def _scalars(self, step: int, values: dict[str, float]) -> None:
+        if self.events is not None:
+            for tag, value in values.items():
+                self.events.add_scalar(tag, value, step)
+            self.events.flush()
+
+
+def open_tensorboard(cfg: TrainConfig, run_dir: Path) -> Any:
+    """A TensorBoard SummaryWriter into `train.tensorboard_dir` (default RUN_DIR/tensorboard), or None."""
+    if not cfg.tensorboard:
+        return None
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError as err:
+        raise UserError(
+            "train.tensorboard needs the tensorboard package: pip install tensorboard (or nmt[tensorboard])"
+        ) from err
+    directory = Path(cfg.tensorboard_dir) if cfg.tensorboard_dir else run_dir / TENSORBOARD_DIR
+    log.info("TensorBoard events go to %s (tensorboard --logdir %s)", directory, directory)
+    return SummaryWriter(log_dir=str(directory))
