@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import pickle
 import warnings
 import zipfile
@@ -20,7 +21,9 @@ from nmt.models.base import Seq2Seq
 
 CONFIG_FILE = "config.yaml"
 METRICS_FILE = "metrics.jsonl"
+REPORT_FILE = "report.json"
 SNAPSHOT_DIR = "checkpoints"
+CHECKPOINTS = ("best", "last", "averaged")
 
 
 def save_checkpoint(path: Path, payload: dict[str, Any]) -> None:
@@ -90,6 +93,12 @@ class Run:
     tokenizers: Tokenizers
     model: Seq2Seq
     checkpoint: dict[str, Any]
+    checkpoint_path: Path
+
+    @property
+    def checkpoint_name(self) -> str:
+        """'best', 'last' or 'averaged'."""
+        return self.checkpoint_path.stem
 
 
 def vocabulary_record(tokenizers: Tokenizers) -> dict[str, Any]:
@@ -102,25 +111,42 @@ def vocabulary_record(tokenizers: Tokenizers) -> dict[str, Any]:
     }
 
 
-def find_checkpoint(run_dir: Path, which: str = "best") -> Path:
-    """Path of `best.pt` (falling back to `last.pt`), `last.pt` or `averaged.pt` in a run directory."""
+def chosen_checkpoint(run_dir: Path) -> str:
+    """The checkpoint the run's final report chose ('best' or 'averaged'); 'best' before there is one."""
+    try:
+        name = json.loads((run_dir / REPORT_FILE).read_text(encoding="utf-8"))["checkpoint"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return "best"
+    return name if name in CHECKPOINTS and (run_dir / f"{name}.pt").is_file() else "best"
+
+
+def find_checkpoint(run_dir: Path, which: str | None = None) -> Path:
+    """Path of `best.pt` (falling back to `last.pt`), `last.pt` or `averaged.pt` in a run directory; by
+    default the one the run's report chose."""
     if run_dir.is_file():
         raise UserError(f"{run_dir} is a file; pass the run directory written by `nmt train` (--out)")
     if not run_dir.is_dir():
         raise UserError(
             f"run directory {run_dir} does not exist; train a model with `nmt train ... --out {run_dir}`"
         )
-    if which not in ("best", "last", "averaged"):
-        raise UserError(f"unknown checkpoint '{which}'; use best, last or averaged")
+    which = which or chosen_checkpoint(run_dir)
+    if which not in CHECKPOINTS:
+        raise UserError(f"unknown checkpoint '{which}'; use {', '.join(CHECKPOINTS)}")
     names = ["best.pt", "last.pt"] if which == "best" else [f"{which}.pt"]
     for name in names:
         if (run_dir / name).is_file():
             return run_dir / name
+    if which == "averaged":
+        raise UserError(
+            f"{run_dir} holds no averaged.pt; make it with `nmt average {run_dir}` "
+            f"(from the snapshots that train.keep_checkpoints kept)"
+        )
     raise UserError(f"{run_dir} holds no checkpoint ({' or '.join(names)}); train or resume the run first")
 
 
-def load_run(run_dir: Path, device: torch.device, which: str = "best") -> Run:
-    """Rebuild the model of a run directory from its config, tokenizers and checkpoint."""
+def load_run(run_dir: Path, device: torch.device, which: str | None = None) -> Run:
+    """Rebuild the model of a run directory from its config, tokenizers and checkpoint (`which`: best, last
+    or averaged; by default the one the run's report chose)."""
     path = find_checkpoint(run_dir, which)
     if not (run_dir / CONFIG_FILE).is_file():
         raise UserError(f"{run_dir} has no {CONFIG_FILE}; the run directory is incomplete (copy it back)")
@@ -144,4 +170,4 @@ def load_run(run_dir: Path, device: torch.device, which: str = "best") -> Run:
             f"{path} does not match the model in {run_dir / CONFIG_FILE} ({problem}); "
             f"use the config the checkpoint was trained with"
         ) from err
-    return Run(run_dir, cfg, tokenizers, model.to(device).eval(), checkpoint)
+    return Run(run_dir, cfg, tokenizers, model.to(device).eval(), checkpoint, path)

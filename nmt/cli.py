@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
+from tqdm import tqdm
 from typer.core import TyperGroup
 
 from nmt.errors import UserError
@@ -65,7 +66,10 @@ Device = Annotated[str, typer.Option(help="auto, cpu or cuda.")]
 BeamSize = Annotated[
     int | None, typer.Option(min=1, help="Beam size (1 = greedy); default from the run's config.")
 ]
-Checkpoint = Annotated[str, typer.Option(help="Which checkpoint of the run: best, last or averaged.")]
+Checkpoint = Annotated[
+    str | None,
+    typer.Option(help="best, last or averaged; default: the one the run's report chose (else best)."),
+]
 BatchSize = Annotated[int | None, typer.Option(min=1, help="Sentences per decoding batch.")]
 
 
@@ -103,12 +107,34 @@ def user_errors(command: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from nmt import __version__
+
+        typer.echo(f"nmt {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
 def main(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only print warnings and errors.")] = False,
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit."),
+    ] = False,
 ) -> None:
     """Train, use and inspect neural machine translation models."""
     _log_to_stderr(logging.WARNING if quiet else logging.INFO)
+
+
+class _BarSafeHandler(logging.StreamHandler):
+    """Writes each record through tqdm, which lifts a progress bar out of the way and redraws it below."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            tqdm.write(self.format(record), file=self.stream)
+        except Exception:
+            self.handleError(record)
 
 
 def _log_to_stderr(level: int) -> None:
@@ -119,7 +145,7 @@ def _log_to_stderr(level: int) -> None:
     logger = logging.getLogger("nmt")
     for handler in list(logger.handlers):
         logger.removeHandler(handler)
-    handler = logging.StreamHandler(sys.stderr)
+    handler = _BarSafeHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("nmt: %(message)s"))
     logger.addHandler(handler)
     logger.setLevel(level)
@@ -159,6 +185,9 @@ def train(
     max_epochs: Annotated[int | None, typer.Option(help="Stop after this many epochs.")] = None,
     resume: Annotated[bool, typer.Option(help="Continue the run in --out from its last checkpoint.")] = False,
     overwrite: Annotated[bool, typer.Option(help="Replace a finished run in --out.")] = False,
+    tensorboard: Annotated[
+        Path | None, typer.Option(help="Also write TensorBoard event files into this directory.")
+    ] = None,
     overrides: Annotated[
         list[str] | None, typer.Option("--set", help="KEY=VALUE, e.g. --set train.lr=3.0e-4")
     ] = None,
@@ -181,6 +210,8 @@ def train(
         "train.max_time": max_time,
         "train.max_steps": max_steps,
         "train.max_epochs": max_epochs,
+        "train.tensorboard": True if tensorboard else None,
+        "train.tensorboard_dir": tensorboard,
     }
     cfg = load_config(config, flag_overrides(flags) + (overrides or []))
     if nproc > 1:
@@ -219,7 +250,7 @@ def translate(
     beam_size: BeamSize = None,
     batch_size: BatchSize = None,
     device: Device = "auto",
-    checkpoint: Checkpoint = "best",
+    checkpoint: Checkpoint = None,
     skip_bad_lines: Annotated[
         bool, typer.Option(help="Translate lines that are not valid UTF-8 as empty lines instead of failing.")
     ] = False,
@@ -246,18 +277,23 @@ def evaluate(
     split: Annotated[str, typer.Option(help="valid or test: a split of the run's data.")] = "test",
     src: Annotated[Path | None, typer.Option(help="Source file to translate instead of a split.")] = None,
     ref: Annotated[Path | None, typer.Option(help="Reference translations of --src.")] = None,
+    data: Annotated[
+        Path | None, typer.Option(help="Read the split from this directory instead of the run's data.dir.")
+    ] = None,
     beam_size: BeamSize = None,
     batch_size: BatchSize = None,
     json_path: Annotated[
         Path | None, typer.Option("--json", help="Also write the scores as JSON here.")
     ] = None,
     device: Device = "auto",
-    checkpoint: Checkpoint = "best",
+    checkpoint: Checkpoint = None,
 ) -> None:
     """Translate a test set and print sacreBLEU BLEU and chrF with their signatures."""
     from nmt.evaluate import evaluate_run
 
-    report = evaluate_run(run_dir, split, src, ref, beam_size, batch_size, device, checkpoint)
+    report = evaluate_run(run_dir, split, src, ref, beam_size, batch_size, device, checkpoint, data)
+    chosen = "" if checkpoint else " (the run's choice)"
+    typer.echo(f"checkpoint: {report['checkpoint']}.pt{chosen}, beam size {report['beam_size']}")
     typer.echo(f"BLEU = {report['bleu']:.2f}  ({report['bleu_signature']})")
     typer.echo(f"chrF = {report['chrf']:.2f}  ({report['chrf_signature']})")
     typer.echo(f"hypotheses: {report['hypotheses']}")
@@ -278,7 +314,7 @@ def plot_attention(
     all_heads: Annotated[bool, typer.Option(help="Draw every head of the layer in a grid.")] = False,
     beam_size: BeamSize = None,
     device: Device = "auto",
-    checkpoint: Checkpoint = "best",
+    checkpoint: Checkpoint = None,
 ) -> None:
     """Draw the encoder-decoder attention of one translation as a heatmap (output rows, source columns)."""
     from nmt.checkpoint import load_run

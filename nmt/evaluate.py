@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -47,11 +47,13 @@ def evaluate_run(
     beam_size: int | None,
     batch_size: int | None,
     device: str,
-    checkpoint: str = "best",
+    checkpoint: str | None = None,
+    data_dir: Path | None = None,
 ) -> dict[str, Any]:
     """Translate a split of the run's data (or --src) and score it against its references (or --ref).
 
-    Uses `<checkpoint>.pt` (best, last or averaged). The hypotheses are written to
+    Uses `<checkpoint>.pt` (best, last or averaged; by default the one the run's report chose). The split
+    is read from `data_dir` when given, else from where the run was trained. The hypotheses are written to
     `run_dir/eval/<name>[.<checkpoint>].beam<k>.hyp`; returns scores, signatures and settings.
     """
     from nmt.checkpoint import load_run
@@ -65,14 +67,21 @@ def evaluate_run(
     if split not in ("valid", "test"):
         raise UserError(f"--split {split}: expected valid or test")
     run = load_run(run_dir, resolve_device(device), checkpoint)
-    files = SplitFiles(src, ref) if src is not None and ref is not None else split_files(run.cfg.data, split)
-    text = read_files(files, split, run.cfg.data.skip_bad_lines)
+    data = (
+        run.cfg.data if data_dir is None else replace(run.cfg.data, dir=str(data_dir), valid=None, test=None)
+    )
+    files = SplitFiles(src, ref) if src is not None and ref is not None else split_files(data, split)
+    text = read_files(files, split, data.skip_bad_lines)
     beam = beam_size or run.cfg.search.beam_size
     hypotheses = translate(run, text.src, beam, batch_size)
     name = src.name if src is not None else split
-    tag = "" if checkpoint == "best" else f".{checkpoint}"
+    tag = "" if run.checkpoint_name == "best" else f".{run.checkpoint_name}"
     hyp_path = run_dir / "eval" / f"{name}{tag}.beam{beam}.hyp"
     atomic_write_text(hyp_path, "".join(h + "\n" for h in hypotheses))
     scores = score(hypotheses, text.tgt)
-    settings = {"beam_size": beam, "length_penalty": run.cfg.search.length_penalty, "checkpoint": checkpoint}
+    settings = {
+        "beam_size": beam,
+        "length_penalty": run.cfg.search.length_penalty,
+        "checkpoint": run.checkpoint_name,
+    }
     return scores.as_dict() | settings | {"source": str(files.src), "hypotheses": str(hyp_path)}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import statistics
@@ -11,8 +12,9 @@ from typing import Any
 
 import torch
 
+from nmt import __version__
 from nmt.average import AVERAGED, average_run
-from nmt.checkpoint import METRICS_FILE, load_checkpoint, load_run
+from nmt.checkpoint import METRICS_FILE, REPORT_FILE, load_checkpoint, load_run, snapshots
 from nmt.config import Config, to_dict
 from nmt.data.corpus import read_split
 from nmt.errors import UserError
@@ -23,7 +25,6 @@ from nmt.translate import align
 
 log = logging.getLogger(__name__)
 
-REPORT_FILE = "report.json"
 HEATMAPS = 3  # validation sentences drawn
 
 
@@ -35,13 +36,18 @@ def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
 
 
 def git_revision() -> str | None:
-    """The commit of the nmt source tree, when it is a git checkout."""
+    """The commit of the nmt source tree when the package itself is a git checkout (an editable install),
+    else None: an installed package inside some other repository must not record that one."""
+    package_root = Path(__file__).resolve().parent.parent
     try:
-        result = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True,
-                                text=True, timeout=10, check=True)  # fmt: skip
+        run = functools.partial(subprocess.run, cwd=package_root, capture_output=True, text=True, timeout=10,
+                                check=True)  # fmt: skip
+        top = run(["git", "rev-parse", "--show-toplevel"]).stdout.strip()
+        if not top or Path(top).resolve() != package_root:
+            return None
+        return run(["git", "rev-parse", "HEAD"]).stdout.strip() or None
     except (OSError, subprocess.SubprocessError):
         return None
-    return result.stdout.strip() or None
 
 
 def _has_test_split(cfg: Config) -> bool:
@@ -52,28 +58,47 @@ def _has_test_split(cfg: Config) -> bool:
     return True
 
 
+def average_snapshots(cfg: Config, run_dir: Path) -> list[int]:
+    """Average the last `train.average_checkpoints` snapshots into averaged.pt, or as many as the run kept
+    (a run stopped early keeps fewer); returns the averaged steps (empty when fewer than two exist)."""
+    wanted, kept = cfg.train.average_checkpoints, len(snapshots(run_dir))
+    if not wanted:
+        return []
+    if kept < 2:
+        log.info(
+            "train.average_checkpoints=%d: the run kept %d snapshot(s), nothing to average", wanted, kept
+        )
+        return []
+    if kept < wanted:
+        log.info("train.average_checkpoints=%d: the run stopped after keeping %d snapshots; averaging those",
+                 wanted, kept)  # fmt: skip
+    averaged = average_run(run_dir, min(wanted, kept))
+    return load_checkpoint(averaged)["averaged_steps"]
+
+
 def final_report(cfg: Config, run_dir: Path, device: str) -> dict[str, Any]:
     """Score the best (or the averaged) checkpoint with beam search and write the run's report files."""
-    candidates = ["best"]
-    if cfg.train.average_checkpoints:
-        average_run(run_dir, cfg.train.average_checkpoints)
-        candidates.append(AVERAGED.removesuffix(".pt"))
+    averaged_steps = average_snapshots(cfg, run_dir)
+    candidates = ["best", AVERAGED.removesuffix(".pt")] if averaged_steps else ["best"]
     valid = {
         name: evaluate_run(run_dir, "valid", None, None, None, None, device, name) for name in candidates
     }
     chosen = max(candidates, key=lambda name: valid[name]["bleu"])
     test = (
-        evaluate_run(run_dir, "test", None, None, None, None, device, chosen)
+        {chosen: evaluate_run(run_dir, "test", None, None, None, None, device, chosen)}
         if _has_test_split(cfg)
         else None
     )
     records = read_metrics(run_dir)
     save_learning_curves(records, run_dir / "curves.png")
     draw_heatmaps(run_dir, cfg, device, chosen)
-    report = summary(cfg, run_dir, records, valid, chosen, test)
+    report = summary(cfg, run_dir, records, valid, chosen, test) | {
+        "averaging": {"requested": cfg.train.average_checkpoints, "averaged_steps": averaged_steps}
+    }
     atomic_write_text(run_dir / REPORT_FILE, json.dumps(report, indent=2) + "\n")
-    log.info("valid BLEU %.2f%s (%s checkpoint); report in %s", valid[chosen]["bleu"],
-             f", test BLEU {test['bleu']:.2f}" if test else "", chosen, run_dir / REPORT_FILE)  # fmt: skip
+    tested = f", test BLEU {test[chosen]['bleu']:.2f}" if test else ""
+    log.info("valid BLEU %.2f%s (%s checkpoint); report in %s", valid[chosen]["bleu"], tested, chosen,
+             run_dir / REPORT_FILE)  # fmt: skip
     return report
 
 
@@ -95,10 +120,12 @@ def summary(cfg: Config, run_dir: Path, records: list[dict[str, Any]], valid: di
     progress = load_checkpoint(run_dir / "last.pt")["progress"]
     validations = [r for r in records if r["kind"] == "valid"]
     at_best = next((r for r in validations if r["step"] == progress["best_step"]), None)
-    speeds = [r["target_tokens_per_s"] for r in records if r["kind"] == "train"][1:]  # first window: warm-up
+    speeds = [r["target_tokens_per_s"] for r in records if r["kind"] == "train"]
+    speeds = speeds[1:] or speeds  # the first window holds the warm-up, unless it is the only one
     return {
         "model": cfg.model.type,
         "seed": cfg.train.seed,
+        "nmt_version": __version__,
         "git_revision": git_revision(),
         "torch": torch.__version__,
         "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",

@@ -81,7 +81,9 @@ def test_final_report_with_checkpoint_averaging(corpus: Path, tmp_path: Path) ->
         torch.testing.assert_close(tensor, (first[name] + second[name]) / 2)
     report = json.loads((run_dir / "report.json").read_text())
     assert set(report["valid"]) == {"best", "averaged"} and report["checkpoint"] in report["valid"]
-    assert report["test"]["bleu_signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
+    assert report["test"][report["checkpoint"]]["bleu_signature"].startswith(
+        "nrefs:1|case:mixed|eff:no|tok:13a"
+    )
     assert report["steps"] == 30 and report["best_step"] in (10, 20, 30) and report["seed"] == cfg.train.seed
     for name in ("curves.png", "attention/valid-0.png", "attention/valid-2.png"):
         assert (run_dir / name).stat().st_size > 1000, name
