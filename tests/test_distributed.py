@@ -82,6 +82,7 @@ def test_shares_make_up_each_update() -> None:
     assert batches[1].index.tolist() == [0] and batches[1].tgt_out.eq(PAD).all()  # stand-in
 
 
+@pytest.mark.slow  # starts torchrun
 def test_two_processes_write_one_run_directory(two_process_run: Path) -> None:
     assert {p.name for p in two_process_run.iterdir()} == RUN_FILES
     records = [json.loads(line) for line in (two_process_run / "metrics.jsonl").read_text().splitlines()]
@@ -93,11 +94,13 @@ def test_two_processes_write_one_run_directory(two_process_run: Path) -> None:
     load_run(two_process_run, torch.device("cpu"))  # plain state_dict keys, no DDP 'module.' prefix
 
 
+@pytest.mark.slow  # starts torchrun
 def test_two_processes_train_like_one(two_process_run: Path, corpus: Path, tmp_path: Path) -> None:
     train(fast(tiny_config(corpus), max_steps=12), tmp_path / "single")
     torch.testing.assert_close(losses(two_process_run), losses(tmp_path / "single"), rtol=1e-4, atol=0.0)
 
 
+@pytest.mark.slow  # starts torchrun
 def test_distributed_run_resumes(two_process_run: Path, corpus: Path, tmp_path: Path) -> None:
     """6 updates, then --resume to 12, in 2 processes: the same losses and weights as 12 at once."""
     config = write_config(fast(tiny_config(corpus), max_steps=12), tmp_path / "tiny.yaml")
@@ -115,6 +118,7 @@ def test_distributed_run_resumes(two_process_run: Path, corpus: Path, tmp_path: 
         assert torch.equal(tensor, resumed["model"][name]), name
 
 
+@pytest.mark.slow  # starts torchrun
 def test_rnn_trains_with_nproc(corpus: Path, tmp_path: Path) -> None:
     """`nmt train --nproc 2` on a Luong RNN, each process taking whole batches of a 2-batch update."""
     cfg = load_config(ROOT / "configs" / "tiny-rnn-luong.yaml", [f"data.dir={corpus}"])
@@ -134,6 +138,7 @@ def test_rnn_trains_with_nproc(corpus: Path, tmp_path: Path) -> None:
     torch.testing.assert_close(losses(tmp_path / "ddp"), losses(tmp_path / "single"), rtol=1e-4, atol=0.0)
 
 
+@pytest.mark.slow  # starts torchrun
 def test_failure_in_one_process_ends_the_job(corpus: Path, tmp_path: Path) -> None:
     """Rank 0 refuses --resume without a checkpoint: one clear line, exit code 2, no traceback, no hang."""
     config = write_config(fast(tiny_config(corpus)), tmp_path / "tiny.yaml")
@@ -145,6 +150,7 @@ def test_failure_in_one_process_ends_the_job(corpus: Path, tmp_path: Path) -> No
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.slow  # starts torchrun
 def test_out_of_memory_in_one_process_ends_the_job(corpus: Path, tmp_path: Path) -> None:
     """Process 1 runs out of GPU memory (simulated) at step 3: the others cannot go on without it, so the job
     ends with one line naming the process and the fix, keeping the checkpoint of the last validation."""

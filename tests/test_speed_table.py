@@ -55,6 +55,7 @@ def test_the_table_puts_each_model_beside_the_ceiling() -> None:
     assert rows[-1] == "device: H100, torch 2.13, bf16 autocast"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not CEILING_BENCH.is_file(), reason="needs ../shared/bench/ceiling_bench.py")
 def test_one_run_measures_both_on_cpu(corpus: Path, tmp_path: Path) -> None:
     script, config = ROOT / "scripts" / "speed_table.py", ROOT / "configs" / "tiny-transformer.yaml"
