@@ -7,13 +7,11 @@ from pathlib import Path
 
 import torch
 
-from nmt.checkpoint import CONFIG_FILE, load_checkpoint, save_checkpoint, snapshots
-from nmt.config import load_config
+from nmt.checkpoint import load_checkpoint, save_checkpoint
 from nmt.errors import UserError
+from nmt.run_dir import RunDir
 
 log = logging.getLogger(__name__)
-
-AVERAGED = "averaged.pt"
 
 
 def average_weights(paths: list[Path]) -> dict[str, torch.Tensor]:
@@ -26,9 +24,9 @@ def average_weights(paths: list[Path]) -> dict[str, torch.Tensor]:
     return {name: (value / len(paths)).to(reference[name].dtype) for name, value in total.items()}
 
 
-def average_run(run_dir: Path, last: int) -> Path:
-    """Average the last `last` kept checkpoints of a run into `run_dir/averaged.pt`; returns its path."""
-    kept = snapshots(run_dir)
+def average_run(run_dir: RunDir, last: int) -> Path:
+    """Average the last `last` kept checkpoints of a run into averaged.pt; returns its path."""
+    kept = run_dir.snapshots()
     if len(kept) < max(last, 1):
         hint = _fewer_snapshots_hint(run_dir, len(kept), last)
         raise UserError(
@@ -39,15 +37,15 @@ def average_run(run_dir: Path, last: int) -> Path:
     steps = [int(path.stem.removeprefix("step")) for path in chosen]
     payload = {"model": average_weights(chosen), "config": newest["config"], "vocab": newest["vocab"],
                "averaged_steps": steps}  # fmt: skip
-    save_checkpoint(run_dir / AVERAGED, payload)
-    log.info("averaged the checkpoints of steps %s into %s", steps, run_dir / AVERAGED)
-    return run_dir / AVERAGED
+    save_checkpoint(run_dir.checkpoint("averaged"), payload)
+    log.info("averaged the checkpoints of steps %s into %s", steps, run_dir.checkpoint("averaged"))
+    return run_dir.checkpoint("averaged")
 
 
-def _fewer_snapshots_hint(run_dir: Path, kept: int, wanted: int) -> str:
+def _fewer_snapshots_hint(run_dir: RunDir, kept: int, wanted: int) -> str:
     """Why a run keeps fewer snapshots than asked for, and what to do about it."""
     try:
-        keep = load_config(run_dir / CONFIG_FILE).train.keep_checkpoints
+        keep = run_dir.load_config().train.keep_checkpoints
     except UserError:
         keep = 0
     if keep >= wanted and kept:  # the run kept all it could: it stopped after `kept` validations

@@ -21,7 +21,7 @@ from nmt.data.corpus import read_split
 from nmt.data.prepare import prepare_data
 from nmt.data.synthetic import write_reordering_corpus
 from nmt.device import resolve_device
-from nmt.report import read_metrics
+from nmt.run_dir import RunDir
 from nmt.train import Trainer
 from nmt.translate import max_source_len, translate_ids
 
@@ -101,7 +101,7 @@ def measure_training(trainer: Trainer, warmup_steps: int, max_steps: int) -> dic
 
 
 def measure_time_to_bleu(
-    cfg: Config, run_dir: Path, data: Any, device: torch.device, target: float, budget: float
+    cfg: Config, run_dir: RunDir, data: Any, device: torch.device, target: float, budget: float
 ) -> tuple[Trainer, dict[str, float | None]]:
     """Train from scratch until validation BLEU reaches `target` or `budget` seconds pass."""
     cfg = replace(
@@ -109,7 +109,7 @@ def measure_time_to_bleu(
     )
     trainer = Trainer(cfg, run_dir, data, device)
     trainer.run()
-    records = read_metrics(run_dir)
+    records = run_dir.read_metrics()
     valid = [r for r in records if r["kind"] == "valid"]
     reached = next((r for r in valid if r["bleu"] >= target), None)
     return trainer, {
@@ -151,9 +151,9 @@ def benchmark(
     with tempfile.TemporaryDirectory(prefix="nmt-bench-") as tmp:
         corpus = data_dir or synthetic_corpus(Path(tmp) / "corpus", cfg.data.src_lang, cfg.data.tgt_lang)
         cfg = replace(cfg, data={"dir": str(corpus)})
-        run_dir = Path(tmp) / "run"
-        run_dir.mkdir()
-        data = prepare_data(cfg, run_dir, reuse_tokenizers=False)
+        run_dir = RunDir(Path(tmp) / "run")
+        run_dir.path.mkdir()
+        data = prepare_data(cfg, run_dir.path, reuse_tokenizers=False)
         trainer = Trainer(cfg, run_dir, data, device)
         trainer.fit_batch_tokens()
         cfg = trainer.cfg
@@ -161,7 +161,7 @@ def benchmark(
             "corpus": str(data_dir or "synthetic (Multi30k-sized)")
         }
         result |= measure_training(trainer, warmup_steps, max_steps)
-        trainer, bleu = measure_time_to_bleu(cfg, Path(tmp) / "run", data, device, bleu_target, bleu_budget)
+        trainer, bleu = measure_time_to_bleu(cfg, run_dir, data, device, bleu_target, bleu_budget)
         result |= bleu
         test = read_split(cfg.data, "test")
         sources = data.tokenizers.src.encode(test.src[:decode_sentences])

@@ -1,29 +1,18 @@
-"""Checkpoints and run directories: atomic writes, safe loads, and rebuilding a model from a run alone."""
+"""Checkpoint files: atomic writes, safe loads (weights only, checksums verified), the vocabulary recorded."""
 
 from __future__ import annotations
 
-import json
 import pickle
 import warnings
 import zipfile
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from nmt.config import Config, ConfigError, load_config
-from nmt.data.tokenizer import Tokenizers, load_tokenizers
+from nmt.data.tokenizer import Tokenizers
 from nmt.errors import UserError
 from nmt.files import atomic_write
-from nmt.models import build_model
-from nmt.models.base import Seq2Seq
-
-CONFIG_FILE = "config.yaml"
-METRICS_FILE = "metrics.jsonl"
-REPORT_FILE = "report.json"
-SNAPSHOT_DIR = "checkpoints"
-CHECKPOINTS = ("best", "last", "averaged")
 
 
 def save_checkpoint(path: Path, payload: dict[str, Any]) -> None:
@@ -58,12 +47,6 @@ def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dic
     return payload
 
 
-def snapshots(run_dir: Path) -> list[Path]:
-    """The kept per-validation checkpoints of a run, oldest first."""
-    paths = (run_dir / SNAPSHOT_DIR).glob("step*.pt")
-    return sorted(paths, key=lambda path: int(path.stem.removeprefix("step")))
-
-
 def _verify_archive(path: Path) -> None:
     """Check the CRC-32 of every record of a zip-format checkpoint (other formats are left to torch.load)."""
     try:
@@ -84,23 +67,6 @@ def _corrupted(path: Path, reason: object) -> UserError:
     return UserError(f"{path} is truncated or corrupted ({detail}); restore the file or train again")
 
 
-@dataclass
-class Run:
-    """Everything a trained run directory provides: its config, tokenizers and model."""
-
-    directory: Path
-    cfg: Config
-    tokenizers: Tokenizers
-    model: Seq2Seq
-    checkpoint: dict[str, Any]
-    checkpoint_path: Path
-
-    @property
-    def checkpoint_name(self) -> str:
-        """'best', 'last' or 'averaged'."""
-        return self.checkpoint_path.stem
-
-
 def vocabulary_record(tokenizers: Tokenizers) -> dict[str, Any]:
     """What a checkpoint stores about its vocabulary, to refuse pairing it with another one."""
     return {
@@ -109,65 +75,3 @@ def vocabulary_record(tokenizers: Tokenizers) -> dict[str, Any]:
         "src_sha256": tokenizers.src.fingerprint,
         "tgt_sha256": tokenizers.tgt.fingerprint,
     }
-
-
-def chosen_checkpoint(run_dir: Path) -> str:
-    """The checkpoint the run's final report chose ('best' or 'averaged'); 'best' before there is one."""
-    try:
-        name = json.loads((run_dir / REPORT_FILE).read_text(encoding="utf-8"))["checkpoint"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return "best"
-    return name if name in CHECKPOINTS and (run_dir / f"{name}.pt").is_file() else "best"
-
-
-def find_checkpoint(run_dir: Path, which: str | None = None) -> Path:
-    """Path of `best.pt` (falling back to `last.pt`), `last.pt` or `averaged.pt` in a run directory; by
-    default the one the run's report chose."""
-    if run_dir.is_file():
-        raise UserError(f"{run_dir} is a file; pass the run directory written by `nmt train` (--out)")
-    if not run_dir.is_dir():
-        raise UserError(
-            f"run directory {run_dir} does not exist; train a model with `nmt train ... --out {run_dir}`"
-        )
-    which = which or chosen_checkpoint(run_dir)
-    if which not in CHECKPOINTS:
-        raise UserError(f"unknown checkpoint '{which}'; use {', '.join(CHECKPOINTS)}")
-    names = ["best.pt", "last.pt"] if which == "best" else [f"{which}.pt"]
-    for name in names:
-        if (run_dir / name).is_file():
-            return run_dir / name
-    if which == "averaged":
-        raise UserError(
-            f"{run_dir} holds no averaged.pt; make it with `nmt average {run_dir}` "
-            f"(from the snapshots that train.keep_checkpoints kept)"
-        )
-    raise UserError(f"{run_dir} holds no checkpoint ({' or '.join(names)}); train or resume the run first")
-
-
-def load_run(run_dir: Path, device: torch.device, which: str | None = None) -> Run:
-    """Rebuild the model of a run directory from its config, tokenizers and checkpoint (`which`: best, last
-    or averaged; by default the one the run's report chose)."""
-    path = find_checkpoint(run_dir, which)
-    if not (run_dir / CONFIG_FILE).is_file():
-        raise UserError(f"{run_dir} has no {CONFIG_FILE}; the run directory is incomplete (copy it back)")
-    try:
-        cfg = load_config(run_dir / CONFIG_FILE)
-    except ConfigError as err:
-        raise UserError(f"{run_dir / CONFIG_FILE}: {err}") from err
-    tokenizers = load_tokenizers(run_dir, cfg.tokenizer.joint)
-    checkpoint = load_checkpoint(path)
-    if checkpoint.get("vocab") != vocabulary_record(tokenizers):
-        raise UserError(
-            f"{path} was trained with another vocabulary than {tokenizers.src.path}; "
-            f"use the checkpoint and sentencepiece model of the same run"
-        )
-    model = build_model(cfg.model, len(tokenizers.src), len(tokenizers.tgt), tokenizers.joint)
-    try:
-        model.load_state_dict(checkpoint["model"])
-    except RuntimeError as err:
-        problem = [line.strip() for line in str(err).splitlines() if line.strip()][-1][:200]
-        raise UserError(
-            f"{path} does not match the model in {run_dir / CONFIG_FILE} ({problem}); "
-            f"use the config the checkpoint was trained with"
-        ) from err
-    return Run(run_dir, cfg, tokenizers, model.to(device).eval(), checkpoint, path)

@@ -7,49 +7,69 @@ exit with code 2; an interrupted training run exits with 130 after saving its ch
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import logging
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 import typer
 from tqdm import tqdm
 from typer.core import TyperGroup
 
-from nmt.errors import UserError
-
-# Click's UsageError, from whichever copy of Click typer runs on (recent typer vendors its own).
-_UsageError: type[Exception] = typer.BadParameter.__mro__[1]
+from nmt.errors import Interrupted, UserError
 
 
-@contextlib.contextmanager
-def _one_line_usage_errors() -> Iterator[None]:
-    """A usage error (unknown option, bad option value, missing argument) as one line, exit code 2."""
-    try:
-        yield
-    except _UsageError as err:
-        if type(err).__name__ == "NoArgsIsHelpError":  # bare `nmt`: Click prints the help
-            raise
-        command = err.ctx.command_path if err.ctx else "nmt"  # type: ignore[attr-defined]
-        message = err.format_message().rstrip(".")  # type: ignore[attr-defined]
-        typer.echo(f"nmt: error: {message} (see `{command} --help`)", err=True)
-        raise typer.Exit(code=2) from None
+def _is_usage_error(err: BaseException) -> bool:
+    """An error in the command line itself (unknown option, bad option value, missing argument): Typer's
+    exceptions (public base class typer.TyperException from typer 0.28 on) with Click's usage exit code 2."""
+    return isinstance(err, typer.TyperException) and getattr(err, "exit_code", None) == 2
 
 
 class _Commands(TyperGroup):
-    """The command group, with usage errors on one line instead of Click's usage block."""
+    """The command group. Every mistake a user can fix ends the same way, whichever command made it: one line
+    `nmt: error: …` on stderr and exit code 2; an interruption exits with 130."""
 
     def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
-        with _one_line_usage_errors():
+        if not args and self.no_args_is_help:  # bare `nmt`: the help, as Click would show it
+            typer.echo(ctx.get_help())
+            raise typer.Exit(code=2)
+        with _one_line_errors():
             return super().parse_args(ctx, args)
 
     def invoke(self, ctx: typer.Context) -> Any:
-        with _one_line_usage_errors():
+        with _one_line_errors():
             return super().invoke(ctx)
+
+
+@contextlib.contextmanager
+def _one_line_errors() -> Iterator[None]:
+    """Usage errors and UserError as one line with exit code 2; Ctrl-C/SIGTERM as one line with 130. Under
+    torchrun every process reports its own user errors (naming its rank); only rank 0 reports an interrupt."""
+    rank = os.environ.get("RANK", "0")
+    try:
+        yield
+    except UserError as err:
+        where = "" if rank == "0" else f" (rank {rank})"
+        typer.echo(f"nmt: error{where}: {err}", err=True)
+        raise typer.Exit(code=2) from None
+    except Interrupted as err:
+        if rank == "0":
+            typer.echo(f"nmt: {err}", err=True)
+        raise typer.Exit(code=130) from None
+    except KeyboardInterrupt:
+        typer.echo("nmt: interrupted", err=True)
+        raise typer.Exit(code=130) from None
+    except Exception as err:
+        if not _is_usage_error(err):
+            raise
+        ctx = getattr(err, "ctx", None)
+        command = ctx.command_path if ctx is not None else "nmt"
+        message = err.format_message().rstrip(".")  # type: ignore[attr-defined]
+        typer.echo(f"nmt: error: {message} (see `{command} --help`)", err=True)
+        raise typer.Exit(code=2) from None
 
 
 app = typer.Typer(
@@ -59,9 +79,8 @@ app = typer.Typer(
     add_completion=False,
     help="Train, use and inspect neural machine translation models.",
 )
-F = TypeVar("F", bound=Callable[..., Any])
 
-RunDir = Annotated[Path, typer.Argument(help="Run directory written by `nmt train`.")]
+RunDirArgument = Annotated[Path, typer.Argument(help="Run directory written by `nmt train`.")]
 Device = Annotated[str, typer.Option(help="auto, cpu or cuda.")]
 BeamSize = Annotated[
     int | None, typer.Option(min=1, help="Beam size (1 = greedy); default from the run's config.")
@@ -80,31 +99,6 @@ def flag_overrides(flags: dict[str, Any]) -> list[str]:
         for key, v in flags.items()
         if v is not None
     ]
-
-
-def user_errors(command: F) -> F:
-    """Turn UserError (and Ctrl-C) into a one-line message and a non-zero exit code, without a traceback."""
-
-    @functools.wraps(command)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from nmt.train import Interrupted
-
-        rank = os.environ.get("RANK", "0")  # set by torchrun: every process reports its own errors
-        try:
-            return command(*args, **kwargs)
-        except UserError as err:
-            where = "" if rank == "0" else f" (rank {rank})"
-            typer.echo(f"nmt: error{where}: {err}", err=True)
-            raise typer.Exit(code=2) from None
-        except Interrupted as err:
-            if rank == "0":
-                typer.echo(f"nmt: {err}", err=True)
-            raise typer.Exit(code=130) from None
-        except KeyboardInterrupt:
-            typer.echo("nmt: interrupted", err=True)
-            raise typer.Exit(code=130) from None
-
-    return wrapper  # type: ignore[return-value]
 
 
 def _print_version(value: bool) -> None:
@@ -152,7 +146,6 @@ def _log_to_stderr(level: int) -> None:
 
 
 @app.command()
-@user_errors
 def download(
     name: Annotated[
         str, typer.Argument(help="multi30k, iwslt2017, wmt14, a Hugging Face dataset id or a local path.")
@@ -170,7 +163,6 @@ def download(
 
 
 @app.command()
-@user_errors
 def train(
     config: Annotated[Path, typer.Argument(help="Experiment YAML file.")],
     data: Annotated[
@@ -238,9 +230,8 @@ def _read_input(path: Path | None, skip_bad_lines: bool) -> list[str]:
 
 
 @app.command()
-@user_errors
 def translate(
-    run_dir: RunDir,
+    run_dir: RunDirArgument,
     input: Annotated[
         Path | None, typer.Option("--input", "-i", help="One sentence per line (default stdin).")
     ] = None,
@@ -256,12 +247,12 @@ def translate(
     ] = False,
 ) -> None:
     """Translate raw sentences, one per line, keeping the line order (empty lines stay empty)."""
-    from nmt.checkpoint import load_run
     from nmt.device import resolve_device
     from nmt.files import atomic_write_text
+    from nmt.run_dir import RunDir
     from nmt.translate import translate as run_translation
 
-    run = load_run(run_dir, resolve_device(device), checkpoint)
+    run = RunDir(run_dir).load(resolve_device(device), checkpoint)
     translations = run_translation(run, _read_input(input, skip_bad_lines), beam_size, batch_size)
     text = "".join(line + "\n" for line in translations)
     if output is None:
@@ -271,9 +262,8 @@ def translate(
 
 
 @app.command()
-@user_errors
 def evaluate(
-    run_dir: RunDir,
+    run_dir: RunDirArgument,
     split: Annotated[str, typer.Option(help="valid or test: a split of the run's data.")] = "test",
     src: Annotated[Path | None, typer.Option(help="Source file to translate instead of a split.")] = None,
     ref: Annotated[Path | None, typer.Option(help="Reference translations of --src.")] = None,
@@ -304,9 +294,8 @@ def evaluate(
 
 
 @app.command("plot-attention")
-@user_errors
 def plot_attention(
-    run_dir: RunDir,
+    run_dir: RunDirArgument,
     text: Annotated[str, typer.Option(help="Source sentence to translate and plot.")],
     out: Annotated[Path, typer.Option(help="Image file: .png, .svg or .pdf.")],
     layer: Annotated[int, typer.Option(help="Decoder layer, from 0; negative counts from the last.")] = -1,
@@ -317,48 +306,31 @@ def plot_attention(
     checkpoint: Checkpoint = None,
 ) -> None:
     """Draw the encoder-decoder attention of one translation as a heatmap (output rows, source columns)."""
-    from nmt.checkpoint import load_run
     from nmt.device import resolve_device
-    from nmt.plot import check_output_path, save_head_grid, save_heatmap
+    from nmt.plot import check_output_path, save_attention
+    from nmt.run_dir import RunDir
     from nmt.translate import align
 
     check_output_path(out)
-    alignment = align(load_run(run_dir, resolve_device(device), checkpoint), text, beam_size)
-    layers, heads = alignment.weights.shape[:2]
-    if not -layers <= layer < layers:
-        raise UserError(
-            f"--layer {layer} is out of range: the model has {layers} decoder layer(s), 0 to {layers - 1}"
-        )
-    weights = alignment.weights[layer]  # (heads, tgt_len, src_len)
-    title = f"layer {layer % layers}: {alignment.translation}"
-    if all_heads:
-        save_head_grid(weights, alignment.src_pieces, alignment.tgt_pieces, out, title)
-    elif head == "mean":
-        suffix = " (mean of heads)" if heads > 1 else ""
-        save_heatmap(weights.mean(dim=0), alignment.src_pieces, alignment.tgt_pieces, out, title + suffix)
-    elif head.lstrip("-").isdigit() and -heads <= int(head) < heads:
-        save_heatmap(
-            weights[int(head)], alignment.src_pieces, alignment.tgt_pieces, out, title + f" (head {head})"
-        )
-    else:
-        raise UserError(f"--head {head} is not 'mean' or a head from 0 to {heads - 1}")
+    alignment = align(RunDir(run_dir).load(resolve_device(device), checkpoint), text, beam_size)
+    save_attention(alignment.weights, alignment.src_pieces, alignment.tgt_pieces, out, alignment.translation,
+                   layer, head, all_heads)  # fmt: skip
     typer.echo(f"{alignment.translation}\nwrote {out}")
 
 
 @app.command()
-@user_errors
 def average(
-    run_dir: RunDir,
+    run_dir: RunDirArgument,
     last: Annotated[int, typer.Option(min=1, help="How many of the newest kept checkpoints to average.")] = 5,
 ) -> None:
     """Average the weights of a run's last kept checkpoints (train.keep_checkpoints) into averaged.pt."""
     from nmt.average import average_run
+    from nmt.run_dir import RunDir
 
-    typer.echo(average_run(run_dir, last))
+    typer.echo(average_run(RunDir(run_dir), last))
 
 
 @app.command()
-@user_errors
 def benchmark(
     config: Annotated[Path, typer.Argument(help="Experiment YAML file naming the model to measure.")],
     data: Annotated[

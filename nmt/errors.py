@@ -1,4 +1,4 @@
-"""The one exception type for mistakes a user can fix: the CLI prints it as one line and exits with 2."""
+"""Exceptions the CLI turns into one line: mistakes a user can fix (exit code 2) and interruptions (130)."""
 
 
 class UserError(Exception):
@@ -7,3 +7,7 @@ class UserError(Exception):
 
 class ConfigError(UserError):
     """A config file or override is invalid."""
+
+
+class Interrupted(Exception):
+    """Training stopped by SIGINT/SIGTERM after writing its last checkpoint (the CLI exits with 130)."""

@@ -8,7 +8,12 @@ from typing import Any
 
 from sacrebleu.metrics import BLEU, CHRF
 
+from nmt.data.corpus import SplitFiles, read_files, split_files
+from nmt.device import resolve_device
 from nmt.errors import UserError
+from nmt.files import atomic_write_text
+from nmt.run_dir import Run, RunDir
+from nmt.translate import translate
 
 
 @dataclass(frozen=True)
@@ -39,6 +44,25 @@ def score(hypotheses: list[str], references: list[str]) -> Scores:
     )
 
 
+def evaluate(run: Run, files: SplitFiles, name: str, beam_size: int | None = None,
+             batch_size: int | None = None) -> dict[str, Any]:  # fmt: skip
+    """Translate the source side of `files` with a loaded run and score it against the target side.
+
+    The hypotheses are written to `RUN_DIR/eval/<name>[.<checkpoint>].beam<k>.hyp`; returns scores,
+    signatures and settings.
+    """
+    text = read_files(files, name, run.cfg.data.skip_bad_lines)
+    beam = beam_size or run.cfg.search.beam_size
+    hypotheses = translate(run, text.src, beam, batch_size)
+    tag = "" if run.checkpoint_name == "best" else f".{run.checkpoint_name}"
+    hyp_path = run.directory.eval_dir / f"{name}{tag}.beam{beam}.hyp"
+    atomic_write_text(hyp_path, "".join(h + "\n" for h in hypotheses))
+    settings = {"beam_size": beam, "length_penalty": run.cfg.search.length_penalty,
+                "checkpoint": run.checkpoint_name}  # fmt: skip
+    return score(hypotheses, text.tgt).as_dict() | settings | {"source": str(files.src),
+                                                               "hypotheses": str(hyp_path)}  # fmt: skip
+
+
 def evaluate_run(
     run_dir: Path,
     split: str,
@@ -50,38 +74,17 @@ def evaluate_run(
     checkpoint: str | None = None,
     data_dir: Path | None = None,
 ) -> dict[str, Any]:
-    """Translate a split of the run's data (or --src) and score it against its references (or --ref).
-
-    Uses `<checkpoint>.pt` (best, last or averaged; by default the one the run's report chose). The split
-    is read from `data_dir` when given, else from where the run was trained. The hypotheses are written to
-    `run_dir/eval/<name>[.<checkpoint>].beam<k>.hyp`; returns scores, signatures and settings.
-    """
-    from nmt.checkpoint import load_run
-    from nmt.data.corpus import SplitFiles, read_files, split_files
-    from nmt.device import resolve_device
-    from nmt.files import atomic_write_text
-    from nmt.translate import translate
-
+    """`nmt evaluate`: score a split of the run's data (read from `data_dir` when given, else from where the
+    run was trained), or --src against --ref, with `<checkpoint>.pt` (best, last or averaged; by default
+    the one the run's report chose)."""
     if (src is None) != (ref is None):
         raise UserError("--src and --ref go together: give both files or neither")
     if split not in ("valid", "test"):
         raise UserError(f"--split {split}: expected valid or test")
-    run = load_run(run_dir, resolve_device(device), checkpoint)
+    run = RunDir(run_dir).load(resolve_device(device), checkpoint)
+    if src is not None and ref is not None:
+        return evaluate(run, SplitFiles(src, ref), src.name, beam_size, batch_size)
     data = (
         run.cfg.data if data_dir is None else replace(run.cfg.data, dir=str(data_dir), valid=None, test=None)
     )
-    files = SplitFiles(src, ref) if src is not None and ref is not None else split_files(data, split)
-    text = read_files(files, split, data.skip_bad_lines)
-    beam = beam_size or run.cfg.search.beam_size
-    hypotheses = translate(run, text.src, beam, batch_size)
-    name = src.name if src is not None else split
-    tag = "" if run.checkpoint_name == "best" else f".{run.checkpoint_name}"
-    hyp_path = run_dir / "eval" / f"{name}{tag}.beam{beam}.hyp"
-    atomic_write_text(hyp_path, "".join(h + "\n" for h in hypotheses))
-    scores = score(hypotheses, text.tgt)
-    settings = {
-        "beam_size": beam,
-        "length_penalty": run.cfg.search.length_penalty,
-        "checkpoint": run.checkpoint_name,
-    }
-    return scores.as_dict() | settings | {"source": str(files.src), "hypotheses": str(hyp_path)}
+    return evaluate(run, split_files(data, split), split, beam_size, batch_size)

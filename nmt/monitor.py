@@ -3,20 +3,17 @@ when asked for, TensorBoard event files."""
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 from typing import Any
 
 from tqdm import tqdm
 
-from nmt.checkpoint import METRICS_FILE
 from nmt.config import TrainConfig
 from nmt.errors import UserError
+from nmt.run_dir import RunDir
 
 log = logging.getLogger(__name__)
-
-TENSORBOARD_DIR = "tensorboard"
 
 
 def remaining_seconds(cfg: TrainConfig, step: int, elapsed: float) -> float | None:
@@ -46,7 +43,7 @@ class Monitor:
     INFO log line instead.
     """
 
-    def __init__(self, cfg: TrainConfig, run_dir: Path, is_main: bool, step: int) -> None:
+    def __init__(self, cfg: TrainConfig, run_dir: RunDir, is_main: bool, step: int) -> None:
         self.cfg, self.run_dir, self.is_main = cfg, run_dir, is_main
         self.bar = tqdm(
             total=cfg.max_steps or None,
@@ -99,9 +96,7 @@ class Monitor:
         self._scalars(step, {f"valid/{key}": record[key] for key in ("loss", "bleu", "chrf")})
 
     def _append(self, kind: str, step: int, epoch: int, record: dict[str, Any]) -> None:
-        line = {"kind": kind, "step": step, "epoch": epoch} | record
-        with open(self.run_dir / METRICS_FILE, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps(line) + "\n")
+        self.run_dir.append_metrics({"kind": kind, "step": step, "epoch": epoch} | record)
 
     def _scalars(self, step: int, values: dict[str, float]) -> None:
         if self.events is not None:
@@ -110,7 +105,7 @@ class Monitor:
             self.events.flush()
 
 
-def open_tensorboard(cfg: TrainConfig, run_dir: Path) -> Any:
+def open_tensorboard(cfg: TrainConfig, run_dir: RunDir) -> Any:
     """A TensorBoard SummaryWriter into `train.tensorboard_dir` (default RUN_DIR/tensorboard), or None."""
     if not cfg.tensorboard:
         return None
@@ -120,6 +115,6 @@ def open_tensorboard(cfg: TrainConfig, run_dir: Path) -> Any:
         raise UserError(
             "train.tensorboard needs the tensorboard package: pip install tensorboard (or nmt[tensorboard])"
         ) from err
-    directory = Path(cfg.tensorboard_dir) if cfg.tensorboard_dir else run_dir / TENSORBOARD_DIR
+    directory = Path(cfg.tensorboard_dir) if cfg.tensorboard_dir else run_dir.tensorboard
     log.info("TensorBoard events go to %s (tensorboard --logdir %s)", directory, directory)
     return SummaryWriter(log_dir=str(directory))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 import textwrap
 from pathlib import Path
 
@@ -31,6 +32,28 @@ def _draw(axes: plt.Axes, weights: Tensor, src: list[str], tgt: list[str], title
     axes.set_ylabel("output")
     axes.set_title(textwrap.fill(title, 60), fontsize=9)
     return image
+
+
+def save_attention(weights: Tensor, src: list[str], tgt: list[str], path: Path, title: str, layer: int = -1,
+                   head: str = "mean", all_heads: bool = False) -> None:  # fmt: skip
+    """Heatmap(s) of one layer of `weights` (layers, heads, tgt_len, src_len): the mean of its heads, one
+    head, or every head in a grid. Layers and heads count from 0, negative layers from the last."""
+    layers, heads = weights.shape[:2]
+    if not -layers <= layer < layers:
+        raise UserError(
+            f"--layer {layer} is out of range: the model has {layers} decoder layer(s), 0 to {layers - 1}"
+        )
+    title = f"layer {layer % layers}: {title}"
+    if all_heads:
+        save_head_grid(weights[layer], src, tgt, path, title)
+    elif head == "mean":
+        save_heatmap(
+            weights[layer].mean(dim=0), src, tgt, path, title + (" (mean of heads)" if heads > 1 else "")
+        )
+    elif re.fullmatch(r"-?[0-9]+", head) and -heads <= int(head) < heads:
+        save_heatmap(weights[layer, int(head)], src, tgt, path, f"{title} (head {int(head) % heads})")
+    else:
+        raise UserError(f"--head {head} is not 'mean' or a head from 0 to {heads - 1}")
 
 
 def save_heatmap(weights: Tensor, src: list[str], tgt: list[str], path: Path, title: str) -> None:

@@ -13,26 +13,21 @@ from typing import Any
 import torch
 
 from nmt import __version__
-from nmt.average import AVERAGED, average_run
-from nmt.checkpoint import METRICS_FILE, REPORT_FILE, load_checkpoint, load_run, snapshots
+from nmt.average import average_run
+from nmt.checkpoint import load_checkpoint
 from nmt.config import Config, to_dict
-from nmt.data.corpus import read_split
+from nmt.data.corpus import SplitFiles, read_split, split_files
+from nmt.device import resolve_device
 from nmt.errors import UserError
-from nmt.evaluate import evaluate_run
+from nmt.evaluate import evaluate
 from nmt.files import atomic_write_text
-from nmt.plot import save_heatmap, save_learning_curves
+from nmt.plot import save_attention, save_learning_curves
+from nmt.run_dir import Run, RunDir
 from nmt.translate import align
 
 log = logging.getLogger(__name__)
 
 HEATMAPS = 3  # validation sentences drawn
-
-
-def read_metrics(run_dir: Path) -> list[dict[str, Any]]:
-    path = run_dir / METRICS_FILE
-    return (
-        [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()] if path.exists() else []
-    )
 
 
 def git_revision() -> str | None:
@@ -50,18 +45,18 @@ def git_revision() -> str | None:
         return None
 
 
-def _has_test_split(cfg: Config) -> bool:
+def _test_files(cfg: Config) -> SplitFiles | None:
+    """The test split's files, or None when the data has none."""
     try:
-        read_split(cfg.data, "test")
+        return split_files(cfg.data, "test")
     except UserError:
-        return False
-    return True
+        return None
 
 
-def average_snapshots(cfg: Config, run_dir: Path) -> list[int]:
+def average_snapshots(cfg: Config, run_dir: RunDir) -> list[int]:
     """Average the last `train.average_checkpoints` snapshots into averaged.pt, or as many as the run kept
     (a run stopped early keeps fewer); returns the averaged steps (empty when fewer than two exist)."""
-    wanted, kept = cfg.train.average_checkpoints, len(snapshots(run_dir))
+    wanted, kept = cfg.train.average_checkpoints, len(run_dir.snapshots())
     if not wanted:
         return []
     if kept < 2:
@@ -72,52 +67,46 @@ def average_snapshots(cfg: Config, run_dir: Path) -> list[int]:
     if kept < wanted:
         log.info("train.average_checkpoints=%d: the run stopped after keeping %d snapshots; averaging those",
                  wanted, kept)  # fmt: skip
-    averaged = average_run(run_dir, min(wanted, kept))
-    return load_checkpoint(averaged)["averaged_steps"]
+    return load_checkpoint(average_run(run_dir, min(wanted, kept)))["averaged_steps"]
 
 
-def final_report(cfg: Config, run_dir: Path, device: str) -> dict[str, Any]:
-    """Score the best (or the averaged) checkpoint with beam search and write the run's report files."""
+def final_report(cfg: Config, run_dir: RunDir, device: str) -> dict[str, Any]:
+    """Score the best (and the averaged) checkpoint with beam search on the validation split, the better of
+    them on the test split, and write the run's report files."""
     averaged_steps = average_snapshots(cfg, run_dir)
-    candidates = ["best", AVERAGED.removesuffix(".pt")] if averaged_steps else ["best"]
-    valid = {
-        name: evaluate_run(run_dir, "valid", None, None, None, None, device, name) for name in candidates
-    }
-    chosen = max(candidates, key=lambda name: valid[name]["bleu"])
-    test = (
-        {chosen: evaluate_run(run_dir, "test", None, None, None, None, device, chosen)}
-        if _has_test_split(cfg)
-        else None
-    )
-    records = read_metrics(run_dir)
-    save_learning_curves(records, run_dir / "curves.png")
-    draw_heatmaps(run_dir, cfg, device, chosen)
+    runs = {name: run_dir.load(resolve_device(device), name)
+            for name in (["best", "averaged"] if averaged_steps else ["best"])}  # fmt: skip
+    valid = {name: evaluate(run, split_files(cfg.data, "valid"), "valid") for name, run in runs.items()}
+    chosen = max(runs, key=lambda name: valid[name]["bleu"])
+    test_files = _test_files(cfg)
+    test = {chosen: evaluate(runs[chosen], test_files, "test")} if test_files else None
+    records = run_dir.read_metrics()
+    save_learning_curves(records, run_dir.curves)
+    draw_heatmaps(runs[chosen], run_dir)
     report = summary(cfg, run_dir, records, valid, chosen, test) | {
         "averaging": {"requested": cfg.train.average_checkpoints, "averaged_steps": averaged_steps}
     }
-    atomic_write_text(run_dir / REPORT_FILE, json.dumps(report, indent=2) + "\n")
+    atomic_write_text(run_dir.report, json.dumps(report, indent=2) + "\n")
     tested = f", test BLEU {test[chosen]['bleu']:.2f}" if test else ""
     log.info("valid BLEU %.2f%s (%s checkpoint); report in %s", valid[chosen]["bleu"], tested, chosen,
-             run_dir / REPORT_FILE)  # fmt: skip
+             run_dir.report)  # fmt: skip
     return report
 
 
-def draw_heatmaps(run_dir: Path, cfg: Config, device: str, checkpoint: str) -> None:
+def draw_heatmaps(run: Run, run_dir: RunDir) -> None:
     """Attention of the first validation sentences, as attention/valid-<i>.png."""
-    from nmt.device import resolve_device
-
-    run = load_run(run_dir, resolve_device(device), checkpoint)
-    for i, sentence in enumerate(read_split(cfg.data, "valid").src[:HEATMAPS]):
+    for i, sentence in enumerate(read_split(run.cfg.data, "valid").src[:HEATMAPS]):
         alignment = align(run, sentence)
-        weights = alignment.weights[-1].mean(dim=0)  # last layer, mean of heads: (tgt_len, src_len)
-        path = run_dir / "attention" / f"valid-{i}.png"
-        save_heatmap(weights, alignment.src_pieces, alignment.tgt_pieces, path, alignment.translation)
+        path = run_dir.attention_dir / f"valid-{i}.png"  # the last layer, the mean of its heads
+        save_attention(
+            alignment.weights, alignment.src_pieces, alignment.tgt_pieces, path, alignment.translation
+        )
 
 
-def summary(cfg: Config, run_dir: Path, records: list[dict[str, Any]], valid: dict[str, dict[str, Any]],
+def summary(cfg: Config, run_dir: RunDir, records: list[dict[str, Any]], valid: dict[str, dict[str, Any]],
             chosen: str, test: dict[str, Any] | None) -> dict[str, Any]:  # fmt: skip
     """The contents of report.json."""
-    progress = load_checkpoint(run_dir / "last.pt")["progress"]
+    progress = load_checkpoint(run_dir.checkpoint("last"))["progress"]
     validations = [r for r in records if r["kind"] == "valid"]
     at_best = next((r for r in validations if r["step"] == progress["best_step"]), None)
     speeds = [r["target_tokens_per_s"] for r in records if r["kind"] == "train"]

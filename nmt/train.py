@@ -16,35 +16,24 @@ import torch
 from torch import Tensor
 
 from nmt.batch_size import fit_batch_tokens
-from nmt.checkpoint import (
-    METRICS_FILE,
-    SNAPSHOT_DIR,
-    load_checkpoint,
-    save_checkpoint,
-    snapshots,
-    vocabulary_record,
-)
-from nmt.config import Config, TrainConfig, replace, to_dict, with_absolute_paths
+from nmt.checkpoint import load_checkpoint, save_checkpoint, vocabulary_record
+from nmt.config import Config, TrainConfig, replace, save_config, to_dict, with_absolute_paths
 from nmt.data.batching import Batch, token_budget_groups
 from nmt.data.prepare import PreparedData, prepare_data
 from nmt.device import autocast, resolve_device
 from nmt.distributed import World, joined
-from nmt.errors import UserError
+from nmt.errors import Interrupted, UserError
 from nmt.loader import prefetch
 from nmt.loss import sequence_loss
 from nmt.models import build_model
 from nmt.models.base import Seq2Seq
 from nmt.monitor import Monitor
 from nmt.report import final_report
-from nmt.resume import forget_metrics_after, rng_state, set_rng_state
-from nmt.run_dir import prepare_run
+from nmt.resume import rng_state, set_rng_state
+from nmt.run_dir import RunDir
 from nmt.validation import validation_scores
 
 log = logging.getLogger(__name__)
-
-
-class Interrupted(Exception):
-    """Training stopped by SIGINT/SIGTERM after writing its last checkpoint."""
 
 
 @dataclass
@@ -80,7 +69,12 @@ class Trainer:
     """Holds the model, optimizer and progress of one run directory (in one process of `world`)."""
 
     def __init__(
-        self, cfg: Config, run_dir: Path, data: PreparedData, device: torch.device, world: World | None = None
+        self,
+        cfg: Config,
+        run_dir: RunDir,
+        data: PreparedData,
+        device: torch.device,
+        world: World | None = None,
     ) -> None:
         self.cfg, self.run_dir, self.data, self.device = cfg, run_dir, data, device
         self.world = world or World()
@@ -132,15 +126,14 @@ class Trainer:
         """Write last.pt; every process calls this (their RNG states are gathered), the main one writes."""
         rng = self.world.gather(rng_state())
         if self.world.is_main:
-            save_checkpoint(self.run_dir / "last.pt", self.state(rng))
+            save_checkpoint(self.run_dir.checkpoint("last"), self.state(rng))
 
     def restore(self) -> None:
         """Continue from `last.pt`: weights, optimizer, schedule, progress, RNG and data position."""
-        checkpoint = load_checkpoint(self.run_dir / "last.pt", self.device)
+        last = self.run_dir.checkpoint("last")
+        checkpoint = load_checkpoint(last, self.device)
         if checkpoint["vocab"] != vocabulary_record(self.data.tokenizers):
-            raise UserError(
-                f"{self.run_dir / 'last.pt'} does not match the run's sentencepiece model; cannot resume"
-            )
+            raise UserError(f"{last} does not match the run's sentencepiece model; cannot resume")
         self.model.load_state_dict(checkpoint["model"])
         self.optimizer.load_state_dict(checkpoint["optimizer"])
         self.scheduler.load_state_dict(checkpoint["scheduler"])
@@ -158,7 +151,7 @@ class Trainer:
             if self.world.rank:
                 torch.manual_seed(self.cfg.train.seed + self.world.rank + self.progress.step)
         if self.world.is_main:
-            forget_metrics_after(self.run_dir / METRICS_FILE, self.progress.step)
+            self.run_dir.forget_metrics_after(self.progress.step)
         log.info(
             "resuming at step %d (epoch %d, batch %d)",
             self.progress.step,
@@ -275,7 +268,7 @@ class Trainer:
                 "step %d: %d updates skipped for non-finite loss/gradients", self.progress.step, skipped
             )
         if streak >= self.cfg.train.max_bad_steps:
-            last = self.run_dir / "last.pt"
+            last = self.run_dir.checkpoint("last")
             kept = f"last good checkpoint: {last}" if last.is_file() else "no checkpoint was written"
             raise UserError(
                 f"loss became NaN/inf in {streak} consecutive steps; {kept}; lower train.lr or check the data"
@@ -323,9 +316,9 @@ class Trainer:
         if self.interrupted():  # also a barrier: no process exits while the main one still writes
             raise Interrupted(
                 f"training interrupted at step {progress.step}; "
-                f"{self.run_dir / 'last.pt'} saved, continue with --resume"
+                f"{self.run_dir.checkpoint('last')} saved, continue with --resume"
             )
-        return self.run_dir / "best.pt"
+        return self.run_dir.checkpoint("best")
 
     def interrupted(self) -> bool:
         """Whether SIGINT/SIGTERM reached any process."""
@@ -354,15 +347,15 @@ class Trainer:
         verdict = self.world.broadcast((progress.best_bleu, progress.best_step, progress.bad_evals, improved))
         progress.best_bleu, progress.best_step, progress.bad_evals, improved = verdict
         if improved and self.world.is_main:
-            save_checkpoint(self.run_dir / "best.pt", self.weights())
+            save_checkpoint(self.run_dir.checkpoint("best"), self.weights())
         self.save_last()
         if self.cfg.train.keep_checkpoints and self.world.is_main:
             self.save_snapshot()
 
     def save_snapshot(self) -> None:
         """Keep this validation's weights as checkpoints/step<N>.pt (the newest `keep_checkpoints` only)."""
-        save_checkpoint(self.run_dir / SNAPSHOT_DIR / f"step{self.progress.step}.pt", self.weights())
-        for old in snapshots(self.run_dir)[: -self.cfg.train.keep_checkpoints]:
+        save_checkpoint(self.run_dir.snapshot(self.progress.step), self.weights())
+        for old in self.run_dir.snapshots()[: -self.cfg.train.keep_checkpoints]:
             old.unlink()
 
     def score_validation(self) -> bool:
@@ -428,17 +421,23 @@ def _catch_signals(trainer: Trainer) -> Iterator[None]:
             signal.signal(sig, old)
 
 
-def train(cfg: Config, run_dir: Path, resume: bool = False, overwrite: bool = False) -> Path:
-    """Train the configured model into `run_dir`; returns the path of the best checkpoint.
+def train(cfg: Config, out: Path, resume: bool = False, overwrite: bool = False) -> Path:
+    """Train the configured model into the run directory `out`; returns the path of the best checkpoint.
 
     Under torchrun every process calls this: the main one checks and prepares the run directory (training
     sentencepiece) while the others wait, then they load what it wrote. Relative data paths are made absolute
     first, so that config.yaml in the run directory works from any working directory.
     """
-    cfg = with_absolute_paths(cfg)
+    cfg, run_dir = with_absolute_paths(cfg), RunDir(out)
+
+    def prepare() -> PreparedData:
+        run_dir.prepare(cfg, resume, overwrite)
+        data = prepare_data(cfg, run_dir.path, reuse_tokenizers=resume)
+        save_config(cfg, run_dir.config)
+        return data
+
     with joined(resolve_device(cfg.train.device)) as (world, device):
-        data = world.main_first(lambda: prepare_run(cfg, run_dir, resume, overwrite))
-        data = data or prepare_data(cfg, run_dir, reuse_tokenizers=True)
+        data = world.main_first(prepare) or prepare_data(cfg, run_dir.path, reuse_tokenizers=True)
         trainer = Trainer(cfg, run_dir, data, device, world)
         if resume:
             trainer.restore()

@@ -8,13 +8,13 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from nmt.checkpoint import Run
 from nmt.config import Config, SearchConfig
 from nmt.data.batching import collate, sorted_groups
 from nmt.data.corpus import normalize
 from nmt.device import autocast
 from nmt.errors import UserError
 from nmt.models.base import Seq2Seq
+from nmt.run_dir import Run
 from nmt.search import beam_search, greedy
 
 log = logging.getLogger(__name__)

@@ -1,14 +1,13 @@
-"""Checkpoints: atomic writes, safe loading, and refusing files that do not belong to the run."""
+"""Checkpoint files: atomic writes and safe loading."""
 
 import os
 import pickle
-import shutil
 from pathlib import Path
 
 import pytest
 import torch
 
-from nmt.checkpoint import load_checkpoint, load_run, save_checkpoint
+from nmt.checkpoint import load_checkpoint, save_checkpoint
 from nmt.errors import UserError
 from nmt.files import atomic_write
 
@@ -55,18 +54,3 @@ def test_truncated_checkpoint_is_reported(tmp_path: Path) -> None:
     path.write_bytes(path.read_bytes()[:500])
     with pytest.raises(UserError, match="truncated or corrupted"):
         load_checkpoint(path)
-
-
-def test_run_refuses_a_checkpoint_from_another_vocabulary(trained_run: Path, tmp_path: Path) -> None:
-    copy = tmp_path / "run"
-    shutil.copytree(trained_run, copy)
-    checkpoint = load_checkpoint(copy / "best.pt")
-    checkpoint["vocab"]["tgt_sha256"] = "0" * 64
-    save_checkpoint(copy / "best.pt", checkpoint)
-    with pytest.raises(UserError, match="another vocabulary"):
-        load_run(copy, torch.device("cpu"))
-
-
-def test_run_without_checkpoint_is_reported(tmp_path: Path) -> None:
-    with pytest.raises(UserError, match="holds no checkpoint"):
-        load_run(tmp_path, torch.device("cpu"))

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from nmt.checkpoint import load_run
 from nmt.config import load_config
 from nmt.evaluate import score
 from nmt.models import build_model
+from nmt.run_dir import RunDir
 from nmt.translate import translate
 from tests.conftest import ROOT, run_cli
 
@@ -175,7 +175,7 @@ def test_rnn_models_train_translate_and_plot_end_to_end(
 
 def untrained_bleu(run_dir: Path, corpus: Path) -> float:
     """Test BLEU (beam 3) of the run's model with freshly initialised weights: the baseline training beats."""
-    run = load_run(run_dir, torch.device("cpu"))
+    run = RunDir(run_dir).load(torch.device("cpu"))
     torch.manual_seed(0)
     tokenizers = run.tokenizers
     model = build_model(run.cfg.model, len(tokenizers.src), len(tokenizers.tgt), tokenizers.joint).eval()

@@ -11,11 +11,12 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from nmt.checkpoint import load_checkpoint, load_run
+from nmt.checkpoint import load_checkpoint
 from nmt.config import Config, load_config, replace, save_config
 from nmt.data.batching import EncodedCorpus
 from nmt.data.tokenizer import PAD
 from nmt.distributed import World
+from nmt.run_dir import RunDir
 from nmt.train import train
 from tests.conftest import ROOT
 from tests.test_train import losses, tiny_config
@@ -91,7 +92,7 @@ def test_two_processes_write_one_run_directory(two_process_run: Path) -> None:
     checkpoint = load_checkpoint(two_process_run / "last.pt")
     assert len(checkpoint["rng_ranks"]) == 2
     assert not torch.equal(checkpoint["rng_ranks"][0]["torch"], checkpoint["rng_ranks"][1]["torch"])
-    load_run(two_process_run, torch.device("cpu"))  # plain state_dict keys, no DDP 'module.' prefix
+    RunDir(two_process_run).load(torch.device("cpu"))  # plain state_dict keys, no DDP 'module.' prefix
 
 
 @pytest.mark.slow  # starts torchrun

@@ -16,10 +16,11 @@ import pytest
 import torch
 
 import nmt.translate
-from nmt.checkpoint import load_checkpoint, load_run
+from nmt.checkpoint import load_checkpoint
 from nmt.config import load_config, save_config
 from nmt.data.tokenizer import train_sentencepiece
 from nmt.models.transformer import TransformerSeq2Seq
+from nmt.run_dir import RunDir
 from nmt.translate import translate_ids
 from tests.conftest import ROOT, assert_one_line_error, copy_corpus, run_cli, train_args
 
@@ -441,7 +442,7 @@ def test_out_of_memory_on_every_batch_aborts(
 def test_out_of_memory_in_translation_retries_in_halves(
     trained_run: Path, corpus: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    run = load_run(trained_run, torch.device("cpu"))
+    run = RunDir(trained_run).load(torch.device("cpu"))
     sources = run.tokenizers.src.encode((corpus / "test.src").read_text().splitlines()[:12])
     expected = translate_ids(run.model, sources, run.cfg.search, 1, 12, 256)
     real_greedy, sizes = nmt.translate.greedy, []

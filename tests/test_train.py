@@ -5,9 +5,10 @@ from pathlib import Path
 
 import torch
 
-from nmt.checkpoint import load_checkpoint, snapshots
+from nmt.checkpoint import load_checkpoint
 from nmt.config import Config, TrainConfig, load_config, replace
 from nmt.loss import sequence_loss
+from nmt.run_dir import RunDir
 from nmt.train import learning_rate_factor, train
 from tests.conftest import ROOT
 
@@ -73,8 +74,8 @@ def test_final_report_with_checkpoint_averaging(corpus: Path, tmp_path: Path) ->
     cfg = tiny_config(corpus, max_steps=30, eval_every=10, keep_checkpoints=2, average_checkpoints=2,
                       final_report=True, lr=3.0e-3, warmup_steps=10)  # fmt: skip
     train(cfg, run_dir)
-    assert [p.name for p in snapshots(run_dir)] == ["step20.pt", "step30.pt"]
-    first, second = (load_checkpoint(p)["model"] for p in snapshots(run_dir))
+    assert [p.name for p in RunDir(run_dir).snapshots()] == ["step20.pt", "step30.pt"]
+    first, second = (load_checkpoint(p)["model"] for p in RunDir(run_dir).snapshots())
     averaged = load_checkpoint(run_dir / "averaged.pt")
     assert averaged["averaged_steps"] == [20, 30]
     for name, tensor in averaged["model"].items():

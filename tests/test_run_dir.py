@@ -1,0 +1,56 @@
+"""The run directory: its file names, loading a trained run, refusing files that do not belong together, and
+its metrics."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from nmt.checkpoint import load_checkpoint, save_checkpoint
+from nmt.errors import UserError
+from nmt.run_dir import RunDir
+
+
+def test_run_refuses_a_checkpoint_from_another_vocabulary(trained_run: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "run"
+    shutil.copytree(trained_run, copy)
+    checkpoint = load_checkpoint(copy / "best.pt")
+    checkpoint["vocab"]["tgt_sha256"] = "0" * 64
+    save_checkpoint(copy / "best.pt", checkpoint)
+    with pytest.raises(UserError, match="another vocabulary"):
+        RunDir(copy).load(torch.device("cpu"))
+
+
+def test_run_without_checkpoint_is_reported(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="holds no checkpoint"):
+        RunDir(tmp_path).load(torch.device("cpu"))
+
+
+def test_metrics_append_read_and_forget_after_a_step(tmp_path: Path) -> None:
+    run_dir = RunDir(tmp_path)
+    for step in (10, 20, 30):
+        run_dir.append_metrics({"kind": "train", "step": step, "loss": 1.0 / step})
+    with open(run_dir.metrics, "a") as handle:
+        handle.write('{"kind": "tra')  # a line torn by a kill
+    run_dir.forget_metrics_after(20)
+    assert [record["step"] for record in run_dir.read_metrics()] == [10, 20]
+    assert json.loads(run_dir.metrics.read_text().splitlines()[-1])["step"] == 20
+
+
+def test_snapshots_sort_by_step_not_by_name(tmp_path: Path) -> None:
+    run_dir = RunDir(tmp_path)
+    for step in (100, 20, 3):
+        save_checkpoint(run_dir.snapshot(step), {"model": {}, "config": {}})
+    assert [path.name for path in run_dir.snapshots()] == ["step3.pt", "step20.pt", "step100.pt"]
+
+
+def test_the_chosen_checkpoint_comes_from_the_report(tmp_path: Path) -> None:
+    run_dir = RunDir(tmp_path)
+    assert run_dir.chosen_checkpoint() == "best"  # no report yet
+    run_dir.report.write_text(json.dumps({"checkpoint": "averaged"}))
+    assert run_dir.chosen_checkpoint() == "best"  # the report names a file that is not there
+    save_checkpoint(run_dir.checkpoint("averaged"), {"model": {}, "config": {}})
+    assert run_dir.chosen_checkpoint() == "averaged"
+    assert run_dir.find_checkpoint() == run_dir.checkpoint("averaged")
