@@ -11,6 +11,7 @@ import torch
 from nmt.checkpoint import load_checkpoint, load_run, save_checkpoint
 from nmt.errors import UserError
 from nmt.files import atomic_write
+from tests.test_transformer import old_layout
 
 
 def test_round_trip(tmp_path: Path) -> None:
@@ -70,3 +71,15 @@ def test_run_refuses_a_checkpoint_from_another_vocabulary(trained_run: Path, tmp
 def test_run_without_checkpoint_is_reported(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="holds no checkpoint"):
         load_run(tmp_path, torch.device("cpu"))
+
+
+def test_run_loads_a_checkpoint_written_before_fused_projections(trained_run: Path, tmp_path: Path) -> None:
+    """best.pt of an older nmt holds separate query and key/value projections of self-attention."""
+    copy = tmp_path / "run"
+    shutil.copytree(trained_run, copy)
+    checkpoint = load_checkpoint(copy / "best.pt")
+    checkpoint["model"] = old_layout(checkpoint["model"])
+    save_checkpoint(copy / "best.pt", checkpoint)
+    old, new = load_run(copy, torch.device("cpu")), load_run(trained_run, torch.device("cpu"))
+    for name, tensor in new.model.state_dict().items():
+        assert torch.equal(tensor, old.model.state_dict()[name]), name

@@ -2,7 +2,9 @@
 
 A model encodes a source batch into a `Memory`, starts a decoder `State` from it, and advances that state one
 target token at a time with `decode_step`. Memory and state are flat dicts of tensors whose first dimension is
-the batch, so search can expand, reorder and shrink them with one `select_rows` for every model.
+the batch, so search can expand, reorder and shrink them with one `select_rows` for every model. A step keeps
+every shape of the state it is given (no tensor grows), and reads nothing back to the host, so that search
+can run it in a CUDA graph.
 """
 
 from __future__ import annotations
@@ -47,8 +49,9 @@ class Seq2Seq(nn.Module):
         """Encode source ids (batch, src_len); the memory holds 'src_mask' among its tensors."""
         raise NotImplementedError
 
-    def init_state(self, memory: Memory) -> State:
-        """Decoder state before the first target token."""
+    def init_state(self, memory: Memory, max_len: int) -> State:
+        """Decoder state before the first target token, with room for `max_len` decoding steps (the
+        Transformer allocates its key/value cache once, so that every step has the same shapes)."""
         raise NotImplementedError
 
     def decode_step(self, tokens: Tensor, memory: Memory, state: State) -> Step:

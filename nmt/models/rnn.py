@@ -236,7 +236,8 @@ class RNNSeq2Seq(Seq2Seq):
         states, finals = self.encoder(src, src_mask)
         return {"src_mask": src_mask, **self.decoder.prepare(states, finals)}
 
-    def init_state(self, memory: Memory) -> State:
+    def init_state(self, memory: Memory, max_len: int) -> State:
+        """The bridged initial hidden states; an RNN step needs no room for earlier tokens (`max_len`)."""
         return self.decoder.init_state(memory)
 
     def logits(self, x: Tensor) -> Tensor:
@@ -250,7 +251,7 @@ class RNNSeq2Seq(Seq2Seq):
 
     def decode(self, tgt_in: Tensor, memory: Memory, return_attention: bool = False) -> Output:
         embedded = self.tgt_dropout(self.tgt_embedding(tgt_in))  # (batch, tgt_len, d_model)
-        outputs, weights = self.decoder.teacher_forced(embedded, memory, self.init_state(memory))
+        outputs, weights = self.decoder.teacher_forced(embedded, memory, self.decoder.init_state(memory))
         logits = self.logits(outputs)  # (batch, tgt_len, tgt_vocab)
         attention = weights.unsqueeze(1) if return_attention else None
         return Output(logits, attention)  # attention: (batch, 1, 1, tgt_len, src_len)
