@@ -117,9 +117,16 @@ class _CapturedStep:
         return Step(self.out.log_probs, dict(self.out.state))
 
 
-def cuda_graphs_possible(cfg: TrainConfig, device: torch.device, processes: int) -> bool:
-    """Whether `train.cuda_graphs` applies: on CUDA, in a single process (the log says why not)."""
+def cuda_graphs_possible(cfg: TrainConfig, device: torch.device, processes: int, model: Seq2Seq) -> bool:
+    """Whether `train.cuda_graphs` applies: on CUDA, in a single process, for a model whose forward pass
+    stays on the device (the log says why not)."""
     if not cfg.cuda_graphs:
+        return False
+    if model.reads_lengths_on_host:
+        log.warning(
+            "train.cuda_graphs: this model's forward pass reads sequence lengths on the host (the RNN "
+            "encoder packs its input), which a CUDA graph cannot capture; training without graphs"
+        )
         return False
     if device.type != "cuda":
         log.info("train.cuda_graphs applies on CUDA only; training on %s without graphs", device)
@@ -229,7 +236,7 @@ class TrainGraphs:
 
 
 class _CapturedMicro:
-    """Forward and backward of one batch shape; the batch and the token count are copied in before a replay."""
+    """Forward and backward of one batch shape; the batch and token count are copied in before a replay."""
 
     def __init__(
         self,

@@ -93,7 +93,7 @@ class Trainer:
         self.model = build_model(cfg.model, len(tok.src), len(tok.tgt), tok.joint).to(device)
         if self.world.rank:  # the same weights (DDP copies rank 0's), but other dropout in every process
             torch.manual_seed(cfg.train.seed + self.world.rank)
-        graphs = cuda_graphs_possible(cfg.train, device, self.world.size)
+        graphs = cuda_graphs_possible(cfg.train, device, self.world.size, self.model)
         self.optimizer = build_optimizer(self.model, cfg.train, capturable=graphs)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lambda step: learning_rate_factor(step, cfg.train)

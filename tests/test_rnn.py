@@ -15,7 +15,7 @@ from nmt.errors import ConfigError
 from nmt.models import build_model
 from nmt.models.attention import AdditiveAttention, MultiplicativeAttention, luong_attention
 from nmt.models.base import select_rows
-from nmt.models.rnn import RNNSeq2Seq
+from nmt.models.rnn import Decoder, RNNSeq2Seq
 
 VOCAB = 13
 QUERIES = [[1.0, 2.0], [-1.0, 1.0]]  # 2 target positions, d = 2
@@ -288,3 +288,26 @@ def test_learns_copy_task(variant: dict) -> None:
         copy_loss(model, src).backward()
         optimizer.step()
     assert copy_loss(model, src).item() < initial / 10
+
+
+@pytest.mark.parametrize("cell", ["gru", "lstm"])
+def test_bahdanau_deep_output_over_all_positions_matches_step_by_step(cell: str) -> None:
+    """Teacher forcing computes the deep output once for all positions; the previous formulation computed it
+    inside every step (the base class's loop over `forward`): same logits, same gradients."""
+    model = make_model(type="rnn-bahdanau", rnn_cell=cell, dropout=0.0).train()
+    src, src_mask, tgt_in = padded_batch()
+
+    def logits_and_grads(teacher_forced: object) -> tuple[Tensor, list[Tensor]]:
+        model.zero_grad()
+        memory = model.encode(src, src_mask)
+        embedded = model.tgt_embedding(tgt_in)
+        outputs, _ = teacher_forced(model.decoder, embedded, memory, model.init_state(memory, tgt_in.size(1)))
+        logits = model.logits(outputs)
+        F.cross_entropy(logits.flatten(0, 1), tgt_in.roll(-1, 1).flatten(), ignore_index=PAD).backward()
+        return logits.detach(), [p.grad.clone() for p in model.parameters()]
+
+    logits, grads = logits_and_grads(type(model.decoder).teacher_forced)
+    step_logits, step_grads = logits_and_grads(Decoder.teacher_forced)
+    torch.testing.assert_close(logits, step_logits)
+    for grad, step_grad in zip(grads, step_grads, strict=True):
+        torch.testing.assert_close(grad, step_grad)

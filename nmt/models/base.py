@@ -42,8 +42,11 @@ class Output:
 class Seq2Seq(nn.Module):
     """Encoder-decoder translation model.
 
-    Masks are bool with True = real token; `src_mask` is (batch, 1, src_len).
+    Masks are bool with True = real token; `src_mask` is (batch, 1, src_len). `reads_lengths_on_host`: the
+    forward pass reads something back to the host (so a training step cannot be captured in a CUDA graph).
     """
+
+    reads_lengths_on_host = False
 
     def encode(self, src: Tensor, src_mask: Tensor) -> Memory:
         """Encode source ids (batch, src_len); the memory holds 'src_mask' among its tensors."""
