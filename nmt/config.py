@@ -128,6 +128,7 @@ class TrainConfig:
     final_report: bool = True  # after training: beam-search valid/test scores, curves, heatmaps, report.json
     amp: bool = True  # bf16 autocast on CUDA
     compile: bool = False  # torch.compile the model on CUDA
+    compile_mode: Literal["default", "reduce-overhead", "max-autotune"] = "default"  # torch.compile's mode
     cuda_graphs: bool = (
         False  # replay the training step from CUDA graphs (CUDA, one process); not yet run on a GPU
     )

@@ -100,10 +100,11 @@ class _CapturedStep:
         self.tokens, self.memory_of = tokens.clone(), memory
         self.memory = {name: tensor.clone() for name, tensor in memory.items()}
         self.state = {name: tensor.clone() for name, tensor in state.items()}
-        warm_up(lambda: model.decode_step(self.tokens, self.memory, self.state), [])
-        self.graph = torch.cuda.CUDAGraph()
-        with uncached_autocast(), torch.cuda.graph(self.graph):
-            self.out = model.decode_step(self.tokens, self.memory, self.state)
+        with uncached_autocast():  # no cast weights cached from the side stream either
+            warm_up(lambda: model.decode_step(self.tokens, self.memory, self.state), [])
+            self.graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(self.graph):
+                self.out = model.decode_step(self.tokens, self.memory, self.state)
 
     def __call__(self, tokens: Tensor, memory: Memory, state: State) -> Step:
         self.tokens.copy_(tokens)
@@ -163,6 +164,7 @@ class TrainGraphs:
         self.captured: dict[tuple, _CapturedMicro] = {}
         self.eager_shapes: set[tuple] = set()
         self.update_graph: _CapturedUpdate | None = None
+        self.eager_update = False
         self.pool: tuple | None = None
         self.capture_seconds = 0.0
 
@@ -181,10 +183,15 @@ class TrainGraphs:
 
     def update(self) -> Tensor:
         """The optimizer update from the accumulated gradients; returns their norm before clipping."""
-        if self.update_graph is None:
-            with self._timed("the optimizer update"):
-                self.update_graph = _CapturedUpdate(self.update_step, self.grads, self.pool)
-        return self.update_graph()
+        if self.update_graph is None and not self.eager_update:
+            self._prepare()
+            try:
+                with self._timed("the optimizer update"):
+                    self.update_graph = _CapturedUpdate(self.update_step, self.grads, self.pool)
+            except Exception as err:  # graph capture is a beta API: fall back to an eager update
+                log.warning("the optimizer update runs without a CUDA graph: capture failed (%s)", err)
+                self.eager_update = True
+        return self.update_step() if self.eager_update else self.update_graph()
 
     def _capture_micro(self, key: tuple, batch: Batch, total_tokens: Tensor) -> None:
         """Capture forward and backward for the shape of `batch`, or mark the shape eager (cap reached, or
@@ -210,8 +217,9 @@ class TrainGraphs:
             self.eager_shapes.add(key)
 
     def _prepare(self) -> None:
-        """Before the first capture: gradients that persist, learning rates as device tensors (the
-        scheduler then fills them in place), one memory pool."""
+        """Before the first capture (after a checkpoint was loaded): gradients that persist, a capturable
+        optimizer whose learning rates are device tensors (the scheduler then fills them in place), one
+        memory pool for all captures."""
         if self.pool is not None:
             return
         for param in self.model.parameters():
@@ -219,6 +227,7 @@ class TrainGraphs:
                 param.grad = torch.zeros_like(param)
         device = next(self.model.parameters()).device
         for group in self.optimizer.param_groups:
+            group["capturable"] = True  # a loaded optimizer state brings the flag it was saved with
             if not isinstance(group["lr"], Tensor):
                 group["lr"] = torch.tensor(group["lr"], dtype=torch.float32, device=device)
         self.pool = torch.cuda.graph_pool_handle()
@@ -285,20 +294,21 @@ class _CapturedUpdate:
 class CompileLog:
     """`train.compile`: torch.compile compiles again for each new batch shape, which can take a minute, so
     every first batch of a shape is announced, and timed. With static shapes each planned shape compiles
-    once (`dynamic=False`, and the recompile limit raised to the number of shapes)."""
+    once (`dynamic=False`, and the recompile limit raised to the number of shapes). `mode` is torch.compile's
+    (`reduce-overhead` adds CUDA graphs of its own: the alternative to `train.cuda_graphs` to measure)."""
 
-    def __init__(self, static_shapes: bool, max_shapes: int) -> None:
-        self.static_shapes, self.max_shapes = static_shapes, max_shapes
+    def __init__(self, static_shapes: bool, max_shapes: int, mode: str = "default") -> None:
+        self.static_shapes, self.max_shapes, self.mode = static_shapes, max_shapes, mode
         self.seen: set[tuple[int, int, int]] = set()
         self.started: float | None = None
         self.seconds = 0.0
 
     def compile(self, module: torch.nn.Module) -> Callable:
         if not self.static_shapes:
-            return torch.compile(module)
+            return torch.compile(module, mode=self.mode)
         limit = torch._dynamo.config.cache_size_limit
         torch._dynamo.config.cache_size_limit = max(limit, self.max_shapes + 8)
-        return torch.compile(module, dynamic=False)
+        return torch.compile(module, mode=self.mode, dynamic=False)
 
     def before(self, batch: Batch) -> None:
         """Called before the forward pass of `batch`."""
@@ -327,11 +337,10 @@ class CompileLog:
 
 
 def portable_optimizer_state(optimizer: torch.optim.Optimizer) -> dict:
-    """The optimizer's state dict with plain float learning rates (graphs keep them as device tensors), so a
-    checkpoint resumes the same with or without CUDA graphs."""
+    """The optimizer's state dict as an eager run writes it: float learning rates, not capturable (CUDA graphs
+    make them device tensors, and capturable), so that a checkpoint resumes with or without graphs."""
     state = optimizer.state_dict()
     state["param_groups"] = [
-        {**group, "lr": float(group["lr"])} if isinstance(group["lr"], Tensor) else group
-        for group in state["param_groups"]
+        {**group, "lr": float(group["lr"]), "capturable": False} for group in state["param_groups"]
     ]
     return state

@@ -70,13 +70,13 @@ def learning_rate_factor(step: int, cfg: TrainConfig) -> float:
     return min((step + 1) / warmup, math.sqrt(warmup / (step + 1)))
 
 
-def build_optimizer(model: Seq2Seq, cfg: TrainConfig, capturable: bool = False) -> torch.optim.AdamW:
+def build_optimizer(model: Seq2Seq, cfg: TrainConfig) -> torch.optim.AdamW:
     """AdamW, fused (one kernel for all parameters; it skips a non-finite update on the device); no weight
-    decay on biases, norms and embeddings. `capturable` for stepping inside a CUDA graph."""
+    decay on biases, norms and embeddings."""
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2 and "embedding" not in n]
     no_decay = [p for n, p in model.named_parameters() if not (p.dim() >= 2 and "embedding" not in n)]
     groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.betas, fused=True, capturable=capturable)
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.betas, fused=True)
 
 
 class Trainer:
@@ -94,7 +94,7 @@ class Trainer:
         if self.world.rank:  # the same weights (DDP copies rank 0's), but other dropout in every process
             torch.manual_seed(cfg.train.seed + self.world.rank)
         graphs = cuda_graphs_possible(cfg.train, device, self.world.size, self.model)
-        self.optimizer = build_optimizer(self.model, cfg.train, capturable=graphs)
+        self.optimizer = build_optimizer(self.model, cfg.train)  # made capturable before the first capture
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lambda step: learning_rate_factor(step, cfg.train)
         )
@@ -105,7 +105,8 @@ class Trainer:
         self.buckets: Buckets | None = None  # planned at the first epoch, when batch_tokens is known
         steps = (self.model, self.optimizer, self._micro_step, self._optimizer_step, cfg.train.max_shapes)
         self.graphs = TrainGraphs(*steps) if graphs else None
-        self.compile_log = CompileLog(self.static_shapes, cfg.train.max_shapes) if compiled else None
+        compile_log = CompileLog(self.static_shapes, cfg.train.max_shapes, cfg.train.compile_mode)
+        self.compile_log = compile_log if compiled else None
         self.forward = self.compile_log.compile(self.replica) if self.compile_log else self.replica
         self.progress = Progress()
         self.started = time.monotonic()
