@@ -58,7 +58,8 @@ class Seq2Seq(nn.Module):
         raise NotImplementedError
 
     def decode_step(self, tokens: Tensor, memory: Memory, state: State) -> Step:
-        """Advance by one token: `tokens` (batch,) are the previous outputs (bos at the start)."""
+        """Advance by one token: `tokens` (batch,) are the previous outputs (bos at the start). The step may
+        write into the tensors of `state` (the Transformer's key/value caches): use each state once."""
         raise NotImplementedError
 
     def decode(self, tgt_in: Tensor, memory: Memory, return_attention: bool = False) -> Output:

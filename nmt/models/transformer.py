@@ -101,10 +101,10 @@ class Cache:
     visible: Tensor
 
     def write(self, keys: Tensor, values: Tensor) -> tuple[Tensor, Tensor]:
-        """The cache with one position's keys and values (batch, heads, 1, d_head) written at `position`; new
-        tensors, so the step's input state stays as it was."""
+        """The cache with one position's keys and values (batch, heads, 1, d_head) written at `position`, in
+        place: copying the whole cache at every step would cost more than attending over it."""
         index = self.position.view(-1, 1, 1, 1).expand_as(keys)  # (batch, heads, 1, d_head)
-        return self.keys.scatter(2, index, keys), self.values.scatter(2, index, values)
+        return self.keys.scatter_(2, index, keys), self.values.scatter_(2, index, values)
 
 
 class DecoderLayer(nn.Module):
@@ -203,17 +203,18 @@ class TransformerSeq2Seq(Seq2Seq):
         return Output(self.logits(x), stacked)
 
     def init_state(self, memory: Memory, max_len: int) -> State:
-        """Empty key/value caches with room for `max_len` tokens, and each sentence's next position (0)."""
+        """Empty key/value caches with room for `max_len` tokens, and each sentence's next position (0).
+        `decode_step` writes into the caches of the state it is given."""
         if max_len > self.tgt_embed.positions.size(0):
             raise ValueError(
                 f"decoding {max_len} tokens exceeds model.max_positions={self.tgt_embed.positions.size(0)}"
             )
         keys = memory["cross_k0"]  # (batch, heads, src_len, d_head)
-        empty = keys.new_zeros(keys.size(0), keys.size(1), max_len, keys.size(3))
+        shape = (keys.size(0), keys.size(1), max_len, keys.size(3))
         state = {"position": torch.zeros(keys.size(0), dtype=torch.long, device=keys.device)}
         for i in range(len(self.decoder_layers)):
-            state[f"self_k{i}"], state[f"self_v{i}"] = empty, empty  # (batch, heads, max_len, d_head)
-        return state
+            state[f"self_k{i}"], state[f"self_v{i}"] = keys.new_zeros(shape), keys.new_zeros(shape)
+        return state  # caches: (batch, heads, max_len, d_head)
 
     def decode_step(self, tokens: Tensor, memory: Memory, state: State) -> Step:
         position = state["position"]  # (batch,)
