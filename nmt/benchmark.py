@@ -21,11 +21,14 @@ from nmt.data.corpus import read_split
 from nmt.data.prepare import prepare_data
 from nmt.data.synthetic import write_reordering_corpus
 from nmt.device import resolve_device
+from nmt.profiling import peak_resident_gib, profile_updates
 from nmt.run_dir import RunDir
 from nmt.train import Trainer
 from nmt.translate import max_source_len, translate_ids
 
 log = logging.getLogger(__name__)
+
+PROFILED_UPDATES = 5  # after the timed ones, under torch.profiler: operators, launches, syncs per update
 
 
 def synchronize(device: torch.device) -> None:
@@ -97,7 +100,36 @@ def measure_training(trainer: Trainer, warmup_steps: int, max_steps: int) -> dic
     if device.type == "cuda":
         result["peak_memory_allocated_gib"] = torch.cuda.max_memory_allocated(device) / 2**30
         result["peak_memory_reserved_gib"] = torch.cuda.max_memory_reserved(device) / 2**30
-    return result
+    return result | update_costs(
+        trainer, lambda: updates(PROFILED_UPDATES, one_epoch=False)[0], seconds / steps
+    )
+
+
+def update_costs(trainer: Trainer, work: Callable[[], int], seconds_per_update: float) -> dict[str, Any]:
+    """Why an update takes its time: operators, kernel launches and host syncs per update (profiled), the
+    fraction of an update's wall time the GPU spends in kernels, the static shapes and the captured or
+    compiled ones, and the process's peak resident memory."""
+    costs = profile_updates(work, trainer.device)
+    busy = None if costs.kernel_seconds is None else costs.kernel_seconds / seconds_per_update
+    graphs, compiled = trainer.graphs, trainer.compile_log
+    return {
+        "operators_per_update": costs.operators,
+        "kernel_launches_per_update": costs.kernel_launches,
+        "host_syncs_per_update": costs.host_syncs,
+        "gpu_busy_fraction": busy,
+        "static_shapes": len(trainer.buckets) if trainer.buckets else None,
+        "shapes_captured_or_compiled": len(graphs.captured)
+        if graphs
+        else len(compiled.seen)
+        if compiled
+        else 0,
+        "capture_or_compile_seconds": graphs.capture_seconds
+        if graphs
+        else compiled.seconds
+        if compiled
+        else 0.0,
+        "peak_resident_memory_gib": peak_resident_gib(),
+    }
 
 
 def measure_time_to_bleu(
@@ -181,6 +213,7 @@ def environment(cfg: Config, device: torch.device) -> dict[str, Any]:
         "torch": torch.__version__,
         "dtype": "bf16 autocast" if amp else "fp32",
         "compile": cfg.train.compile and device.type == "cuda",
+        "cuda_graphs": cfg.train.cuda_graphs and device.type == "cuda",
         "batch_tokens": cfg.train.batch_tokens,
         "accumulate": cfg.train.accumulate,
     }

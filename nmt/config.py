@@ -128,6 +128,14 @@ class TrainConfig:
     final_report: bool = True  # after training: beam-search valid/test scores, curves, heatmaps, report.json
     amp: bool = True  # bf16 autocast on CUDA
     compile: bool = False  # torch.compile the model on CUDA
+    compile_mode: Literal["default", "reduce-overhead", "max-autotune"] = "default"  # torch.compile's mode
+    cuda_graphs: bool = (
+        False  # replay the training step from CUDA graphs (CUDA, one process); not yet run on a GPU
+    )
+    static_shapes: bool | Literal["auto"] = (
+        "auto"  # pad batches to planned shapes; auto: with cuda_graphs/compile
+    )
+    max_shapes: int = 32  # static batch shapes planned, and the most CUDA graphs captured for training
     max_bad_steps: int = 20  # abort after this many updates in a row skipped (non-finite loss, out of memory)
 
     def __post_init__(self) -> None:
@@ -138,6 +146,7 @@ class TrainConfig:
             "eval_every",
             "log_every",
             "max_bad_steps",
+            "max_shapes",
         )
         for name in at_least_one:
             if getattr(self, name) < 1:
@@ -151,6 +160,10 @@ class TrainConfig:
             )
         if self.lr <= 0:
             raise ConfigError(f"train.lr={self.lr} must be positive")
+        if self.max_shapes > 1024:
+            raise ConfigError(f"train.max_shapes={self.max_shapes} must be at most 1024")
+        if self.compile and self.cuda_graphs:
+            raise ConfigError("train.compile and train.cuda_graphs are alternatives; set one of them")
 
 
 @dataclass(frozen=True)
@@ -162,6 +175,7 @@ class SearchConfig:
     max_len_a: float = 1.5  # output length limit: a * source length + b
     max_len_b: int = 10
     batch_size: int = 256  # sentences per decoding batch
+    cuda_graphs: bool = False  # replay each decoding step from a CUDA graph (CUDA only); not yet run on a GPU
 
     def __post_init__(self) -> None:
         for name in ("beam_size", "batch_size"):

@@ -27,7 +27,12 @@ def resolve_device(name: str) -> torch.device:
 
 
 @contextlib.contextmanager
-def autocast(device: torch.device, enabled: bool = True) -> Iterator[None]:
-    """bf16 autocast on CUDA; nothing on CPU (where bf16 matmuls are slow on most machines)."""
-    with torch.autocast(device.type, dtype=torch.bfloat16, enabled=enabled and device.type == "cuda"):
+def autocast(device: torch.device, enabled: bool = True, cache: bool = True) -> Iterator[None]:
+    """bf16 autocast on CUDA; nothing on CPU (where bf16 matmuls are slow on most machines).
+
+    `cache=False` casts a weight at each use instead of once per region: what a CUDA graph capture needs, and
+    no loss in a training step, which uses each weight once per forward pass.
+    """
+    on = enabled and device.type == "cuda"
+    with torch.autocast(device.type, dtype=torch.bfloat16, enabled=on, cache_enabled=cache):
         yield

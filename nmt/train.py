@@ -19,10 +19,12 @@ from nmt.batch_size import fit_batch_tokens
 from nmt.checkpoint import load_checkpoint, save_checkpoint, vocabulary_record
 from nmt.config import Config, TrainConfig, replace, save_config, to_dict, with_absolute_paths
 from nmt.data.batching import Batch, token_budget_groups
+from nmt.data.buckets import Buckets, batch_shapes
 from nmt.data.prepare import PreparedData, prepare_data
 from nmt.device import autocast, resolve_device
 from nmt.distributed import World, joined
 from nmt.errors import Interrupted, UserError
+from nmt.graphs import CompileLog, TrainGraphs, cuda_graphs_possible, portable_optimizer_state
 from nmt.loader import prefetch
 from nmt.loss import sequence_loss
 from nmt.models import build_model
@@ -57,12 +59,13 @@ def learning_rate_factor(step: int, cfg: TrainConfig) -> float:
     return min((step + 1) / warmup, math.sqrt(warmup / (step + 1)))
 
 
-def build_optimizer(model: Seq2Seq, cfg: TrainConfig, device: torch.device) -> torch.optim.AdamW:
-    """AdamW (fused on CUDA); no weight decay on biases, norms and embeddings."""
+def build_optimizer(model: Seq2Seq, cfg: TrainConfig) -> torch.optim.AdamW:
+    """AdamW, fused (one kernel for all parameters; it skips a non-finite update on the device); no weight
+    decay on biases, norms and embeddings."""
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2 and "embedding" not in n]
     no_decay = [p for n, p in model.named_parameters() if not (p.dim() >= 2 and "embedding" not in n)]
     groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.betas, fused=device.type == "cuda")
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.betas, fused=True)
 
 
 class Trainer:
@@ -84,14 +87,21 @@ class Trainer:
         self.model = build_model(cfg.model, len(tok.src), len(tok.tgt), tok.joint).to(device)
         if self.world.rank:  # the same weights (DDP copies rank 0's), but other dropout in every process
             torch.manual_seed(cfg.train.seed + self.world.rank)
-        self.optimizer = build_optimizer(self.model, cfg.train, device)
+        graphs = cuda_graphs_possible(cfg.train, device, self.world.size, self.model)
+        self.optimizer = build_optimizer(self.model, cfg.train)  # made capturable before the first capture
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lambda step: learning_rate_factor(step, cfg.train)
         )
         self.replica = self.world.wrap(self.model)  # DistributedDataParallel under torchrun
-        self.forward = (
-            torch.compile(self.replica) if cfg.train.compile and device.type == "cuda" else self.replica
-        )
+        compiled = cfg.train.compile and device.type == "cuda"
+        static = cfg.train.static_shapes
+        self.static_shapes = graphs or compiled if static == "auto" else static
+        self.buckets: Buckets | None = None  # planned at the first epoch, when batch_tokens is known
+        steps = (self.model, self.optimizer, self._micro_step, self._optimizer_step, cfg.train.max_shapes)
+        self.graphs = TrainGraphs(*steps) if graphs else None
+        compile_log = CompileLog(self.static_shapes, cfg.train.max_shapes, cfg.train.compile_mode)
+        self.compile_log = compile_log if compiled else None
+        self.forward = self.compile_log.compile(self.replica) if self.compile_log else self.replica
         self.progress = Progress()
         self.started = time.monotonic()
         self.stop_signal: int | None = None
@@ -115,7 +125,7 @@ class Trainer:
         """What resuming needs besides the weights (last.pt): `rng` holds every process's RNG states (one
         entry unless distributed)."""
         return self.weights() | {
-            "optimizer": self.optimizer.state_dict(),
+            "optimizer": portable_optimizer_state(self.optimizer),
             "scheduler": self.scheduler.state_dict(),
             "progress": asdict(self.progress),
             "rng": rng[0],
@@ -135,7 +145,13 @@ class Trainer:
         if checkpoint["vocab"] != vocabulary_record(self.data.tokenizers):
             raise UserError(f"{last} does not match the run's sentencepiece model; cannot resume")
         self.model.load_state_dict(checkpoint["model"])
-        self.optimizer.load_state_dict(checkpoint["optimizer"])
+        try:
+            self.optimizer.load_state_dict(checkpoint["optimizer"])
+        except ValueError as err:  # e.g. written before self-attention fused its projections
+            raise UserError(
+                f"{last} holds optimizer state for other parameters than this version of "
+                f"nmt builds ({err}); its weights still translate, but training cannot resume from it"
+            ) from err
         self.scheduler.load_state_dict(checkpoint["scheduler"])
         self.progress = Progress(**checkpoint["progress"])
         if self.cfg.train.batch_tokens == "auto":  # the budget the run started with keeps the data position
@@ -180,9 +196,23 @@ class Trainer:
         size = self.world.update_batches(cfg)
         updates = [groups[i : i + size] for i in range(0, len(groups), size)]
         batches = self.world.batches(self.data.train, updates, cfg.pad_to_multiple)
+        if self.static_shapes:
+            batches = self.bucket_plan().pad(batches)
         with contextlib.closing(prefetch(batches, self.device)) as ready:
             for update in updates:
                 yield len(update), [next(ready) for _ in self.world.share(update)]
+
+    def bucket_plan(self) -> Buckets:
+        """The static batch shapes, planned once from the shapes of an epoch's batches (the token-budget
+        grouping gives every epoch the same shapes, in another order)."""
+        if self.buckets is None:
+            cfg = self.cfg.train
+            groups = token_budget_groups(self.data.train, cfg.batch_tokens, cfg.seed, cfg.pad_to_multiple)
+            src_len, tgt_len = self.data.train.lengths()
+            shapes = batch_shapes(groups, src_len, tgt_len, cfg.pad_to_multiple)
+            self.buckets = Buckets.plan(shapes, cfg.max_shapes)
+            log.info("%s", self.buckets.describe())
+        return self.buckets
 
     def train_step(self, batches: list[Batch]) -> tuple[Tensor, Tensor] | None:
         """One optimizer update over `batches` (gradient accumulation); returns their summed loss and target
@@ -204,11 +234,7 @@ class Trainer:
             self._skip_out_of_memory(batches)
             return None
         self.oom_streak = 0
-        self.scaler.unscale_(self.optimizer)
-        norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.train.clip_norm)
-        self.scaler.step(self.optimizer)  # no update where a gradient is inf/NaN (on CUDA decided on the GPU)
-        self.scaler.update(1.0)  # the scaler only detects non-finite gradients: the loss scale stays 1
-        self.optimizer.zero_grad(set_to_none=True)
+        norm = self.graphs.update() if self.graphs else self._optimizer_step()
         self.scheduler.step()
         self.progress.step += 1
         finite = torch.isfinite(norm)
@@ -219,14 +245,34 @@ class Trainer:
     def _backward(self, batches: list[Batch], total_tokens: Tensor) -> Tensor:
         """Forward and backward pass of each batch, accumulating gradients; returns the summed loss."""
         loss_sum = torch.zeros((), device=self.device)
+        micro_step = self.graphs.micro if self.graphs else self._micro_step
         for i, batch in enumerate(batches):
             with self.world.accumulating(self.replica, sync=i == len(batches) - 1):
-                with autocast(self.device, self.cfg.train.amp):
-                    output = self.forward(batch.src, batch.src_mask, batch.tgt_in)
-                    loss = sequence_loss(output.logits, batch.tgt_out, self.cfg.train.label_smoothing)
-                self.scaler.scale(loss * self.world.size / total_tokens).backward()
-            loss_sum += loss.detach()
+                loss_sum += micro_step(batch, total_tokens)
         return loss_sum
+
+    def _micro_step(self, batch: Batch, total_tokens: Tensor) -> Tensor:
+        """Forward and backward of one batch, its gradient divided by the update's `total_tokens` (0-d);
+        returns its summed loss. What a CUDA graph captures: no host sync, autocast without its cache."""
+        if self.compile_log:
+            self.compile_log.before(batch)
+        with autocast(self.device, self.cfg.train.amp, cache=False):
+            output = self.forward(batch.src, batch.src_mask, batch.tgt_in)
+            loss = sequence_loss(output.logits, batch.tgt_out, self.cfg.train.label_smoothing)
+        self.scaler.scale(loss * self.world.size / total_tokens).backward()
+        if self.compile_log:
+            self.compile_log.after()
+        return loss.detach()
+
+    def _optimizer_step(self) -> Tensor:
+        """Unscale, clip, AdamW step, zero the gradients (in place under CUDA graphs, where they persist);
+        returns the gradient norm before clipping. The fused AdamW skips a non-finite update on the device."""
+        self.scaler.unscale_(self.optimizer)
+        norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.train.clip_norm)
+        self.scaler.step(self.optimizer)  # no update where a gradient is inf/NaN, decided on the device
+        self.scaler.update(1.0)  # the scaler only detects non-finite gradients: the loss scale stays 1
+        self.optimizer.zero_grad(set_to_none=self.graphs is None)
+        return norm
 
     def _skip_out_of_memory(self, batches: list[Batch]) -> None:
         """Drop the gradients of an update that ran out of GPU memory; abort after too many in a row.
@@ -234,7 +280,7 @@ class Trainer:
         Under torchrun the job ends instead: the other processes are already inside DDP's gradient
         all-reduce, which this one cannot join, so skipping alone would leave them waiting.
         """
-        self.optimizer.zero_grad(set_to_none=True)
+        self.optimizer.zero_grad(set_to_none=self.graphs is None)  # captured graphs keep the gradients
         torch.cuda.empty_cache()
         self.oom_streak += 1
         shapes = "; ".join(
@@ -334,7 +380,10 @@ class Trainer:
         self.monitor.update()
         if self.progress.step % self.cfg.train.log_every == 0:
             self.check_updates()
-            record = window.flush() | {"lr": self.scheduler.get_last_lr()[0], "elapsed": self.elapsed()}
+            record = window.flush() | {
+                "lr": float(self.scheduler.get_last_lr()[0]),
+                "elapsed": self.elapsed(),
+            }
             self.monitor.train(self.progress.step, self.progress.epoch, record)
         return True
 

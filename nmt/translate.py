@@ -82,8 +82,11 @@ def _search(
                 search.length_penalty,
                 search.max_len_a,
                 search.max_len_b,
+                search.cuda_graphs,
             )
-        return greedy(model, batch.src, batch.src_mask, search.max_len_a, search.max_len_b)
+        return greedy(
+            model, batch.src, batch.src_mask, search.max_len_a, search.max_len_b, search.cuda_graphs
+        )
 
 
 def max_source_len(cfg: Config) -> int:

@@ -175,12 +175,22 @@ def test_d_model_must_divide_by_heads_for_the_transformer() -> None:
         ("search.batch_size=0", "search.batch_size=0 must be at least 1"),
         ("search.beam_size=0", "search.beam_size=0 must be at least 1"),
         ("tokenizer.max_sentences=50", "tokenizer.max_sentences=50 must be 0 (all) or over 100"),
+        ("train.max_shapes=0", "train.max_shapes=0 must be at least 1"),
+        ("train.max_shapes=2000", "train.max_shapes=2000 must be at most 1024"),
+        ("train.static_shapes=always", "train.static_shapes='always'; expected bool or 'auto'"),
     ],
 )
 def test_out_of_range_values_are_config_errors(override: str, expected: str) -> None:
     with pytest.raises(ConfigError) as info:
         load_config(None, [override])
     assert expected in str(info.value)
+
+
+def test_compile_and_cuda_graphs_are_alternatives() -> None:
+    with pytest.raises(ConfigError, match=r"train\.compile and train\.cuda_graphs are alternatives"):
+        load_config(None, ["train.compile=true", "train.cuda_graphs=true"])
+    assert load_config(None, ["train.static_shapes=true"]).train.static_shapes is True
+    assert load_config(None).train.static_shapes == "auto"
 
 
 def test_save_then_load_gives_the_same_config(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from nmt.errors import ConfigError
 from nmt.models import build_model
 from nmt.models.attention import AdditiveAttention, MultiplicativeAttention, luong_attention
 from nmt.models.base import select_rows
-from nmt.models.rnn import RNNSeq2Seq
+from nmt.models.rnn import Decoder, RNNSeq2Seq
 
 VOCAB = 13
 QUERIES = [[1.0, 2.0], [-1.0, 1.0]]  # 2 target positions, d = 2
@@ -113,7 +113,7 @@ def test_steps_equal_teacher_forcing(cell: str, variant: dict) -> None:
     with torch.no_grad():
         memory = model.encode(src, src_mask)
         forced = model.decode(tgt_in, memory, return_attention=True)
-        state, stepped = model.init_state(memory), []
+        state, stepped = model.init_state(memory, tgt_in.size(1)), []
         for t in range(tgt_in.size(1)):
             before = {name: tensor.clone() for name, tensor in state.items()}
             step = model.decode_step(tgt_in[:, t], memory, state)
@@ -151,7 +151,7 @@ def test_select_rows_reorders_memory_and_state(variant: dict) -> None:
     src, src_mask, tgt_in = padded_batch()
     with torch.no_grad():
         memory = model.encode(src, src_mask)
-        state = model.decode_step(tgt_in[:, 0], memory, model.init_state(memory)).state
+        state = model.decode_step(tgt_in[:, 0], memory, model.init_state(memory, 2)).state
         memory, state = select_rows(memory, order), select_rows(state, order)
         log_probs = model.decode_step(tgt_in[order, 1], memory, state).log_probs
         expected = model(src[order], src_mask[order], tgt_in[order, :2]).logits[:, 1].log_softmax(-1)
@@ -167,7 +167,7 @@ def test_state_dtype_stable_under_autocast(variant: dict) -> None:
     src, src_mask, tgt_in = padded_batch()
     with torch.no_grad(), torch.autocast("cpu", torch.bfloat16):
         memory = model.encode(src, src_mask)
-        state = model.init_state(memory)
+        state = model.init_state(memory, tgt_in.size(1))
         for t in range(tgt_in.size(1)):
             step = model.decode_step(tgt_in[:, t], memory, state)
             assert {name: tensor.dtype for name, tensor in step.state.items()} == dict.fromkeys(
@@ -201,7 +201,7 @@ def test_decoder_rnn_input_size(fields: dict, input_size: int) -> None:
     model = make_model(**fields)
     assert model.decoder.rnn.input_size == input_size
     src, src_mask, _ = padded_batch()
-    state = model.init_state(model.encode(src, src_mask))
+    state = model.init_state(model.encode(src, src_mask), 1)
     assert ("feed" in state) == (fields.get("input_feeding") is True)
 
 
@@ -230,7 +230,7 @@ def test_bridge_shapes(cell: str, bridge: str) -> None:
     src, src_mask, _ = padded_batch()
     with torch.no_grad():
         _, finals = model.encoder(src, src_mask)
-        state = model.init_state(model.encode(src, src_mask))
+        state = model.init_state(model.encode(src, src_mask), 1)
     assert [final.shape for final in finals] == [(3, 3, 2, 6)] * len(finals)  # (batch, layers, 2, hidden)
     assert set(state) == ({"hidden", "cell"} if cell == "lstm" else {"hidden"}) | {"feed"}
     for final, name in zip(finals, ("hidden", "cell")[: len(finals)], strict=True):
@@ -288,3 +288,26 @@ def test_learns_copy_task(variant: dict) -> None:
         copy_loss(model, src).backward()
         optimizer.step()
     assert copy_loss(model, src).item() < initial / 10
+
+
+@pytest.mark.parametrize("cell", ["gru", "lstm"])
+def test_bahdanau_deep_output_over_all_positions_matches_step_by_step(cell: str) -> None:
+    """Teacher forcing computes the deep output once for all positions; the previous formulation computed it
+    inside every step (the base class's loop over `forward`): same logits, same gradients."""
+    model = make_model(type="rnn-bahdanau", rnn_cell=cell, dropout=0.0).train()
+    src, src_mask, tgt_in = padded_batch()
+
+    def logits_and_grads(teacher_forced: object) -> tuple[Tensor, list[Tensor]]:
+        model.zero_grad()
+        memory = model.encode(src, src_mask)
+        embedded = model.tgt_embedding(tgt_in)
+        outputs, _ = teacher_forced(model.decoder, embedded, memory, model.init_state(memory, tgt_in.size(1)))
+        logits = model.logits(outputs)
+        F.cross_entropy(logits.flatten(0, 1), tgt_in.roll(-1, 1).flatten(), ignore_index=PAD).backward()
+        return logits.detach(), [p.grad.clone() for p in model.parameters()]
+
+    logits, grads = logits_and_grads(type(model.decoder).teacher_forced)
+    step_logits, step_grads = logits_and_grads(Decoder.teacher_forced)
+    torch.testing.assert_close(logits, step_logits)
+    for grad, step_grad in zip(grads, step_grads, strict=True):
+        torch.testing.assert_close(grad, step_grad)

@@ -11,6 +11,7 @@ import torch
 from nmt.checkpoint import load_checkpoint, save_checkpoint
 from nmt.errors import UserError
 from nmt.run_dir import RunDir
+from tests.test_transformer import old_layout
 
 
 def test_run_refuses_a_checkpoint_from_another_vocabulary(trained_run: Path, tmp_path: Path) -> None:
@@ -26,6 +27,21 @@ def test_run_refuses_a_checkpoint_from_another_vocabulary(trained_run: Path, tmp
 def test_run_without_checkpoint_is_reported(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="holds no checkpoint"):
         RunDir(tmp_path).load(torch.device("cpu"))
+
+
+def test_run_loads_a_checkpoint_written_before_fused_projections(trained_run: Path, tmp_path: Path) -> None:
+    """best.pt of an older nmt holds separate query and key/value projections of self-attention."""
+    copy = tmp_path / "run"
+    shutil.copytree(trained_run, copy)
+    checkpoint = load_checkpoint(copy / "best.pt")
+    checkpoint["model"] = old_layout(checkpoint["model"])
+    save_checkpoint(copy / "best.pt", checkpoint)
+    old, new = (
+        RunDir(copy).load(torch.device("cpu"), "best"),
+        RunDir(trained_run).load(torch.device("cpu"), "best"),
+    )
+    for name, tensor in new.model.state_dict().items():
+        assert torch.equal(tensor, old.model.state_dict()[name]), name
 
 
 def test_metrics_append_read_and_forget_after_a_step(tmp_path: Path) -> None:

@@ -1,16 +1,29 @@
 """Greedy and beam search against a scripted model whose best answers are worked out by hand."""
 
 import math
+from collections.abc import Callable
 
 import pytest
 import torch
 from torch import Tensor
+from torch.profiler import ProfilerActivity, profile
 
 from nmt.config import ModelConfig
-from nmt.data.tokenizer import EOS
-from nmt.models.base import Memory, Seq2Seq, State, Step
+from nmt.data.tokenizer import BOS, EOS
+from nmt.models.base import Memory, Seq2Seq, State, Step, select_rows
+from nmt.models.rnn import RNNSeq2Seq
 from nmt.models.transformer import TransformerSeq2Seq
-from nmt.search import beam_search, greedy, length_penalty, output_limits
+from nmt.search import (
+    CHECK_EVERY,
+    _only_eos,
+    allowed,
+    banned_tokens,
+    beam_search,
+    greedy,
+    length_penalty,
+    output_limits,
+    trim,
+)
 
 A, B = 4, 5
 # next-token probabilities after each prefix; anything unlisted ends with eos
@@ -28,7 +41,7 @@ class ScriptedModel(Seq2Seq):
     def encode(self, src: Tensor, src_mask: Tensor) -> Memory:
         return {"src_mask": src_mask}
 
-    def init_state(self, memory: Memory) -> State:
+    def init_state(self, memory: Memory, max_len: int) -> State:
         return {"fed": torch.zeros(memory["src_mask"].size(0), 0, dtype=torch.long)}
 
     def decode_step(self, tokens: Tensor, memory: Memory, state: State) -> Step:
@@ -104,3 +117,126 @@ def test_outputs_respect_the_length_limit() -> None:
 def test_length_penalty_is_gnmt() -> None:
     assert length_penalty(1, 0.0) == 1.0
     assert length_penalty(7, 1.0) == pytest.approx(2.0)
+
+
+# --- the search before it avoided host syncs, kept as a reference: outputs must not change ---------------
+
+
+def reference_greedy(model: Seq2Seq, src: Tensor, mask: Tensor, a: float, b: int) -> list[list[int]]:
+    """Greedy search that checks `finished.all()` after every step."""
+    memory, limits = model.encode(src, mask), output_limits(mask, a, b)
+    steps, banned = int(limits.max()) + 1, banned_tokens(src.device)
+    state, token = model.init_state(memory, steps), src.new_full((src.size(0),), BOS)
+    finished, outputs = torch.zeros_like(token, dtype=torch.bool), []
+    for t in range(steps):
+        step = model.decode_step(token, memory, state)
+        token = (
+            allowed(step.log_probs, banned)
+            .argmax(-1)
+            .masked_fill(limits <= t, EOS)
+            .masked_fill(finished, EOS)
+        )
+        outputs.append(token)
+        state, finished = step.state, finished | (token == EOS)
+        if finished.all():
+            break
+    return trim(torch.stack(outputs, dim=1))
+
+
+def reference_beam(model: Seq2Seq, src: Tensor, mask: Tensor, k: int, alpha: float, a: float, b: int) -> list:
+    """Beam search that drops finished sentences from the batch after every step (`nonzero`)."""
+    batch, limits = src.size(0), output_limits(mask, a, b)
+    steps, banned = int(limits.max()) + 1, banned_tokens(src.device)
+    memory = select_rows(model.encode(src, mask), torch.arange(batch).repeat_interleave(k))
+    state, active = model.init_state(memory, steps), torch.arange(batch)
+    scores = torch.zeros(batch, k)
+    scores[:, 1:] = float("-inf")
+    tokens, best_scores = src.new_full((batch * k, 1), BOS), torch.full((batch,), float("-inf"))
+    best, count = src.new_full((batch, steps + 1), EOS), torch.zeros(batch, dtype=torch.long)
+    for t in range(steps):
+        n, step = active.size(0), model.decode_step(tokens[:, -1], memory, state)
+        vocab = step.log_probs.size(-1)
+        at_limit = (limits[active] <= t).repeat_interleave(k).unsqueeze(1)
+        log_probs = torch.where(at_limit, _only_eos(step.log_probs), allowed(step.log_probs, banned))
+        top_scores, top_index = (scores.unsqueeze(-1) + log_probs.view(n, k, vocab)).view(n, -1).topk(2 * k)
+        rows = top_index // vocab + torch.arange(n).unsqueeze(1) * k
+        top_token, is_eos = top_index % vocab, top_index % vocab == EOS
+        finished = is_eos & torch.isfinite(top_scores)
+        finished[:, k:] = False
+        for i in range(n):  # record the best finished hypothesis, sentence by sentence
+            normalised = (top_scores[i] / length_penalty(t + 1, alpha)).masked_fill(
+                ~finished[i], float("-inf")
+            )
+            if normalised.max() > best_scores[active[i]]:
+                best_scores[active[i]] = normalised.max()
+                prefix = tokens[rows[i, normalised.argmax()]]
+                best[active[i], : t + 1], best[active[i], t + 1] = prefix, EOS
+        count.index_add_(0, active, finished.sum(dim=1))
+        scores, live = top_scores.masked_fill(is_eos, float("-inf")).topk(k, dim=1)
+        live_rows = rows.gather(1, live).view(-1)
+        tokens = torch.cat([tokens[live_rows], top_token.gather(1, live).view(-1, 1)], dim=1)
+        state = select_rows(step.state, live_rows)
+        keep = (count[active] < k).nonzero().squeeze(1)
+        if keep.numel() == 0:
+            break
+        keep_rows = (keep.unsqueeze(1) * k + torch.arange(k)).view(-1)
+        active, scores, tokens = active[keep], scores[keep], tokens[keep_rows]
+        memory, state = select_rows(memory, keep_rows), select_rows(state, keep_rows)
+    return trim(best[:, 1:])
+
+
+def random_model(kind: str, seed: int) -> Seq2Seq:
+    if kind == "transformer":
+        return random_transformer(seed)
+    torch.manual_seed(seed)
+    cfg = ModelConfig(type=kind, d_model=16, hidden_size=12, encoder_layers=1, decoder_layers=1, dropout=0.0)
+    return RNNSeq2Seq(cfg, 12, 12, joint_vocab=True).eval()
+
+
+@pytest.mark.parametrize("kind", ["transformer", "rnn-bahdanau", "rnn-luong"])
+@pytest.mark.parametrize("seed", [5, 6])
+def test_search_gives_the_reference_outputs(kind: str, seed: int) -> None:
+    """Random models finish their sentences at all sorts of steps, before, at and after the checks."""
+    model, (src, mask) = random_model(kind, seed), random_batch(seed)
+    with torch.inference_mode():
+        assert greedy(model, src, mask, 3.0, 9) == reference_greedy(model, src, mask, 3.0, 9)
+        for beam in (2, 4):
+            expected = reference_beam(model, src, mask, beam, 1.0, 3.0, 9)
+            assert beam_search(model, src, mask, beam, 1.0, 3.0, 9) == expected
+
+
+class NeverEnding(Seq2Seq):
+    """A random Transformer that never chooses eos: search runs to the length limit. Counts its steps."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.model, self.steps = random_transformer(7), 0
+
+    def encode(self, src: Tensor, src_mask: Tensor) -> Memory:
+        return self.model.encode(src, src_mask)
+
+    def init_state(self, memory: Memory, max_len: int) -> State:
+        return self.model.init_state(memory, max_len)
+
+    def decode_step(self, tokens: Tensor, memory: Memory, state: State) -> Step:
+        self.steps += 1
+        step = self.model.decode_step(tokens, memory, state)
+        return Step(step.log_probs.index_fill(1, torch.tensor([EOS]), float("-inf")), step.state)
+
+
+def host_syncs(work: Callable[[], object]) -> int:
+    """Operations that make the host wait for the device (reading a value back, or a data-dependent shape)."""
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        work()
+    return sum(e.name in ("aten::_local_scalar_dense", "aten::nonzero") for e in prof.events())
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_search_reads_the_device_once_every_few_steps(beam: int) -> None:
+    model, (src, mask) = NeverEnding().eval(), random_batch(8)
+    if beam == 1:
+        syncs = host_syncs(lambda: greedy(model, src, mask, 2.0, 9))
+    else:
+        syncs = host_syncs(lambda: beam_search(model, src, mask, beam, 1.0, 2.0, 9))
+    assert model.steps == int(output_limits(mask, 2.0, 9).max()) + 1 >= 2 * CHECK_EVERY
+    assert syncs <= 1 + model.steps // CHECK_EVERY  # the length limit once, then one per check

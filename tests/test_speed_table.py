@@ -43,6 +43,8 @@ def test_the_table_puts_each_model_beside_the_ceiling() -> None:
             "device": "H100",
             "torch": "2.13",
             "dtype": "bf16 autocast",
+            "kernel_launches_per_update": 12.0,
+            "gpu_busy_fraction": 0.714,
         },
         "rnn": {"train_target_tokens_per_s": 100_000.0, "beam1_sent_per_s": 11_000.0},
     }
@@ -52,6 +54,8 @@ def test_the_table_puts_each_model_beside_the_ceiling() -> None:
     assert "| training tok/s ÷ compiled ceiling | 0.62× | 0.25× | 1.00× |" in rows  # at the first shape
     assert "| seconds to validation BLEU target | — | — | — |" in rows  # not reached: no number
     assert "| greedy decoding sent/s | 10,000 | 11,000 | 13,000 |" in rows
+    assert "| kernel launches per update | 12 | — | — |" in rows  # measured on CUDA only
+    assert "| GPU busy (kernel time ÷ wall time) | 71% | — | — |" in rows
     assert rows[-1] == "device: H100, torch 2.13, bf16 autocast"
 
 

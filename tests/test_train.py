@@ -3,10 +3,12 @@
 import json
 from pathlib import Path
 
+import pytest
 import torch
 
 from nmt.checkpoint import load_checkpoint
 from nmt.config import Config, TrainConfig, load_config, replace
+from nmt.graphs import portable_optimizer_state
 from nmt.loss import sequence_loss
 from nmt.run_dir import RunDir
 from nmt.train import learning_rate_factor, train
@@ -88,3 +90,22 @@ def test_final_report_with_checkpoint_averaging(corpus: Path, tmp_path: Path) ->
     assert report["steps"] == 30 and report["best_step"] in (10, 20, 30) and report["seed"] == cfg.train.seed
     for name in ("curves.png", "attention/valid-0.png", "attention/valid-2.png"):
         assert (run_dir / name).stat().st_size > 1000, name
+
+
+def test_checkpoints_keep_float_learning_rates_whatever_the_optimizer_holds() -> None:
+    """CUDA graphs turn the learning rates into device tensors and the optimizer capturable; last.pt is
+    written as without them, so it resumes either way."""
+    param = torch.nn.Parameter(torch.ones(3))
+    optimizer = torch.optim.AdamW([param], lr=torch.tensor(1.0e-3), fused=True)
+    param.grad = torch.ones(3)
+    optimizer.step()
+    optimizer.param_groups[0]["capturable"] = True  # as TrainGraphs sets it (stepping it needs a GPU)
+    state = portable_optimizer_state(optimizer)
+    assert (
+        state["param_groups"][0]["lr"] == pytest.approx(1.0e-3)
+        and type(state["param_groups"][0]["lr"]) is float
+    )
+    assert state["param_groups"][0]["capturable"] is False
+    eager = torch.optim.AdamW([torch.nn.Parameter(torch.ones(3))], lr=1.0)
+    eager.load_state_dict(state)
+    assert eager.param_groups[0]["lr"] == pytest.approx(1.0e-3)

@@ -5,6 +5,7 @@ import torch
 
 from nmt.config import ModelConfig
 from nmt.models import build_model
+from nmt.models.attention import SelfAttention
 from nmt.models.transformer import TransformerSeq2Seq, sinusoidal_positions
 
 
@@ -47,7 +48,7 @@ def test_cached_incremental_decoding_equals_full_recomputation(norm: str) -> Non
     tgt_in = torch.tensor([[2, 11, 12, 13], [2, 14, 15, 16]])
     memory = model.encode(src, mask)
     full = model.decode(tgt_in, memory).logits.log_softmax(-1)
-    state = model.init_state(memory)
+    state = model.init_state(memory, tgt_in.size(1))
     for t in range(tgt_in.size(1)):
         step = model.decode_step(tgt_in[:, t], memory, state)
         state = step.state
@@ -80,3 +81,44 @@ def test_sinusoidal_positions() -> None:
 def test_build_model_picks_the_type() -> None:
     model = build_model(ModelConfig(type="transformer", d_model=16, heads=2, ff_dim=16), 20, 20, True)
     assert isinstance(model, TransformerSeq2Seq)
+
+
+def old_layout(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """A state dict as written before self-attention fused its projections: `query_proj` and
+    `key_value_proj` instead of `qkv_proj`."""
+    old = {}
+    for name, tensor in state.items():
+        if ".qkv_proj." in name:
+            query, key_value = tensor.split([tensor.size(0) // 3, 2 * tensor.size(0) // 3])
+            old[name.replace("qkv_proj", "query_proj")] = query
+            old[name.replace("qkv_proj", "key_value_proj")] = key_value
+        else:
+            old[name] = tensor
+    return old
+
+
+def test_checkpoints_with_separate_projections_still_load() -> None:
+    model, fresh = tiny(), tiny()
+    with torch.no_grad():
+        for param in fresh.parameters():
+            param.normal_()
+    old = old_layout(model.state_dict())
+    assert any(".query_proj." in n for n in old) and not any(".qkv_proj." in n for n in old)
+    fresh.load_state_dict(old)
+    for name, tensor in model.state_dict().items():
+        assert torch.equal(tensor, fresh.state_dict()[name]), name
+    src, mask = source()
+    tgt_in = torch.tensor([[2, 11, 12], [2, 13, 0]])
+    torch.testing.assert_close(fresh.eval()(src, mask, tgt_in).logits, model(src, mask, tgt_in).logits)
+
+
+def test_fused_self_attention_keeps_the_attention_interface() -> None:
+    """`project` (one matmul) gives what `project_query` and `prepare` give separately."""
+    torch.manual_seed(0)
+    attention, x = SelfAttention(16, 4).eval(), torch.randn(2, 5, 16)
+    q, k, v = attention.project(x)
+    keys, values = attention.prepare(x)
+    torch.testing.assert_close(q, attention.project_query(x))
+    torch.testing.assert_close(k, keys)
+    torch.testing.assert_close(v, values)
+    torch.testing.assert_close(attention.attend(q, k, v, None)[0], attention(x, keys, values, None)[0])

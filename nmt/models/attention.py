@@ -99,7 +99,8 @@ def luong_attention(score: str, query_dim: int, key_dim: int, scale: bool = Fals
 
 
 class MultiHeadAttention(Attention):
-    """Vaswani et al. 2017 multi-head scaled dot-product attention.
+    """Vaswani et al. 2017 multi-head scaled dot-product attention, here between a query sequence and a memory
+    (cross-attention): queries from `query_proj`, keys and values from one `key_value_proj` matmul.
 
     Keys and values are prepared as (batch, heads, src_len, d_head). Without `need_weights` the call goes
     through `F.scaled_dot_product_attention` (flash / memory-efficient kernels on GPU); with it, the weights
@@ -109,15 +110,23 @@ class MultiHeadAttention(Attention):
     def __init__(self, d_model: int, heads: int, dropout: float = 0.0) -> None:
         super().__init__()
         self.heads, self.d_head, self.dropout = heads, d_model // heads, dropout
+        self.make_projections(d_model)
+        self.out_proj = nn.Linear(d_model, d_model)
+
+    def make_projections(self, d_model: int) -> None:
+        """The input projections (called once, from __init__)."""
         self.query_proj = nn.Linear(d_model, d_model)
         self.key_value_proj = nn.Linear(d_model, 2 * d_model)
-        self.out_proj = nn.Linear(d_model, d_model)
 
     def split_heads(self, x: Tensor) -> Tensor:
         batch, length, _ = x.shape
         return x.view(batch, length, self.heads, self.d_head).transpose(
             1, 2
         )  # (batch, heads, length, d_head)
+
+    def project_query(self, query: Tensor) -> Tensor:
+        """Queries (batch, tgt_len, d_model) → (batch, heads, tgt_len, d_head)."""
+        return self.split_heads(self.query_proj(query))
 
     def prepare(self, memory: Tensor) -> tuple[Tensor, Tensor]:
         keys, values = self.key_value_proj(memory).chunk(2, dim=-1)  # (batch, src_len, d_model) each
@@ -133,8 +142,20 @@ class MultiHeadAttention(Attention):
         causal: bool = False,
     ) -> tuple[Tensor, Tensor | None]:
         """`causal` adds the no-look-ahead mask for self-attention over a whole target prefix."""
-        batch, tgt_len, d_model = query.shape
-        q = self.split_heads(self.query_proj(query))  # (batch, heads, tgt_len, d_head)
+        return self.attend(self.project_query(query), keys, values, mask, need_weights, causal)
+
+    def attend(
+        self,
+        q: Tensor,
+        keys: Tensor,
+        values: Tensor,
+        mask: Tensor | None,
+        need_weights: bool = False,
+        causal: bool = False,
+    ) -> tuple[Tensor, Tensor | None]:
+        """`forward` with the queries already projected and split into heads, q (batch, heads, tgt_len,
+        d_head): the output (batch, tgt_len, d_model) and, when asked, the weights."""
+        batch, _, tgt_len, _ = q.shape
         mask = None if mask is None else mask.unsqueeze(1)  # (batch, 1, tgt_len or 1, src_len)
         dropout = self.dropout if self.training else 0.0
         weights = None
@@ -150,8 +171,51 @@ class MultiHeadAttention(Attention):
             context = F.scaled_dot_product_attention(
                 q, keys, values, attn_mask=mask, dropout_p=dropout, is_causal=causal
             )
-        context = context.transpose(1, 2).reshape(batch, tgt_len, d_model)  # (batch, tgt_len, d_model)
+        context = context.transpose(1, 2).reshape(batch, tgt_len, -1)  # (batch, tgt_len, d_model)
         return self.out_proj(context), weights
+
+
+class SelfAttention(MultiHeadAttention):
+    """Multi-head attention of a sequence over itself: queries, keys and values come from one `qkv_proj`
+    matmul (one kernel instead of two). `prepare` and `project_query` use the matching slices of its weights,
+    so the shared interface still holds; `project` gives all three at once.
+
+    Checkpoints of the earlier layout (separate `query_proj` and `key_value_proj`) load unchanged: their
+    weights are concatenated into `qkv_proj` on loading (`fuse_qkv_weights`).
+    """
+
+    def make_projections(self, d_model: int) -> None:
+        self.qkv_proj = nn.Linear(d_model, 3 * d_model)
+        self.register_load_state_dict_pre_hook(fuse_qkv_weights)
+
+    def project(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Queries, keys and values of x (batch, length, d_model), each (batch, heads, length, d_head)."""
+        batch, length, _ = x.shape
+        qkv = self.qkv_proj(x).view(batch, length, 3, self.heads, self.d_head)
+        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # (batch, heads, length, d_head) each
+        return q, k, v
+
+    def project_query(self, query: Tensor) -> Tensor:
+        d_model = self.heads * self.d_head
+        weight, bias = self.qkv_proj.weight[:d_model], self.qkv_proj.bias[:d_model]
+        return self.split_heads(F.linear(query, weight, bias))
+
+    def prepare(self, memory: Tensor) -> tuple[Tensor, Tensor]:
+        d_model = self.heads * self.d_head
+        weight, bias = self.qkv_proj.weight[d_model:], self.qkv_proj.bias[d_model:]
+        keys, values = F.linear(memory, weight, bias).chunk(2, dim=-1)  # (batch, src_len, d_model) each
+        return self.split_heads(keys), self.split_heads(values)
+
+
+def fuse_qkv_weights(module: nn.Module, state_dict: dict, prefix: str, *_: object) -> None:
+    """Load-time migration: `query_proj` and `key_value_proj` weights of a checkpoint written before the
+    fused projection become `qkv_proj` (rows: queries, keys, values), in place in `state_dict`."""
+    for kind in ("weight", "bias"):
+        query, key_value = f"{prefix}query_proj.{kind}", f"{prefix}key_value_proj.{kind}"
+        if query in state_dict and key_value in state_dict:
+            state_dict[f"{prefix}qkv_proj.{kind}"] = torch.cat(
+                [state_dict.pop(query), state_dict.pop(key_value)]
+            )
 
 
 def causal_mask(tgt_len: int, src_len: int, device: torch.device) -> Tensor:

@@ -2,7 +2,9 @@
 
 A model encodes a source batch into a `Memory`, starts a decoder `State` from it, and advances that state one
 target token at a time with `decode_step`. Memory and state are flat dicts of tensors whose first dimension is
-the batch, so search can expand, reorder and shrink them with one `select_rows` for every model.
+the batch, so search can expand, reorder and shrink them with one `select_rows` for every model. A step keeps
+every shape of the state it is given (no tensor grows), and reads nothing back to the host, so that search
+can run it in a CUDA graph.
 """
 
 from __future__ import annotations
@@ -40,19 +42,24 @@ class Output:
 class Seq2Seq(nn.Module):
     """Encoder-decoder translation model.
 
-    Masks are bool with True = real token; `src_mask` is (batch, 1, src_len).
+    Masks are bool with True = real token; `src_mask` is (batch, 1, src_len). `reads_lengths_on_host`: the
+    forward pass reads something back to the host (so a training step cannot be captured in a CUDA graph).
     """
+
+    reads_lengths_on_host = False
 
     def encode(self, src: Tensor, src_mask: Tensor) -> Memory:
         """Encode source ids (batch, src_len); the memory holds 'src_mask' among its tensors."""
         raise NotImplementedError
 
-    def init_state(self, memory: Memory) -> State:
-        """Decoder state before the first target token."""
+    def init_state(self, memory: Memory, max_len: int) -> State:
+        """Decoder state before the first target token, with room for `max_len` decoding steps (the
+        Transformer allocates its key/value cache once, so that every step has the same shapes)."""
         raise NotImplementedError
 
     def decode_step(self, tokens: Tensor, memory: Memory, state: State) -> Step:
-        """Advance by one token: `tokens` (batch,) are the previous outputs (bos at the start)."""
+        """Advance by one token: `tokens` (batch,) are the previous outputs (bos at the start). The step may
+        write into the tensors of `state` (the Transformer's key/value caches): use each state once."""
         raise NotImplementedError
 
     def decode(self, tgt_in: Tensor, memory: Memory, return_attention: bool = False) -> Output:

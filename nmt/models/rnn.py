@@ -157,11 +157,34 @@ class BahdanauDecoder(Decoder):
         super().__init__(cfg, cfg.d_model + context, AdditiveAttention(hidden, context, hidden))
         self.pre_output = nn.Linear(hidden + context + cfg.d_model, cfg.d_model)
 
-    def forward(self, embedded: Tensor, memory: Memory, state: State) -> tuple[Tensor, Tensor, State]:
+    def recurrence(
+        self, embedded: Tensor, memory: Memory, state: State
+    ) -> tuple[Tensor, Tensor, Tensor, State]:
+        """One step of the recurrence: s_t (batch, hidden), c_t (batch, 2*hidden), the attention weights and
+        the new state."""
         context, weights = self.attend(state["hidden"][:, -1], memory)  # (batch, 2*hidden)
         output, new_state = self.recur(torch.cat([embedded, context], dim=-1), state)
-        deep = torch.tanh(self.pre_output(torch.cat([output, context, embedded], dim=-1)))  # (batch, d_model)
-        return self.dropout(deep), weights, new_state
+        return output, context, weights, new_state
+
+    def deep_output(self, output: Tensor, context: Tensor, embedded: Tensor) -> Tensor:
+        """tanh(W [s_t; c_t; y_{t-1}] + b) → (…, d_model), for one step or for all positions at once."""
+        return self.dropout(torch.tanh(self.pre_output(torch.cat([output, context, embedded], dim=-1))))
+
+    def forward(self, embedded: Tensor, memory: Memory, state: State) -> tuple[Tensor, Tensor, State]:
+        output, context, weights, new_state = self.recurrence(embedded, memory, state)
+        return self.deep_output(output, context, embedded), weights, new_state
+
+    def teacher_forced(self, embedded: Tensor, memory: Memory, state: State) -> tuple[Tensor, Tensor]:
+        """Only the recurrence goes one position at a time (each input holds the previous state's context);
+        the deep output, which feeds nothing back, then runs over all positions in one matmul."""
+        outputs, contexts, weights = [], [], []
+        for embedded_t in embedded.unbind(1):
+            output, context, step_weights, state = self.recurrence(embedded_t, memory, state)
+            outputs.append(output)
+            contexts.append(context)
+            weights.append(step_weights)
+        deep = self.deep_output(torch.stack(outputs, dim=1), torch.stack(contexts, dim=1), embedded)
+        return deep, torch.cat(weights, dim=2)  # (batch, tgt_len, d_model), (batch, 1, tgt_len, src_len)
 
 
 class LuongDecoder(Decoder):
@@ -217,11 +240,16 @@ class LuongDecoder(Decoder):
 class RNNSeq2Seq(Seq2Seq):
     """Bidirectional RNN encoder, attentional RNN decoder: Bahdanau (`rnn-bahdanau`) or Luong (`rnn-luong`).
 
+    The encoder packs its sequences, which needs their lengths on the host: a training step cannot be captured
+    in a CUDA graph (`reads_lengths_on_host`); decoding steps can.
+
     Memory: 'src_mask', attention 'keys' and 'values', the decoder's initial 'init_hidden' (and 'init_cell'
     for LSTM), (batch, decoder_layers, hidden). State: 'hidden' (and 'cell'), (batch, decoder_layers, hidden);
     Luong with input feeding adds 'feed'. The vocabulary projection of the d_model pre-output vector is the
     target embedding when `tie_embeddings`, which with a joint vocabulary also serves the source.
     """
+
+    reads_lengths_on_host = True
 
     def __init__(self, cfg: ModelConfig, src_vocab: int, tgt_vocab: int, joint_vocab: bool) -> None:
         super().__init__()
@@ -236,7 +264,8 @@ class RNNSeq2Seq(Seq2Seq):
         states, finals = self.encoder(src, src_mask)
         return {"src_mask": src_mask, **self.decoder.prepare(states, finals)}
 
-    def init_state(self, memory: Memory) -> State:
+    def init_state(self, memory: Memory, max_len: int) -> State:
+        """The bridged initial hidden states; an RNN step needs no room for earlier tokens (`max_len`)."""
         return self.decoder.init_state(memory)
 
     def logits(self, x: Tensor) -> Tensor:
@@ -250,7 +279,7 @@ class RNNSeq2Seq(Seq2Seq):
 
     def decode(self, tgt_in: Tensor, memory: Memory, return_attention: bool = False) -> Output:
         embedded = self.tgt_dropout(self.tgt_embedding(tgt_in))  # (batch, tgt_len, d_model)
-        outputs, weights = self.decoder.teacher_forced(embedded, memory, self.init_state(memory))
+        outputs, weights = self.decoder.teacher_forced(embedded, memory, self.decoder.init_state(memory))
         logits = self.logits(outputs)  # (batch, tgt_len, tgt_vocab)
         attention = weights.unsqueeze(1) if return_attention else None
         return Output(logits, attention)  # attention: (batch, 1, 1, tgt_len, src_len)

@@ -1,10 +1,13 @@
 """The Transformer of Vaswani et al. 2017, "Attention Is All You Need": pre-norm by default (post-norm
-option), sinusoidal positions, tied embeddings, and incremental decoding with a key/value cache."""
+option), sinusoidal positions, tied embeddings, and incremental decoding with a key/value cache of fixed size
+(allocated once per search, written at the current position), so that every decoding step has the same
+shapes and can be captured in a CUDA graph."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -12,7 +15,7 @@ from torch import Tensor, nn
 
 from nmt.config import ModelConfig
 from nmt.data.tokenizer import PAD
-from nmt.models.attention import MultiHeadAttention
+from nmt.models.attention import MultiHeadAttention, SelfAttention
 from nmt.models.base import Memory, Output, Seq2Seq, State, Step, make_embeddings
 
 
@@ -47,6 +50,12 @@ class Embedder(nn.Module):
         x = self.embedding(tokens) * self.scale + self.positions[offset : offset + length]
         return self.dropout(x)  # (batch, length, d_model)
 
+    def at(self, tokens: Tensor, position: Tensor) -> Tensor:
+        """Embed one token per sentence, tokens (batch,), each at its own position (batch,), read on the
+        device (no host sync); positions must be below max_positions (checked by the caller)."""
+        x = self.embedding(tokens) * self.scale + self.positions.index_select(0, position)
+        return self.dropout(x).unsqueeze(1)  # (batch, 1, d_model)
+
 
 class Sublayer(nn.Module):
     """Residual connection around `fn` with layer norm before (pre-norm) or after (post-norm) it."""
@@ -72,13 +81,30 @@ class EncoderLayer(nn.Module):
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         pre = cfg.norm == "pre"
-        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.heads, cfg.attention_dropout)
+        self.self_attn = SelfAttention(cfg.d_model, cfg.heads, cfg.attention_dropout)
         self.feed_forward = FeedForward(cfg.d_model, cfg.ff_dim, cfg.dropout)
         self.attn_block, self.ff_block = (Sublayer(cfg.d_model, cfg.dropout, pre) for _ in range(2))
 
     def forward(self, x: Tensor, src_mask: Tensor) -> Tensor:
-        x = self.attn_block(x, lambda h: self.self_attn(h, *self.self_attn.prepare(h), src_mask)[0])
+        x = self.attn_block(x, lambda h: self.self_attn.attend(*self.self_attn.project(h), src_mask)[0])
         return self.ff_block(x, self.feed_forward)  # (batch, src_len, d_model)
+
+
+@dataclass
+class Cache:
+    """One layer's self-attention keys and values (batch, heads, max_len, d_head) for a decoding step at
+    `position` (batch,); `visible` (batch, 1, max_len) is True at the positions up to it."""
+
+    keys: Tensor
+    values: Tensor
+    position: Tensor
+    visible: Tensor
+
+    def write(self, keys: Tensor, values: Tensor) -> tuple[Tensor, Tensor]:
+        """The cache with one position's keys and values (batch, heads, 1, d_head) written at `position`, in
+        place: copying the whole cache at every step would cost more than attending over it."""
+        index = self.position.view(-1, 1, 1, 1).expand_as(keys)  # (batch, heads, 1, d_head)
+        return self.keys.scatter_(2, index, keys), self.values.scatter_(2, index, values)
 
 
 class DecoderLayer(nn.Module):
@@ -87,7 +113,7 @@ class DecoderLayer(nn.Module):
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         pre = cfg.norm == "pre"
-        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.heads, cfg.attention_dropout)
+        self.self_attn = SelfAttention(cfg.d_model, cfg.heads, cfg.attention_dropout)
         self.cross_attn = MultiHeadAttention(cfg.d_model, cfg.heads, cfg.attention_dropout)
         self.feed_forward = FeedForward(cfg.d_model, cfg.ff_dim, cfg.dropout)
         self.self_block, self.cross_block, self.ff_block = (
@@ -99,25 +125,25 @@ class DecoderLayer(nn.Module):
         x: Tensor,
         cross_kv: tuple[Tensor, Tensor],
         src_mask: Tensor,
-        cache: tuple[Tensor, Tensor] | None = None,
+        cache: Cache | None = None,
         need_weights: bool = False,
-    ) -> tuple[Tensor, tuple[Tensor, Tensor], Tensor | None]:
-        """x (batch, tgt_len, d_model) → same shape, new self-attention keys/values, cross-attention weights.
+    ) -> tuple[Tensor, tuple[Tensor, Tensor] | None, Tensor | None]:
+        """x (batch, tgt_len, d_model) → same shape, the updated self-attention cache, cross-attention
+        weights.
 
-        With a `cache` (keys and values of earlier positions) `x` holds only the new positions, which attend
-        to the cache and to themselves; without one, `x` is the whole prefix and a causal mask applies.
+        Without a `cache`, `x` is the whole target prefix and a causal mask applies. With one, `x` (batch, 1,
+        d_model) is the token at `cache.position`: its keys and values are written there and it attends to the
+        cache's positions up to its own.
         """
         new_kv = None
 
         def self_attention(h: Tensor) -> Tensor:
             nonlocal new_kv
-            keys, values = new_kv = self.self_attn.prepare(h)
-            if cache is not None:
-                keys, values = new_kv = (
-                    torch.cat([cache[0], keys], dim=2),
-                    torch.cat([cache[1], values], dim=2),
-                )
-            return self.self_attn(h, keys, values, None, causal=cache is None and h.size(1) > 1)[0]
+            q, keys, values = self.self_attn.project(h)  # (batch, heads, tgt_len, d_head) each
+            if cache is None:
+                return self.self_attn.attend(q, keys, values, None, causal=h.size(1) > 1)[0]
+            new_kv = cache.write(keys, values)
+            return self.self_attn.attend(q, *new_kv, cache.visible)[0]
 
         weights = None
 
@@ -176,21 +202,29 @@ class TransformerSeq2Seq(Seq2Seq):
         )  # (batch, layers, heads, tgt, src)
         return Output(self.logits(x), stacked)
 
-    def init_state(self, memory: Memory) -> State:
+    def init_state(self, memory: Memory, max_len: int) -> State:
+        """Empty key/value caches with room for `max_len` tokens, and each sentence's next position (0).
+        `decode_step` writes into the caches of the state it is given."""
+        if max_len > self.tgt_embed.positions.size(0):
+            raise ValueError(
+                f"decoding {max_len} tokens exceeds model.max_positions={self.tgt_embed.positions.size(0)}"
+            )
         keys = memory["cross_k0"]  # (batch, heads, src_len, d_head)
-        empty = keys.new_zeros(keys.size(0), keys.size(1), 0, keys.size(3))
-        state = {}
+        shape = (keys.size(0), keys.size(1), max_len, keys.size(3))
+        state = {"position": torch.zeros(keys.size(0), dtype=torch.long, device=keys.device)}
         for i in range(len(self.decoder_layers)):
-            state[f"self_k{i}"], state[f"self_v{i}"] = empty, empty  # (batch, heads, 0, d_head)
-        return state
+            state[f"self_k{i}"], state[f"self_v{i}"] = keys.new_zeros(shape), keys.new_zeros(shape)
+        return state  # caches: (batch, heads, max_len, d_head)
 
     def decode_step(self, tokens: Tensor, memory: Memory, state: State) -> Step:
-        position = state["self_k0"].size(2)
-        x = self.tgt_embed(tokens.unsqueeze(1), offset=position)  # (batch, 1, d_model)
-        new_state = {}
+        position = state["position"]  # (batch,)
+        x = self.tgt_embed.at(tokens, position)  # (batch, 1, d_model)
+        slots = torch.arange(state["self_k0"].size(2), device=position.device)
+        visible = (slots <= position.unsqueeze(1)).unsqueeze(1)  # (batch, 1, max_len)
+        new_state = {"position": position + 1}
         for i, layer in enumerate(self.decoder_layers):
             cross_kv = memory[f"cross_k{i}"], memory[f"cross_v{i}"]
-            cache = state[f"self_k{i}"], state[f"self_v{i}"]
+            cache = Cache(state[f"self_k{i}"], state[f"self_v{i}"], position, visible)
             x, (new_state[f"self_k{i}"], new_state[f"self_v{i}"]), _ = layer(
                 x, cross_kv, memory["src_mask"], cache
             )
