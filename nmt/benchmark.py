@@ -178,7 +178,8 @@ def benchmark(
     bleu_budget: float,
     decode_sentences: int,
 ) -> dict[str, Any]:
-    """Run every measurement for the configured model; returns a flat dict of settings and figures."""
+    """Run every measurement for the configured model; returns a flat dict of settings and figures.
+    `bleu_budget <= 0` measures training speed only; `decode_sentences=0` skips decoding."""
     device = resolve_device(cfg.train.device)
     with tempfile.TemporaryDirectory(prefix="nmt-bench-") as tmp:
         corpus = data_dir or synthetic_corpus(Path(tmp) / "corpus", cfg.data.src_lang, cfg.data.tgt_lang)
@@ -193,12 +194,14 @@ def benchmark(
             "corpus": str(data_dir or "synthetic (Multi30k-sized)")
         }
         result |= measure_training(trainer, warmup_steps, max_steps)
+        if bleu_budget <= 0:  # decoding an untrained model measures nothing useful either
+            return result
         trainer, bleu = measure_time_to_bleu(cfg, run_dir, data, device, bleu_target, bleu_budget)
         result |= bleu
         test = read_split(cfg.data, "test")
         sources = data.tokenizers.src.encode(test.src[:decode_sentences])
         result["decode_sentences"] = len(sources)
-        for beam in (1, 5):
+        for beam in (1, 5) if sources else ():
             result |= measure_decoding(trainer, sources, beam)
     return result
 

@@ -348,9 +348,12 @@ def benchmark(
     steps: Annotated[int, typer.Option(help="Most updates timed (at most one epoch).")] = 400,
     bleu_target: Annotated[float, typer.Option(help="Validation BLEU for the time-to-BLEU figure.")] = 40.0,
     bleu_budget: Annotated[
-        float, typer.Option(help="Seconds of training allowed to reach --bleu-target.")
+        float,
+        typer.Option(help="Seconds of training allowed to reach --bleu-target (0: training speed only)."),
     ] = 120.0,
-    decode_sentences: Annotated[int, typer.Option(help="Test sentences decoded in one batch.")] = 1000,
+    decode_sentences: Annotated[
+        int, typer.Option(help="Test sentences decoded in one batch (0: no decoding).")
+    ] = 1000,
     overrides: Annotated[
         list[str] | None, typer.Option("--set", help="KEY=VALUE, e.g. --set train.compile=true")
     ] = None,

@@ -113,7 +113,8 @@ class _CapturedStep:
                 self.memory[name].copy_(tensor)
             self.memory_of = memory
         for name, tensor in state.items():
-            self.state[name].copy_(tensor)
+            if tensor is not self.state[name]:  # greedy search hands back the state of the last replay
+                self.state[name].copy_(tensor)
         self.graph.replay()
         return Step(self.out.log_probs, dict(self.out.state))
 

@@ -6,6 +6,9 @@
 runs `ceiling_bench.py` and then `nmt benchmark` for each config (options after `--` go to every `nmt
 benchmark`), keeps every JSON in --out, and prints the table with each model's training speed as a fraction
 of the ceiling's compiled figure. `--table-only` rebuilds the table from the JSON files already in --out.
+
+A config may be a variant, `NAME=CONFIG+KEY=VALUE+KEY=VALUE`: the column NAME, CONFIG with those `--set`s,
+e.g. `graphs=configs/multi30k-transformer.yaml+train.cuda_graphs=true`.
 """
 
 from __future__ import annotations
@@ -32,6 +35,13 @@ ROWS = [  # (key in nmt benchmark's JSON, row label, format)
     ("shapes_captured_or_compiled", "step shapes captured / compiled", "{}"),
     ("peak_resident_memory_gib", "peak resident host memory (GiB)", "{:.2f}"),
 ]
+
+
+def parse_variant(text: str) -> tuple[str, Path, list[str]]:
+    """`NAME=CONFIG+KEY=VALUE+…` (or a bare CONFIG, named by its stem) → name, config path, overrides."""
+    name, _, rest = text.partition("=") if "=" in text.split("+")[0] else ("", "", text)
+    config, *overrides = rest.split("+")
+    return name or Path(config).stem, Path(config), overrides
 
 
 def ceiling_figures(ceiling: dict) -> dict[str, float]:
@@ -87,15 +97,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("configs", nargs="+", type=Path)
+    parser.add_argument("configs", nargs="+", help="CONFIG or NAME=CONFIG+KEY=VALUE+…")
     parser.add_argument("--ceiling", type=Path, default=Path("../shared/bench/ceiling_bench.py"))
     parser.add_argument("--ceiling-budget", type=float, default=120.0, help="seconds for ceiling_bench.py")
     parser.add_argument("--smoke", action="store_true", help="ceiling_bench.py at its tiny CPU sizes")
     parser.add_argument("--data", type=Path, help="corpus directory (default: nmt benchmark's synthetic one)")
     parser.add_argument("--out", type=Path, default=Path("bench"))
     parser.add_argument("--table-only", action="store_true")
-    args, benchmark_options = parser.parse_known_args()
-    benchmark_options = [option for option in benchmark_options if option != "--"]
+    argv = sys.argv[1:]
+    split = argv.index("--") if "--" in argv else len(argv)
+    args, benchmark_options = parser.parse_args(argv[:split]), argv[split + 1 :]
     args.out.mkdir(parents=True, exist_ok=True)
     ceiling_json = args.out / "ceiling.json"
     if not args.table_only:
@@ -103,20 +114,26 @@ def main() -> None:
         budget = ["--time-budget", str(args.ceiling_budget)]
         run([sys.executable, str(args.ceiling), "--json", str(ceiling_json), *budget, *smoke])
         data = ["--data", str(args.data)] if args.data else []
-        for config in args.configs:
-            json_path = args.out / f"{config.stem}.json"
+        for name, config, overrides in map(parse_variant, args.configs):
+            sets = [option for override in overrides for option in ("--set", override)]
             benchmark = [sys.executable, "-m", "nmt", "benchmark", str(config), *data, *benchmark_options]
-            run([*benchmark, "--json", str(json_path)])
+            run([*benchmark, *sets, "--json", str(args.out / f"{name}.json")], fatal=False)
+    names = [parse_variant(text)[0] for text in args.configs]
     results = {
-        config.stem: json.loads((args.out / f"{config.stem}.json").read_text()) for config in args.configs
+        name: json.loads((args.out / f"{name}.json").read_text())
+        for name in names
+        if (args.out / f"{name}.json").exists()
     }
     print(table(results, json.loads(ceiling_json.read_text())))
 
 
-def run(command: list[str]) -> None:
+def run(command: list[str], fatal: bool = True) -> None:
+    """Run `command`; a failure ends the script when `fatal`, else it is reported and the table goes on."""
     print("$", " ".join(command), flush=True)
     if subprocess.run(command).returncode:
-        sys.exit(f"failed: {' '.join(command)}")
+        if fatal:
+            sys.exit(f"failed: {' '.join(command)}")
+        print(f"failed (left out of the table): {' '.join(command)}", flush=True)
 
 
 if __name__ == "__main__":

@@ -75,3 +75,14 @@ def test_one_run_measures_both_on_cpu(corpus: Path, tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert json.loads((tmp_path / "tiny-transformer.json").read_text())["train_steps_timed"] == 2
     assert "| training target tok/s |" in result.stdout and "ceiling (fixed 8×6×7 batch)" in result.stdout
+
+
+def test_a_variant_names_its_column_and_its_overrides() -> None:
+    parse = speed_table().parse_variant
+    assert parse("configs/a.yaml") == ("a", Path("configs/a.yaml"), [])
+    assert parse("graphs=configs/a.yaml+train.cuda_graphs=true+train.lr=1e-3") == (
+        "graphs",
+        Path("configs/a.yaml"),
+        ["train.cuda_graphs=true", "train.lr=1e-3"],
+    )
+    assert parse("configs/a.yaml+train.amp=false") == ("a", Path("configs/a.yaml"), ["train.amp=false"])
