@@ -152,9 +152,12 @@ def measure_time_to_bleu(
     }
 
 
-def measure_decoding(trainer: Trainer, sources: list[list[int]], beam_size: int) -> dict[str, float]:
-    """Decode all `sources` in one batch (after one untimed warm-up run)."""
-    model, search = trainer.model.eval(), trainer.cfg.search
+def measure_decoding(
+    trainer: Trainer, sources: list[list[int]], beam_size: int, cuda_graphs: bool
+) -> dict[str, float]:
+    """Decode all `sources` in one batch (after one untimed warm-up run), with or without CUDA graphs; the
+    keys of the figures with graphs end in `_graphs`."""
+    model, search = trainer.model.eval(), replace(trainer.cfg, search={"cuda_graphs": cuda_graphs}).search
     limit = max_source_len(trainer.cfg)
 
     def run() -> list[list[int]]:
@@ -163,9 +166,10 @@ def measure_decoding(trainer: Trainer, sources: list[list[int]], beam_size: int)
     run()
     outputs, seconds = timed(trainer.device, run)
     tokens = sum(len(o) + 1 for o in outputs)
+    suffix = "_graphs" if cuda_graphs else ""
     return {
-        f"beam{beam_size}_sent_per_s": len(sources) / seconds,
-        f"beam{beam_size}_tokens_per_s": tokens / seconds,
+        f"beam{beam_size}_sent_per_s{suffix}": len(sources) / seconds,
+        f"beam{beam_size}_tokens_per_s{suffix}": tokens / seconds,
     }
 
 
@@ -201,8 +205,10 @@ def benchmark(
         test = read_split(cfg.data, "test")
         sources = data.tokenizers.src.encode(test.src[:decode_sentences])
         result["decode_sentences"] = len(sources)
+        graphs = (False, True) if device.type == "cuda" else (False,)
         for beam in (1, 5) if sources else ():
-            result |= measure_decoding(trainer, sources, beam)
+            for cuda_graphs in graphs:
+                result |= measure_decoding(trainer, sources, beam, cuda_graphs)
     return result
 
 

@@ -28,6 +28,8 @@ ROWS = [  # (key in nmt benchmark's JSON, row label, format)
     ("seconds_to_bleu", "seconds to validation BLEU target", "{:.1f}"),
     ("beam1_sent_per_s", "greedy decoding sent/s", "{:,.0f}"),
     ("beam5_sent_per_s", "beam-5 decoding sent/s", "{:,.0f}"),
+    ("beam1_sent_per_s_graphs", "greedy decoding sent/s, CUDA graphs", "{:,.0f}"),
+    ("beam5_sent_per_s_graphs", "beam-5 decoding sent/s, CUDA graphs", "{:,.0f}"),
     ("kernel_launches_per_update", "kernel launches per update", "{:,.0f}"),
     ("operators_per_update", "operators per update", "{:,.0f}"),
     ("host_syncs_per_update", "host syncs per update", "{:.1f}"),

@@ -1,0 +1,96 @@
+"""Train one config with several seeds and print their test scores with the mean, as a Markdown table.
+
+    python scripts/seeds.py configs/multi30k-transformer.yaml --data DIR --out runs/seeds --seeds 1 2 3 \
+        [--parallel] [-- --max-steps 3000 --set train.lr=1e-3 …]
+
+Each seed trains into OUT/seed-S through `nmt train` (options after `--` go to every run) and ends with its
+report (beam search on the validation and test splits, `report.json`); the table reads those reports.
+`--parallel` trains the seeds at once (one GPU can hold several Multi30k runs); the scores do not depend on it
+when the runs stop on a step count, but the times in the table then do. `--table-only` rereads OUT.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+
+def train_command(config: Path, data: Path, run_dir: Path, seed: int, extra: list[str]) -> list[str]:
+    return [sys.executable, "-m", "nmt", "-q", "train", str(config), "--data", str(data), "--out",
+            str(run_dir), "--set", f"train.seed={seed}", *extra]  # fmt: skip
+
+
+def row(seed: int, report: dict) -> dict[str, float | int | str]:
+    """One seed's figures from its report.json."""
+    chosen = report["checkpoint"]
+    test = (report.get("test") or {}).get(chosen, {})
+    return {
+        "seed": seed,
+        "steps": report["steps"],
+        "best step": report["best_step"],
+        "checkpoint": chosen,
+        "valid BLEU": report["valid"][chosen]["bleu"],
+        "test BLEU": test.get("bleu", float("nan")),
+        "test chrF": test.get("chrf", float("nan")),
+        "training s": report["training_seconds"],
+    }
+
+
+def table(rows: list[dict]) -> str:
+    """Markdown, one line per seed and a last line of means (± standard deviation where there are two)."""
+    keys = list(rows[0])
+    lines = ["| " + " | ".join(keys) + " |", "|" + "---:|" * len(keys)]
+    for r in rows:
+        lines.append(
+            "| " + " | ".join(f"{r[k]:.2f}" if isinstance(r[k], float) else str(r[k]) for k in keys) + " |"
+        )
+    means = []
+    for key in keys:
+        values = [r[key] for r in rows]
+        if key == "seed" or not all(isinstance(v, (int, float)) for v in values):
+            means.append("mean" if key == "seed" else "")
+            continue
+        spread = f" ± {statistics.stdev(values):.2f}" if len(values) > 1 else ""
+        means.append(f"**{statistics.mean(values):.2f}**{spread}")
+    lines.append("| " + " | ".join(means) + " |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("config", type=Path)
+    parser.add_argument("--data", type=Path, required=True)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+    parser.add_argument("--parallel", action="store_true", help="train the seeds at once")
+    parser.add_argument("--table-only", action="store_true")
+    argv = sys.argv[1:]
+    split = argv.index("--") if "--" in argv else len(argv)
+    args, extra = parser.parse_args(argv[:split]), argv[split + 1 :]
+    run_dirs = {seed: args.out / f"seed-{seed}" for seed in args.seeds}
+    if not args.table_only:
+        args.out.mkdir(parents=True, exist_ok=True)
+        commands = {s: train_command(args.config, args.data, d, s, extra) for s, d in run_dirs.items()}
+        for command in commands.values():
+            print("$", " ".join(command), flush=True)
+        if args.parallel:
+            processes = [subprocess.Popen(c) for c in commands.values()]
+            codes = [p.wait() for p in processes]
+        else:
+            codes = [subprocess.run(c).returncode for c in commands.values()]
+        if any(codes):
+            print(f"exit codes {codes}: failed runs are left out of the table", flush=True)
+    reports = {s: d / "report.json" for s, d in run_dirs.items() if (d / "report.json").exists()}
+    if not reports:
+        sys.exit("no run wrote a report.json")
+    print(table([row(s, json.loads(path.read_text())) for s, path in reports.items()]))
+
+
+if __name__ == "__main__":
+    main()
