@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 
 from nmt.batch_size import fit_batch_tokens
-from nmt.checkpoint import load_checkpoint, save_checkpoint, vocabulary_record
+from nmt.checkpoint import CheckpointWriter, load_checkpoint, vocabulary_record
 from nmt.config import Config, TrainConfig, replace, save_config, to_dict, with_absolute_paths
 from nmt.data.batching import Batch, token_budget_groups
 from nmt.data.buckets import Buckets, batch_shapes
@@ -109,6 +109,7 @@ class Trainer:
         self.skipped = torch.zeros((), dtype=torch.long, device=device)  # non-finite updates since reported
         self.bad_streak = torch.zeros((), dtype=torch.long, device=device)  # non-finite updates in a row
         self.oom_streak = 0  # updates in a row skipped for lack of GPU memory
+        self.writer = CheckpointWriter()  # checkpoints are written in the background
 
     # --- checkpoints -------------------------------------------------------------------------------------
 
@@ -136,7 +137,7 @@ class Trainer:
         """Write last.pt; every process calls this (their RNG states are gathered), the main one writes."""
         rng = self.world.gather(rng_state())
         if self.world.is_main:
-            save_checkpoint(self.run_dir.checkpoint("last"), self.state(rng))
+            self.writer.save(self.run_dir.checkpoint("last"), self.state(rng))
 
     def restore(self) -> None:
         """Continue from `last.pt`: weights, optimizer, schedule, progress, RNG and data position."""
@@ -343,7 +344,7 @@ class Trainer:
         self.monitor = Monitor(cfg, self.run_dir, self.world.is_main, progress.step)
         window = _Window(self.device, self.world)
         last_eval = -1
-        with _catch_signals(self), contextlib.closing(self.monitor):
+        with _catch_signals(self), contextlib.closing(self.monitor), contextlib.closing(self.writer):
             while not self.should_stop() and not (cfg.max_epochs and progress.epoch >= cfg.max_epochs):
                 for consumed, batches in self.epoch_updates():
                     updated = self._update(consumed, batches, window)
@@ -389,21 +390,25 @@ class Trainer:
 
     def validate(self) -> None:
         """Validate in the main process, share its verdict with the others; write last.pt, and best.pt when
-        BLEU improved."""
+        BLEU improved (in the background: the previous validation's files are on disk first)."""
+        self.writer.wait()
         self.check_updates()
         progress = self.progress
         improved = self.score_validation() if self.world.is_main else False
         verdict = self.world.broadcast((progress.best_bleu, progress.best_step, progress.bad_evals, improved))
         progress.best_bleu, progress.best_step, progress.bad_evals, improved = verdict
         if improved and self.world.is_main:
-            save_checkpoint(self.run_dir.checkpoint("best"), self.weights())
+            self.writer.save(self.run_dir.checkpoint("best"), self.weights())
         self.save_last()
         if self.cfg.train.keep_checkpoints and self.world.is_main:
             self.save_snapshot()
 
     def save_snapshot(self) -> None:
         """Keep this validation's weights as checkpoints/step<N>.pt (the newest `keep_checkpoints` only)."""
-        save_checkpoint(self.run_dir.snapshot(self.progress.step), self.weights())
+        self.writer.save(self.run_dir.snapshot(self.progress.step), self.weights())
+        self.writer.later(self.prune_snapshots)
+
+    def prune_snapshots(self) -> None:
         for old in self.run_dir.snapshots()[: -self.cfg.train.keep_checkpoints]:
             old.unlink()
 

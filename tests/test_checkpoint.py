@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from nmt.checkpoint import load_checkpoint, save_checkpoint
+from nmt.checkpoint import CheckpointWriter, load_checkpoint, save_checkpoint
 from nmt.errors import UserError
 from nmt.files import atomic_write
 
@@ -31,6 +31,33 @@ def test_failed_write_keeps_the_old_file(tmp_path: Path) -> None:
         atomic_write(path, crash)
     assert load_checkpoint(path)["step"] == 1
     assert os.listdir(tmp_path) == ["c.pt"]  # no temporary file left behind
+
+
+def test_the_background_writer_saves_what_it_was_given_in_order(tmp_path: Path) -> None:
+    writer, weights = CheckpointWriter(), torch.zeros(3)
+    writer.save(tmp_path / "a.pt", {"model": {"w": weights}, "config": {}})
+    weights += 1  # training goes on while the file is written: the file keeps the values handed over
+    writer.later(lambda: (tmp_path / "a.pt").rename(tmp_path / "b.pt"))  # runs after the write
+    writer.close()
+    assert torch.equal(load_checkpoint(tmp_path / "b.pt")["model"]["w"], torch.zeros(3))
+    assert not (tmp_path / "a.pt").exists()
+
+
+def test_a_failed_background_write_is_raised_by_wait_and_keeps_the_old_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path, writer = tmp_path / "c.pt", CheckpointWriter()
+    writer.save(path, {"model": {}, "config": {}, "step": 1})
+    writer.wait()
+
+    def disk_full(self: object, *args: object, **kwargs: object) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(torch.serialization, "_save", disk_full)
+    writer.save(path, {"model": {}, "config": {}, "step": 2})
+    with pytest.raises(UserError, match=r"cannot write .*c\.pt: disk full"):
+        writer.close()
+    assert load_checkpoint(path)["step"] == 1
 
 
 class _Exploit:
