@@ -92,14 +92,20 @@ class Run:
     checkpoint: dict[str, Any]
 
 
-def vocabulary_record(tokenizers: Tokenizers) -> dict[str, Any]:
-    """What a checkpoint stores about its vocabulary, to refuse pairing it with another one."""
+def vocabulary_record(tokenizers: Tokenizers, legacy: bool = False) -> dict[str, Any]:
+    """What a checkpoint stores about its vocabulary, to refuse pairing it with another one (`legacy`: as
+    checkpoints recorded it before the fingerprints covered the pieces rather than the model files)."""
     return {
         "src_size": len(tokenizers.src),
         "tgt_size": len(tokenizers.tgt),
-        "src_sha256": tokenizers.src.fingerprint,
-        "tgt_sha256": tokenizers.tgt.fingerprint,
+        "src_sha256": tokenizers.src.file_sha256 if legacy else tokenizers.src.fingerprint,
+        "tgt_sha256": tokenizers.tgt.file_sha256 if legacy else tokenizers.tgt.fingerprint,
     }
+
+
+def same_vocabulary(record: Any, tokenizers: Tokenizers) -> bool:
+    """Whether a checkpoint's vocabulary record is that of `tokenizers` (also in the legacy form)."""
+    return record in (vocabulary_record(tokenizers), vocabulary_record(tokenizers, legacy=True))
 
 
 def find_checkpoint(run_dir: Path, which: str = "best") -> Path:
@@ -130,7 +136,7 @@ def load_run(run_dir: Path, device: torch.device, which: str = "best") -> Run:
         raise UserError(f"{run_dir / CONFIG_FILE}: {err}") from err
     tokenizers = load_tokenizers(run_dir, cfg.tokenizer.joint)
     checkpoint = load_checkpoint(path)
-    if checkpoint.get("vocab") != vocabulary_record(tokenizers):
+    if not same_vocabulary(checkpoint.get("vocab"), tokenizers):
         raise UserError(
             f"{path} was trained with another vocabulary than {tokenizers.src.path}; "
             f"use the checkpoint and sentencepiece model of the same run"

@@ -22,6 +22,7 @@ from nmt.checkpoint import (
     METRICS_FILE,
     SNAPSHOT_DIR,
     load_checkpoint,
+    same_vocabulary,
     save_checkpoint,
     snapshots,
     vocabulary_record,
@@ -131,7 +132,7 @@ class Trainer:
     def restore(self) -> None:
         """Continue from `last.pt`: weights, optimizer, schedule, progress, RNG and data position."""
         checkpoint = load_checkpoint(self.run_dir / "last.pt", self.device)
-        if checkpoint["vocab"] != vocabulary_record(self.data.tokenizers):
+        if not same_vocabulary(checkpoint["vocab"], self.data.tokenizers):
             raise UserError(
                 f"{self.run_dir / 'last.pt'} does not match the run's sentencepiece model; cannot resume"
             )

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from nmt.checkpoint import load_checkpoint, load_run, save_checkpoint
+from nmt.checkpoint import load_checkpoint, load_run, save_checkpoint, vocabulary_record
 from nmt.errors import UserError
 from nmt.files import atomic_write
 
@@ -65,6 +65,18 @@ def test_run_refuses_a_checkpoint_from_another_vocabulary(trained_run: Path, tmp
     save_checkpoint(copy / "best.pt", checkpoint)
     with pytest.raises(UserError, match="another vocabulary"):
         load_run(copy, torch.device("cpu"))
+
+
+def test_checkpoints_of_older_runs_still_load(trained_run: Path, tmp_path: Path) -> None:
+    """Checkpoints written before the fingerprint covered the pieces recorded the model file's sha256."""
+    copy = tmp_path / "run"
+    shutil.copytree(trained_run, copy)
+    checkpoint = load_checkpoint(copy / "best.pt")
+    tokenizers = load_run(copy, torch.device("cpu")).tokenizers
+    assert checkpoint["vocab"] == vocabulary_record(tokenizers) != vocabulary_record(tokenizers, legacy=True)
+    checkpoint["vocab"] = vocabulary_record(tokenizers, legacy=True)
+    save_checkpoint(copy / "best.pt", checkpoint)
+    load_run(copy, torch.device("cpu"))
 
 
 def test_run_without_checkpoint_is_reported(tmp_path: Path) -> None:
