@@ -107,6 +107,7 @@ class Trainer:
         self.skipped = torch.zeros((), dtype=torch.long, device=device)  # non-finite updates since reported
         self.bad_streak = torch.zeros((), dtype=torch.long, device=device)  # non-finite updates in a row
         self.oom_streak = 0  # updates in a row skipped for lack of GPU memory
+        self.planned = False  # whether an epoch was planned (logged once at INFO)
 
     # --- checkpoints -------------------------------------------------------------------------------------
 
@@ -176,9 +177,19 @@ class Trainer:
         """This epoch's remaining updates: how many of the epoch's batches each one uses, and this process's
         part of them (all of them in a single process), prepared in a background thread and on the device."""
         cfg = self.cfg.train
+        started = time.perf_counter()
         groups = token_budget_groups(
             self.data.train, cfg.batch_tokens, cfg.seed + self.progress.epoch, cfg.pad_to_multiple
-        )[self.progress.batches_done :]
+        )
+        log.log(
+            logging.DEBUG if self.planned else logging.INFO,
+            "epoch %d: %d batches of %d pairs planned in %.2f s",
+            self.progress.epoch,
+            len(groups),
+            len(self.data.train),
+            time.perf_counter() - started,
+        )
+        self.planned, groups = True, groups[self.progress.batches_done :]
         size = self.world.update_batches(cfg)
         updates = [groups[i : i + size] for i in range(0, len(groups), size)]
         batches = self.world.batches(self.data.train, updates, cfg.pad_to_multiple)
