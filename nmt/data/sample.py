@@ -57,25 +57,36 @@ def write_sample(files: SplitFiles, lines: int, cfg: TokenizerConfig, directory:
     else:
         src_rows = tgt_rows = sample_indices(lines, cfg.max_sentences)
     paths = directory / "sample.src.txt", directory / "sample.tgt.txt"
-    written = [0, 0]
+    written = 0
     with open(paths[0], "w", encoding="utf-8") as src_out, open(paths[1], "w", encoding="utf-8") as tgt_out:
         first = 0
         for raw_src, raw_tgt in raw_pair_chunks(files):
             end = first + len(raw_src)
-            src_in = _within(src_rows, first, end)
-            tgt_in = _within(tgt_rows, first, end)
-            rows = np.union1d(src_in, tgt_in).tolist()
-            src, _ = decode_lines([raw_src[r] for r in rows], str(files.src), 1, skip_bad_lines=True)
-            tgt, _ = decode_lines([raw_tgt[r] for r in rows], str(files.tgt), 1, skip_bad_lines=True)
-            kept = {r: (s, t) for r, s, t in zip(rows, src, tgt, strict=True) if s and t}
-            for out, side, wanted, count in ((src_out, 0, src_in, 0), (tgt_out, 1, tgt_in, 1)):
-                sentences = [kept[r][side] for r in wanted.tolist() if r in kept]
+            for out, rows, own, partner in (
+                (src_out, _within(src_rows, first, end), raw_src, raw_tgt),
+                (tgt_out, _within(tgt_rows, first, end), raw_tgt, raw_src),
+            ):
+                sentences = _paired(own, partner, rows.tolist())
                 out.writelines(sentence + "\n" for sentence in sentences)
-                written[count] += len(sentences)
+                written += len(sentences)
             first = end
-    if not sum(written):
+    if not written:
         raise no_pairs_error(files, len(np.union1d(src_rows, tgt_rows)))
-    return Sample(TextLines(paths[0]), TextLines(paths[1]), sum(written))
+    return Sample(TextLines(paths[0]), TextLines(paths[1]), written)
+
+
+def _paired(own: list[bytes], partner: list[bytes], rows: list[int]) -> list[str]:
+    """The cleaned sentences of `own` at `rows` whose pair has text on both sides (a line that is not valid
+    UTF-8 counts as empty)."""
+    text, _ = decode_lines([own[r] for r in rows], "", 1, skip_bad_lines=True)
+    return [sentence for sentence, r in zip(text, rows, strict=True) if sentence and _has_text(partner[r])]
+
+
+def _has_text(line: bytes) -> bool:
+    try:
+        return bool(line.decode("utf-8").strip())
+    except UnicodeDecodeError:
+        return False
 
 
 def _within(rows: np.ndarray, start: int, end: int) -> np.ndarray:

@@ -7,8 +7,10 @@ import hashlib
 import io
 import itertools
 import logging
+import multiprocessing
 import re
 from collections.abc import Iterable, Iterator
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -125,33 +127,42 @@ def train_sentencepiece(cfg: TokenizerConfig, sentences: Iterable[str], path: Pa
     """Train one model at `path`; shrink the vocabulary (or fail clearly) when the text is too small.
 
     The sentences stream into sentencepiece (iterated again if the vocabulary shrinks) and the model comes
-    back in memory: no temporary file, so training the same sentences twice writes the same bytes.
+    back in memory: no temporary file, so training the same sentences twice writes the same bytes. Training
+    runs in a forked child process: sentencepiece's trainer keeps the heap it used (about 1 GiB for 2M
+    sentences) until its process ends, and training must not leave that to the training loop.
     """
+    with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("fork")) as child:
+        model, vocab_size = child.submit(_train_fitting, cfg, sentences).result()
+    if vocab_size != cfg.vocab_size:
+        log.warning(
+            "tokenizer.vocab_size=%d is too large for this corpus; using %d", cfg.vocab_size, vocab_size
+        )
+    atomic_write(path, lambda handle: handle.write(model))
+
+
+def _train_fitting(cfg: TokenizerConfig, sentences: Iterable[str]) -> tuple[bytes, int]:
+    """The model, and the vocabulary size it has: `cfg.vocab_size`, or the largest the text allows."""
     vocab_size = cfg.vocab_size
     for _ in range(2):
         try:
-            model = _train(cfg, sentences, vocab_size)
-            break
+            return _train(cfg, sentences, vocab_size), vocab_size
         except RuntimeError as err:
             if low := _TOO_LOW.search(str(err)):
                 raise UserError(
                     f"tokenizer.vocab_size={vocab_size} is smaller than the {low.group(2)} pieces this "
                     f"corpus needs (its characters and the special tokens); raise it or lower "
                     f"tokenizer.character_coverage"
-                ) from err
+                ) from None
             match = _TOO_HIGH.search(str(err))
             if not match:
-                raise UserError(f"sentencepiece training failed: {str(err).splitlines()[-1]}") from err
-            limit = int(match.group(2))
+                raise UserError(f"sentencepiece training failed: {str(err).splitlines()[-1]}") from None
             if not cfg.auto_shrink:
                 raise UserError(
                     f"tokenizer.vocab_size={cfg.vocab_size} is too large for this corpus "
-                    f"(at most {limit}); "
-                    f"lower it or set tokenizer.auto_shrink=true"
-                ) from err
-            log.warning("tokenizer.vocab_size=%d is too large for this corpus; using %d", vocab_size, limit)
-            vocab_size = limit
-    atomic_write(path, lambda handle: handle.write(model))
+                    f"(at most {match.group(2)}); lower it or set tokenizer.auto_shrink=true"
+                ) from None
+            vocab_size = int(match.group(2))
+    raise UserError(f"sentencepiece refused tokenizer.vocab_size={vocab_size}, the size it proposed")
 
 
 def _train(cfg: TokenizerConfig, sentences: Iterable[str], vocab_size: int) -> bytes:
