@@ -115,13 +115,27 @@ def greedy_ends(src: np.ndarray, tgt: np.ndarray, batch_tokens: int) -> list[int
     """Where each group ends when padded widths sorted by target width are cut greedily: a group takes the
     next example while (examples + 1) * (widest source + widest target) stays within `batch_tokens`.
 
-    The cost of growing a group never falls (target widths are sorted, the source maximum only grows), so
-    each group's end is one `searchsorted` over a window of running maxima: a loop over groups, not examples.
+    The cost of growing a group never falls (target widths are sorted, the source maximum only grows), so a
+    group's end is one `searchsorted` over a window of running maxima. Inside a run of equal widths (a, b),
+    a group that starts there holds exactly max(1, batch_tokens // (a + b)) examples: all such groups of the
+    run are cut at once. The loop runs about twice per distinct pair of widths, not once per group.
     """
-    ends, start, n = [], 0, len(src)
+    ends: list[int] = []
+    n, start = len(src), 0
+    run_ends = [*(np.flatnonzero((src[1:] != src[:-1]) | (tgt[1:] != tgt[:-1])) + 1).tolist(), n]
+    run = 0
     counts = np.arange(1, batch_tokens // 2 + 2)  # a pair is at least 2 tokens wide
     while start < n:
-        window = min(n - start, batch_tokens // int(src[start] + tgt[start]) + 1)  # holds the first misfit
+        while run_ends[run] <= start:
+            run += 1
+        width = int(src[start] + tgt[start])
+        size = max(1, batch_tokens // width)
+        if start + size <= run_ends[run]:  # whole groups of this run's widths
+            groups = (run_ends[run] - start) // size
+            ends.extend(range(start + size, start + groups * size + 1, size))
+            start += groups * size
+            continue
+        window = min(n - start, size + 1)  # holds the first example that does not fit
         widths = np.maximum.accumulate(src[start : start + window]) + tgt[start : start + window]
         start += max(1, int(np.searchsorted(counts[:window] * widths, batch_tokens, side="right")))
         ends.append(start)
@@ -140,7 +154,8 @@ def token_budget_groups(
     src_len, tgt_len = corpus.lengths()
     rng = np.random.default_rng(seed)
     order = length_order(src_len, tgt_len, rng.random(len(corpus)))
-    ends = greedy_ends(round_up(src_len[order], multiple), round_up(tgt_len[order], multiple), batch_tokens)
+    padded = round_up(np.arange(max(src_len.max(initial=0), tgt_len.max(initial=0)) + 1), multiple)
+    ends = greedy_ends(padded[src_len[order]], padded[tgt_len[order]], batch_tokens)
     groups = np.split(order, ends[:-1])
     random.Random(seed).shuffle(groups)
     return groups
