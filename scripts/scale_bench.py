@@ -7,7 +7,8 @@ For each size it writes a corpus (Zipf-distributed words over a 50k-word vocabul
 sentence, mean ~25; 1,000 validation pairs), then runs, each in a fresh process so that peak RSS is per run:
 `cold`, training with an empty cache (check, tokenizer sample and training, encoding, planning, first update);
 `warm`, a second run on the cached data; `resume`, `--resume` of the first run; and sentencepiece's own batch
-encoding of the same (cleaned) text with the same model, the reference for the preparation's CPU-seconds.
+encoding of the same (cleaned) text with the same model, the reference for the preparation's CPU-seconds
+(measured after `cold` and after `resume`: the table shows their mean and both).
 `--nproc 2` runs `cold` and `warm` under torchrun instead and reports each process's memory at its first
 update. Times are wall seconds (loose on a shared machine); CPU-seconds (all threads) and memory are robust.
 The corpus and cache of a size are deleted after it is measured unless --keep.
@@ -88,8 +89,9 @@ def write_corpus(directory: Path, pairs: int) -> None:
 
 
 def cpu_seconds() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
+    """CPU-seconds of this process and its finished children (the tokenizer trains in one)."""
+    usages = [resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
+    return sum(usage.ru_utime + usage.ru_stime for usage in usages)
 
 
 def memory() -> dict[str, float]:
@@ -203,7 +205,7 @@ def measure(pairs: int, work: Path, nproc: int, keep: bool) -> list[dict[str, An
     shutil.rmtree(cache, ignore_errors=True)
     shutil.rmtree(runs, ignore_errors=True)
     env = os.environ | {"NMT_CACHE": str(cache), "PYTHONPATH": str(ROOT)}
-    rows = []
+    rows, spm = [], []
     kinds = [("cold", runs / "a", 1, False), ("warm", runs / "b", 1, False)]
     kinds += [("resume", runs / "a", 2, True)] if nproc == 1 else []
     for kind, out, steps, resume in kinds:
@@ -211,8 +213,10 @@ def measure(pairs: int, work: Path, nproc: int, keep: bool) -> list[dict[str, An
         records = run_child("train", data, out, work / f"{kind}.json", env, *flags, nproc=nproc)
         size = sum(f.stat().st_size for f in cache.rglob("*") if f.is_file()) / 2**20
         rows += [{"pairs": pairs, "run": kind, "cache_mib": size, "nproc": nproc, **r} for r in records]
-    spm = run_child("spm", data, runs / "a", work / "spm.json", env)[0]
-    rows[0] |= spm
+        if kind == "cold":  # the reference, measured twice around the short runs: its spread shows the noise
+            spm.append(run_child("spm", data, runs / "a", work / "spm.json", env)[0]["spm_cpu"])
+    spm.append(run_child("spm", data, runs / "a", work / "spm.json", env)[0]["spm_cpu"])
+    rows[0] |= {"spm_cpu": sum(spm) / len(spm), "spm_runs": spm}
     if not keep:
         shutil.rmtree(data, ignore_errors=True)
         shutil.rmtree(cache, ignore_errors=True)
@@ -237,7 +241,10 @@ COLUMNS = [  # header, cell
     ("planning s", lambda r: f"{_phase(r, 'planning'):.2f}"),
     ("to 1st update s", lambda r: f"{r['phases']['first_update'][0]:.1f}"),
     ("CPU-s to 1st update", lambda r: f"{r['phases']['first_update'][1]:.0f}"),
-    ("spm encode CPU-s", lambda r: f"{r['spm_cpu']:.0f}" if "spm_cpu" in r else ""),
+    (
+        "spm encode CPU-s",
+        lambda r: "{:.0f} ({:.0f}, {:.0f})".format(r["spm_cpu"], *r["spm_runs"]) if "spm_cpu" in r else "",
+    ),
     ("CPU ratio", _ratio),
     (
         "peak RSS GiB (tokenizer child)",

@@ -96,7 +96,9 @@ class Entry:
             return None, f"unreadable manifest ({type(err).__name__})"
         if not isinstance(manifest, dict) or manifest.get("key") != self.key:  # the key covers the format
             return None, "manifest of another entry"
-        for name, expected in manifest.get("files", {}).items():
+        if not isinstance(manifest.get("files"), dict) or not manifest["files"]:
+            return None, "manifest lists no files"
+        for name, expected in manifest["files"].items():
             found = _describe(self.directory / name)
             if found != expected:
                 return None, f"{name} does not match the manifest ({found} instead of {expected})"
