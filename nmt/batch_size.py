@@ -14,7 +14,8 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from nmt.data.batching import Batch, EncodedCorpus, collate, round_up
+from nmt.data.arrays import EncodedCorpus
+from nmt.data.batching import Batch, collate, round_up
 from nmt.device import autocast
 from nmt.loss import sequence_loss
 

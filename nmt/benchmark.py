@@ -88,7 +88,7 @@ def measure_training(trainer: Trainer, warmup_steps: int, max_steps: int) -> dic
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     (steps, target, total), seconds = timed(device, lambda: updates(max_steps, one_epoch=True))
-    epoch_tokens = sum(len(t) + 1 for t in trainer.data.train.tgt)
+    epoch_tokens = int(trainer.data.train.lengths()[1].sum())
     result = {
         "train_steps_timed": steps,
         "train_seconds": seconds,
@@ -190,7 +190,7 @@ def benchmark(
         cfg = replace(cfg, data={"dir": str(corpus)})
         run_dir = RunDir(Path(tmp) / "run")
         run_dir.path.mkdir()
-        data = prepare_data(cfg, run_dir.path, reuse_tokenizers=False)
+        data = prepare_data(cfg, run_dir.path, reuse_tokenizers=False, cache=Path(tmp) / "cache")
         trainer = Trainer(cfg, run_dir, data, device)
         trainer.fit_batch_tokens()
         cfg = trainer.cfg

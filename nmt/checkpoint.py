@@ -116,11 +116,17 @@ def _corrupted(path: Path, reason: object) -> UserError:
     return UserError(f"{path} is truncated or corrupted ({detail}); restore the file or train again")
 
 
-def vocabulary_record(tokenizers: Tokenizers) -> dict[str, Any]:
-    """What a checkpoint stores about its vocabulary, to refuse pairing it with another one."""
+def vocabulary_record(tokenizers: Tokenizers, legacy: bool = False) -> dict[str, Any]:
+    """What a checkpoint stores about its vocabulary, to refuse pairing it with another one (`legacy`: as
+    checkpoints recorded it before the fingerprints covered the pieces rather than the model files)."""
     return {
         "src_size": len(tokenizers.src),
         "tgt_size": len(tokenizers.tgt),
-        "src_sha256": tokenizers.src.fingerprint,
-        "tgt_sha256": tokenizers.tgt.fingerprint,
+        "src_sha256": tokenizers.src.file_sha256 if legacy else tokenizers.src.fingerprint,
+        "tgt_sha256": tokenizers.tgt.file_sha256 if legacy else tokenizers.tgt.fingerprint,
     }
+
+
+def same_vocabulary(record: Any, tokenizers: Tokenizers) -> bool:
+    """Whether a checkpoint's vocabulary record is that of `tokenizers` (also in the legacy form)."""
+    return record in (vocabulary_record(tokenizers), vocabulary_record(tokenizers, legacy=True))

@@ -13,7 +13,7 @@ import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, BinaryIO
 
 import typer
 from tqdm import tqdm
@@ -215,18 +215,19 @@ def train(
         typer.echo(best)
 
 
-def _read_input(path: Path | None, skip_bad_lines: bool) -> list[str]:
-    """Lines to translate from a file or stdin; with `skip_bad_lines`, invalid UTF-8 lines become empty."""
-    from nmt.data.corpus import decode_lines, read_lines
-
-    hint = "pass --skip-bad-lines to translate such lines as empty ones"
+@contextlib.contextmanager
+def _read_input(path: Path | None) -> Iterator[tuple[BinaryIO, str, bool]]:
+    """The bytes to translate (a file, or stdin), their name for errors, and whether they come from a terminal
+    (then each line is answered as soon as it is entered)."""
     if path is None:
-        lines, bad = decode_lines(sys.stdin.buffer.read(), "standard input", skip_bad_lines, hint)
-    else:
-        lines, bad = read_lines(path, skip_bad_lines, hint)
-    if bad:
-        typer.echo(f"nmt: {len(bad)} lines that are not valid UTF-8 translated as empty lines", err=True)
-    return lines
+        yield sys.stdin.buffer, "standard input", sys.stdin.isatty()
+        return
+    try:
+        handle = open(path, "rb")  # noqa: SIM115 (closed below)
+    except OSError as err:
+        raise UserError(f"cannot read {path}: {err.strerror}") from err
+    with handle:
+        yield handle, str(path), False
 
 
 @app.command()
@@ -246,19 +247,29 @@ def translate(
         bool, typer.Option(help="Translate lines that are not valid UTF-8 as empty lines instead of failing.")
     ] = False,
 ) -> None:
-    """Translate raw sentences, one per line, keeping the line order (empty lines stay empty)."""
+    """Translate raw sentences, one per line, keeping the line order (empty lines stay empty).
+
+    The input is read and translated in chunks, written as they are done (to --output only when complete).
+    """
     from nmt.device import resolve_device
-    from nmt.files import atomic_write_text
+    from nmt.files import atomic_write
     from nmt.run_dir import RunDir
-    from nmt.translate import translate as run_translation
+    from nmt.translate import translate_stream
 
     run = RunDir(run_dir).load(resolve_device(device), checkpoint)
-    translations = run_translation(run, _read_input(input, skip_bad_lines), beam_size, batch_size)
-    text = "".join(line + "\n" for line in translations)
-    if output is None:
-        sys.stdout.write(text)
-    else:
-        atomic_write_text(output, text)
+    bad = 0
+    with _read_input(input) as (source, name, interactive):
+
+        def write(out: BinaryIO) -> None:
+            nonlocal bad
+            bad = translate_stream(run, source, name, out, beam_size, batch_size, skip_bad_lines, interactive)
+
+        if output is None:
+            write(sys.stdout.buffer)
+        else:
+            atomic_write(output, write)
+    if bad:
+        typer.echo(f"nmt: {bad} lines that are not valid UTF-8 translated as empty lines", err=True)
 
 
 @app.command()

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import TypeVar
@@ -24,7 +24,8 @@ from torch import Tensor, nn
 from torch.nn.parallel import DistributedDataParallel
 
 from nmt.config import TrainConfig
-from nmt.data.batching import Batch, EncodedCorpus, collate
+from nmt.data.arrays import EncodedCorpus
+from nmt.data.batching import Batch, collate
 from nmt.data.tokenizer import PAD
 from nmt.errors import UserError
 
@@ -54,7 +55,7 @@ class World:
         `distributed_batch` is `scale` (each process then takes whole batches)."""
         return cfg.accumulate * (self.size if cfg.distributed_batch == "scale" else 1)
 
-    def share(self, update: list[list[int]]) -> list[list[int]]:
+    def share(self, update: list[Sequence[int]]) -> list[Sequence[int]]:
         """This process's part of one update's batches (lists of example indices); the parts of all processes
         make up the update exactly. Whole batches when they divide evenly among the processes, else every
         batch split by sentences (batches are sorted by length, so the parts are alike). An empty part means
@@ -64,14 +65,14 @@ class World:
         return [group[self.rank :: self.size] for group in update]
 
     def batches(
-        self, corpus: EncodedCorpus, updates: list[list[list[int]]], multiple: int
+        self, corpus: EncodedCorpus, updates: list[list[Sequence[int]]], multiple: int
     ) -> Iterator[Batch]:
         """Collate this process's part of each update in order. An empty part becomes the update's first
         sentence with its targets masked: DDP needs every process in every gradient all-reduce."""
         for update in updates:
             for group in self.share(update):
-                stand_in = not group
-                group = group or update[0][:1]
+                stand_in = len(group) == 0
+                group = update[0][:1] if stand_in else group
                 src, tgt = [corpus.src[i] for i in group], [corpus.tgt[i] for i in group]
                 batch = collate(src, tgt, group, multiple)
                 yield replace(batch, tgt_out=torch.full_like(batch.tgt_out, PAD)) if stand_in else batch

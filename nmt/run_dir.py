@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from nmt.checkpoint import load_checkpoint, vocabulary_record
+from nmt.checkpoint import load_checkpoint, same_vocabulary
 from nmt.config import Config, ConfigError, load_config, with_absolute_paths
 from nmt.data.tokenizer import Tokenizers, load_tokenizers
 from nmt.errors import UserError
@@ -213,7 +213,7 @@ class RunDir:
         cfg = self.load_config()
         tokenizers = load_tokenizers(self.path, cfg.tokenizer.joint)
         checkpoint = load_checkpoint(path)
-        if checkpoint.get("vocab") != vocabulary_record(tokenizers):
+        if not same_vocabulary(checkpoint.get("vocab"), tokenizers):
             raise UserError(
                 f"{path} was trained with another vocabulary than {tokenizers.src.path}; "
                 f"use the checkpoint and sentencepiece model of the same run"

@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 
 from nmt.batch_size import fit_batch_tokens
-from nmt.checkpoint import CheckpointWriter, load_checkpoint, vocabulary_record
+from nmt.checkpoint import CheckpointWriter, load_checkpoint, same_vocabulary, vocabulary_record
 from nmt.config import Config, TrainConfig, replace, save_config, to_dict, with_absolute_paths
 from nmt.data.batching import Batch, token_budget_groups
 from nmt.data.buckets import Buckets, batch_shapes
@@ -110,6 +110,7 @@ class Trainer:
         self.bad_streak = torch.zeros((), dtype=torch.long, device=device)  # non-finite updates in a row
         self.oom_streak = 0  # updates in a row skipped for lack of GPU memory
         self.writer = CheckpointWriter()  # checkpoints are written in the background
+        self.planned = False  # whether an epoch was planned (logged once at INFO)
 
     # --- checkpoints -------------------------------------------------------------------------------------
 
@@ -143,7 +144,7 @@ class Trainer:
         """Continue from `last.pt`: weights, optimizer, schedule, progress, RNG and data position."""
         last = self.run_dir.checkpoint("last")
         checkpoint = load_checkpoint(last, self.device)
-        if checkpoint["vocab"] != vocabulary_record(self.data.tokenizers):
+        if not same_vocabulary(checkpoint["vocab"], self.data.tokenizers):
             raise UserError(f"{last} does not match the run's sentencepiece model; cannot resume")
         self.model.load_state_dict(checkpoint["model"])
         try:
@@ -191,9 +192,19 @@ class Trainer:
         """This epoch's remaining updates: how many of the epoch's batches each one uses, and this process's
         part of them (all of them in a single process), prepared in a background thread and on the device."""
         cfg = self.cfg.train
+        started = time.perf_counter()
         groups = token_budget_groups(
             self.data.train, cfg.batch_tokens, cfg.seed + self.progress.epoch, cfg.pad_to_multiple
-        )[self.progress.batches_done :]
+        )
+        log.log(
+            logging.DEBUG if self.planned else logging.INFO,
+            "epoch %d: %d batches of %d pairs planned in %.2f s",
+            self.progress.epoch,
+            len(groups),
+            len(self.data.train),
+            time.perf_counter() - started,
+        )
+        self.planned, groups = True, groups[self.progress.batches_done :]
         size = self.world.update_batches(cfg)
         updates = [groups[i : i + size] for i in range(0, len(groups), size)]
         batches = self.world.batches(self.data.train, updates, cfg.pad_to_multiple)

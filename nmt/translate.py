@@ -1,16 +1,18 @@
-"""Raw sentences → subword ids → search → detokenized translations, in batches sorted by length."""
+"""Raw sentences → subword ids → search → detokenized translations, in batches sorted by length; streams of
+lines are translated a chunk at a time."""
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import BinaryIO
 
 import torch
 from torch import Tensor
 
 from nmt.config import Config, SearchConfig
 from nmt.data.batching import collate, sorted_groups
-from nmt.data.corpus import normalize
+from nmt.data.corpus import decode_lines, line_chunks, normalize
 from nmt.device import autocast
 from nmt.errors import UserError
 from nmt.models.base import Seq2Seq
@@ -114,6 +116,35 @@ def translate(
             max_source_len(run.cfg),
         )
     return run.tokenizers.tgt.decode(ids)
+
+
+CHUNK_LINES = 10_000  # lines read, sorted by length and translated at a time
+BAD_LINE_HINT = "pass --skip-bad-lines to translate such lines as empty ones"
+
+
+def translate_stream(
+    run: Run,
+    source: BinaryIO,
+    name: str,
+    out: BinaryIO,
+    beam_size: int | None = None,
+    batch_size: int | None = None,
+    skip_bad_lines: bool = False,
+    interactive: bool = False,
+) -> int:
+    """Translate the lines of `source` (called `name` in errors) into `out`, one line each in the same order,
+    `CHUNK_LINES` at a time (each line as soon as it is read when `interactive`), flushing `out` after every
+    chunk: memory does not grow with the input. Returns how many lines were not valid UTF-8 and were
+    translated as empty lines (with `skip_bad_lines`; otherwise the first one raises UserError).
+    """
+    first, bad = 1, 0
+    for chunk in line_chunks(source, 1 if interactive else CHUNK_LINES):
+        sentences, skipped = decode_lines(chunk, name, first, skip_bad_lines, BAD_LINE_HINT)
+        first, bad = first + len(chunk), bad + len(skipped)
+        translations = translate(run, sentences, beam_size, batch_size)
+        out.write("".join(line + "\n" for line in translations).encode("utf-8"))
+        out.flush()
+    return bad
 
 
 @dataclass(frozen=True)

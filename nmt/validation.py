@@ -21,10 +21,9 @@ def validation_scores(
     """Loss, greedy BLEU and chrF on (the first `train.eval_max_sentences` of) the validation split; the model
     is left in training mode."""
     model.eval()
-    limit = cfg.train.eval_max_sentences or len(data.valid)
-    hyp_ids = translate_ids(
-        model, data.valid_ids.src[:limit], cfg.search, 1, cfg.search.batch_size, max_source_len(cfg)
-    )
+    limit = min(cfg.train.eval_max_sentences or len(data.valid), len(data.valid))
+    sources = [data.valid_ids.src[i] for i in range(limit)]
+    hyp_ids = translate_ids(model, sources, cfg.search, 1, cfg.search.batch_size, max_source_len(cfg))
     scores = score(data.tokenizers.tgt.decode(hyp_ids), data.valid.tgt[:limit])
     loss = _validation_loss(model, data, cfg, device)
     model.train()
@@ -35,9 +34,8 @@ def validation_scores(
 def _validation_loss(model: Seq2Seq, data: PreparedData, cfg: Config, device: torch.device) -> float:
     """Per-token cross-entropy (without label smoothing) on the whole validation split."""
     corpus, total, tokens = data.valid_ids, 0.0, 0
-    groups = sorted_groups(
-        [len(s) + len(t) for s, t in zip(corpus.src, corpus.tgt, strict=True)], cfg.search.batch_size
-    )
+    src_len, tgt_len = corpus.lengths()
+    groups = sorted_groups((src_len + tgt_len).tolist(), cfg.search.batch_size)
     for batch in prefetch(iterate_batches(corpus, groups), device):
         with autocast(device, cfg.train.amp):
             logits = model(batch.src, batch.src_mask, batch.tgt_in).logits

@@ -1,5 +1,6 @@
 """Shared fixtures: a synthetic reordering corpus and one tiny trained run reused by the CLI tests."""
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,15 @@ from nmt.cli import app
 from nmt.data.synthetic import write_reordering_corpus
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def data_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The data cache of the session's tests (and of the processes they start), never ~/.cache/nmt."""
+    path = tmp_path_factory.mktemp("nmt-cache")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("NMT_CACHE", str(path))
+        yield path
 
 
 @pytest.fixture(scope="session")

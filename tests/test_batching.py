@@ -2,20 +2,28 @@
 
 from __future__ import annotations
 
+import random
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
 
+from nmt.data.arrays import ArrayWriter, EncodedCorpus, TokenArray, open_token_array
 from nmt.data.batching import (
-    EncodedCorpus,
     collate,
     iterate_batches,
+    length_order,
     round_up,
     sorted_groups,
     token_budget_groups,
 )
 from nmt.data.synthetic import reordering_pairs
 from nmt.data.tokenizer import BOS, EOS, PAD
+
+
+def as_lists(groups: list[np.ndarray]) -> list[list[int]]:
+    return [group.tolist() for group in groups]
 
 
 def ids(*rows: list[int]) -> list[np.ndarray]:
@@ -98,7 +106,7 @@ def test_an_example_over_the_budget_gets_a_group_of_its_own() -> None:
     corpus = EncodedCorpus.from_ids(
         [[5] * 3, [6] * 100, [7] * 2, [8] * 4], [[9] * 3, [9] * 100, [9] * 2, [9] * 3]
     )
-    groups = token_budget_groups(corpus, batch_tokens=30, seed=0)
+    groups = [group.tolist() for group in token_budget_groups(corpus, batch_tokens=30, seed=0)]
     assert [1] in groups
     assert sorted(i for group in groups for i in group) == [0, 1, 2, 3]
     assert len(groups) == 2  # the three short pairs (3 x (5 + 4) = 27 tokens) share one batch
@@ -106,9 +114,9 @@ def test_an_example_over_the_budget_gets_a_group_of_its_own() -> None:
 
 def test_same_seed_same_groups_other_seed_other_order() -> None:
     corpus = random_corpus(300, 30, seed=0)
-    first = token_budget_groups(corpus, 200, seed=5)
-    assert token_budget_groups(corpus, 200, seed=5) == first
-    other = token_budget_groups(corpus, 200, seed=6)
+    first = as_lists(token_budget_groups(corpus, 200, seed=5))
+    assert as_lists(token_budget_groups(corpus, 200, seed=5)) == first
+    other = as_lists(token_budget_groups(corpus, 200, seed=6))
     longest = lambda groups: [max(len(corpus.tgt[i]) for i in group) for group in groups]  # noqa: E731
     assert longest(other) != longest(first)  # the batches come in another order
     assert sorted(longest(other)) == sorted(longest(first))  # ... but are cut from the same length order
@@ -141,3 +149,86 @@ def test_iterate_batches_yields_the_grouped_examples(reordering_corpus: EncodedC
 def test_sorted_groups_go_longest_first() -> None:
     assert sorted_groups([3, 9, 1, 5, 7], batch_size=2) == [[1, 4], [3, 0], [2]]
     assert sorted_groups([], batch_size=4) == []
+
+
+def budget_groups_loop(corpus: EncodedCorpus, batch_tokens: int, seed: int, multiple: int) -> list[list[int]]:
+    """token_budget_groups as it was written first, one example at a time: the reference the vectorised
+    planner must match exactly (resumed runs and the processes of a job depend on it)."""
+    src_len, tgt_len = corpus.lengths()
+    order = np.lexsort((np.random.default_rng(seed).random(len(corpus)), src_len, tgt_len))
+    groups: list[list[int]] = []
+    current: list[int] = []
+    max_src = max_tgt = 0
+    for i in order.tolist():
+        new_src = max(max_src, round_up(int(src_len[i]), multiple))
+        new_tgt = max(max_tgt, round_up(int(tgt_len[i]), multiple))
+        if current and (len(current) + 1) * (new_src + new_tgt) > batch_tokens:
+            groups.append(current)
+            current, new_src, new_tgt = (
+                [],
+                round_up(int(src_len[i]), multiple),
+                round_up(int(tgt_len[i]), multiple),
+            )
+        current.append(i)
+        max_src, max_tgt = new_src, new_tgt
+    if current:
+        groups.append(current)
+    random.Random(seed).shuffle(groups)
+    return groups
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_planner_cuts_exactly_the_groups_of_the_example_loop(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    size, longest = int(rng.integers(1, 3000)), int(rng.integers(1, 150) if seed < 6 else rng.integers(1, 6))
+    corpus = random_corpus(size, longest, seed)
+    if seed % 2:  # lengths that rise together, as in real corpora
+        src_len = corpus.src.lengths()
+        corpus = EncodedCorpus(
+            corpus.src, lengths_only(np.minimum(longest, src_len + rng.integers(0, 3, size)))
+        )
+    for budget in (1, 40, 300, 3000, 8192):
+        for multiple in (1, 8):
+            expected = budget_groups_loop(corpus, budget, seed, multiple)
+            assert as_lists(token_budget_groups(corpus, budget, seed, multiple)) == expected, (
+                budget,
+                multiple,
+            )
+
+
+def lengths_only(lengths: np.ndarray) -> TokenArray:
+    return TokenArray(np.zeros(int(lengths.sum()), np.uint16), np.concatenate([[0], np.cumsum(lengths)]))
+
+
+@pytest.mark.parametrize("ties", ["distinct", "few values", "equal leading bits"])
+def test_length_order_is_lexsort_order(ties: str) -> None:
+    rng = np.random.default_rng(1)
+    src_len, tgt_len = rng.integers(1, 200, 5000), rng.integers(1, 200, 5000)
+    tie = {
+        "distinct": rng.random(5000),
+        "few values": rng.integers(0, 3, 5000) / 4,  # ties broken by index, as lexsort does
+        "equal leading bits": 0.5 + rng.integers(0, 3, 5000) * 2.0**-53,  # only the last bits differ
+    }[ties]
+    assert length_order(src_len, tgt_len, tie).tolist() == np.lexsort((tie, src_len, tgt_len)).tolist()
+
+
+def test_batches_from_memory_mapped_arrays_equal_those_from_memory(tmp_path: Path) -> None:
+    corpus, mapped = random_corpus(500, 40, seed=4), {}
+    for side in ("src", "tgt"):
+        writer, array = ArrayWriter(tmp_path, side, np.dtype(np.uint16)), getattr(corpus, side)
+        for start in range(0, len(array), 128):  # written in chunks, as the encoder does
+            stop = min(start + 128, len(array))
+            writer.append(
+                array.tokens[array.offsets[start] : array.offsets[stop]], array.lengths()[start:stop]
+            )
+        description = writer.finish()
+        assert description == {"dtype": "uint16", "tokens": len(array.tokens), "sentences": 500}
+        mapped[side] = open_token_array(tmp_path, side, description)
+    disk = EncodedCorpus(mapped["src"], mapped["tgt"])
+    groups = token_budget_groups(corpus, 300, seed=3, multiple=8)
+    assert as_lists(token_budget_groups(disk, 300, seed=3, multiple=8)) == as_lists(groups)
+    pairs = zip(iterate_batches(corpus, groups, 8), iterate_batches(disk, groups, 8), strict=True)
+    for a, b in pairs:
+        assert all(
+            getattr(a, f).equal(getattr(b, f)) for f in ("src", "src_mask", "tgt_in", "tgt_out", "index")
+        )

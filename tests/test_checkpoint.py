@@ -2,14 +2,16 @@
 
 import os
 import pickle
+import shutil
 from pathlib import Path
 
 import pytest
 import torch
 
-from nmt.checkpoint import CheckpointWriter, load_checkpoint, save_checkpoint
+from nmt.checkpoint import CheckpointWriter, load_checkpoint, save_checkpoint, vocabulary_record
 from nmt.errors import UserError
 from nmt.files import atomic_write
+from nmt.run_dir import RunDir
 
 
 def test_round_trip(tmp_path: Path) -> None:
@@ -81,3 +83,15 @@ def test_truncated_checkpoint_is_reported(tmp_path: Path) -> None:
     path.write_bytes(path.read_bytes()[:500])
     with pytest.raises(UserError, match="truncated or corrupted"):
         load_checkpoint(path)
+
+
+def test_checkpoints_of_older_runs_still_load(trained_run: Path, tmp_path: Path) -> None:
+    """Checkpoints written before the fingerprint covered the pieces recorded the model file's sha256."""
+    copy = tmp_path / "run"
+    shutil.copytree(trained_run, copy)
+    checkpoint = load_checkpoint(copy / "best.pt")
+    tokenizers = RunDir(copy).load(torch.device("cpu")).tokenizers
+    assert checkpoint["vocab"] == vocabulary_record(tokenizers) != vocabulary_record(tokenizers, legacy=True)
+    checkpoint["vocab"] = vocabulary_record(tokenizers, legacy=True)
+    save_checkpoint(copy / "best.pt", checkpoint)
+    RunDir(copy).load(torch.device("cpu"))

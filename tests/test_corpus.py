@@ -8,7 +8,17 @@ from pathlib import Path
 import pytest
 
 from nmt.config import DataConfig
-from nmt.data.corpus import SplitFiles, normalize, read_files, read_lines, read_split, split_files
+from nmt.data.corpus import (
+    SplitFiles,
+    count_lines,
+    decode_lines,
+    line_chunks,
+    normalize,
+    pair_chunks,
+    read_files,
+    read_split,
+    split_files,
+)
 from nmt.data.synthetic import reordering_pairs, write_reordering_corpus
 from nmt.errors import UserError
 
@@ -135,10 +145,17 @@ def test_unequal_line_counts_name_both_files_and_counts(tmp_path: Path) -> None:
         (b"a\r\nb\r\n", ["a\r", "b\r"]),  # CR is stripped later by normalize
     ],
 )
-def test_read_lines_counts_lines_like_wc_plus_an_unterminated_last_one(
+def test_lines_are_counted_like_wc_plus_an_unterminated_last_one(
     tmp_path: Path, content: bytes, lines: list[str]
 ) -> None:
-    assert read_lines(write(tmp_path / "f.txt", content)) == (lines, [])
+    path = write(tmp_path / "f.txt", content)
+    assert count_lines(SplitFiles(path, path)) == len(lines)
+    assert [line.decode().removesuffix("\n") for line in raw_lines(path, size=1)] == lines
+
+
+def raw_lines(path: Path, size: int = 3) -> list[bytes]:
+    with open(path, "rb") as handle:
+        return [line for chunk in line_chunks(handle, size) for line in chunk]
 
 
 def test_crlf_and_no_trailing_newline_read_cleanly(tmp_path: Path) -> None:
@@ -161,7 +178,7 @@ def test_skip_bad_lines_drops_the_pair_and_keeps_the_alignment(
         text = read_files(files, "train", skip_bad_lines=True)
     assert (text.src, text.tgt) == (["eins", "drei"], ["one", "three"])  # BOM gone on the slow path too
     assert "skipped 1 lines that are not valid UTF-8" in caplog.text
-    assert read_lines(files.tgt, skip_bad_lines=True) == (["one", "", "three"], [2])
+    assert decode_lines(raw_lines(files.tgt), "tgt", 1, skip_bad_lines=True) == (["one", "", "three"], [2])
 
 
 def test_skip_bad_lines_through_the_data_config(tmp_path: Path) -> None:
@@ -205,3 +222,29 @@ def test_synthetic_vocabulary_larger_than_the_syllables_allow_is_an_error() -> N
     assert len(set(" ".join(reordering_pairs(2000, 4352, 1, 1, seed=0)[0]).split())) > 1000
     with pytest.raises(ValueError, match="vocab=4353"):  # it used to loop forever
         reordering_pairs(1, 4353, 1, 1, seed=0)
+
+
+@pytest.mark.parametrize("block", [1, 2, 5, 1 << 24])
+def test_checks_find_the_line_whatever_the_blocks(
+    block: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The checking pass reads blocks of bytes: lines and characters cut at a block's end still count once."""
+    monkeypatch.setattr("nmt.data.corpus._BLOCK", block)
+    files = write_pair(tmp_path, "train", "grün\nrot blau\n\nende", "green\nred blue\nx\nend\n")
+    assert count_lines(files) == 4
+    write(files.src, "grün\nrot\n".encode() + b"\xe9\n")
+    write(files.tgt, "a\nb\nc\n")
+    assert f"{files.src} line 3 is not valid UTF-8" in error_of(count_lines, files)
+    assert count_lines(files, skip_bad_lines=True) == 3
+
+
+def test_chunks_read_like_the_whole(tmp_path: Path) -> None:
+    """Streaming a split in chunks of any size gives the pairs, drops and counts of reading it whole."""
+    src = "\ufeffeins\n\nzwei  drei\n \nvier\nf\xfcnf\r\n"
+    files = write_pair(tmp_path, "train", src.encode(), b"one\ntwo\n\t\n\nfour\nfive")
+    whole = read_files(files, "train")
+    for size in (1, 2, 4, 100):
+        chunks = list(pair_chunks(files, size=size))
+        assert [s for c in chunks for s in c.src] == whole.src == ["eins", "vier", "f\xfcnf"]
+        assert [t for c in chunks for t in c.tgt] == whole.tgt == ["one", "four", "five"]
+        assert sum(c.lines for c in chunks) == 6 and all(len(c.src) == len(c.tgt) for c in chunks)

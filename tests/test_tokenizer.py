@@ -111,6 +111,17 @@ def test_fingerprint_tells_models_apart(
     assert Tokenizer(joint.src.path).fingerprint == joint.src.fingerprint
 
 
+def test_models_trained_alike_have_one_fingerprint(
+    pairs: tuple[list[str], list[str]], tmp_path: Path
+) -> None:
+    """Training the same sentences again gives the same pieces, hence the same fingerprint: a checkpoint is
+    not refused with the other's vocabulary (the model file used to record a random temporary path)."""
+    first = train_tokenizers(SMALL, *pairs, tmp_path / "a")
+    second = train_tokenizers(SMALL, *pairs, tmp_path / "b")
+    assert first.src.fingerprint == second.src.fingerprint
+    assert first.src.path.read_bytes() == second.src.path.read_bytes()  # no temporary path recorded
+
+
 def test_missing_model_file_is_a_user_error(tmp_path: Path) -> None:
     with pytest.raises(UserError, match=r"spm\.model is missing"):
         Tokenizer(tmp_path / "spm.model")

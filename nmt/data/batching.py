@@ -5,12 +5,16 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, fields
+from typing import TypeVar
 
 import numpy as np
 import torch
 from torch import Tensor
 
+from nmt.data.arrays import EncodedCorpus
 from nmt.data.tokenizer import BOS, EOS, PAD
+
+T = TypeVar("T", int, np.ndarray)
 
 
 @dataclass
@@ -54,7 +58,8 @@ def pad_ids(sequences: Sequence[np.ndarray], length: int, prefix: int | None, su
     return torch.from_numpy(out)
 
 
-def round_up(length: int, multiple: int) -> int:
+def round_up(length: T, multiple: int) -> T:
+    """`length` (an int or an integer array) rounded up to a multiple of `multiple`."""
     return -(-length // multiple) * multiple
 
 
@@ -75,28 +80,71 @@ def collate(
     )
 
 
-@dataclass(frozen=True)
-class EncodedCorpus:
-    """Subword ids of every pair, encoded once; `src[i]`, `tgt[i]` are int32 arrays without bos/eos."""
+def length_order(src_len: np.ndarray, tgt_len: np.ndarray, tie: np.ndarray) -> np.ndarray:
+    """Indices sorted by target length, then source length, then `tie`, then index: the order
+    `np.lexsort((tie, src_len, tgt_len))` gives, at a quarter of its cost.
 
-    src: list[np.ndarray]
-    tgt: list[np.ndarray]
+    `tie` holds draws of `Generator.random()` (multiples of 2**-53). One uint64 per example packs the lengths,
+    the tie's leading bits and the index; a plain sort of those, then a re-sort of the rare runs whose
+    truncated ties are equal, gives exactly lexsort's order.
+    """
+    n = len(tie)
+    key = tgt_len.astype(np.uint64) * np.uint64(int(src_len.max(initial=0)) + 1) + src_len.astype(np.uint64)
+    key_bits, index_bits = int(key.max(initial=0)).bit_length(), max(1, (n - 1).bit_length())
+    tie_bits = min(53, 64 - key_bits - index_bits)
+    if tie_bits < 1:  # lengths and indices alone fill 64 bits
+        return np.lexsort((tie, src_len, tgt_len))
+    ties = (tie * 2.0**53).astype(np.uint64) >> np.uint64(53 - tie_bits)  # exact: tie < 1 has 53 bits
+    packed = (
+        (key << np.uint64(tie_bits + index_bits))
+        | (ties << np.uint64(index_bits))
+        | np.arange(n, dtype=np.uint64)
+    )
+    packed.sort()
+    order = (packed & np.uint64(2**index_bits - 1)).astype(np.int64)
+    high = packed >> np.uint64(index_bits)  # lengths and truncated tie
+    same = np.flatnonzero(high[1:] == high[:-1])
+    runs = np.split(same, np.flatnonzero(np.diff(same) > 1) + 1) if len(same) else []
+    for run in runs:  # positions run[0] .. run[-1] + 1 share lengths and truncated tie
+        span = order[run[0] : run[-1] + 2]
+        order[run[0] : run[-1] + 2] = span[np.lexsort((span, tie[span]))]
+    return order
 
-    def __len__(self) -> int:
-        return len(self.src)
 
-    @classmethod
-    def from_ids(cls, src: list[list[int]], tgt: list[list[int]]) -> EncodedCorpus:
-        return cls([np.asarray(s, dtype=np.int32) for s in src], [np.asarray(t, dtype=np.int32) for t in tgt])
+def greedy_ends(src: np.ndarray, tgt: np.ndarray, batch_tokens: int) -> list[int]:
+    """Where each group ends when padded widths sorted by target width are cut greedily: a group takes the
+    next example while (examples + 1) * (widest source + widest target) stays within `batch_tokens`.
 
-    def lengths(self) -> tuple[np.ndarray, np.ndarray]:
-        """Source and target lengths in tokens, eos/bos included."""
-        return np.array([len(s) + 1 for s in self.src]), np.array([len(t) + 1 for t in self.tgt])
+    The cost of growing a group never falls (target widths are sorted, the source maximum only grows), so a
+    group's end is one `searchsorted` over a window of running maxima. Inside a run of equal widths (a, b),
+    a group that starts there holds exactly max(1, batch_tokens // (a + b)) examples: all such groups of the
+    run are cut at once. The loop runs about twice per distinct pair of widths, not once per group.
+    """
+    ends: list[int] = []
+    n, start = len(src), 0
+    run_ends = [*(np.flatnonzero((src[1:] != src[:-1]) | (tgt[1:] != tgt[:-1])) + 1).tolist(), n]
+    run = 0
+    counts = np.arange(1, batch_tokens // 2 + 2)  # a pair is at least 2 tokens wide
+    while start < n:
+        while run_ends[run] <= start:
+            run += 1
+        width = int(src[start] + tgt[start])
+        size = max(1, batch_tokens // width)
+        if start + size <= run_ends[run]:  # whole groups of this run's widths
+            groups = (run_ends[run] - start) // size
+            ends.extend(range(start + size, start + groups * size + 1, size))
+            start += groups * size
+            continue
+        window = min(n - start, size + 1)  # holds the first example that does not fit
+        widths = np.maximum.accumulate(src[start : start + window]) + tgt[start : start + window]
+        start += max(1, int(np.searchsorted(counts[:window] * widths, batch_tokens, side="right")))
+        ends.append(start)
+    return ends
 
 
 def token_budget_groups(
     corpus: EncodedCorpus, batch_tokens: int, seed: int, multiple: int = 1
-) -> list[list[int]]:
+) -> list[np.ndarray]:
     """Group example indices into batches of at most `batch_tokens` padded source+target tokens.
 
     Examples are sorted by length (random tie-breaking from `seed`), cut into groups greedily, and the group
@@ -105,24 +153,10 @@ def token_budget_groups(
     """
     src_len, tgt_len = corpus.lengths()
     rng = np.random.default_rng(seed)
-    order = np.lexsort((rng.random(len(corpus)), src_len, tgt_len))
-    groups: list[list[int]] = []
-    current: list[int] = []
-    max_src = max_tgt = 0
-    for i in order.tolist():
-        new_src = max(max_src, round_up(int(src_len[i]), multiple))
-        new_tgt = max(max_tgt, round_up(int(tgt_len[i]), multiple))
-        if current and (len(current) + 1) * (new_src + new_tgt) > batch_tokens:
-            groups.append(current)
-            current, new_src, new_tgt = (
-                [],
-                round_up(int(src_len[i]), multiple),
-                round_up(int(tgt_len[i]), multiple),
-            )
-        current.append(i)
-        max_src, max_tgt = new_src, new_tgt
-    if current:
-        groups.append(current)
+    order = length_order(src_len, tgt_len, rng.random(len(corpus)))
+    padded = round_up(np.arange(max(src_len.max(initial=0), tgt_len.max(initial=0)) + 1), multiple)
+    ends = greedy_ends(padded[src_len[order]], padded[tgt_len[order]], batch_tokens)
+    groups = np.split(order, ends[:-1])
     random.Random(seed).shuffle(groups)
     return groups
 

@@ -1,10 +1,19 @@
-"""Parallel text on disk → cleaned, line-aligned (source, target) sentence lists."""
+"""Parallel text on disk → cleaned, line-aligned (source, target) sentences, read in chunks.
+
+Nothing here holds a whole corpus: `count_lines` checks a split with a pass over its bytes (UTF-8, TSV tabs,
+equal line counts) before anything is trained on it, and `pair_chunks` streams its cleaned pairs a chunk at a
+time. Only `read_files` collects a (small) split in lists: the validation and test sets.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from nmt.config import DataConfig
 from nmt.errors import UserError
@@ -74,55 +83,184 @@ def _pair(directory: Path, stem: str, cfg: DataConfig, origin: str) -> SplitFile
 
 
 SKIP_HINT = "set data.skip_bad_lines=true to drop such lines"
-
-
-def read_lines(
-    path: Path, skip_bad_lines: bool = False, skip_hint: str = SKIP_HINT
-) -> tuple[list[str], list[int]]:
-    """Lines of a UTF-8 file (newline removed) and the 1-based numbers of lines skipped as invalid UTF-8.
-
-    Invalid UTF-8 raises UserError naming the file and line (and how to skip such lines), unless
-    `skip_bad_lines` replaces each bad line with an empty one (dropped with its partner: the alignment holds).
-    """
-    try:
-        raw = path.read_bytes()
-    except OSError as err:
-        raise UserError(f"cannot read {path}: {err.strerror}") from err
-    return decode_lines(raw, str(path), skip_bad_lines, skip_hint)
-
-
-def decode_lines(
-    raw: bytes, name: str, skip_bad_lines: bool = False, skip_hint: str = SKIP_HINT
-) -> tuple[list[str], list[int]]:
-    """`read_lines` for bytes already read (from `name`, e.g. a file or standard input)."""
-    try:
-        return raw.decode("utf-8").removeprefix("\ufeff").split("\n")[: _count_lines(raw)], []
-    except UnicodeDecodeError:
-        pass
-    lines, bad = [], []
-    for number, chunk in enumerate(raw.split(b"\n")[: _count_lines(raw)], start=1):
-        try:
-            lines.append(chunk.decode("utf-8"))
-        except UnicodeDecodeError as err:
-            if not skip_bad_lines:
-                raise UserError(
-                    f"{name} line {number} is not valid UTF-8 (byte {err.start}); fix it or {skip_hint}"
-                ) from err
-            lines.append("")
-            bad.append(number)
-    if lines:
-        lines[0] = lines[0].removeprefix("\ufeff")
-    return lines, bad
-
-
-def _count_lines(raw: bytes) -> int:
-    """Number of lines, counting a last line without a newline."""
-    return raw.count(b"\n") + (0 if raw.endswith(b"\n") or not raw else 1)
+CHUNK_LINES = 65536  # lines read (and cleaned, encoded) at a time
+_BLOCK = 1 << 24  # bytes read at a time when checking a file
+_BOM = "\ufeff".encode()
 
 
 def normalize(line: str) -> str:
     """Strip the line and collapse every run of whitespace (tabs, NBSP, CR …) into one space."""
     return " ".join(line.split())
+
+
+def decode_lines(
+    lines: list[bytes], name: str, first: int, skip_bad_lines: bool = False, skip_hint: str = SKIP_HINT
+) -> tuple[list[str], list[int]]:
+    """Normalized text of raw lines numbered from `first` in `name` (a file, or standard input), and the
+    numbers of the lines that are not valid UTF-8.
+
+    Such a line raises UserError naming the file and line (and how to skip such lines), unless
+    `skip_bad_lines` makes it empty (dropped with its partner: the alignment holds).
+    """
+    try:
+        return [" ".join(line.decode("utf-8").split()) for line in lines], []
+    except UnicodeDecodeError:
+        pass
+    text, bad = [], []
+    for number, line in enumerate(lines, start=first):
+        try:
+            text.append(normalize(line.decode("utf-8")))
+        except UnicodeDecodeError as err:
+            if not skip_bad_lines:
+                raise UserError(
+                    f"{name} line {number} is not valid UTF-8 (byte {err.start}); fix it or {skip_hint}"
+                ) from err
+            text.append("")
+            bad.append(number)
+    return text, bad
+
+
+def line_chunks(handle: BinaryIO, size: int) -> Iterator[list[bytes]]:
+    """The lines of a binary stream, `size` at a time, newlines kept and a leading byte order mark removed.
+
+    Lines end at b"\\n" only (never at CR or Unicode line separators); a last line without one counts.
+    """
+    for number, chunk in enumerate(iter(lambda: list(itertools.islice(handle, size)), [])):
+        if number == 0:
+            chunk[0] = chunk[0].removeprefix(_BOM)
+        yield chunk
+
+
+@contextlib.contextmanager
+def _opened(path: Path) -> Iterator[BinaryIO]:
+    try:
+        handle = open(path, "rb")  # noqa: SIM115 (closed below)
+    except OSError as err:
+        raise UserError(f"cannot read {path}: {err.strerror}") from err
+    with handle:
+        yield handle
+
+
+def count_lines(files: SplitFiles, skip_bad_lines: bool = False) -> int:
+    """Lines of a split, checked without holding them: raises UserError for a line that is not valid UTF-8
+    (unless `skip_bad_lines`), a TSV line without a tab, or source and target files of different lengths."""
+    lines = _scan(files.src, skip_bad_lines)
+    if files.tgt is None:
+        _check_tabs(files.src)
+        return lines
+    tgt_lines = _scan(files.tgt, skip_bad_lines)
+    if lines != tgt_lines:
+        raise UserError(
+            f"{files.src} has {lines} lines but {files.tgt} has {tgt_lines}; "
+            f"the files of a split must be line-aligned"
+        )
+    return lines
+
+
+def _scan(path: Path, skip_bad_lines: bool) -> int:
+    """Lines of a file, read in blocks; each block of whole lines is checked to be UTF-8."""
+    lines, tail = 0, b""
+    with _opened(path) as handle:
+        while block := handle.read(_BLOCK):
+            block = tail + block
+            cut = block.rfind(b"\n") + 1
+            block, tail = block[:cut], block[cut:]
+            if not skip_bad_lines:
+                _check_utf8(block, path, lines)
+            lines += block.count(b"\n")
+    if tail and not skip_bad_lines:
+        _check_utf8(tail, path, lines)
+    return lines + (1 if tail else 0)
+
+
+def _check_utf8(block: bytes, path: Path, lines_before: int) -> None:
+    try:
+        block.decode("utf-8")
+    except UnicodeDecodeError:
+        decode_lines(block.split(b"\n"), str(path), lines_before + 1)  # raises, naming the line
+
+
+def _check_tabs(path: Path) -> None:
+    """Every line of a TSV corpus that is not blank (or skipped as invalid UTF-8) needs a tab."""
+    with _opened(path) as handle:
+        for number, line in enumerate(itertools.chain.from_iterable(line_chunks(handle, CHUNK_LINES)), 1):
+            if b"\t" in line:
+                continue
+            try:
+                blank = not line.decode("utf-8").strip()
+            except UnicodeDecodeError:  # skipped (data.skip_bad_lines): the scan raised otherwise
+                continue
+            if not blank:
+                raise UserError(
+                    f"{path} line {number} has no tab; a TSV corpus needs source<TAB>target per line"
+                )
+
+
+@dataclass(frozen=True)
+class Pairs:
+    """One chunk of a split: its cleaned pairs with both sides non-empty, and what was dropped."""
+
+    src: list[str]
+    tgt: list[str]
+    lines: int  # lines read
+    bad: int  # pairs dropped for a line that is not valid UTF-8 (only with skip_bad_lines)
+
+
+def pair_chunks(files: SplitFiles, skip_bad_lines: bool = False, size: int = CHUNK_LINES) -> Iterator[Pairs]:
+    """The cleaned pairs of a split, `size` lines at a time (see `count_lines` for the checks)."""
+    first = 1
+    for raw_src, raw_tgt in raw_pair_chunks(files, size):
+        src, bad_src = decode_lines(raw_src, str(files.src), first, skip_bad_lines)
+        tgt, bad_tgt = decode_lines(raw_tgt, str(files.tgt or files.src), first, skip_bad_lines)
+        bad = len(set(bad_src) | set(bad_tgt))
+        first += len(raw_src)
+        if "" in src or "" in tgt:  # a quick scan first: most chunks keep every pair
+            kept = [i for i, (s, t) in enumerate(zip(src, tgt, strict=True)) if s and t]
+            src, tgt = [src[i] for i in kept], [tgt[i] for i in kept]
+        yield Pairs(src, tgt, len(raw_src), bad)
+
+
+def raw_pair_chunks(files: SplitFiles, size: int = CHUNK_LINES) -> Iterator[tuple[list[bytes], list[bytes]]]:
+    """The raw source and target lines of a split, `size` lines at a time (a TSV line split at its tabs)."""
+    with _opened(files.src) as src:
+        if files.tgt is None:
+            for chunk in line_chunks(src, size):
+                columns = [line.split(b"\t", 2) for line in chunk]
+                yield [c[0] for c in columns], [c[1] if len(c) > 1 else b"" for c in columns]
+            return
+        with _opened(files.tgt) as tgt:
+            yield from zip(line_chunks(src, size), line_chunks(tgt, size), strict=True)
+
+
+@dataclass
+class Tally:
+    """Counts over a split's chunks, reported once it has been read."""
+
+    lines: int = 0
+    kept: int = 0
+    bad: int = 0
+
+    def add(self, pairs: Pairs) -> None:
+        self.lines += pairs.lines
+        self.kept += len(pairs.src)
+        self.bad += pairs.bad
+
+    def report(self, split: str, files: SplitFiles) -> None:
+        """Warn about skipped and dropped lines; a split without any pair is a UserError."""
+        if self.bad:
+            log.warning("%s: skipped %d lines that are not valid UTF-8", split, self.bad)
+        if not self.kept:
+            raise no_pairs_error(files, self.lines)
+        if self.kept < self.lines:
+            log.warning(
+                "%s: dropped %d of %d pairs with an empty side", split, self.lines - self.kept, self.lines
+            )
+
+
+def no_pairs_error(files: SplitFiles, lines: int) -> UserError:
+    """The error for a split whose `lines` lines read hold no pair with both sides."""
+    names = str(files.src) if files.tgt is None else f"{files.src} / {files.tgt}"
+    return UserError(f"{names} holds no sentence pairs (of {lines} lines, none with both sides)")
 
 
 def read_split(cfg: DataConfig, split: str) -> ParallelText:
@@ -131,39 +269,13 @@ def read_split(cfg: DataConfig, split: str) -> ParallelText:
 
 
 def read_files(files: SplitFiles, split: str, skip_bad_lines: bool = False) -> ParallelText:
-    """Read, check and clean a file pair or TSV file; pairs with an empty side are dropped and counted."""
-    if files.tgt is None:
-        src, tgt = _read_tsv(files.src, skip_bad_lines)
-        names = str(files.src)
-    else:
-        src, bad_src = read_lines(files.src, skip_bad_lines)
-        tgt, bad_tgt = read_lines(files.tgt, skip_bad_lines)
-        if len(src) != len(tgt):
-            raise UserError(
-                f"{files.src} has {len(src)} lines but {files.tgt} has {len(tgt)}; "
-                f"the files of a split must be line-aligned"
-            )
-        if bad_src or bad_tgt:
-            log.warning("%s: skipped %d lines that are not valid UTF-8", split, len(set(bad_src + bad_tgt)))
-        names = f"{files.src} / {files.tgt}"
-    pairs = [(normalize(s), normalize(t)) for s, t in zip(src, tgt, strict=True)]
-    kept = [(s, t) for s, t in pairs if s and t]
-    if not kept:
-        raise UserError(f"{names} holds no sentence pairs (of {len(pairs)} lines, none with both sides)")
-    if len(kept) < len(pairs):
-        log.warning(
-            "%s: dropped %d of %d pairs with an empty side", split, len(pairs) - len(kept), len(pairs)
-        )
-    return ParallelText([s for s, _ in kept], [t for _, t in kept])
-
-
-def _read_tsv(path: Path, skip_bad_lines: bool) -> tuple[list[str], list[str]]:
-    lines, _ = read_lines(path, skip_bad_lines)
-    src, tgt = [], []
-    for number, line in enumerate(lines, start=1):
-        columns = line.rstrip("\r").split("\t")
-        if len(columns) < 2 and line.strip():
-            raise UserError(f"{path} line {number} has no tab; a TSV corpus needs source<TAB>target per line")
-        src.append(columns[0])
-        tgt.append(columns[1] if len(columns) > 1 else "")
-    return src, tgt
+    """Read, check and clean a (small) file pair or TSV file into lists; pairs with an empty side are
+    dropped and counted."""
+    count_lines(files, skip_bad_lines)
+    text, tally = ParallelText([], []), Tally()
+    for pairs in pair_chunks(files, skip_bad_lines):
+        text.src.extend(pairs.src)
+        text.tgt.extend(pairs.tgt)
+        tally.add(pairs)
+    tally.report(split, files)
+    return text

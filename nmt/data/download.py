@@ -3,17 +3,19 @@ code)."""
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import socket
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 from urllib.parse import urlparse
 
 from nmt.data.corpus import normalize
 from nmt.errors import UserError
-from nmt.files import atomic_write_text
+from nmt.files import atomic_write
 
 log = logging.getLogger(__name__)
 
@@ -70,18 +72,25 @@ def _check_hub_reachable(path: str) -> None:
         ) from err
 
 
-def side(rows: Any, lang: str, split: str) -> list[str]:
-    """The `lang` sentences of a split whose records are flat {"de": …, "en": …} or {"translation": {…}}."""
-    if "translation" in rows.column_names:
-        pairs = rows["translation"]
-        fields = sorted(pairs[0]) if len(pairs) else []
-        if lang in fields:
-            return [_one_line(pair[lang]) for pair in pairs]
-    else:
-        fields = rows.column_names
-        if lang in fields:
-            return [_one_line(text) for text in rows[lang]]
-    raise UserError(f"{split} records have no '{lang}' field (fields: {fields}); check --src-lang/--tgt-lang")
+BATCH_ROWS = 10_000  # records converted to Python at a time
+
+
+def side(rows: Any, lang: str, split: str) -> Iterator[str]:
+    """The `lang` sentences of a split whose records are flat {"de": …, "en": …} or {"translation": {…}},
+    read in Arrow batches; raises UserError at once when the records have no `lang` field."""
+    nested = "translation" in rows.column_names
+    fields = (sorted(rows[0]["translation"]) if len(rows) else []) if nested else rows.column_names
+    if lang not in fields:
+        raise UserError(
+            f"{split} records have no '{lang}' field (fields: {fields}); check --src-lang/--tgt-lang"
+        )
+    return _sentences(rows.select_columns(["translation"] if nested else [lang]), lang, nested)
+
+
+def _sentences(rows: Any, lang: str, nested: bool) -> Iterator[str]:
+    for batch in rows.iter(batch_size=BATCH_ROWS):
+        texts = [pair[lang] for pair in batch["translation"]] if nested else batch[lang]
+        yield from map(_one_line, texts)
 
 
 def _one_line(text: Any) -> str:
@@ -89,8 +98,15 @@ def _one_line(text: Any) -> str:
     return "" if text is None else normalize(str(text))
 
 
+def _write_lines(lines: Iterator[str], handle: BinaryIO) -> None:
+    """Write sentences one per line, a batch at a time."""
+    for batch in iter(lambda: list(itertools.islice(lines, BATCH_ROWS)), []):
+        handle.write("".join(line + "\n" for line in batch).encode("utf-8"))
+
+
 def download(name: str, out: Path, src: str, tgt: str, hf_config: str | None = None) -> dict[str, int]:
-    """Load a parallel corpus with `datasets` and write its splits as plain text; returns lines per split."""
+    """Load a parallel corpus with `datasets` and write its splits as plain text, streaming each split's Arrow
+    batches into its files; returns lines per split."""
     import datasets  # heavy import, only needed here
 
     corpus, config = resolve(name, src, tgt, hf_config)
@@ -111,7 +127,7 @@ def download(name: str, out: Path, src: str, tgt: str, hf_config: str | None = N
             continue
         for lang in (src, tgt):
             lines = side(rows, lang, hf_split)
-            atomic_write_text(out / f"{split}.{lang}", "\n".join(lines) + "\n")
+            atomic_write(out / f"{split}.{lang}", lambda handle, lines=lines: _write_lines(lines, handle))
         counts[split] = len(rows)
     if "train" not in counts:
         raise UserError(f"dataset '{corpus.path}' has no train split (splits: {sorted(dataset)})")

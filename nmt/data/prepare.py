@@ -1,16 +1,31 @@
-"""Corpus → trained (or reloaded) tokenizers → encoded, length-filtered id arrays, ready for batching."""
+"""Corpus → tokenizers (trained on a bounded sample, cached, or the run's own) → encoded training pairs
+(memory-mapped from the cache) and the validation split (in memory), ready for batching.
+
+Nothing is read twice that the cache holds: a second run on the same data finds its tokenizer and encoded
+training split there, and `--resume` (or another process of the job) its encoded split. Each phase logs
+its time and size; see nmt/data/cache.py for where the cache lives and what its keys cover.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import logging
+import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import sentencepiece as spm
 
 from nmt.config import Config
-from nmt.data.batching import EncodedCorpus
-from nmt.data.corpus import ParallelText, read_split
-from nmt.data.tokenizer import Tokenizers, load_tokenizers, train_tokenizers
-from nmt.errors import UserError
+from nmt.data.arrays import EncodedCorpus, TokenArray, open_token_array
+from nmt.data.cache import Entry, cache_root, cached, file_identity
+from nmt.data.corpus import ParallelText, SplitFiles, count_lines, read_split, split_files
+from nmt.data.encode import encode_split
+from nmt.data.sample import SEED, write_sample
+from nmt.data.tokenizer import Tokenizers, load_tokenizers, tokenizer_paths, train_tokenizers
+from nmt.files import atomic_write
 
 log = logging.getLogger(__name__)
 
@@ -23,31 +38,111 @@ class PreparedData:
     valid_ids: EncodedCorpus
 
 
-def prepare_data(cfg: Config, run_dir: Path, reuse_tokenizers: bool) -> PreparedData:
-    """Read train/valid text, train sentencepiece into `run_dir` (or reuse it), encode once, length-filter."""
-    train_text = read_split(cfg.data, "train")
-    valid_text = read_split(cfg.data, "valid")
+@dataclass(frozen=True)
+class TrainFiles:
+    """The training split's files; their line count is taken (and the files checked) once, when needed."""
+
+    files: SplitFiles
+    skip_bad_lines: bool
+
+    @functools.cached_property
+    def checked(self) -> tuple[int, float]:
+        """The line count (see `count_lines` for the checks) and the seconds the check took."""
+        started = time.perf_counter()
+        return count_lines(self.files, self.skip_bad_lines), time.perf_counter() - started
+
+    @property
+    def lines(self) -> int:
+        return self.checked[0]
+
+    @functools.cached_property
+    def identity(self) -> list[dict[str, Any]]:
+        return [file_identity(path) for path in (self.files.src, self.files.tgt) if path is not None]
+
+
+def prepare_data(
+    cfg: Config, run_dir: Path, reuse_tokenizers: bool, cache: Path | None = None
+) -> PreparedData:
+    """Check the data, get the tokenizers into `run_dir` (trained, or from the cache; with
+    `reuse_tokenizers`, those already there), encode the training split into the cache (`cache`, default
+    `cache_root()`) or open it there, and encode the validation split."""
+    root = cache or cache_root()
+    train = TrainFiles(split_files(cfg.data, "train"), cfg.data.skip_bad_lines)
+    valid = read_split(cfg.data, "valid")
     if reuse_tokenizers:
         tokenizers = load_tokenizers(run_dir, cfg.tokenizer.joint)
     else:
-        tokenizers = train_tokenizers(cfg.tokenizer, train_text.src, train_text.tgt, run_dir)
-    train = encode(tokenizers, train_text)
-    kept = [i for i in range(len(train)) if max(len(train.src[i]), len(train.tgt[i])) <= cfg.data.max_len]
-    if not kept:
-        raise UserError(
-            f"no training pair is within data.max_len={cfg.data.max_len} subwords; raise data.max_len"
+        tokenizers = _tokenizers(cfg, train, run_dir, root)
+    return PreparedData(tokenizers, _encoded(cfg, train, tokenizers, root), valid, encode(tokenizers, valid))
+
+
+def _tokenizers(cfg: Config, train: TrainFiles, run_dir: Path, root: Path) -> Tokenizers:
+    """The tokenizers trained on a sample of the training split, from the cache, copied into `run_dir`."""
+    inputs = {
+        "sentencepiece": spm.__version__,
+        "tokenizer": dataclasses.asdict(cfg.tokenizer),
+        "train": train.identity,
+        "skip_bad_lines": cfg.data.skip_bad_lines,
+        "sample_seed": SEED,
+    }
+
+    def fill(directory: Path) -> dict[str, Any]:
+        sample = write_sample(train.files, train.lines, cfg.tokenizer, directory)
+        started = time.perf_counter()
+        tokenizers = train_tokenizers(cfg.tokenizer, sample.src, sample.tgt, directory)
+        sample.src.path.unlink()
+        sample.tgt.path.unlink()
+        log.info(
+            "tokenizer: %d pieces trained in %.1f s on %d sentences of %d lines (checked in %.1f s)",
+            len(tokenizers.src),
+            time.perf_counter() - started,
+            sample.sentences,
+            *train.checked,
         )
-    if len(kept) < len(train):
-        log.warning(
-            "dropped %d of %d training pairs longer than data.max_len=%d subwords",
-            len(train) - len(kept),
-            len(train),
-            cfg.data.max_len,
+        return {"sample_sentences": sample.sentences}
+
+    def install(directory: Path, _manifest: dict[str, Any]) -> Tokenizers:
+        for path in dict.fromkeys(tokenizer_paths(run_dir, cfg.tokenizer.joint)):
+            model = (directory / path.name).read_bytes()
+            atomic_write(path, lambda handle, model=model: handle.write(model))
+        return load_tokenizers(run_dir, cfg.tokenizer.joint)
+
+    return cached(Entry(root, "tokenizer", inputs), fill, install)
+
+
+def _encoded(cfg: Config, train: TrainFiles, tokenizers: Tokenizers, root: Path) -> EncodedCorpus:
+    """The training split encoded by `tokenizers`, memory-mapped from the cache (encoded first on a miss)."""
+    inputs = {
+        "tokenizers": [tokenizers.src.fingerprint, tokenizers.tgt.fingerprint],
+        "train": train.identity,
+        "max_len": cfg.data.max_len,
+        "skip_bad_lines": cfg.data.skip_bad_lines,
+    }
+
+    def fill(directory: Path) -> dict[str, Any]:
+        return encode_split(
+            train.files, train.lines, tokenizers, cfg.data.max_len, cfg.data.skip_bad_lines, directory
         )
-    train = EncodedCorpus([train.src[i] for i in kept], [train.tgt[i] for i in kept])
-    return PreparedData(tokenizers, train, valid_text, encode(tokenizers, valid_text))
+
+    def use(directory: Path, manifest: dict[str, Any]) -> tuple[EncodedCorpus, dict[str, Any]]:
+        arrays = manifest.get("arrays", {})
+        src = open_token_array(directory, "src", arrays.get("src", {}))
+        return EncodedCorpus(src, open_token_array(directory, "tgt", arrays.get("tgt", {}))), manifest
+
+    corpus, manifest = cached(Entry(root, "encoded", inputs), fill, use)
+    dropped = ", ".join(f"{count} {why.replace('_', ' ')}" for why, count in manifest["dropped"].items())
+    log.info(
+        "train: %d pairs, %d tokens (%.1f MiB on disk) of %d lines (dropped: %s)",
+        len(corpus),
+        len(corpus.src.tokens) + len(corpus.tgt.tokens),
+        sum(f["bytes"] for f in manifest["files"].values()) / 2**20,
+        manifest["lines"],
+        dropped,
+    )
+    return corpus
 
 
 def encode(tokenizers: Tokenizers, text: ParallelText) -> EncodedCorpus:
-    """Subword ids of both sides of a parallel text."""
-    return EncodedCorpus.from_ids(tokenizers.src.encode(text.src), tokenizers.tgt.encode(text.tgt))
+    """Subword ids of both sides of a (small) parallel text, in memory."""
+    src, tgt = tokenizers.src.encode(text.src), tokenizers.tgt.encode(text.tgt)
+    return EncodedCorpus(TokenArray.from_ids(src), TokenArray.from_ids(tgt))

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import io
+import itertools
 import logging
+import multiprocessing
 import re
-import tempfile
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,14 +43,24 @@ class Tokenizer:
     def __len__(self) -> int:
         return self.sp.get_piece_size()
 
-    @property
+    @functools.cached_property
     def fingerprint(self) -> str:
-        """sha256 of the model file: a checkpoint records it to refuse a mismatched vocabulary."""
+        """sha256 of the vocabulary: every piece with its score and kind. A checkpoint records it to refuse a
+        mismatched vocabulary; models trained alike have the same one, whatever else their files record."""
+        sp, digest = self.sp, hashlib.sha256()
+        for i in range(len(self)):
+            kind = (sp.is_unknown(i), sp.is_control(i), sp.is_unused(i), sp.is_byte(i))
+            digest.update(f"{sp.id_to_piece(i)}\t{sp.get_score(i)!r}\t{kind}\n".encode())
+        return digest.hexdigest()
+
+    @functools.cached_property
+    def file_sha256(self) -> str:
+        """sha256 of the model file: the fingerprint checkpoints recorded before it covered the pieces."""
         return hashlib.sha256(self.path.read_bytes()).hexdigest()
 
-    def encode(self, sentences: list[str]) -> list[list[int]]:
-        """Subword ids of each sentence, without bos/eos."""
-        return self.sp.encode(sentences)
+    def encode(self, sentences: list[str], num_threads: int = -1) -> list[list[int]]:
+        """Subword ids of each sentence, without bos/eos (encoded in `num_threads` threads; -1: all cores)."""
+        return self.sp.encode(sentences, num_threads=num_threads)
 
     def decode(self, ids: list[list[int]]) -> list[str]:
         """Detokenized text of each id sequence; pad/bos/eos are skipped, unknowns show as ' ⁇ '."""
@@ -82,55 +97,79 @@ def load_tokenizers(run_dir: Path, joint: bool) -> Tokenizers:
     return Tokenizers(src, src if joint else Tokenizer(tgt_path))
 
 
-def train_tokenizers(cfg: TokenizerConfig, src: list[str], tgt: list[str], run_dir: Path) -> Tokenizers:
-    """Train the sentencepiece model(s) on the training sentences and save them in `run_dir`."""
+def train_tokenizers(
+    cfg: TokenizerConfig, src: Iterable[str], tgt: Iterable[str], run_dir: Path
+) -> Tokenizers:
+    """Train the sentencepiece model(s) on the source and target sentences and save them in `run_dir`.
+
+    `src` and `tgt` are iterated once per training attempt: lists, or re-iterable readers of a sample.
+    """
     src_path, tgt_path = tokenizer_paths(run_dir, cfg.joint)
     if cfg.joint:
-        train_sentencepiece(cfg, src + tgt, src_path)
+        train_sentencepiece(cfg, _Joined((src, tgt)), src_path)
     else:
         train_sentencepiece(cfg, src, src_path)
         train_sentencepiece(cfg, tgt, tgt_path)
     return load_tokenizers(run_dir, cfg.joint)
 
 
-def train_sentencepiece(cfg: TokenizerConfig, sentences: list[str], path: Path) -> None:
-    """Train one model at `path`; shrink the vocabulary (or fail clearly) when the text is too small."""
+@dataclass(frozen=True)
+class _Joined:
+    """The sentences of several re-iterables one after another, as often as iterated."""
+
+    parts: tuple[Iterable[str], ...]
+
+    def __iter__(self) -> Iterator[str]:
+        return itertools.chain.from_iterable(self.parts)
+
+
+def train_sentencepiece(cfg: TokenizerConfig, sentences: Iterable[str], path: Path) -> None:
+    """Train one model at `path`; shrink the vocabulary (or fail clearly) when the text is too small.
+
+    The sentences stream into sentencepiece (iterated again if the vocabulary shrinks) and the model comes
+    back in memory: no temporary file, so training the same sentences twice writes the same bytes. Training
+    runs in a forked child process: sentencepiece's trainer keeps the heap it used (about 1 GiB for 2M
+    sentences) until its process ends, and training must not leave that to the training loop.
+    """
+    with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("fork")) as child:
+        model, vocab_size = child.submit(_train_fitting, cfg, sentences).result()
+    if vocab_size != cfg.vocab_size:
+        log.warning(
+            "tokenizer.vocab_size=%d is too large for this corpus; using %d", cfg.vocab_size, vocab_size
+        )
+    atomic_write(path, lambda handle: handle.write(model))
+
+
+def _train_fitting(cfg: TokenizerConfig, sentences: Iterable[str]) -> tuple[bytes, int]:
+    """The model, and the vocabulary size it has: `cfg.vocab_size`, or the largest the text allows."""
     vocab_size = cfg.vocab_size
-    with tempfile.TemporaryDirectory() as tmp:
-        text = Path(tmp) / "train.txt"
-        text.write_text("\n".join(sentences) + "\n", encoding="utf-8")
-        for _ in range(2):
-            try:
-                _train(cfg, text, Path(tmp) / "spm", vocab_size)
-                break
-            except RuntimeError as err:
-                if low := _TOO_LOW.search(str(err)):
-                    raise UserError(
-                        f"tokenizer.vocab_size={vocab_size} is smaller than the {low.group(2)} pieces this "
-                        f"corpus needs (its characters and the special tokens); raise it or lower "
-                        f"tokenizer.character_coverage"
-                    ) from err
-                match = _TOO_HIGH.search(str(err))
-                if not match:
-                    raise UserError(f"sentencepiece training failed: {str(err).splitlines()[-1]}") from err
-                limit = int(match.group(2))
-                if not cfg.auto_shrink:
-                    raise UserError(
-                        f"tokenizer.vocab_size={cfg.vocab_size} is too large for this corpus "
-                        f"(at most {limit}); "
-                        f"lower it or set tokenizer.auto_shrink=true"
-                    ) from err
-                log.warning(
-                    "tokenizer.vocab_size=%d is too large for this corpus; using %d", vocab_size, limit
-                )
-                vocab_size = limit
-        atomic_write(path, lambda handle: handle.write((Path(tmp) / "spm.model").read_bytes()))
+    for _ in range(2):
+        try:
+            return _train(cfg, sentences, vocab_size), vocab_size
+        except RuntimeError as err:
+            if low := _TOO_LOW.search(str(err)):
+                raise UserError(
+                    f"tokenizer.vocab_size={vocab_size} is smaller than the {low.group(2)} pieces this "
+                    f"corpus needs (its characters and the special tokens); raise it or lower "
+                    f"tokenizer.character_coverage"
+                ) from None
+            match = _TOO_HIGH.search(str(err))
+            if not match:
+                raise UserError(f"sentencepiece training failed: {str(err).splitlines()[-1]}") from None
+            if not cfg.auto_shrink:
+                raise UserError(
+                    f"tokenizer.vocab_size={cfg.vocab_size} is too large for this corpus "
+                    f"(at most {match.group(2)}); lower it or set tokenizer.auto_shrink=true"
+                ) from None
+            vocab_size = int(match.group(2))
+    raise UserError(f"sentencepiece refused tokenizer.vocab_size={vocab_size}, the size it proposed")
 
 
-def _train(cfg: TokenizerConfig, text: Path, prefix: Path, vocab_size: int) -> None:
+def _train(cfg: TokenizerConfig, sentences: Iterable[str], vocab_size: int) -> bytes:
+    model = io.BytesIO()
     spm.SentencePieceTrainer.train(
-        input=str(text),
-        model_prefix=str(prefix),
+        sentence_iterator=iter(sentences),
+        model_writer=model,
         vocab_size=vocab_size,
         model_type=cfg.model_type,
         character_coverage=cfg.character_coverage,
@@ -143,3 +182,4 @@ def _train(cfg: TokenizerConfig, text: Path, prefix: Path, vocab_size: int) -> N
         minloglevel=2,
         num_threads=4,
     )
+    return model.getvalue()

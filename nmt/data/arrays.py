@@ -1,0 +1,145 @@
+"""Encoded sentences as flat token arrays plus offsets (in memory, or memory-mapped from a cache directory).
+
+One side of a corpus is two arrays: `tokens`, every sentence's subword ids one after another (no bos/eos), in
+the smallest unsigned type that holds the vocabulary, and `offsets` (int64, one more than the sentences):
+sentence i is `tokens[offsets[i]:offsets[i + 1]]`. On disk they are the raw files `<side>.tokens` and
+`<side>.offsets`, opened with `numpy.memmap`: memory does not grow with the corpus, and processes reading the
+same files share the operating system's page cache.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import numpy as np
+
+
+class DamagedArrays(Exception):
+    """Array files that do not match their description (truncated, missing, inconsistent offsets)."""
+
+
+def token_dtype(vocab_size: int) -> np.dtype:
+    """The smallest unsigned integer type holding ids 0 .. vocab_size - 1."""
+    return np.dtype(np.uint16 if vocab_size <= 2**16 else np.uint32)
+
+
+def flatten(ids: Sequence[Sequence[int]], dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+    """All ids one after another as `dtype`, and the length of each sequence (int64)."""
+    lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+    tokens = np.fromiter(itertools.chain.from_iterable(ids), dtype=dtype, count=int(lengths.sum()))
+    return tokens, lengths
+
+
+@dataclass(frozen=True)
+class TokenArray:
+    """The sentences of one side: sentence i is `tokens[offsets[i]:offsets[i + 1]]`."""
+
+    tokens: np.ndarray  # (total_tokens,) uint16 or uint32
+    offsets: np.ndarray  # (sentences + 1,) int64, starting at 0
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def __getitem__(self, i: int) -> np.ndarray:
+        return self.tokens[self.offsets[i] : self.offsets[i + 1]]
+
+    def lengths(self) -> np.ndarray:
+        """Tokens of every sentence (int64), without bos/eos."""
+        return np.diff(self.offsets)
+
+    @classmethod
+    def from_ids(cls, ids: Sequence[Sequence[int]]) -> TokenArray:
+        """An in-memory array of id sequences (for small splits and tests)."""
+        tokens, lengths = flatten(ids, np.dtype(np.int64))
+        dtype = token_dtype(int(tokens.max(initial=0)) + 1)
+        return cls(tokens.astype(dtype), np.concatenate([np.zeros(1, np.int64), np.cumsum(lengths)]))
+
+
+@dataclass(frozen=True)
+class EncodedCorpus:
+    """Subword ids of every pair: `src[i]`, `tgt[i]` are token arrays without bos/eos."""
+
+    src: TokenArray
+    tgt: TokenArray
+
+    def __post_init__(self) -> None:
+        if len(self.src) != len(self.tgt):
+            raise ValueError(f"{len(self.src)} source sentences but {len(self.tgt)} target sentences")
+
+    def __len__(self) -> int:
+        return len(self.src)
+
+    @classmethod
+    def from_ids(cls, src: Sequence[Sequence[int]], tgt: Sequence[Sequence[int]]) -> EncodedCorpus:
+        return cls(TokenArray.from_ids(src), TokenArray.from_ids(tgt))
+
+    def lengths(self) -> tuple[np.ndarray, np.ndarray]:
+        """Source and target lengths in tokens, eos/bos included."""
+        return self.src.lengths() + 1, self.tgt.lengths() + 1
+
+
+class ArrayWriter:
+    """Writes one side's `<name>.tokens` chunk by chunk, then its `<name>.offsets`, into a directory."""
+
+    def __init__(self, directory: Path, name: str, dtype: np.dtype) -> None:
+        self.directory, self.name, self.dtype = directory, name, dtype
+        self.handle: BinaryIO = open(directory / f"{name}.tokens", "wb")  # noqa: SIM115 (closed in finish)
+        self.lengths: list[np.ndarray] = []
+
+    def append(self, tokens: np.ndarray, lengths: np.ndarray) -> None:
+        """Add sentences: their tokens one after another, and the length of each."""
+        tokens.astype(self.dtype, copy=False).tofile(self.handle)
+        self.lengths.append(lengths.astype(np.int64, copy=False))
+
+    def finish(self) -> dict[str, Any]:
+        """Flush both files to disk; returns their description for the manifest."""
+        lengths = np.concatenate([np.zeros(1, np.int64), *self.lengths])
+        offsets = np.cumsum(lengths)
+        _sync_close(self.handle)
+        with open(self.directory / f"{self.name}.offsets", "wb") as handle:
+            offsets.tofile(handle)
+            _sync_close(handle)
+        return {"dtype": self.dtype.name, "tokens": int(offsets[-1]), "sentences": len(offsets) - 1}
+
+    def close(self) -> None:
+        """Stop writing without finishing (the directory is being discarded)."""
+        self.handle.close()
+
+
+def _sync_close(handle: BinaryIO) -> None:
+    handle.flush()
+    os.fsync(handle.fileno())
+    handle.close()
+
+
+def open_token_array(directory: Path, name: str, description: dict[str, Any]) -> TokenArray:
+    """Memory-map `<name>.tokens` and `<name>.offsets` as described by `ArrayWriter.finish`; raises
+    DamagedArrays when a file is missing, has another size or its offsets do not fit the tokens."""
+    try:
+        dtype, count = np.dtype(description["dtype"]), int(description["tokens"])
+        sentences = int(description["sentences"])
+    except (KeyError, TypeError, ValueError) as err:
+        raise DamagedArrays(f"{name}: incomplete description {description!r}") from err
+    tokens = _map(directory / f"{name}.tokens", dtype, count)
+    offsets = _map(directory / f"{name}.offsets", np.dtype(np.int64), sentences + 1)
+    if offsets[0] != 0 or offsets[-1] != count or (np.diff(offsets) < 0).any():
+        raise DamagedArrays(f"{name}.offsets do not describe {count} tokens")
+    return TokenArray(tokens, offsets)
+
+
+def _map(path: Path, dtype: np.dtype, count: int) -> np.ndarray:
+    """A read-only memory map of `count` items (a plain ndarray view: cheaper to slice than np.memmap)."""
+    try:
+        size = path.stat().st_size
+    except OSError as err:
+        raise DamagedArrays(f"{path.name} is missing") from err
+    if size != count * dtype.itemsize:
+        raise DamagedArrays(f"{path.name} has {size} bytes, expected {count * dtype.itemsize}")
+    if count == 0:
+        return np.zeros(0, dtype)
+    return np.memmap(path, dtype=dtype, mode="r", shape=(count,)).view(np.ndarray)

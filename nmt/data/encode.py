@@ -1,0 +1,98 @@
+"""A training split → subword ids on disk, a chunk at a time: read and cleaned in one thread while
+sentencepiece encodes the previous one on all cores, length-filtered, appended to each side's token array."""
+
+from __future__ import annotations
+
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm import tqdm
+
+from nmt.data.arrays import ArrayWriter, flatten, token_dtype
+from nmt.data.corpus import Pairs, SplitFiles, Tally, pair_chunks
+from nmt.data.tokenizer import Tokenizers
+from nmt.errors import UserError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Sides:
+    """The writers of both sides and the pairs dropped for length."""
+
+    src: ArrayWriter
+    tgt: ArrayWriter
+    too_long: int = 0
+
+
+def encode_split(
+    files: SplitFiles,
+    lines: int,
+    tokenizers: Tokenizers,
+    max_len: int,
+    skip_bad_lines: bool,
+    directory: Path,
+) -> dict[str, Any]:
+    """Encode the split (of `lines` lines, checked by `count_lines`) into `src.*` and `tgt.*` arrays in
+    `directory`; pairs with an empty side, and those over `max_len` subwords on a side, are dropped with a
+    warning. Returns the arrays' description and the counts, for the cache manifest."""
+    started, tally = time.perf_counter(), Tally()
+    sides = _Sides(
+        ArrayWriter(directory, "src", token_dtype(len(tokenizers.src))),
+        ArrayWriter(directory, "tgt", token_dtype(len(tokenizers.tgt))),
+    )
+    bar = tqdm(total=lines, desc="encoding", unit=" lines", unit_scale=True, disable=None, mininterval=1.0)
+    chunks = pair_chunks(files, skip_bad_lines)
+    try:
+        with ThreadPoolExecutor(max_workers=1) as reader, bar:
+            pending = reader.submit(next, chunks, None)
+            while (pairs := pending.result()) is not None:
+                pending = reader.submit(next, chunks, None)  # read the next chunk while this one encodes
+                tally.add(pairs)
+                _encode(pairs, tokenizers, max_len, sides)
+                bar.update(pairs.lines)
+    except BaseException:
+        sides.src.close()
+        sides.tgt.close()
+        raise
+    tally.report("train", files)
+    _report_long(tally.kept, sides.too_long, max_len)
+    arrays = {"src": sides.src.finish(), "tgt": sides.tgt.finish()}
+    seconds = time.perf_counter() - started
+    tokens = arrays["src"]["tokens"] + arrays["tgt"]["tokens"]
+    log.info(
+        "train: encoded %d pairs (%d tokens) in %.1f s, %.0f lines/s",
+        arrays["src"]["sentences"],
+        tokens,
+        seconds,
+        lines / max(seconds, 1e-9),
+    )
+    dropped = {"bad_utf8": tally.bad, "empty_side": tally.lines - tally.kept, "too_long": sides.too_long}
+    return {"arrays": arrays, "lines": tally.lines, "dropped": dropped}
+
+
+def _encode(pairs: Pairs, tokenizers: Tokenizers, max_len: int, sides: _Sides) -> None:
+    """Encode one chunk of pairs with every core and append those within `max_len` subwords."""
+    src, src_len = flatten(tokenizers.src.encode(pairs.src), sides.src.dtype)
+    tgt, tgt_len = flatten(tokenizers.tgt.encode(pairs.tgt), sides.tgt.dtype)
+    keep = np.maximum(src_len, tgt_len) <= max_len
+    if not keep.all():
+        sides.too_long += int((~keep).sum())
+        src, tgt = src[np.repeat(keep, src_len)], tgt[np.repeat(keep, tgt_len)]
+        src_len, tgt_len = src_len[keep], tgt_len[keep]
+    sides.src.append(src, src_len)
+    sides.tgt.append(tgt, tgt_len)
+
+
+def _report_long(pairs: int, too_long: int, max_len: int) -> None:
+    if too_long == pairs:
+        raise UserError(f"no training pair is within data.max_len={max_len} subwords; raise data.max_len")
+    if too_long:
+        log.warning(
+            "dropped %d of %d training pairs longer than data.max_len=%d subwords", too_long, pairs, max_len
+        )

@@ -1,0 +1,328 @@
+"""Data preparation at scale, as one Markdown table: synthetic WMT-like corpora of the given sizes prepared as
+`nmt train` does it, up to the first update of the tiny Transformer.
+
+    python scripts/scale_bench.py --pairs 100000 1000000 4500000 --work /tmp/nmt-scale
+
+For each size it writes a corpus (Zipf-distributed words over a 50k-word vocabulary per side, 5-60 words a
+sentence, mean ~25; 1,000 validation pairs), then runs, each in a fresh process so that peak RSS is per run:
+`cold`, training with an empty cache (check, tokenizer sample and training, encoding, planning, first update);
+`warm`, a second run on the cached data; `resume`, `--resume` of the first run; and sentencepiece's own batch
+encoding of the same (cleaned) text with the same model, the reference for the preparation's CPU-seconds
+(measured after `cold` and after `resume`: the table shows their mean and both).
+`--nproc 2` runs `cold` and `warm` under torchrun instead and reports each process's memory at its first
+update. Times are wall seconds (loose on a shared machine); CPU-seconds (all threads) and memory are robust.
+The corpus and cache of a size are deleted after it is measured unless --keep.
+
+    python scripts/scale_bench.py --translate 10000 50000 200000 --work /tmp/nmt-scale
+
+trains the tiny Transformer for 300 updates on a synthetic reordering corpus, then times `nmt translate`
+(greedy) over that many lines of the same task, each in a fresh process, with its peak RSS.
+"""
+
+from __future__ import annotations
+
+import time
+
+STARTED = time.time()  # before the heavy imports: a child's wall time to its first update counts them
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import resource  # noqa: E402
+import shutil  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIG = ROOT / "configs" / "tiny-transformer.yaml"
+OVERRIDES = ["tokenizer.vocab_size=8000", "data.max_len=128", "train.final_report=false", "train.log_every=1"]
+BLOCK = 200_000  # sentences generated at a time
+
+
+def vocabulary(seed: int, size: int = 50_000) -> list[bytes]:
+    """`size` distinct words of 1-4 syllables, the frequent (low-rank) ones shorter."""
+    rng = np.random.default_rng(seed)
+    consonants, vowels = "bcdfghjklmnprstvwz", "aeiou"
+    syllables = [c + v for c in consonants for v in vowels]
+    syllables += [c + v + e for c in "bdgkmp" for v in vowels for e in "nrs"]
+    words: dict[str, None] = {}
+    while len(words) < size:
+        count = min(4, int(rng.geometric(0.45)) + (len(words) > 2000) + (len(words) > 15000))
+        words["".join(syllables[i] for i in rng.integers(0, len(syllables), count))] = None
+    return [word.encode() for word in words]
+
+
+def write_side(path: Path, pairs: int, seed: int, words: list[bytes]) -> None:
+    """`pairs` sentences of Zipf-distributed words (rank r drawn with probability ~ 1/r^1.05), lengths from a
+    gamma distribution (mean 25) clipped to 5-60 words; written block by block with numpy."""
+    rng = np.random.default_rng(seed)
+    cdf = np.cumsum(1.0 / np.arange(1, len(words) + 1) ** 1.05)
+    width = max(map(len, words)) + 1
+    table = np.zeros((len(words), width), np.uint8)
+    sizes = np.array([len(w) for w in words])
+    for i, word in enumerate(words):
+        table[i, : len(word)] = np.frombuffer(word, np.uint8)
+    with open(path, "wb") as handle:
+        for start in range(0, pairs, BLOCK):
+            lengths = np.clip(np.rint(rng.gamma(5.0, 5.0, min(BLOCK, pairs - start))), 5, 60).astype(np.int64)
+            ids = np.searchsorted(cdf, rng.random(int(lengths.sum())) * cdf[-1])
+            rows = table[ids]
+            separators = np.full(len(ids), ord(" "), np.uint8)
+            separators[np.cumsum(lengths) - 1] = ord("\n")
+            rows[np.arange(len(ids)), sizes[ids]] = separators
+            handle.write(rows[np.arange(width) <= sizes[ids][:, None]].tobytes())
+
+
+def write_corpus(directory: Path, pairs: int) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    for side, seed in (("src", 1), ("tgt", 2)):
+        words = vocabulary(seed)
+        write_side(directory / f"train.{side}", pairs, 10 * seed, words)
+        write_side(directory / f"valid.{side}", 1000, 10 * seed + 1, words)
+
+
+# --- measured in a child process ----------------------------------------------------------------------------
+
+
+def cpu_seconds() -> float:
+    """CPU-seconds of this process and its finished children (the tokenizer trains in one)."""
+    usages = [resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
+    return sum(usage.ru_utime + usage.ru_stime for usage in usages)
+
+
+def memory() -> dict[str, float]:
+    """This process's peak RSS (and its children's: the tokenizer trains in one) and, now, its RSS split into
+    anonymous and file-backed (GiB), with the private part (Rss less shared pages, from smaps_rollup)."""
+    status = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines())
+    rollup = dict(line.split(":", 1) for line in Path("/proc/self/smaps_rollup").read_text().splitlines()[1:])
+    kib = lambda table, key: int(table[key].split()[0]) / 2**20  # noqa: E731
+    return {
+        "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+        "child_peak_rss_gib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2**20,
+        "rss_gib": kib(status, "VmRSS"),
+        "rss_anon_gib": kib(status, "RssAnon"),
+        "rss_file_gib": kib(status, "RssFile"),
+        "private_gib": kib(rollup, "Private_Clean") + kib(rollup, "Private_Dirty"),
+        "shared_gib": kib(rollup, "Shared_Clean") + kib(rollup, "Shared_Dirty"),
+    }
+
+
+class FirstUpdate(Exception):
+    """Raised after the first update of a `--stop` run."""
+
+
+def child_train(args: argparse.Namespace) -> None:
+    """`nmt train` in this process, timing its phases; writes the figures at the first update to args.json."""
+    import nmt.data.prepare as prepare
+    import nmt.train as training
+    from nmt.config import load_config
+
+    phases: dict[str, list[float]] = {}
+
+    def timed(name: str, function: Any) -> Any:
+        def wrapper(*a: Any, **k: Any) -> Any:
+            wall, cpu = time.time(), cpu_seconds()
+            try:
+                return function(*a, **k)
+            finally:
+                seconds = phases.setdefault(name, [0.0, 0.0])
+                seconds[0] += time.time() - wall
+                seconds[1] += cpu_seconds() - cpu
+
+        return wrapper
+
+    for module, name, phase in (
+        (prepare, "count_lines", "check"),
+        (prepare, "write_sample", "tokenizer"),
+        (prepare, "train_tokenizers", "tokenizer"),
+        (prepare, "encode_split", "encoding"),
+        (training, "token_budget_groups", "planning"),
+    ):
+        setattr(module, name, timed(phase, getattr(module, name)))
+    step = training.Trainer.train_step
+
+    def first_step(self: Any, batches: Any) -> Any:
+        result = step(self, batches)
+        if "first_update" not in phases:
+            phases["first_update"] = [time.time() - STARTED, cpu_seconds()]
+            record = {"rank": self.world.rank, "phases": phases, "memory": memory()}
+            Path(f"{args.json}.{self.world.rank}").write_text(json.dumps(record))
+        return result
+
+    training.Trainer.train_step = first_step
+    cfg = load_config(CONFIG, [f"data.dir={args.data}", "train.device=cpu", "train.max_time=0.0", *OVERRIDES])
+    cfg = training.replace(cfg, train={"max_steps": args.steps})
+    training.train(cfg, Path(args.out), resume=args.resume)
+
+
+def child_spm(args: argparse.Namespace) -> None:
+    """CPU-seconds of sentencepiece's batch encoding of the training split's cleaned text, alone."""
+    from nmt.config import load_config
+    from nmt.data.corpus import pair_chunks, split_files
+    from nmt.data.tokenizer import load_tokenizers
+
+    cfg = load_config(CONFIG, [f"data.dir={args.data}", *OVERRIDES])
+    tokenizers = load_tokenizers(Path(args.out), cfg.tokenizer.joint)
+    cpu = wall = 0.0
+    for pairs in pair_chunks(split_files(cfg.data, "train")):
+        for side, sentences in ((tokenizers.src, pairs.src), (tokenizers.tgt, pairs.tgt)):
+            started, before = time.time(), cpu_seconds()
+            side.encode(sentences)
+            cpu, wall = cpu + cpu_seconds() - before, wall + time.time() - started
+    Path(f"{args.json}.0").write_text(json.dumps({"spm_cpu": cpu, "spm_wall": wall}))
+
+
+# --- the parent ---------------------------------------------------------------------------------------------
+
+
+def run_child(
+    mode: str, data: Path, out: Path, json_path: Path, env: dict[str, str], *extra: str, nproc: int = 1
+) -> list[dict]:
+    """Run this script as a child (under torchrun when nproc > 1); returns its records by rank."""
+    command = [sys.executable]
+    if nproc > 1:
+        command += ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc)]
+    command += [__file__, "--child", mode, "--data", str(data), "--out", str(out), "--json", str(json_path)]
+    command += extra
+    started = time.time()
+    result = subprocess.run(command, env=env, capture_output=True, text=True)
+    if result.returncode:
+        sys.exit(f"{mode} child failed:\n{result.stderr[-3000:]}")
+    records = [json.loads(Path(f"{json_path}.{rank}").read_text()) for rank in range(nproc)]
+    for record in records:
+        record["process_wall"] = time.time() - started
+    return records
+
+
+def measure(pairs: int, work: Path, nproc: int, keep: bool) -> list[dict[str, Any]]:
+    data, cache, runs = work / f"corpus-{pairs}", work / f"cache-{pairs}", work / f"runs-{pairs}"
+    if not (data / "train.tgt").is_file():
+        write_corpus(data, pairs)
+    shutil.rmtree(cache, ignore_errors=True)
+    shutil.rmtree(runs, ignore_errors=True)
+    env = os.environ | {"NMT_CACHE": str(cache), "PYTHONPATH": str(ROOT)}
+    rows, spm = [], []
+    kinds = [("cold", runs / "a", 1, False), ("warm", runs / "b", 1, False)]
+    kinds += [("resume", runs / "a", 2, True)] if nproc == 1 else []
+    for kind, out, steps, resume in kinds:
+        flags = [f"--steps={steps}", *(["--resume"] if resume else [])]
+        records = run_child("train", data, out, work / f"{kind}.json", env, *flags, nproc=nproc)
+        size = sum(f.stat().st_size for f in cache.rglob("*") if f.is_file()) / 2**20
+        rows += [{"pairs": pairs, "run": kind, "cache_mib": size, "nproc": nproc, **r} for r in records]
+        if kind == "cold":  # the reference, measured twice around the short runs: its spread shows the noise
+            spm.append(run_child("spm", data, runs / "a", work / "spm.json", env)[0]["spm_cpu"])
+    spm.append(run_child("spm", data, runs / "a", work / "spm.json", env)[0]["spm_cpu"])
+    rows[0] |= {"spm_cpu": sum(spm) / len(spm), "spm_runs": spm}
+    if not keep:
+        shutil.rmtree(data, ignore_errors=True)
+        shutil.rmtree(cache, ignore_errors=True)
+        shutil.rmtree(runs, ignore_errors=True)
+    return rows
+
+
+def _phase(row: dict[str, Any], name: str) -> float:
+    return row["phases"].get(name, [0.0, 0.0])[0]
+
+
+def _ratio(row: dict[str, Any]) -> str:
+    return f"{row['phases']['first_update'][1] / row['spm_cpu']:.2f}" if "spm_cpu" in row else ""
+
+
+COLUMNS = [  # header, cell
+    ("pairs", lambda r: f"{r['pairs']:,}"),
+    ("run", lambda r: r["run"] + (f", rank {r['rank']}" if r["nproc"] > 1 else "")),
+    ("check s", lambda r: f"{_phase(r, 'check'):.1f}"),
+    ("tokenizer s", lambda r: f"{_phase(r, 'tokenizer'):.1f}"),
+    ("encoding s", lambda r: f"{_phase(r, 'encoding'):.1f}"),
+    ("planning s", lambda r: f"{_phase(r, 'planning'):.2f}"),
+    ("to 1st update s", lambda r: f"{r['phases']['first_update'][0]:.1f}"),
+    ("CPU-s to 1st update", lambda r: f"{r['phases']['first_update'][1]:.0f}"),
+    (
+        "spm encode CPU-s",
+        lambda r: "{:.0f} ({:.0f}, {:.0f})".format(r["spm_cpu"], *r["spm_runs"]) if "spm_cpu" in r else "",
+    ),
+    ("CPU ratio", _ratio),
+    (
+        "peak RSS GiB (tokenizer child)",
+        lambda r: "{peak_rss_gib:.2f} ({child_peak_rss_gib:.2f})".format(**r["memory"]),
+    ),
+    (
+        "RSS at 1st update: anon + file GiB",
+        lambda r: "{rss_anon_gib:.2f} + {rss_file_gib:.2f}".format(**r["memory"]),
+    ),
+    ("private GiB", lambda r: f"{r['memory']['private_gib']:.2f}"),
+    ("cache MiB", lambda r: f"{r['cache_mib']:.0f}"),
+]
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    """One Markdown row per run (and process)."""
+    lines = ["| " + " | ".join(h for h, _ in COLUMNS) + " |", "|" + "---:|" * len(COLUMNS)]
+    lines += ["| " + " | ".join(cell(r) for _, cell in COLUMNS) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def measure_translate(counts: list[int], work: Path) -> str:
+    """Peak RSS and time of `nmt translate` over `counts` lines, as a Markdown table."""
+    from nmt.data.synthetic import reordering_pairs, write_reordering_corpus
+
+    data, run = work / "reorder", work / "reorder-run"
+    write_reordering_corpus(data)
+    env = os.environ | {"NMT_CACHE": str(work / "reorder-cache")}
+    train = [sys.executable, "-m", "nmt", "train", str(CONFIG), "--data", str(data), "--out", str(run)]
+    train += ["--device", "cpu", "--max-steps", "300", "--overwrite", "--set", "train.final_report=false"]
+    subprocess.run(train, env=env, check=True, capture_output=True)
+    lines = ["| lines | wall s | CPU-s | peak RSS MiB |", "|---:|---:|---:|---:|"]
+    for count in counts:
+        source = work / f"translate-{count}.txt"
+        source.write_text("".join(line + "\n" for line in reordering_pairs(count, 300, 3, 10, seed=5)[0]))
+        command = [sys.executable, "-m", "nmt", "translate", str(run), "-i", str(source)]
+        command += ["-o", f"{source}.out", "--beam-size", "1", "--device", "cpu"]
+        started = time.time()
+        process = subprocess.Popen(command, env=env)
+        _, status, usage = os.wait4(process.pid, 0)
+        if status:
+            sys.exit(f"translate failed with status {status}")
+        seconds = time.time() - started
+        cpu, peak = usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+        lines.append(f"| {count:,} | {seconds:.0f} | {cpu:.0f} | {peak:.0f} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--pairs", type=int, nargs="+", default=[100_000])
+    parser.add_argument("--work", type=Path, default=Path("/tmp/nmt-scale"))
+    parser.add_argument("--nproc", type=int, default=1)
+    parser.add_argument("--keep", action="store_true", help="Keep corpora, caches and runs.")
+    parser.add_argument(
+        "--translate", type=int, nargs="+", help="Measure `nmt translate` on these line counts."
+    )
+    parser.add_argument("--child", choices=["train", "spm"], help=argparse.SUPPRESS)
+    for name in ("--data", "--out", "--json"):
+        parser.add_argument(name, help=argparse.SUPPRESS)
+    parser.add_argument("--steps", type=int, default=1, help=argparse.SUPPRESS)
+    parser.add_argument("--resume", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        (child_train if args.child == "train" else child_spm)(args)
+        if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # as nmt/__main__.py: gloo threads may abort shutdown
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0)
+        return
+    if args.translate:
+        print(measure_translate(args.translate, args.work))
+        return
+    rows = [row for pairs in args.pairs for row in measure(pairs, args.work, args.nproc, args.keep)]
+    print(table(rows))
+
+
+if __name__ == "__main__":
+    main()
