@@ -6,6 +6,8 @@ when it is done, not when it is queued.
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import logging
 import platform
 import tempfile
@@ -68,26 +70,23 @@ def measure_training(trainer: Trainer, warmup_steps: int, max_steps: int) -> dic
     the first time (on an H100 the first epoch measured 56k target tok/s, later epochs 100k-124k)."""
     device = trainer.device
 
-    def updates(count: int, one_epoch: bool) -> tuple[int, torch.Tensor, torch.Tensor]:
+    def updates(count: int, epochs: int = 0) -> tuple[int, torch.Tensor, torch.Tensor]:
+        """Train at most `count` updates (within `epochs` epochs when given) from the trainer's position."""
         done, target, total = 0, torch.zeros((), device=device), torch.zeros((), device=device)
-        while done < count and not (one_epoch and done):
-            for consumed, pending in trainer.epoch_updates():
-                trainer.progress.batches_done += consumed
-                result = trainer.train_step(pending)
+        with contextlib.closing(trainer.updates(epochs)) as stream:
+            for batches in itertools.islice(stream, count):
+                result = trainer.train_step(batches)
                 if result is not None:  # None: skipped for lack of GPU memory
                     target += result[1]
-                    total += result[1] + sum(b.src_mask.sum() for b in pending)
+                    total += result[1] + sum(b.src_mask.sum() for b in batches)
                 done += 1
-                if done == count:
-                    return done, target, total
-            trainer.progress.epoch, trainer.progress.batches_done = trainer.progress.epoch + 1, 0
         return done, target, total
 
-    updates(warmup_steps, one_epoch=False)
-    updates(10**9, one_epoch=True)  # to the epoch's end: every batch shape seen, kernels chosen
+    updates(warmup_steps)
+    updates(10**9, epochs=1)  # to the epoch's end: every batch shape seen, kernels chosen
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
-    (steps, target, total), seconds = timed(device, lambda: updates(max_steps, one_epoch=True))
+    (steps, target, total), seconds = timed(device, lambda: updates(max_steps, epochs=1))
     epoch_tokens = int(trainer.data.train.lengths()[1].sum())
     result = {
         "train_steps_timed": steps,
@@ -100,9 +99,7 @@ def measure_training(trainer: Trainer, warmup_steps: int, max_steps: int) -> dic
     if device.type == "cuda":
         result["peak_memory_allocated_gib"] = torch.cuda.max_memory_allocated(device) / 2**30
         result["peak_memory_reserved_gib"] = torch.cuda.max_memory_reserved(device) / 2**30
-    return result | update_costs(
-        trainer, lambda: updates(PROFILED_UPDATES, one_epoch=False)[0], seconds / steps
-    )
+    return result | update_costs(trainer, lambda: updates(PROFILED_UPDATES)[0], seconds / steps)
 
 
 def update_costs(trainer: Trainer, work: Callable[[], int], seconds_per_update: float) -> dict[str, Any]:
@@ -111,7 +108,7 @@ def update_costs(trainer: Trainer, work: Callable[[], int], seconds_per_update: 
     compiled ones, and the process's peak resident memory."""
     costs = profile_updates(work, trainer.device)
     busy = None if costs.kernel_seconds is None else costs.kernel_seconds / seconds_per_update
-    graphs, compiled = trainer.graphs, trainer.compile_log
+    graphs, compiled = trainer.update.graphs, trainer.update.compile_log
     return {
         "operators_per_update": costs.operators,
         "kernel_launches_per_update": costs.kernel_launches,
@@ -193,7 +190,7 @@ def benchmark(
         data = prepare_data(cfg, run_dir.path, reuse_tokenizers=False, cache=Path(tmp) / "cache")
         trainer = Trainer(cfg, run_dir, data, device)
         trainer.fit_batch_tokens()
-        cfg = trainer.cfg
+        cfg = replace(cfg, train={"batch_tokens": trainer.progress.batch_tokens})  # `auto` resolved
         result: dict[str, Any] = environment(cfg, device) | {
             "corpus": str(data_dir or "synthetic (Multi30k-sized)")
         }

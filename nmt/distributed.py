@@ -77,18 +77,18 @@ class World:
                 batch = collate(src, tgt, group, multiple)
                 yield replace(batch, tgt_out=torch.full_like(batch.tgt_out, PAD)) if stand_in else batch
 
-    def describe_batch(self, cfg: TrainConfig) -> str:
-        """The effective batch of one update, for the log."""
-        batches, tokens = self.update_batches(cfg), self.update_batches(cfg) * cfg.batch_tokens
+    def describe_batch(self, cfg: TrainConfig, batch_tokens: int) -> str:
+        """The effective batch of one update of `batch_tokens`-token batches, for the log."""
+        batches, tokens = self.update_batches(cfg), self.update_batches(cfg) * batch_tokens
         if self.size == 1:
-            return f"{batches} batch(es) of at most {cfg.batch_tokens} tokens per update"
+            return f"{batches} batch(es) of at most {batch_tokens} tokens per update"
         if cfg.distributed_batch == "scale":
             return (
-                f"{batches} batch(es) of at most {cfg.batch_tokens} tokens per update on {self.size} "
+                f"{batches} batch(es) of at most {batch_tokens} tokens per update on {self.size} "
                 f"processes: an effective batch of at most {tokens} tokens, {self.size}× the config's"
             )
         return (
-            f"{batches} batch(es) of at most {cfg.batch_tokens} tokens per update, shared by {self.size} "
+            f"{batches} batch(es) of at most {batch_tokens} tokens per update, shared by {self.size} "
             f"processes: an effective batch of at most {tokens} tokens, as on one process"
         )
 

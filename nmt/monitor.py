@@ -4,12 +4,17 @@ when asked for, TensorBoard event files."""
 from __future__ import annotations
 
 import logging
+import math
+import time
 from pathlib import Path
 from typing import Any
 
+import torch
+from torch import Tensor
 from tqdm import tqdm
 
 from nmt.config import TrainConfig
+from nmt.distributed import World
 from nmt.errors import UserError
 from nmt.run_dir import RunDir
 
@@ -118,3 +123,31 @@ def open_tensorboard(cfg: TrainConfig, run_dir: RunDir) -> Any:
     directory = Path(cfg.tensorboard_dir) if cfg.tensorboard_dir else run_dir.tensorboard
     log.info("TensorBoard events go to %s (tensorboard --logdir %s)", directory, directory)
     return SummaryWriter(log_dir=str(directory))
+
+
+class LossWindow:
+    """Loss and target tokens since the last log line, summed on the device (no per-update sync); `flush`
+    sums them over all processes and starts a new window."""
+
+    def __init__(self, device: torch.device, world: World) -> None:
+        self.device, self.world = device, world
+        self.reset()
+
+    def reset(self) -> None:
+        self.loss = torch.zeros((), device=self.device)
+        self.tokens = torch.zeros((), device=self.device, dtype=torch.long)
+        self.started = time.perf_counter()
+
+    def add(self, loss: Tensor, tokens: Tensor) -> None:
+        self.loss += loss
+        self.tokens += tokens
+
+    def flush(self) -> dict[str, float]:
+        """The window's mean loss per target token (nan when every update was skipped) and tokens/s."""
+        loss, tokens = self.world.sum(self.loss).item(), int(self.world.sum(self.tokens).item())
+        seconds = time.perf_counter() - self.started
+        self.reset()
+        return {
+            "loss": loss / tokens if tokens else math.nan,
+            "target_tokens_per_s": tokens / max(seconds, 1e-9),
+        }

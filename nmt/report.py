@@ -126,6 +126,7 @@ def summary(cfg: Config, run_dir: RunDir, records: list[dict[str, Any]], valid: 
         "seconds_to_best": at_best["elapsed"] if at_best else None,
         "training_seconds": progress["elapsed"],
         "steps": progress["step"],
+        "batch_tokens": progress.get("batch_tokens") or cfg.train.batch_tokens,  # what `auto` chose
         "target_tokens_per_s": statistics.median(speeds) if speeds else None,
         "config": to_dict(cfg),
     }

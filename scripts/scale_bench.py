@@ -119,7 +119,7 @@ def child_train(args: argparse.Namespace) -> None:
     """`nmt train` in this process, timing its phases; writes the figures at the first update to args.json."""
     import nmt.data.prepare as prepare
     import nmt.train as training
-    from nmt.config import load_config
+    from nmt.config import load_config, replace
 
     phases: dict[str, list[float]] = {}
 
@@ -155,13 +155,13 @@ def child_train(args: argparse.Namespace) -> None:
 
     training.Trainer.train_step = first_step
     cfg = load_config(CONFIG, [f"data.dir={args.data}", "train.device=cpu", "train.max_time=0.0", *OVERRIDES])
-    cfg = training.replace(cfg, train={"max_steps": args.steps})
+    cfg = replace(cfg, train={"max_steps": args.steps})
     training.train(cfg, Path(args.out), resume=args.resume)
 
 
 def child_spm(args: argparse.Namespace) -> None:
     """CPU-seconds of sentencepiece's batch encoding of the training split's cleaned text, alone."""
-    from nmt.config import load_config
+    from nmt.config import load_config, replace
     from nmt.data.corpus import pair_chunks, split_files
     from nmt.data.tokenizer import load_tokenizers
 

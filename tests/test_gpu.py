@@ -49,7 +49,11 @@ def test_training_from_cuda_graphs_gives_the_eager_losses(corpus: Path, tmp_path
     eager = cuda_trainer(corpus, tmp_path, "tiny-transformer.yaml", cuda_graphs=False, **settings)
     graphed = cuda_trainer(corpus, tmp_path, "tiny-transformer.yaml", cuda_graphs=True, **settings)
     expected, got = losses(eager, 12), losses(graphed, 12)
-    assert graphed.graphs is not None and graphed.graphs.captured and graphed.graphs.update_graph is not None
+    assert (
+        graphed.update.graphs is not None
+        and graphed.update.graphs.captured
+        and graphed.update.graphs.update_graph is not None
+    )
     torch.testing.assert_close(torch.tensor(got), torch.tensor(expected), rtol=1e-3, atol=1e-3)
     for name, weight in eager.model.state_dict().items():
         torch.testing.assert_close(graphed.model.state_dict()[name], weight, rtol=1e-2, atol=1e-4)
@@ -58,7 +62,7 @@ def test_training_from_cuda_graphs_gives_the_eager_losses(corpus: Path, tmp_path
 def test_training_from_cuda_graphs_learns_with_dropout_and_bf16(corpus: Path, tmp_path: Path) -> None:
     trainer = cuda_trainer(corpus, tmp_path, "tiny-transformer.yaml", cuda_graphs=True, amp=True)
     seen = losses(trainer, 80)
-    assert trainer.graphs is not None and trainer.graphs.captured
+    assert trainer.update.graphs is not None and trainer.update.graphs.captured
     assert all(torch.isfinite(torch.tensor(seen)))
     assert sum(seen[-10:]) < 0.7 * sum(seen[:10])
 

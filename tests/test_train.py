@@ -11,7 +11,8 @@ from nmt.config import Config, TrainConfig, load_config, replace
 from nmt.graphs import portable_optimizer_state
 from nmt.loss import sequence_loss
 from nmt.run_dir import RunDir
-from nmt.train import learning_rate_factor, train
+from nmt.train import train
+from nmt.update import learning_rate_factor
 from tests.conftest import ROOT
 
 
@@ -109,3 +110,10 @@ def test_checkpoints_keep_float_learning_rates_whatever_the_optimizer_holds() ->
     eager = torch.optim.AdamW([torch.nn.Parameter(torch.ones(3))], lr=1.0)
     eager.load_state_dict(state)
     assert eager.param_groups[0]["lr"] == pytest.approx(1.0e-3)
+
+
+def test_resuming_a_finished_run_validates_no_step_twice(corpus: Path, tmp_path: Path) -> None:
+    train(tiny_config(corpus, max_steps=4), tmp_path / "run")
+    train(tiny_config(corpus, max_steps=4), tmp_path / "run", resume=True)  # nothing left to do
+    steps = [r["step"] for r in RunDir(tmp_path / "run").read_metrics() if r["kind"] == "valid"]
+    assert steps and len(steps) == len(set(steps))

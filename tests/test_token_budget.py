@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from nmt.batch_size import CPU_BATCH_TOKENS, MARGIN, ROUND_TO, choose_batch_tokens, worst_batch
+from nmt.token_budget import CPU_BATCH_TOKENS, MARGIN, ROUND_TO, choose_batch_tokens, worst_batch
 from nmt.checkpoint import load_checkpoint
 from nmt.config import load_config
 from nmt.data.batching import EncodedCorpus
-from nmt.errors import ConfigError
+from nmt.errors import ConfigError, UserError
 from nmt.train import train
 from tests.test_train import losses, tiny_config
 
@@ -76,12 +76,19 @@ def test_auto_without_a_gpu_trains_with_the_cpu_budget_and_keeps_it_on_resume(
     corpus: Path, tmp_path: Path
 ) -> None:
     train(tiny_config(corpus, max_steps=3, batch_tokens="auto"), tmp_path / "auto")
-    assert (
-        load_checkpoint(tmp_path / "auto" / "last.pt")["config"]["train"]["batch_tokens"] == CPU_BATCH_TOKENS
-    )
+    last = load_checkpoint(tmp_path / "auto" / "last.pt")
+    assert last["progress"]["batch_tokens"] == CPU_BATCH_TOKENS  # the chosen budget lives in the progress
+    assert last["config"]["train"]["batch_tokens"] == "auto"  # the config is never changed
     assert "batch_tokens: auto" in (tmp_path / "auto" / "config.yaml").read_text()  # as the user wrote it
 
     train(tiny_config(corpus, max_steps=6), tmp_path / "straight")  # a budget of 600
     train(tiny_config(corpus, max_steps=3), tmp_path / "resumed")
     train(tiny_config(corpus, max_steps=6, batch_tokens="auto"), tmp_path / "resumed", resume=True)
     assert losses(tmp_path / "resumed") == losses(tmp_path / "straight")  # resumed with the run's 600
+
+
+def test_resuming_with_another_budget_is_refused(corpus: Path, tmp_path: Path) -> None:
+    """The saved data position belongs to the budget the run trained with."""
+    train(tiny_config(corpus, max_steps=3), tmp_path / "run")
+    with pytest.raises(UserError, match=r"train.batch_tokens=800 differs from the 600 the run trained with"):
+        train(tiny_config(corpus, max_steps=6, batch_tokens=800), tmp_path / "run", resume=True)
