@@ -19,7 +19,6 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from nmt.token_budget import fit_batch_tokens
 from nmt.checkpoint import CheckpointWriter, load_checkpoint, same_vocabulary, vocabulary_record
 from nmt.config import Config, save_config, to_dict, with_absolute_paths
 from nmt.data.batching import Batch, token_budget_groups
@@ -35,6 +34,7 @@ from nmt.monitor import LossWindow, Monitor
 from nmt.report import final_report
 from nmt.resume import rng_state, set_rng_state
 from nmt.run_dir import RunDir
+from nmt.token_budget import fit_batch_tokens
 from nmt.update import Update
 from nmt.validation import validation_scores
 

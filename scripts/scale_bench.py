@@ -161,7 +161,7 @@ def child_train(args: argparse.Namespace) -> None:
 
 def child_spm(args: argparse.Namespace) -> None:
     """CPU-seconds of sentencepiece's batch encoding of the training split's cleaned text, alone."""
-    from nmt.config import load_config, replace
+    from nmt.config import load_config
     from nmt.data.corpus import pair_chunks, split_files
     from nmt.data.tokenizer import load_tokenizers
 

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from nmt.token_budget import CPU_BATCH_TOKENS, MARGIN, ROUND_TO, choose_batch_tokens, worst_batch
 from nmt.checkpoint import load_checkpoint
 from nmt.config import load_config
 from nmt.data.batching import EncodedCorpus
 from nmt.errors import ConfigError, UserError
+from nmt.token_budget import CPU_BATCH_TOKENS, MARGIN, ROUND_TO, choose_batch_tokens, worst_batch
 from nmt.train import train
 from tests.test_train import losses, tiny_config
 
