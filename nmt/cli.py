@@ -7,11 +7,12 @@ exit with code 2; an interrupted training run exits with 130 after saving its ch
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any, BinaryIO
 
@@ -246,23 +247,23 @@ def translate(
     skip_bad_lines: Annotated[
         bool, typer.Option(help="Translate lines that are not valid UTF-8 as empty lines instead of failing.")
     ] = False,
+    engine: Annotated[
+        str, typer.Option(help="torch, or ctranslate2 with RUN_DIR a directory written by `nmt export`.")
+    ] = "torch",
 ) -> None:
     """Translate raw sentences, one per line, keeping the line order (empty lines stay empty).
 
     The input is read and translated in chunks, written as they are done (to --output only when complete).
     """
-    from nmt.device import resolve_device
     from nmt.files import atomic_write
-    from nmt.run_dir import RunDir
-    from nmt.translate import translate_stream
 
-    run = RunDir(run_dir).load(resolve_device(device), checkpoint)
+    stream = _translator(run_dir, engine, device, checkpoint)
     bad = 0
     with _read_input(input) as (source, name, interactive):
 
         def write(out: BinaryIO) -> None:
             nonlocal bad
-            bad = translate_stream(run, source, name, out, beam_size, batch_size, skip_bad_lines, interactive)
+            bad = stream(source, name, out, beam_size, batch_size, skip_bad_lines, interactive)
 
         if output is None:
             write(sys.stdout.buffer)
@@ -270,6 +271,23 @@ def translate(
             atomic_write(output, write)
     if bad:
         typer.echo(f"nmt: {bad} lines that are not valid UTF-8 translated as empty lines", err=True)
+
+
+def _translator(run_dir: Path, engine: str, device: str, checkpoint: str | None) -> Callable[..., int]:
+    """`translate_stream` of the run (engine torch) or of the export (engine ctranslate2) in RUN_DIR."""
+    if engine == "ctranslate2":
+        from nmt.exported import load_export
+
+        if checkpoint is not None:
+            raise UserError("--checkpoint: an export holds one checkpoint; choose it at `nmt export`")
+        return load_export(run_dir, device).translate_stream
+    if engine != "torch":
+        raise UserError(f"--engine {engine}: unknown; use torch or ctranslate2")
+    from nmt.device import resolve_device
+    from nmt.run_dir import RunDir
+    from nmt.translate import translate_stream
+
+    return functools.partial(translate_stream, RunDir(run_dir).load(resolve_device(device), checkpoint))
 
 
 @app.command()
@@ -339,6 +357,22 @@ def average(
     from nmt.run_dir import RunDir
 
     typer.echo(average_run(RunDir(run_dir), last))
+
+
+@app.command()
+def export(
+    run_dir: RunDirArgument,
+    out_dir: Annotated[Path, typer.Argument(help="Directory to write (new, or empty).")],
+    to: Annotated[str, typer.Option(help="Format: ctranslate2.")] = "ctranslate2",
+    quantization: Annotated[
+        str, typer.Option(help="Weight type: float32, int8, int8_float16, float16 (any CTranslate2 type).")
+    ] = "float32",
+    checkpoint: Checkpoint = None,
+) -> None:
+    """Export a trained Transformer for CTranslate2 (then: nmt translate OUT_DIR --engine ctranslate2)."""
+    from nmt.export import export_run
+
+    typer.echo(export_run(run_dir, out_dir, to, quantization, checkpoint))
 
 
 @app.command()
