@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import os
 import random
 import signal
 import time
@@ -48,6 +49,7 @@ class Progress:
     best_bleu: float = -1.0
     best_step: int = 0
     bad_evals: int = 0  # validations since the best one
+    last_eval: int = -1  # step of the latest validation (a resumed finished run does not validate it again)
     elapsed: float = 0.0  # training seconds before this process started
 
 
@@ -343,19 +345,17 @@ class Trainer:
         self.started = time.monotonic()
         self.monitor = Monitor(cfg, self.run_dir, self.world.is_main, progress.step)
         window = _Window(self.device, self.world)
-        last_eval = -1
         with _catch_signals(self), contextlib.closing(self.monitor), contextlib.closing(self.writer):
             while not self.should_stop() and not (cfg.max_epochs and progress.epoch >= cfg.max_epochs):
                 for consumed, batches in self.epoch_updates():
                     updated = self._update(consumed, batches, window)
                     if updated and progress.step % cfg.eval_every == 0:
                         self.validate()
-                        last_eval = progress.step
                     if self.should_stop():
                         break
                 else:
                     progress.epoch, progress.batches_done = progress.epoch + 1, 0
-            if last_eval != progress.step and not self.interrupted():
+            if progress.last_eval != progress.step and not self.interrupted():
                 self.validate()
             progress.elapsed = self.elapsed()
             self.check_updates()
@@ -394,6 +394,7 @@ class Trainer:
         self.writer.wait()
         self.check_updates()
         progress = self.progress
+        progress.last_eval = progress.step
         improved = self.score_validation() if self.world.is_main else False
         verdict = self.world.broadcast((progress.best_bleu, progress.best_step, progress.bad_evals, improved))
         progress.best_bleu, progress.best_step, progress.bad_evals, improved = verdict
@@ -490,22 +491,23 @@ def train(cfg: Config, out: Path, resume: bool = False, overwrite: bool = False)
         save_config(cfg, run_dir.config)
         return data
 
-    with joined(resolve_device(cfg.train.device)) as (world, device):
-        data = world.main_first(prepare) or prepare_data(cfg, run_dir.path, reuse_tokenizers=True)
-        trainer = Trainer(cfg, run_dir, data, device, world)
-        if resume:
-            trainer.restore()
-        trainer.fit_batch_tokens()
-        log.info(
-            "training %s (%.1fM parameters) on %s%s; %s",
-            cfg.model.type,
-            sum(p.numel() for p in trainer.model.parameters()) / 1e6,
-            device,
-            f" in each of {world.size} processes" if world.size > 1 else "",
-            world.describe_batch(trainer.cfg.train),
-        )
-        best = trainer.run()
-        main = world.is_main
-    if cfg.train.final_report and main:
-        final_report(cfg, run_dir, cfg.train.device)
+    with run_dir.locked(hold=os.environ.get("RANK", "0") == "0"):  # the main process holds it, to the end
+        with joined(resolve_device(cfg.train.device)) as (world, device):
+            data = world.main_first(prepare) or prepare_data(cfg, run_dir.path, reuse_tokenizers=True)
+            trainer = Trainer(cfg, run_dir, data, device, world)
+            if resume:
+                trainer.restore()
+            trainer.fit_batch_tokens()
+            log.info(
+                "training %s (%.1fM parameters) on %s%s; %s",
+                cfg.model.type,
+                sum(p.numel() for p in trainer.model.parameters()) / 1e6,
+                device,
+                f" in each of {world.size} processes" if world.size > 1 else "",
+                world.describe_batch(trainer.cfg.train),
+            )
+            best = trainer.run()
+            main = world.is_main
+        if cfg.train.final_report and main:
+            final_report(cfg, run_dir, cfg.train.device)
     return best

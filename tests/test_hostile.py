@@ -3,11 +3,20 @@ exit code 2, no traceback and nothing half-written."""
 
 from __future__ import annotations
 
+import fcntl
+import json
+import random
+import shutil
+from collections.abc import Callable
 from pathlib import Path
+from typing import IO
 
 import pytest
+import torch
 
-from tests.conftest import assert_one_line_error, run_cli
+from nmt.checkpoint import load_checkpoint
+from nmt.data import tokenizer
+from tests.conftest import assert_one_line_error, run_cli, train_args
 
 # --- 3. config values that pass the type checks but cannot work ------------------------------------------
 
@@ -79,3 +88,159 @@ def test_yaml_that_is_not_a_plain_document_is_one_line(tmp_path: Path, text: str
 )
 def test_override_with_a_yaml_error_is_one_line(tiny: Path, override: str, fragment: str) -> None:
     assert_one_line_error(run_cli("train", str(tiny), "--set", override), f"override '{override}'", fragment)
+
+
+# --- 1. one run directory, one writer ---------------------------------------------------------------------
+
+FAST = ["--max-steps", "10", "--set", "train.final_report=false"]
+
+
+def _flock(path: Path, pid: str) -> IO[str]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle = open(path, "a+")  # noqa: SIM115
+    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    handle.truncate(0)
+    handle.write(pid)
+    handle.flush()
+    return handle
+
+
+def test_a_second_run_into_a_locked_directory_names_the_holder(
+    tiny: Path, small_corpus: Path, tmp_path: Path
+) -> None:
+    run = tmp_path / "run"
+    with _flock(run / ".lock", "4242"):
+        result = run_cli(*train_args(tiny, small_corpus, run, *FAST))
+    assert_one_line_error(result, str(run), "pid 4242")
+    assert sorted(p.name for p in run.iterdir()) == [".lock"]  # the holder's files are left alone
+
+
+def test_a_lock_left_by_a_dead_process_is_no_obstacle_and_every_exit_releases_it(
+    tiny: Path, small_corpus: Path, tmp_path: Path
+) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / ".lock").write_text("999999\n")  # a killed run's lock file: the kernel released its lock
+    assert_one_line_error(run_cli(*train_args(tiny, small_corpus, run, "--tgt-lang", "xx", *FAST)), "xx")
+    code, _, err = run_cli(*train_args(tiny, small_corpus, run, *FAST))  # the failed run let it go
+    assert code == 0, err
+    _flock(run / ".lock", "1").close()  # and so did the finished one
+
+
+# --- 2. --overwrite and --resume --------------------------------------------------------------------------
+
+
+@pytest.fixture
+def kept_run(tiny: Path, small_corpus: Path, tmp_path: Path) -> Path:
+    """10 steps validated every 5, both validations kept as snapshots and averaged."""
+    run = tmp_path / "kept"
+    keep = ["--set", "train.keep_checkpoints=2", "--set", "train.average_checkpoints=2"]
+    code, _, err = run_cli(*train_args(tiny, small_corpus, run, *FAST, *keep))
+    assert code == 0, err
+    return run
+
+
+def test_overwrite_leaves_nothing_of_the_old_run(kept_run: Path, tiny: Path, small_corpus: Path) -> None:
+    for name in ("eval", "attention"):
+        (kept_run / name).mkdir(exist_ok=True)
+        (kept_run / name / "old.txt").write_text("old")
+    (kept_run / "report.json").write_text("{}")
+    (kept_run / "averaged.pt").write_bytes(b"old")
+    (kept_run / "notes.txt").write_text("mine")  # not nmt's: kept
+    args = train_args(tiny, small_corpus, kept_run, *FAST, "--overwrite", "--set", "model.d_model=16")
+    code, _, err = run_cli(*args)
+    assert code == 0, err
+    left = {p.name for p in kept_run.iterdir()}
+    assert left == {".lock", "config.yaml", "spm.model", "best.pt", "last.pt", "metrics.jsonl", "notes.txt"}
+    assert_one_line_error(run_cli("average", str(kept_run), "--last", "2"), "keeps 0 checkpoint(s)")
+
+
+def test_average_refuses_a_snapshot_of_another_model(
+    kept_run: Path, tiny: Path, small_corpus: Path, tmp_path: Path
+) -> None:
+    other = tmp_path / "other"
+    keep = ["--set", "train.keep_checkpoints=1", "--set", "model.d_model=16"]
+    assert run_cli(*train_args(tiny, small_corpus, other, *FAST, *keep))[0] == 0
+    (other / "checkpoints" / "step10.pt").replace(kept_run / "checkpoints" / "step5.pt")
+    assert_one_line_error(run_cli("average", str(kept_run), "--last", "2"), "step5.pt", "another model")
+    assert not (kept_run / "averaged.pt").exists()
+
+
+def _valid_records(run: Path) -> list[dict]:
+    lines = (run / "metrics.jsonl").read_text().splitlines()
+    return [record for record in map(json.loads, lines) if record["kind"] == "valid"]
+
+
+def test_resuming_a_finished_run_does_not_validate_it_again(
+    kept_run: Path, tiny: Path, small_corpus: Path
+) -> None:
+    progress = load_checkpoint(kept_run / "last.pt")["progress"]
+    code, _, err = run_cli(*train_args(tiny, small_corpus, kept_run, *FAST, "--resume"))
+    assert code == 0, err
+    assert [r["step"] for r in _valid_records(kept_run)] == [5, 10]
+    assert load_checkpoint(kept_run / "last.pt")["progress"]["bad_evals"] == progress["bad_evals"]
+
+
+def test_resume_with_another_batch_size_is_refused(kept_run: Path, tiny: Path, small_corpus: Path) -> None:
+    config = (kept_run / "config.yaml").read_bytes()
+    args = train_args(tiny, small_corpus, kept_run, "--resume", "--max-steps", "20")
+    assert_one_line_error(run_cli(*args, "--set", "train.batch_tokens=900"), "batch_tokens=900", "600")
+    assert (kept_run / "config.yaml").read_bytes() == config
+
+
+# --- 5. files that load but are not what they claim -------------------------------------------------------
+
+
+def _copy(run: Path, tmp_path: Path) -> Path:
+    return Path(shutil.copytree(run, tmp_path / "copy"))
+
+
+def test_a_tokenizer_of_random_bytes_is_one_line(trained_run: Path, tmp_path: Path) -> None:
+    run = _copy(trained_run, tmp_path)
+    (run / "spm.model").write_bytes(random.Random(0).randbytes(4096))
+    assert_one_line_error(run_cli("translate", str(run), input="a b c\n"), "spm.model", "sentencepiece")
+
+
+@pytest.mark.parametrize(
+    ("change", "fragment"),
+    [
+        (lambda c: c.update(model=[1, 2]), "'model' is a list"),
+        (lambda c: c.update(model={"w": "not a tensor"}), "parameter names to tensors"),
+        (lambda c: c.update(config={"model": {}}), "config"),
+    ],
+)
+def test_a_malformed_best_checkpoint_is_one_line(
+    trained_run: Path, tmp_path: Path, change: Callable[[dict], None], fragment: str
+) -> None:
+    run = _copy(trained_run, tmp_path)
+    checkpoint = torch.load(run / "best.pt", weights_only=True)
+    change(checkpoint)
+    torch.save(checkpoint, run / "best.pt")
+    assert_one_line_error(run_cli("translate", str(run), input="a b c\n"), "best.pt", fragment)
+
+
+@pytest.mark.parametrize("key", ["optimizer", "progress", "rng"])
+def test_resuming_from_a_last_checkpoint_without_training_state_is_one_line(
+    kept_run: Path, tiny: Path, small_corpus: Path, key: str
+) -> None:
+    checkpoint = torch.load(kept_run / "last.pt", weights_only=True)
+    del checkpoint[key]
+    torch.save(checkpoint, kept_run / "last.pt")
+    args = train_args(tiny, small_corpus, kept_run, "--resume", "--max-steps", "20")
+    assert_one_line_error(run_cli(*args), "last.pt", f"no '{key}'")
+
+
+def test_a_tokenizer_written_short_is_never_saved(
+    tiny: Path, small_corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = tokenizer._train
+
+    def disk_full(cfg: object, text: Path, prefix: Path, vocab_size: int) -> None:
+        real(cfg, text, prefix, vocab_size)
+        model = prefix.with_suffix(".model")
+        model.write_bytes(model.read_bytes()[:100])
+
+    monkeypatch.setattr(tokenizer, "_train", disk_full)
+    run = tmp_path / "run"
+    assert_one_line_error(run_cli(*train_args(tiny, small_corpus, run, *FAST)), "tokenizer", "sentencepiece")
+    assert not (run / "spm.model").exists()

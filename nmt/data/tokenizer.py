@@ -29,7 +29,7 @@ class Tokenizer:
         if not path.is_file():
             raise UserError(f"sentencepiece model {path} is missing; the run directory is incomplete")
         self.path = path
-        self.sp = spm.SentencePieceProcessor(model_file=str(path))
+        self.sp = _processor(path.read_bytes(), str(path))
         if (self.sp.pad_id(), self.sp.unk_id(), self.sp.bos_id(), self.sp.eos_id()) != (PAD, UNK, BOS, EOS):
             raise UserError(
                 f"{path} was not trained by nmt (special ids differ from pad=0 unk=1 bos=2 eos=3)"
@@ -54,6 +54,21 @@ class Tokenizer:
     def pieces(self, ids: list[int]) -> list[str]:
         """Subword strings of the ids, for plot labels."""
         return [self.sp.id_to_piece(i) for i in ids]
+
+
+def _processor(model: bytes, name: str) -> spm.SentencePieceProcessor:
+    """A sentencepiece processor of the serialized `model`; a damaged model (truncated, random bytes)
+    raises UserError naming it."""
+    try:
+        processor = spm.SentencePieceProcessor(model_proto=model)
+        if processor.get_piece_size() <= 4:
+            raise RuntimeError("it holds no pieces besides the special ones")
+    except (RuntimeError, OSError, TypeError) as err:
+        detail = (str(err).splitlines() or ["unreadable"])[0][:120]
+        raise UserError(
+            f"{name} is not a usable sentencepiece model ({detail}); restore the run directory or train again"
+        ) from err
+    return processor
 
 
 @dataclass(frozen=True)
@@ -124,7 +139,9 @@ def train_sentencepiece(cfg: TokenizerConfig, sentences: list[str], path: Path) 
                     "tokenizer.vocab_size=%d is too large for this corpus; using %d", vocab_size, limit
                 )
                 vocab_size = limit
-        atomic_write(path, lambda handle: handle.write((Path(tmp) / "spm.model").read_bytes()))
+        model = (Path(tmp) / "spm.model").read_bytes()
+        _processor(model, f"the trained tokenizer for {path}")  # a model cut short (a full disk) is not saved
+        atomic_write(path, lambda handle: handle.write(model))
 
 
 def _train(cfg: TokenizerConfig, text: Path, prefix: Path, vocab_size: int) -> None:
