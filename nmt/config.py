@@ -22,7 +22,7 @@ from nmt.files import atomic_write_text
 T = TypeVar("T")
 
 MAX_SIZE = 2**31 - 1  # sizes and counts: beyond this torch and sentencepiece overflow or cannot allocate
-MAX_BEAM = 1024  # beam search keeps beam × vocabulary scores per sentence
+MAX_BEAM = 256  # beam search keeps beam × vocabulary scores per sentence
 MAX_PARAMETERS = 2**33  # 32 GiB of float32 weights, before gradients and optimizer state
 MAX_YAML_DEPTH = 32  # nesting of a config document (ours is 3 deep)
 

@@ -5,14 +5,20 @@ from __future__ import annotations
 
 import fcntl
 import json
+import os
 import random
 import shutil
+import stat
+import subprocess
+import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
 import pytest
 import torch
+from PIL import Image
 
 from nmt.checkpoint import load_checkpoint
 from nmt.data import tokenizer
@@ -30,7 +36,7 @@ from tests.conftest import assert_one_line_error, run_cli, train_args
         ("train.label_smoothing=1.5", ["train.label_smoothing=1.5"]),
         ("train.seed=-1", ["train.seed=-1"]),
         ("train.weight_decay=-0.1", ["train.weight_decay=-0.1"]),
-        ("search.beam_size=100000", ["search.beam_size=100000"]),
+        ("search.beam_size=100000", ["search.beam_size=100000", "256"]),
         ("model.ff_dim=10000000000", ["1,300,000,019,584 parameters", "GiB"]),
         ("model.d_model=1000000000000000000000", ["model"]),
     ],
@@ -244,3 +250,103 @@ def test_a_tokenizer_written_short_is_never_saved(
     run = tmp_path / "run"
     assert_one_line_error(run_cli(*train_args(tiny, small_corpus, run, *FAST)), "tokenizer", "sentencepiece")
     assert not (run / "spm.model").exists()
+
+
+# --- 6. limits and devices --------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tiny: Path, small_corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A run of the tiny config, 10 steps: enough to translate and plot, in seconds."""
+    run = tmp_path_factory.mktemp("hostile") / "run"
+    code, _, err = run_cli(*train_args(tiny, small_corpus, run, *FAST))
+    assert code == 0, err
+    return run
+
+
+@pytest.mark.parametrize(
+    ("args", "fragments"),
+    [
+        (["--beam-size", "1000000"], ["--beam-size", "256"]),
+        (["--batch-size", "0"], ["--batch-size"]),
+        (["--device", "mps"], ["unknown device 'mps'"]),
+        (["--device", "cuda:99"], ["cuda:99"]),
+        (["--device", "meta"], ["unknown device 'meta'"]),
+    ],
+)
+def test_translate_option_limits_are_one_line(tiny_run: Path, args: list[str], fragments: list[str]) -> None:
+    assert_one_line_error(run_cli("translate", str(tiny_run), *args, input="a b\n"), *fragments)
+
+
+@pytest.mark.parametrize(
+    ("head", "fragment"), [("²", "--head ²"), ("1e3", "--head 1e3"), ("99", "--head 99")]
+)
+def test_plot_attention_head_must_be_a_head(tiny_run: Path, tmp_path: Path, head: str, fragment: str) -> None:
+    result = run_cli("plot-attention", str(tiny_run), "--text", "a b", "--out", str(tmp_path / "a.png"),
+                     "--head", head)  # fmt: skip
+    assert_one_line_error(result, fragment)
+    assert not (tmp_path / "a.png").exists()
+
+
+@pytest.mark.parametrize(
+    "args", [["--steps", "0"], ["--warmup-steps", "-1"], ["--bleu-budget", "-5"], ["--bleu-target", "101"]]
+)
+def test_benchmark_option_limits_are_checked_before_work(tiny: Path, args: list[str]) -> None:
+    assert_one_line_error(run_cli("benchmark", str(tiny), *args), args[0])
+
+
+@pytest.mark.parametrize("args", [["--max-steps", "-1"], ["--max-time", "-1"], ["--max-epochs", "-2"]])
+def test_train_option_limits_are_checked_before_work(tiny: Path, tmp_path: Path, args: list[str]) -> None:
+    assert_one_line_error(run_cli("train", str(tiny), "--out", str(tmp_path / "run"), *args), args[0])
+    assert not (tmp_path / "run").exists()
+
+
+def test_plot_attention_of_a_long_text_is_bounded_and_says_what_was_cut(
+    tiny_run: Path, corpus: Path, tmp_path: Path
+) -> None:
+    words = " ".join((corpus / "test.src").read_text().split())
+    text = " ".join([words] * (2000 // len(words.split()) + 1))
+    out = tmp_path / "long.png"
+    code, _, err = run_cli("plot-attention", str(tiny_run), "--text", text, "--out", str(out))
+    assert code == 0, err
+    assert "only the first" in err and "subwords" in err
+    width, height = Image.open(out).size
+    assert width <= 30 * 150 and height <= 30 * 150
+
+
+# --- 7. streams and special files -------------------------------------------------------------------------
+
+
+def _nmt(*args: str, **kwargs: object) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "nmt", *args], capture_output=False, text=True, **kwargs)
+
+
+@pytest.mark.slow
+def test_translate_with_stdin_closed_or_stdout_full_is_one_line(tiny_run: Path) -> None:
+    closed = _nmt("translate", str(tiny_run), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                  preexec_fn=lambda: os.close(0))  # fmt: skip
+    assert_one_line_error((closed.returncode, closed.stdout, closed.stderr), "standard input is closed")
+    with open("/dev/full", "w") as full:
+        result = _nmt("translate", str(tiny_run), input="a b\n", stdout=full, stderr=subprocess.PIPE)
+    assert_one_line_error((result.returncode, "", result.stderr), "standard output", "No space left")
+
+
+def test_translate_writes_into_a_fifo_without_replacing_it(tiny_run: Path, tmp_path: Path) -> None:
+    fifo = tmp_path / "out.fifo"
+    os.mkfifo(fifo)
+    received: list[str] = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_text()))
+    reader.start()
+    code, _, err = run_cli("translate", str(tiny_run), "-o", str(fifo), input="a b\n\nc\n")
+    reader.join(timeout=60)
+    assert code == 0, err
+    assert stat.S_ISFIFO(fifo.stat().st_mode) and len(received[0].splitlines()) == 3
+
+
+def test_translate_keeps_the_mode_of_the_file_it_replaces(tiny_run: Path, tmp_path: Path) -> None:
+    out = tmp_path / "existing.txt"
+    out.write_text("old\n")
+    out.chmod(0o640)
+    code, _, err = run_cli("translate", str(tiny_run), "-o", str(out), input="a b\n")
+    assert code == 0, err
+    assert stat.S_IMODE(out.stat().st_mode) == 0o640 and out.read_text() != "old\n"
