@@ -93,7 +93,35 @@ def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dic
         raise _corrupted(path, err) from err
     if not isinstance(payload, dict) or "model" not in payload or "config" not in payload:
         raise UserError(f"{path} is not an nmt checkpoint (no model weights and config); check the path")
+    _check_structure(path, payload, {"model": dict, "config": dict})
+    if not all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in payload["model"].items()):
+        raise _malformed(path, "'model' is not a mapping of parameter names to tensors")
+    if not all(isinstance(payload["config"].get(section), dict) for section in ("data", "model", "train")):
+        raise _malformed(path, "'config' lacks its data, model or train section")
     return payload
+
+
+def check_training_state(path: Path, payload: dict[str, Any]) -> None:
+    """Raise UserError unless `payload` (last.pt) holds what resuming needs besides the weights."""
+    _check_structure(path, payload, {"optimizer": dict, "scheduler": dict, "progress": dict, "rng": dict})
+    if not isinstance(payload["optimizer"].get("state"), dict) or not isinstance(
+        payload["optimizer"].get("param_groups"), list
+    ):
+        raise _malformed(path, "'optimizer' is not an optimizer state (state and param_groups)")
+    if not isinstance(payload["progress"].get("step"), int):
+        raise _malformed(path, "'progress' has no step")
+
+
+def _check_structure(path: Path, payload: dict[str, Any], expected: dict[str, type]) -> None:
+    for key, kind in expected.items():
+        if key not in payload:
+            raise _malformed(path, f"it has no '{key}'")
+        if not isinstance(payload[key], kind):
+            raise _malformed(path, f"its '{key}' is a {type(payload[key]).__name__}, not a {kind.__name__}")
+
+
+def _malformed(path: Path, problem: str) -> UserError:
+    return UserError(f"{path} is not a complete nmt checkpoint: {problem}; restore the file or train again")
 
 
 def _verify_archive(path: Path) -> None:

@@ -20,6 +20,7 @@ import typer
 from tqdm import tqdm
 from typer.core import TyperGroup
 
+from nmt.config import MAX_BEAM, MAX_SIZE
 from nmt.errors import Interrupted, UserError
 
 
@@ -84,13 +85,16 @@ app = typer.Typer(
 RunDirArgument = Annotated[Path, typer.Argument(help="Run directory written by `nmt train`.")]
 Device = Annotated[str, typer.Option(help="auto, cpu or cuda.")]
 BeamSize = Annotated[
-    int | None, typer.Option(min=1, help="Beam size (1 = greedy); default from the run's config.")
+    int | None,
+    typer.Option(
+        min=1, max=MAX_BEAM, help="Beam size (1 = greedy, at most 256); default from the run's config."
+    ),
 ]
 Checkpoint = Annotated[
     str | None,
     typer.Option(help="best, last or averaged; default: the one the run's report chose (else best)."),
 ]
-BatchSize = Annotated[int | None, typer.Option(min=1, help="Sentences per decoding batch.")]
+BatchSize = Annotated[int | None, typer.Option(min=1, max=MAX_SIZE, help="Sentences per decoding batch.")]
 
 
 def flag_overrides(flags: dict[str, Any]) -> list[str]:
@@ -173,9 +177,15 @@ def train(
     tgt_lang: Annotated[str | None, typer.Option(help="Target language suffix.")] = None,
     out: Annotated[Path | None, typer.Option(help="Run directory (default runs/<config name>).")] = None,
     device: Annotated[str | None, typer.Option(help="auto, cpu or cuda.")] = None,
-    max_time: Annotated[float | None, typer.Option(help="Stop after this many seconds of training.")] = None,
-    max_steps: Annotated[int | None, typer.Option(help="Stop after this many updates.")] = None,
-    max_epochs: Annotated[int | None, typer.Option(help="Stop after this many epochs.")] = None,
+    max_time: Annotated[
+        float | None, typer.Option(min=0, help="Stop after this many seconds of training (0: no limit).")
+    ] = None,
+    max_steps: Annotated[
+        int | None, typer.Option(min=0, max=MAX_SIZE, help="Stop after this many updates (0: no limit).")
+    ] = None,
+    max_epochs: Annotated[
+        int | None, typer.Option(min=0, max=MAX_SIZE, help="Stop after this many epochs (0: no limit).")
+    ] = None,
     resume: Annotated[bool, typer.Option(help="Continue the run in --out from its last checkpoint.")] = False,
     overwrite: Annotated[bool, typer.Option(help="Replace a finished run in --out.")] = False,
     tensorboard: Annotated[
@@ -221,6 +231,8 @@ def _read_input(path: Path | None) -> Iterator[tuple[BinaryIO, str, bool]]:
     """The bytes to translate (a file, or stdin), their name for errors, and whether they come from a terminal
     (then each line is answered as soon as it is entered)."""
     if path is None:
+        if sys.stdin is None:  # closed, as under cron with <&-
+            raise UserError("standard input is closed; pass --input FILE")
         yield sys.stdin.buffer, "standard input", sys.stdin.isatty()
         return
     try:
@@ -229,6 +241,16 @@ def _read_input(path: Path | None) -> Iterator[tuple[BinaryIO, str, bool]]:
         raise UserError(f"cannot read {path}: {err.strerror}") from err
     with handle:
         yield handle, str(path), False
+
+
+def _read_stdin() -> bytes:
+    """All of standard input; a closed or unreadable one is a UserError."""
+    if sys.stdin is None:
+        raise UserError("standard input is closed; pass --input FILE")
+    try:
+        return sys.stdin.buffer.read()
+    except (OSError, ValueError) as err:
+        raise UserError(f"cannot read standard input: {getattr(err, 'strerror', None) or err}") from err
 
 
 @app.command()
@@ -255,7 +277,7 @@ def translate(
 
     The input is read and translated in chunks, written as they are done (to --output only when complete).
     """
-    from nmt.files import atomic_write
+    from nmt.files import write_output
 
     stream = _translator(run_dir, engine, device, checkpoint)
     bad = 0
@@ -265,10 +287,7 @@ def translate(
             nonlocal bad
             bad = stream(source, name, out, beam_size, batch_size, skip_bad_lines, interactive)
 
-        if output is None:
-            write(sys.stdout.buffer)
-        else:
-            atomic_write(output, write)
+        write_output(output, write)
     if bad:
         typer.echo(f"nmt: {bad} lines that are not valid UTF-8 translated as empty lines", err=True)
 
@@ -388,16 +407,27 @@ def benchmark(
         Path | None, typer.Option("--json", help="Also write the results as JSON here.")
     ] = None,
     warmup_steps: Annotated[
-        int, typer.Option(help="Untimed warm-up updates; the warm-up then runs to the end of its epoch.")
+        int,
+        typer.Option(
+            min=0,
+            max=MAX_SIZE,
+            help="Untimed warm-up updates; the warm-up then runs to the end of its epoch.",
+        ),
     ] = 30,
-    steps: Annotated[int, typer.Option(help="Most updates timed (at most one epoch).")] = 400,
-    bleu_target: Annotated[float, typer.Option(help="Validation BLEU for the time-to-BLEU figure.")] = 40.0,
+    steps: Annotated[
+        int, typer.Option(min=1, max=MAX_SIZE, help="Most updates timed (at most one epoch), at least 1.")
+    ] = 400,
+    bleu_target: Annotated[
+        float, typer.Option(min=0, max=100, help="Validation BLEU for the time-to-BLEU figure.")
+    ] = 40.0,
     bleu_budget: Annotated[
         float,
-        typer.Option(help="Seconds of training allowed to reach --bleu-target (0: training speed only)."),
+        typer.Option(
+            min=0, help="Seconds of training allowed to reach --bleu-target (0: training speed only)."
+        ),
     ] = 120.0,
     decode_sentences: Annotated[
-        int, typer.Option(help="Test sentences decoded in one batch (0: no decoding).")
+        int, typer.Option(min=0, max=MAX_SIZE, help="Test sentences decoded in one batch (0: no decoding).")
     ] = 1000,
     overrides: Annotated[
         list[str] | None, typer.Option("--set", help="KEY=VALUE, e.g. --set train.compile=true")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import difflib
+import math
 import os
 import types
 import typing
@@ -19,6 +20,25 @@ from nmt.errors import ConfigError
 from nmt.files import atomic_write_text
 
 T = TypeVar("T")
+
+MAX_SIZE = 2**31 - 1  # sizes and counts: beyond this torch and sentencepiece overflow or cannot allocate
+MAX_BEAM = 256  # beam search keeps beam × vocabulary scores per sentence
+MAX_PARAMETERS = 2**33  # 32 GiB of float32 weights, before gradients and optimizer state
+MAX_YAML_DEPTH = 32  # nesting of a config document (ours is 3 deep)
+
+
+def check_range(name: str, value: float, low: float | None = None, high: float | None = None,
+                low_open: bool = False, high_open: bool = False) -> None:  # fmt: skip
+    """Raise ConfigError unless `value` is finite and within [low, high] (a bound left out is open-ended;
+    `low_open`/`high_open` exclude the bound itself)."""
+    too_low = low is not None and (value <= low if low_open else value < low)
+    too_high = high is not None and (value >= high if high_open else value > high)
+    if (isinstance(value, float) and not math.isfinite(value)) or too_low or too_high:
+        left, right = "(" if low_open else "[", ")" if high_open else "]"
+        bounds = f"{left}{'-inf' if low is None else low}, {'inf' if high is None else high}{right}"
+        raise ConfigError(
+            f"{name}={value!r} must be {'a finite number ' * isinstance(value, float)}in {bounds}"
+        )
 
 
 @dataclass(frozen=True)
@@ -60,6 +80,9 @@ class TokenizerConfig:
             raise ConfigError(f"tokenizer.vocab_size={self.vocab_size} must exceed the 4 special tokens")
         if 0 < self.max_sentences <= 100:  # sentencepiece rejects 1..100 with an internal error
             raise ConfigError(f"tokenizer.max_sentences={self.max_sentences} must be 0 (all) or over 100")
+        check_range("tokenizer.vocab_size", self.vocab_size, high=MAX_SIZE)
+        check_range("tokenizer.max_sentences", self.max_sentences, 0, 2**31 - 1)
+        check_range("tokenizer.character_coverage", self.character_coverage, 0.0, 1.0, low_open=True)
 
 
 @dataclass(frozen=True)
@@ -93,6 +116,7 @@ class ModelConfig:
         for name in ("dropout", "attention_dropout"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise ConfigError(f"model.{name}={getattr(self, name)} must be in [0, 1)")
+        check_range("model.max_positions", self.max_positions, 1, MAX_SIZE)
 
 
 @dataclass(frozen=True)
@@ -164,6 +188,24 @@ class TrainConfig:
             raise ConfigError(f"train.max_shapes={self.max_shapes} must be at most 1024")
         if self.compile and self.cuda_graphs:
             raise ConfigError("train.compile and train.cuda_graphs are alternatives; set one of them")
+        self._check_ranges()
+
+    def _check_ranges(self) -> None:
+        """Bounds of the fields that the checks above leave open (a value outside them fails later)."""
+        check_range("train.seed", self.seed, 0, 2**32 - 1)  # what numpy and CUDA accept
+        for i, beta in enumerate(self.betas):
+            check_range(f"train.betas[{i}]", beta, 0.0, 1.0, high_open=True)
+        check_range("train.label_smoothing", self.label_smoothing, 0.0, 1.0, high_open=True)
+        check_range("train.target_bleu", self.target_bleu, 0.0, 100.0)
+        if self.batch_tokens != "auto":
+            check_range("train.batch_tokens", self.batch_tokens, 1, MAX_SIZE)
+        counts = ("warmup_steps", "eval_max_sentences", "patience", "keep_checkpoints", "average_checkpoints",
+                  "max_steps", "max_epochs", "accumulate", "pad_to_multiple", "eval_every", "log_every",
+                  "max_bad_steps")  # fmt: skip
+        for name in counts:
+            check_range(f"train.{name}", getattr(self, name), 0, MAX_SIZE)
+        for name in ("weight_decay", "clip_norm", "max_time"):
+            check_range(f"train.{name}", getattr(self, name), 0.0)
 
 
 @dataclass(frozen=True)
@@ -181,6 +223,11 @@ class SearchConfig:
         for name in ("beam_size", "batch_size"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"search.{name}={getattr(self, name)} must be at least 1")
+        check_range("search.beam_size", self.beam_size, 1, MAX_BEAM)
+        check_range("search.batch_size", self.batch_size, 1, MAX_SIZE)
+        check_range("search.length_penalty", self.length_penalty, 0.0, 10.0)
+        check_range("search.max_len_a", self.max_len_a, 0.0, 1000.0)
+        check_range("search.max_len_b", self.max_len_b, 0, 100_000)
 
 
 @dataclass(frozen=True)
@@ -232,7 +279,9 @@ def _check_value(name: str, hint: Any, value: Any) -> Any:
             for i, (arg, item) in enumerate(zip(args, value, strict=True))
         )
     if hint is float and type(value) is int:  # `lr: 1` in YAML is a fine float
-        return float(value)
+        value = float(value)
+    if hint is float and type(value) is float and not math.isfinite(value):
+        raise ConfigError(f"{name}={value!r} must be a finite number")
     if hint in (int, float, str, bool) and type(value) is not hint:
         tip = " (write floats with a dot, e.g. 3.0e-4)" if hint is float and isinstance(value, str) else ""
         raise ConfigError(f"{name}={value!r} is not a {hint.__name__}{tip}")
@@ -273,7 +322,62 @@ def apply_override(raw: dict[str, Any], override: str) -> None:
         node = node[part]
         if not isinstance(node, dict):
             raise ConfigError(f"override '{override}': '{part}' is not a section")
-    node[leaf] = yaml.safe_load(text) if text.strip() else None
+    try:
+        node[leaf] = parse_yaml(text) if text.strip() else None
+    except yaml.YAMLError as err:
+        raise ConfigError(f"override '{override}': {yaml_problem(err)}") from err
+
+
+class _PlainLoader(yaml.SafeLoader):
+    """A loader for plain documents: no aliases (an alias bomb expands ~1 KB into gigabytes), nesting at most
+    MAX_YAML_DEPTH deep (the composer recurses), no key given twice (PyYAML keeps the last one)."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            mark = self.peek_event().start_mark
+            raise yaml.composer.ComposerError(None, None, "aliases (*name) are not allowed", mark)
+        self.depth = getattr(self, "depth", 0) + 1
+        try:
+            if self.depth > MAX_YAML_DEPTH:
+                mark = self.peek_event().start_mark
+                raise yaml.composer.ComposerError(
+                    None, None, f"nested over {MAX_YAML_DEPTH} levels deep", mark
+                )
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if not isinstance(key, typing.Hashable) or key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key!r} appears twice in one mapping", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep)
+
+
+def parse_yaml(text: str) -> Any:
+    """One plain YAML document (see _PlainLoader); raises yaml.YAMLError."""
+    loader = _PlainLoader(text)
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
+
+
+def yaml_problem(err: yaml.YAMLError) -> str:
+    """One line about a YAML error: the problem and where it is."""
+    if isinstance(err, yaml.MarkedYAMLError) and err.problem:
+        where = (
+            f" (line {err.problem_mark.line + 1}, column {err.problem_mark.column + 1})"
+            if err.problem_mark
+            else ""
+        )
+        return f"{err.problem}{where}"
+    return (str(err).splitlines() or ["invalid YAML"])[0]
 
 
 def load_config(path: Path | None, overrides: list[str] | None = None) -> Config:
@@ -287,14 +391,39 @@ def load_config(path: Path | None, overrides: list[str] | None = None) -> Config
         if not Path(path).is_file():
             raise ConfigError(f"config file {path} does not exist")
         try:
-            raw = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
-        except (yaml.YAMLError, UnicodeDecodeError) as err:
-            raise ConfigError(f"{path} is not valid YAML: {str(err).splitlines()[0]}") from err
+            raw = parse_yaml(Path(path).read_text(encoding="utf-8")) or {}
+        except yaml.YAMLError as err:
+            raise ConfigError(f"{path} is not valid YAML: {yaml_problem(err)}") from err
+        except (UnicodeDecodeError, OSError) as err:
+            raise ConfigError(f"cannot read {path}: {str(err).splitlines()[0]}") from err
         if not isinstance(raw, dict):
             raise ConfigError(f"{path} must hold a mapping of sections (data:, model:, …), got {raw!r}")
     for override in overrides or []:
         apply_override(raw, override)
-    return from_dict(Config, raw)
+    cfg = from_dict(Config, raw)
+    check_model_size(cfg)
+    return cfg
+
+
+def check_model_size(cfg: Config) -> None:
+    """Refuse a model whose weights could not be allocated (counted on the meta device: nothing allocated)."""
+    import torch
+
+    from nmt.models import build_model
+
+    vocab = cfg.tokenizer.vocab_size
+    try:
+        with torch.device("meta"):
+            model = build_model(cfg.model, vocab, vocab, cfg.tokenizer.joint)
+        count = sum(p.numel() for p in model.parameters())
+    except (RuntimeError, ValueError, OverflowError, TypeError) as err:  # sizes past what torch can index
+        raise ConfigError(f"the model cannot be built: {(str(err).splitlines() or [''])[0][:160]}") from err
+    if count > MAX_PARAMETERS:
+        raise ConfigError(
+            f"the model asks for {count:,} parameters ({count * 4 / 2**30:,.0f} GiB of float32 weights, "
+            f"{count * 16 / 2**30:,.0f} GiB to train), over the limit of {MAX_PARAMETERS:,}; "
+            f"lower model.d_model, model.ff_dim, model.hidden_size, the layers or tokenizer.vocab_size"
+        )
 
 
 def to_dict(cfg: Config) -> dict[str, Any]:

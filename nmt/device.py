@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Iterator
 
 import torch
@@ -14,12 +15,13 @@ def resolve_device(name: str) -> torch.device:
     """'auto' → cuda when available, else cpu; 'cuda' without a GPU is a user error."""
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "cpu"
+    if not re.fullmatch(r"cpu|cuda(:[0-9]{1,3})?", name):  # torch knows mps, xpu, meta …: nmt runs on these
+        raise UserError(f"unknown device '{name}'; use auto, cpu, cuda or cuda:N")
     if name.startswith("cuda") and not torch.cuda.is_available():
-        raise UserError("--device cuda was requested but no CUDA GPU is available; use --device cpu")
-    try:
-        device = torch.device(name)
-    except RuntimeError as err:
-        raise UserError(f"unknown device '{name}'; use auto, cpu or cuda") from err
+        raise UserError(f"--device {name} was requested but no CUDA GPU is available; use --device cpu")
+    device = torch.device(name)
+    if device.index is not None and device.index >= torch.cuda.device_count():
+        raise UserError(f"--device {name}: there are {torch.cuda.device_count()} CUDA GPU(s), from cuda:0")
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True  # float32 work (the RNNs) on tensor cores
         torch.backends.cudnn.allow_tf32 = True

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import os
 import stat
+import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from nmt.errors import UserError
 
@@ -40,6 +42,44 @@ def atomic_write(path: Path, write: Any) -> None:
 
 def atomic_write_text(path: Path, text: str) -> None:
     atomic_write(path, lambda handle: handle.write(text.encode("utf-8")))
+
+
+def write_output(path: Path | None, write: Callable[[BinaryIO], object]) -> None:
+    """Write a command's output through `write(handle)`: to stdout (None) or a special file (a FIFO,
+    /dev/stdout, a terminal) directly, as it comes; to a regular file atomically. A failed write (a closed
+    pipe, a full disk) raises UserError."""
+    if path is None:
+        _write_stream(sys.stdout.buffer if sys.stdout else None, "standard output", write)
+    elif path.exists() and not path.is_file() and not path.is_dir():
+        try:
+            with open(path, "wb") as handle:
+                _write_stream(handle, str(path), write)
+        except OSError as err:
+            raise UserError(f"cannot write {path}: {err.strerror or err}") from err
+    else:
+        atomic_write(path, write)
+
+
+def _write_stream(stream: BinaryIO | None, name: str, write: Callable[[BinaryIO], object]) -> None:
+    if stream is None:
+        raise UserError(f"{name} is closed; pass --output FILE")
+    try:
+        write(stream)
+        stream.flush()
+    except (OSError, ValueError) as err:  # ValueError: the stream was closed
+        if stream is getattr(sys.stdout, "buffer", None):
+            _silence_stdout()
+        raise UserError(f"cannot write {name}: {getattr(err, 'strerror', None) or err}") from err
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null: what is still buffered for the broken one would fail again at exit."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # not a real file (as in tests): nothing to flush at exit
+        pass
 
 
 def _mode_for(path: Path) -> int:

@@ -17,6 +17,7 @@ from nmt.errors import UserError
 from nmt.files import atomic_write
 
 FORMATS = (".png", ".svg", ".pdf")
+MAX_INCHES = 30.0  # per side of a figure: 4500 pixels at 150 dpi, however long the sentence
 
 
 def check_output_path(path: Path) -> None:
@@ -26,8 +27,9 @@ def check_output_path(path: Path) -> None:
 
 def _draw(axes: plt.Axes, weights: Tensor, src: list[str], tgt: list[str], title: str) -> None:
     image = axes.imshow(weights.numpy(), cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
-    axes.set_xticks(range(len(src)), src, rotation=90, fontsize=8)
-    axes.set_yticks(range(len(tgt)), tgt, fontsize=8)
+    fontsize = min(8.0, max(1.0, 8.0 * 80 / max(len(src), len(tgt), 1)))  # long sentences: smaller labels
+    axes.set_xticks(range(len(src)), src, rotation=90, fontsize=fontsize)
+    axes.set_yticks(range(len(tgt)), tgt, fontsize=fontsize)
     axes.set_xlabel("source")
     axes.set_ylabel("output")
     axes.set_title(textwrap.fill(title, 60), fontsize=9)
@@ -59,7 +61,7 @@ def save_attention(weights: Tensor, src: list[str], tgt: list[str], path: Path, 
 def save_heatmap(weights: Tensor, src: list[str], tgt: list[str], path: Path, title: str) -> None:
     """One heatmap of `weights` (tgt_len, src_len)."""
     check_output_path(path)
-    size = (max(4.0, 0.35 * len(src) + 2), max(3.0, 0.3 * len(tgt) + 1.5))
+    size = _bounded(max(4.0, 0.35 * len(src) + 2), max(3.0, 0.3 * len(tgt) + 1.5))
     figure, axes = plt.subplots(figsize=size, layout="constrained")
     image = _draw(axes, weights, src, tgt, title)
     figure.colorbar(image, ax=axes, shrink=0.8)
@@ -74,7 +76,11 @@ def save_head_grid(weights: Tensor, src: list[str], tgt: list[str], path: Path, 
     rows = -(-heads // columns)
     cell = (max(3.0, 0.3 * len(src) + 1.5), max(2.5, 0.25 * len(tgt) + 1.2))
     figure, grid = plt.subplots(
-        rows, columns, figsize=(cell[0] * columns, cell[1] * rows), layout="constrained", squeeze=False
+        rows,
+        columns,
+        figsize=_bounded(cell[0] * columns, cell[1] * rows),
+        layout="constrained",
+        squeeze=False,
     )
     for head, axes in enumerate(grid.flat):
         if head < heads:
@@ -83,6 +89,12 @@ def save_head_grid(weights: Tensor, src: list[str], tgt: list[str], path: Path, 
             axes.axis("off")
     figure.suptitle(textwrap.fill(title, 100), fontsize=10)
     _save(figure, path)
+
+
+def _bounded(width: float, height: float) -> tuple[float, float]:
+    """A figure size (inches) scaled down, keeping its shape, so that no side exceeds MAX_INCHES."""
+    scale = min(1.0, MAX_INCHES / max(width, height))
+    return width * scale, height * scale
 
 
 def _save(figure: plt.Figure, path: Path) -> None:

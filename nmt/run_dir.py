@@ -9,8 +9,13 @@ RUN_DIR/config.yaml  spm.model  best.pt  last.pt  averaged.pt  metrics.jsonl  re
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import math
+import os
+import shutil
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -88,6 +93,10 @@ class RunDir:
     def tensorboard(self) -> Path:
         return self.path / "tensorboard"
 
+    @property
+    def lock_file(self) -> Path:
+        return self.path / ".lock"
+
     def checkpoint(self, name: str) -> Path:
         """best.pt, last.pt or averaged.pt."""
         return self.path / f"{name}.pt"
@@ -102,11 +111,47 @@ class RunDir:
 
     # --- training ------------------------------------------------------------------------------------------
 
+    @contextlib.contextmanager
+    def locked(self, hold: bool = True) -> Iterator[None]:
+        """Hold the directory's lock (RUN_DIR/.lock, naming the holder's pid) for the block: a second run
+        into the same directory is refused instead of mixing its files with this one's. The kernel drops the
+        lock when its process ends, however it ends, so a lock left by a dead process is never in the way.
+        With `hold` false (processes other than the main one) this does nothing."""
+        if not hold:
+            yield
+            return
+        self.create()
+        try:
+            handle = open(self.lock_file, "a+", encoding="utf-8")  # noqa: SIM115 (closed by `with` below)
+        except OSError as err:
+            raise UserError(f"cannot lock the run directory {self}: {err.strerror}") from err
+        with handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as err:
+                handle.seek(0)
+                holder = handle.read().strip() or "unknown"
+                raise UserError(
+                    f"{self} is in use by another nmt run (pid {holder}); wait for it to end or pass "
+                    f"another --out"
+                ) from err
+            handle.seek(0)
+            handle.truncate()
+            handle.write(f"{os.getpid()}\n")
+            handle.flush()
+            yield
+
+    def create(self) -> None:
+        if self.path.exists() and not self.path.is_dir():
+            raise UserError(f"--out {self} is a file; pass a directory for the run")
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise UserError(f"cannot create the run directory {self}: {err.strerror}") from err
+
     def prepare(self, cfg: Config, resume: bool, overwrite: bool) -> None:
         """Check the directory against --resume/--overwrite, create it and drop temporary files a killed run
         left behind."""
-        if self.path.exists() and not self.path.is_dir():
-            raise UserError(f"--out {self} is a file; pass a directory for the run")
         if resume:
             if not self.checkpoint("last").is_file():
                 raise UserError(
@@ -118,17 +163,28 @@ class RunDir:
                 raise UserError(
                     f"{self} already holds a trained run; pass --resume to continue it or --overwrite"
                 )
-            for path in (self.checkpoint("last"), self.checkpoint("best"), self.metrics):
-                path.unlink(missing_ok=True)
-        try:
-            self.path.mkdir(parents=True, exist_ok=True)
-        except OSError as err:
-            raise UserError(f"cannot create the run directory {self}: {err.strerror}") from err
+            self.remove_run()
+        self.create()
         for stale in self.path.glob(".*.pt.*.tmp"):  # a checkpoint being written when a run was killed
             stale.unlink()
 
+    def remove_run(self) -> None:
+        """Delete everything a run writes (for --overwrite): nothing of the old run may be mistaken for
+        the new one's (snapshots averaged, a report, evaluations). Files nmt does not write are kept."""
+        files = [self.config, self.metrics, self.report, self.curves, *map(self.checkpoint, CHECKPOINTS),
+                 *self.path.glob("spm*.model")]  # fmt: skip
+        try:
+            for path in files:
+                path.unlink(missing_ok=True)
+            for directory in (self.snapshot_dir, self.eval_dir, self.attention_dir, self.tensorboard):
+                if directory.is_dir():
+                    shutil.rmtree(directory)
+        except OSError as err:
+            raise UserError(f"--overwrite: cannot remove the old run in {self}: {err}") from err
+
     def check_same_setup(self, cfg: Config) -> None:
-        """Resuming needs the same data, tokenizer and model settings as the run was started with."""
+        """Resuming needs the same data, tokenizer and model settings as the run was started with (the
+        training state in last.pt and its token budget are checked as it is loaded: `Trainer.restore`)."""
         saved = with_absolute_paths(self.load_config())
         for section in ("data", "tokenizer", "model"):
             if getattr(saved, section) != getattr(cfg, section):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import random
 import signal
 import time
@@ -19,7 +20,13 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from nmt.checkpoint import CheckpointWriter, load_checkpoint, same_vocabulary, vocabulary_record
+from nmt.checkpoint import (
+    CheckpointWriter,
+    check_training_state,
+    load_checkpoint,
+    same_vocabulary,
+    vocabulary_record,
+)
 from nmt.config import Config, save_config, to_dict, with_absolute_paths
 from nmt.data.batching import Batch, token_budget_groups
 from nmt.data.buckets import Buckets, batch_shapes
@@ -276,6 +283,7 @@ class Trainer:
         included), RNG."""
         last = self.run_dir.checkpoint("last")
         checkpoint = load_checkpoint(last, self.device)
+        check_training_state(last, checkpoint)
         if not same_vocabulary(checkpoint["vocab"], self.data.tokenizers):
             raise UserError(f"{last} does not match the run's sentencepiece model; cannot resume")
         self.model.load_state_dict(checkpoint["model"])
@@ -357,22 +365,23 @@ def train(cfg: Config, out: Path, resume: bool = False, overwrite: bool = False)
         save_config(cfg, run_dir.config)
         return data
 
-    with joined(resolve_device(cfg.train.device)) as (world, device):
-        data = world.main_first(prepare) or prepare_data(cfg, run_dir.path, reuse_tokenizers=True)
-        trainer = Trainer(cfg, run_dir, data, device, world)
-        if resume:
-            trainer.restore()
-        trainer.fit_batch_tokens()
-        log.info(
-            "training %s (%.1fM parameters) on %s%s; %s",
-            cfg.model.type,
-            sum(p.numel() for p in trainer.model.parameters()) / 1e6,
-            device,
-            f" in each of {world.size} processes" if world.size > 1 else "",
-            world.describe_batch(cfg.train, trainer.progress.batch_tokens),
-        )
-        best = trainer.run()
-        main = world.is_main
-    if cfg.train.final_report and main:
-        final_report(cfg, run_dir, cfg.train.device)
+    with run_dir.locked(hold=os.environ.get("RANK", "0") == "0"):  # the main process holds it, to the end
+        with joined(resolve_device(cfg.train.device)) as (world, device):
+            data = world.main_first(prepare) or prepare_data(cfg, run_dir.path, reuse_tokenizers=True)
+            trainer = Trainer(cfg, run_dir, data, device, world)
+            if resume:
+                trainer.restore()
+            trainer.fit_batch_tokens()
+            log.info(
+                "training %s (%.1fM parameters) on %s%s; %s",
+                cfg.model.type,
+                sum(p.numel() for p in trainer.model.parameters()) / 1e6,
+                device,
+                f" in each of {world.size} processes" if world.size > 1 else "",
+                world.describe_batch(cfg.train, trainer.progress.batch_tokens),
+            )
+            best = trainer.run()
+            main = world.is_main
+        if cfg.train.final_report and main:
+            final_report(cfg, run_dir, cfg.train.device)
     return best

@@ -160,9 +160,16 @@ class Alignment:
 @torch.inference_mode()
 def align(run: Run, sentence: str, beam_size: int | None = None) -> Alignment:
     """Translate one sentence, then re-run the decoder teacher-forced on the output to collect attention."""
-    src_ids = run.tokenizers.src.encode([normalize(sentence)])[0][: max_source_len(run.cfg)]
+    src_ids = run.tokenizers.src.encode([normalize(sentence)])[0]
     if not src_ids:
         raise UserError("the text to translate is empty")
+    if len(src_ids) > max_source_len(run.cfg):
+        log.warning(
+            "the text has %d subwords; only the first %d were translated and plotted (the model's limit)",
+            len(src_ids),
+            max_source_len(run.cfg),
+        )
+        src_ids = src_ids[: max_source_len(run.cfg)]
     (hyp,) = translate_ids(
         run.model,
         [src_ids],

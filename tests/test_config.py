@@ -98,9 +98,9 @@ def test_literal_violations_list_the_allowed_values(raw: dict[str, Any], allowed
 
 
 def test_int_is_accepted_for_float_and_lists_become_tuples(tmp_path: Path) -> None:
-    cfg = load_yaml(tmp_path, "train:\n  lr: 1\n  betas: [0.9, 1]\nmodel:\n  dropout: 0\n")
+    cfg = load_yaml(tmp_path, "train:\n  lr: 1\n  betas: [0, 0.98]\nmodel:\n  dropout: 0\n")
     assert cfg.train.lr == 1.0 and type(cfg.train.lr) is float
-    assert cfg.train.betas == (0.9, 1.0) and type(cfg.train.betas[1]) is float
+    assert cfg.train.betas == (0.0, 0.98) and type(cfg.train.betas[0]) is float
     assert type(cfg.model.dropout) is float
 
 

@@ -34,7 +34,7 @@ class Tokenizer:
         if not path.is_file():
             raise UserError(f"sentencepiece model {path} is missing; the run directory is incomplete")
         self.path = path
-        self.sp = spm.SentencePieceProcessor(model_file=str(path))
+        self.sp = _processor(path.read_bytes(), str(path))
         if (self.sp.pad_id(), self.sp.unk_id(), self.sp.bos_id(), self.sp.eos_id()) != (PAD, UNK, BOS, EOS):
             raise UserError(
                 f"{path} was not trained by nmt (special ids differ from pad=0 unk=1 bos=2 eos=3)"
@@ -69,6 +69,21 @@ class Tokenizer:
     def pieces(self, ids: list[int]) -> list[str]:
         """Subword strings of the ids, for plot labels."""
         return [self.sp.id_to_piece(i) for i in ids]
+
+
+def _processor(model: bytes, name: str) -> spm.SentencePieceProcessor:
+    """A sentencepiece processor of the serialized `model`; a damaged model (truncated, random bytes)
+    raises UserError naming it."""
+    try:
+        processor = spm.SentencePieceProcessor(model_proto=model)
+        if processor.get_piece_size() <= 4:
+            raise RuntimeError("it holds no pieces besides the special ones")
+    except (RuntimeError, OSError, TypeError) as err:
+        detail = (str(err).splitlines() or ["unreadable"])[0][:120]
+        raise UserError(
+            f"{name} is not a usable sentencepiece model ({detail}); restore the run directory or train again"
+        ) from err
+    return processor
 
 
 @dataclass(frozen=True)
@@ -137,6 +152,7 @@ def train_sentencepiece(cfg: TokenizerConfig, sentences: Iterable[str], path: Pa
         log.warning(
             "tokenizer.vocab_size=%d is too large for this corpus; using %d", cfg.vocab_size, vocab_size
         )
+    _processor(model, f"the trained tokenizer for {path}")  # what is saved must load
     atomic_write(path, lambda handle: handle.write(model))
 
 
