@@ -188,6 +188,13 @@ def train(
     ] = None,
     resume: Annotated[bool, typer.Option(help="Continue the run in --out from its last checkpoint.")] = False,
     overwrite: Annotated[bool, typer.Option(help="Replace a finished run in --out.")] = False,
+    init_from: Annotated[
+        Path | None,
+        typer.Option(
+            help="Start from this run's weights and sentencepiece model (fine-tuning); optimizer and "
+            "schedule start afresh."
+        ),
+    ] = None,
     tensorboard: Annotated[
         Path | None, typer.Option(help="Also write TensorBoard event files into this directory.")
     ] = None,
@@ -221,7 +228,8 @@ def train(
         from nmt.distributed import launch
 
         raise typer.Exit(code=launch(nproc, sys.argv[1:]))  # this command line, in nproc processes
-    best = run_training(cfg, out or Path("runs") / config.stem, resume=resume, overwrite=overwrite)
+    run_dir = out or Path("runs") / config.stem
+    best = run_training(cfg, run_dir, resume=resume, overwrite=overwrite, init_from=init_from)
     if os.environ.get("RANK", "0") == "0":
         typer.echo(best)
 

@@ -127,6 +127,7 @@ def summary(cfg: Config, run_dir: RunDir, records: list[dict[str, Any]], valid: 
         "training_seconds": progress["elapsed"],
         "steps": progress["step"],
         "batch_tokens": progress.get("batch_tokens") or cfg.train.batch_tokens,  # what `auto` chose
+        "parent": progress.get("parent") or None,  # --init-from
         "target_tokens_per_s": statistics.median(speeds) if speeds else None,
         "config": to_dict(cfg),
     }

@@ -44,6 +44,7 @@ from nmt.run_dir import RunDir
 from nmt.token_budget import fit_batch_tokens
 from nmt.update import Update
 from nmt.validation import validation_scores
+from nmt.warm_start import find_parent
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +61,7 @@ class Progress:
     best_step: int = 0
     bad_evals: int = 0  # validations since the best one
     validated_step: int = -1  # the step of the last validation
+    parent: str = ""  # the checkpoint training started from (--init-from), if any
     elapsed: float = 0.0  # training seconds before this process started
 
 
@@ -350,18 +352,24 @@ def _catch_signals(trainer: Trainer) -> Iterator[None]:
             signal.signal(sig, old)
 
 
-def train(cfg: Config, out: Path, resume: bool = False, overwrite: bool = False) -> Path:
-    """Train the configured model into the run directory `out`; returns the path of the best checkpoint.
+def train(
+    cfg: Config, out: Path, resume: bool = False, overwrite: bool = False, init_from: Path | None = None
+) -> Path:
+    """Train the configured model into the run directory `out` (from the weights and sentencepiece model of
+    the run `init_from` when given: fine-tuning); returns the path of the best checkpoint.
 
     Under torchrun every process calls this: the main one checks and prepares the run directory (training
     sentencepiece) while the others wait, then they load what it wrote. Relative data paths are made absolute
     first, so that config.yaml in the run directory works from any working directory.
     """
     cfg, run_dir = with_absolute_paths(cfg), RunDir(out)
+    parent, cfg = find_parent(cfg, init_from) if init_from else (None, cfg)
 
     def prepare() -> PreparedData:
         run_dir.prepare(cfg, resume, overwrite)
-        data = prepare_data(cfg, run_dir.path, reuse_tokenizers=resume)
+        if parent and not resume:
+            parent.copy_tokenizers(run_dir)
+        data = prepare_data(cfg, run_dir.path, reuse_tokenizers=resume or parent is not None)
         save_config(cfg, run_dir.config)
         return data
 
@@ -371,6 +379,10 @@ def train(cfg: Config, out: Path, resume: bool = False, overwrite: bool = False)
             trainer = Trainer(cfg, run_dir, data, device, world)
             if resume:
                 trainer.restore()
+            elif parent:
+                trainer.model.load_state_dict(parent.weights())
+                trainer.progress.parent = str(parent.checkpoint)
+                log.info("starting from the weights of %s", parent.checkpoint)
             trainer.fit_batch_tokens()
             log.info(
                 "training %s (%.1fM parameters) on %s%s; %s",
