@@ -176,11 +176,17 @@ class SearchConfig:
     max_len_b: int = 10
     batch_size: int = 256  # sentences per decoding batch
     cuda_graphs: bool = False  # replay each decoding step from a CUDA graph (CUDA only); not yet run on a GPU
+    nbest: int = 1  # hypotheses beam search returns per sentence, best first
 
     def __post_init__(self) -> None:
-        for name in ("beam_size", "batch_size"):
+        for name in ("beam_size", "batch_size", "nbest"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"search.{name}={getattr(self, name)} must be at least 1")
+        if self.nbest > self.beam_size:
+            raise ConfigError(
+                f"search.nbest={self.nbest} exceeds search.beam_size={self.beam_size}; beam search finds at "
+                f"most beam_size hypotheses: raise the beam size or lower nbest"
+            )
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from nmt.config import load_config
+from nmt.config import replace as config_replace
 from nmt.evaluate import score
 from nmt.models import build_model
 from nmt.run_dir import RunDir
@@ -182,7 +183,9 @@ def untrained_bleu(run_dir: Path, corpus: Path) -> float:
     tokenizers = run.tokenizers
     model = build_model(run.cfg.model, len(tokenizers.src), len(tokenizers.tgt), tokenizers.joint).eval()
     sources = (corpus / "test.src").read_text().splitlines()
-    hypotheses = translate(replace(run, model=model), sources, beam_size=3)
+    hypotheses = translate(
+        replace(run, model=model, cfg=config_replace(run.cfg, search={"beam_size": 3})), sources
+    )
     return score(hypotheses, (corpus / "test.tgt").read_text().splitlines()).bleu
 
 
