@@ -25,6 +25,7 @@ from nmt.data.synthetic import write_reordering_corpus
 from nmt.device import resolve_device
 from nmt.profiling import peak_resident_gib, profile_updates
 from nmt.run_dir import RunDir
+from nmt.search import Hypothesis
 from nmt.train import Trainer
 from nmt.translate import max_source_len, translate_ids
 
@@ -154,15 +155,16 @@ def measure_decoding(
 ) -> dict[str, float]:
     """Decode all `sources` in one batch (after one untimed warm-up run), with or without CUDA graphs; the
     keys of the figures with graphs end in `_graphs`."""
-    model, search = trainer.model.eval(), replace(trainer.cfg, search={"cuda_graphs": cuda_graphs}).search
+    settings = {"cuda_graphs": cuda_graphs, "beam_size": beam_size, "nbest": 1, "batch_size": len(sources)}
+    model, search = trainer.model.eval(), replace(trainer.cfg, search=settings).search
     limit = max_source_len(trainer.cfg)
 
-    def run() -> list[list[int]]:
-        return translate_ids(model, sources, search, beam_size, len(sources), limit)
+    def run() -> list[list[Hypothesis]]:
+        return translate_ids(model, sources, search, limit)
 
     run()
     outputs, seconds = timed(trainer.device, run)
-    tokens = sum(len(o) + 1 for o in outputs)
+    tokens = sum(len(o[0].tokens) + 1 for o in outputs)
     suffix = "_graphs" if cuda_graphs else ""
     return {
         f"beam{beam_size}_sent_per_s{suffix}": len(sources) / seconds,

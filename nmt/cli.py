@@ -95,6 +95,17 @@ Checkpoint = Annotated[
     typer.Option(help="best, last or averaged; default: the one the run's report chose (else best)."),
 ]
 BatchSize = Annotated[int | None, typer.Option(min=1, max=MAX_SIZE, help="Sentences per decoding batch.")]
+LengthPenalty = Annotated[float | None, typer.Option(help="GNMT length penalty alpha for beam search.")]
+MaxLenA = Annotated[float | None, typer.Option(help="Output length limit: a * source length + b; this is a.")]
+MaxLenB = Annotated[int | None, typer.Option(help="Output length limit: a * source length + b; this is b.")]
+RunDirs = Annotated[
+    list[Path], typer.Argument(help="Run directories written by `nmt train`; several decode as an ensemble.")
+]
+
+
+def search_overrides(**flags: Any) -> list[str]:
+    """Search flags that were given (beam_size=3, …) as `search.*` overrides of the run's config."""
+    return flag_overrides({f"search.{name}": value for name, value in flags.items()})
 
 
 def flag_overrides(flags: dict[str, Any]) -> list[str]:
@@ -263,7 +274,7 @@ def _read_stdin() -> bytes:
 
 @app.command()
 def translate(
-    run_dir: RunDirArgument,
+    run_dirs: RunDirs,
     input: Annotated[
         Path | None, typer.Option("--input", "-i", help="One sentence per line (default stdin).")
     ] = None,
@@ -271,7 +282,17 @@ def translate(
         Path | None, typer.Option("--output", "-o", help="Translations (default stdout).")
     ] = None,
     beam_size: BeamSize = None,
+    length_penalty: LengthPenalty = None,
+    max_len_a: MaxLenA = None,
+    max_len_b: MaxLenB = None,
     batch_size: BatchSize = None,
+    nbest: Annotated[
+        int | None, typer.Option(min=1, help="Hypotheses per line (at most the beam size); implies --scores.")
+    ] = None,
+    scores: Annotated[bool, typer.Option(help="Write `i ||| translation ||| score` lines.")] = False,
+    format: Annotated[
+        str, typer.Option("--format", help="text, or jsonl: one JSON object of hypotheses per line.")
+    ] = "text",
     device: Device = "auto",
     checkpoint: Checkpoint = None,
     skip_bad_lines: Annotated[
@@ -283,43 +304,65 @@ def translate(
 ) -> None:
     """Translate raw sentences, one per line, keeping the line order (empty lines stay empty).
 
-    The input is read and translated in chunks, written as they are done (to --output only when complete).
+    With --nbest N > 1 or --scores, each input line i (counted from 0) gives Moses-style lines
+    `i ||| translation ||| score`, best first; with --format jsonl, one line
+    `{"line": i, "hypotheses": [{"text": …, "score": …}, …]}`. Scores are length-normalised
+    log-probabilities (beam search) or summed ones (beam size 1). The input is read and translated in chunks,
+    written as they are done (to --output only when complete).
     """
     from nmt.files import write_output
 
-    stream = _translator(run_dir, engine, device, checkpoint)
+    if format not in ("text", "jsonl"):
+        raise UserError(f"--format {format}: expected text or jsonl")
+    style = "jsonl" if format == "jsonl" else "moses" if scores or (nbest or 1) > 1 else "text"
+    flags = {"beam_size": beam_size, "length_penalty": length_penalty, "max_len_a": max_len_a,
+             "max_len_b": max_len_b, "batch_size": batch_size, "nbest": nbest}  # fmt: skip
+    stream = _translator(run_dirs, engine, device, checkpoint, flags, style)
     bad = 0
     with _read_input(input) as (source, name, interactive):
 
         def write(out: BinaryIO) -> None:
             nonlocal bad
-            bad = stream(source, name, out, beam_size, batch_size, skip_bad_lines, interactive)
+            bad = stream(source, name, out, skip_bad_lines, interactive)
 
         write_output(output, write)
     if bad:
         typer.echo(f"nmt: {bad} lines that are not valid UTF-8 translated as empty lines", err=True)
 
 
-def _translator(run_dir: Path, engine: str, device: str, checkpoint: str | None) -> Callable[..., int]:
-    """`translate_stream` of the run (engine torch) or of the export (engine ctranslate2) in RUN_DIR."""
+def _translator(
+    run_dirs: list[Path], engine: str, device: str, checkpoint: str | None, flags: dict[str, Any], style: str
+) -> Callable[..., int]:
+    """`stream(source, name, out, skip_bad_lines, interactive)` translating with the runs (engine torch;
+    several make an ensemble) or with the export (engine ctranslate2) in RUN_DIR; returns the bad lines."""
     if engine == "ctranslate2":
         from nmt.exported import load_export
 
         if checkpoint is not None:
             raise UserError("--checkpoint: an export holds one checkpoint; choose it at `nmt export`")
-        return load_export(run_dir, device).translate_stream
+        if len(run_dirs) > 1 or style != "text":
+            raise UserError("--engine ctranslate2 translates with one export, one translation per line")
+        stream = load_export(run_dirs[0], device).translate_stream
+        return functools.partial(_exported_stream, stream, flags["beam_size"], flags["batch_size"])
     if engine != "torch":
         raise UserError(f"--engine {engine}: unknown; use torch or ctranslate2")
     from nmt.device import resolve_device
-    from nmt.run_dir import RunDir
+    from nmt.ensemble import load_runs
     from nmt.translate import translate_stream
 
-    return functools.partial(translate_stream, RunDir(run_dir).load(resolve_device(device), checkpoint))
+    run = load_runs(run_dirs, resolve_device(device), checkpoint, search_overrides(**flags))
+    return functools.partial(translate_stream, run, style=style)
+
+
+def _exported_stream(stream: Callable[..., int], beam_size: int | None, batch_size: int | None,
+                     *args: Any) -> int:  # fmt: skip
+    source, name, out, skip_bad_lines, interactive = args
+    return stream(source, name, out, beam_size, batch_size, skip_bad_lines, interactive)
 
 
 @app.command()
 def evaluate(
-    run_dir: RunDirArgument,
+    run_dirs: RunDirs,
     split: Annotated[str, typer.Option(help="valid or test: a split of the run's data.")] = "test",
     src: Annotated[Path | None, typer.Option(help="Source file to translate instead of a split.")] = None,
     ref: Annotated[Path | None, typer.Option(help="Reference translations of --src.")] = None,
@@ -327,6 +370,9 @@ def evaluate(
         Path | None, typer.Option(help="Read the split from this directory instead of the run's data.dir.")
     ] = None,
     beam_size: BeamSize = None,
+    length_penalty: LengthPenalty = None,
+    max_len_a: MaxLenA = None,
+    max_len_b: MaxLenB = None,
     batch_size: BatchSize = None,
     json_path: Annotated[
         Path | None, typer.Option("--json", help="Also write the scores as JSON here.")
@@ -334,10 +380,13 @@ def evaluate(
     device: Device = "auto",
     checkpoint: Checkpoint = None,
 ) -> None:
-    """Translate a test set and print sacreBLEU BLEU and chrF with their signatures."""
+    """Translate a test set and print sacreBLEU BLEU and chrF with their signatures (several runs: as an
+    ensemble)."""
     from nmt.evaluate import evaluate_run
 
-    report = evaluate_run(run_dir, split, src, ref, beam_size, batch_size, device, checkpoint, data)
+    flags = search_overrides(beam_size=beam_size, length_penalty=length_penalty, max_len_a=max_len_a,
+                             max_len_b=max_len_b, batch_size=batch_size)  # fmt: skip
+    report = evaluate_run(run_dirs, split, src, ref, device, checkpoint, data, flags)
     chosen = "" if checkpoint else " (the run's choice)"
     typer.echo(f"checkpoint: {report['checkpoint']}.pt{chosen}, beam size {report['beam_size']}")
     typer.echo(f"BLEU = {report['bleu']:.2f}  ({report['bleu_signature']})")
@@ -368,7 +417,8 @@ def plot_attention(
     from nmt.translate import align
 
     check_output_path(out)
-    alignment = align(RunDir(run_dir).load(resolve_device(device), checkpoint), text, beam_size)
+    run = RunDir(run_dir).load(resolve_device(device), checkpoint, search_overrides(beam_size=beam_size))
+    alignment = align(run, text)
     save_attention(alignment.weights, alignment.src_pieces, alignment.tgt_pieces, out, alignment.translation,
                    layer, head, all_heads)  # fmt: skip
     typer.echo(f"{alignment.translation}\nwrote {out}")

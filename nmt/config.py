@@ -218,9 +218,10 @@ class SearchConfig:
     max_len_b: int = 10
     batch_size: int = 256  # sentences per decoding batch
     cuda_graphs: bool = False  # replay each decoding step from a CUDA graph (CUDA only); not yet run on a GPU
+    nbest: int = 1  # hypotheses beam search returns per sentence, best first
 
     def __post_init__(self) -> None:
-        for name in ("beam_size", "batch_size"):
+        for name in ("beam_size", "batch_size", "nbest"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"search.{name}={getattr(self, name)} must be at least 1")
         check_range("search.beam_size", self.beam_size, 1, MAX_BEAM)
@@ -228,6 +229,11 @@ class SearchConfig:
         check_range("search.length_penalty", self.length_penalty, 0.0, 10.0)
         check_range("search.max_len_a", self.max_len_a, 0.0, 1000.0)
         check_range("search.max_len_b", self.max_len_b, 0, 100_000)
+        if self.nbest > self.beam_size:
+            raise ConfigError(
+                f"search.nbest={self.nbest} exceeds search.beam_size={self.beam_size}; beam search finds at "
+                f"most beam_size hypotheses: raise the beam size or lower nbest"
+            )
 
 
 @dataclass(frozen=True)

@@ -116,7 +116,7 @@ class _CapturedStep:
             if tensor is not self.state[name]:  # greedy search hands back the state of the last replay
                 self.state[name].copy_(tensor)
         self.graph.replay()
-        return Step(self.out.log_probs, dict(self.out.state))
+        return Step(self.out.log_probs, dict(self.out.state), self.out.attention)
 
 
 def cuda_graphs_possible(cfg: TrainConfig, device: torch.device, processes: int, model: Seq2Seq) -> bool:

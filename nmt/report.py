@@ -21,9 +21,9 @@ from nmt.device import resolve_device
 from nmt.errors import UserError
 from nmt.evaluate import evaluate
 from nmt.files import atomic_write_text
-from nmt.plot import save_attention, save_learning_curves
+from nmt.plot import save_heatmap, save_learning_curves
 from nmt.run_dir import Run, RunDir
-from nmt.translate import align
+from nmt.translate import searched_alignments
 
 log = logging.getLogger(__name__)
 
@@ -94,13 +94,13 @@ def final_report(cfg: Config, run_dir: RunDir, device: str) -> dict[str, Any]:
 
 
 def draw_heatmaps(run: Run, run_dir: RunDir) -> None:
-    """Attention of the first validation sentences, as attention/valid-<i>.png."""
-    for i, sentence in enumerate(read_split(run.cfg.data, "valid").src[:HEATMAPS]):
-        alignment = align(run, sentence)
-        path = run_dir.attention_dir / f"valid-{i}.png"  # the last layer, the mean of its heads
-        save_attention(
-            alignment.weights, alignment.src_pieces, alignment.tgt_pieces, path, alignment.translation
-        )
+    """Attention of the first validation sentences, as attention/valid-<i>.png: the attention search paid
+    (the last decoder layer, the mean of its heads)."""
+    sentences = read_split(run.cfg.data, "valid").src[:HEATMAPS]
+    for i, alignment in enumerate(searched_alignments(run, sentences)):
+        if alignment is not None:
+            path, title = run_dir.attention_dir / f"valid-{i}.png", f"{alignment.translation} (last layer)"
+            save_heatmap(alignment.weights[0, 0], alignment.src_pieces, alignment.tgt_pieces, path, title)
 
 
 def summary(cfg: Config, run_dir: RunDir, records: list[dict[str, Any]], valid: dict[str, dict[str, Any]],

@@ -220,13 +220,14 @@ class RunDir:
 
     # --- using a trained run -------------------------------------------------------------------------------
 
-    def load_config(self) -> Config:
+    def load_config(self, overrides: list[str] | None = None) -> Config:
+        """The run's config, with dotted `overrides` (e.g. `search.beam_size=3`) applied."""
         if not self.config.is_file():
             raise UserError(
                 f"{self} has no {self.config.name}; the run directory is incomplete (copy it back)"
             )
         try:
-            return load_config(self.config)
+            return load_config(self.config, overrides)
         except ConfigError as err:
             raise UserError(f"{self.config}: {err}") from err
 
@@ -262,11 +263,11 @@ class RunDir:
         tried = " or ".join(f"{name}.pt" for name in names)
         raise UserError(f"{self} holds no checkpoint ({tried}); train or resume the run first")
 
-    def load(self, device: torch.device, which: str | None = None) -> Run:
-        """Rebuild the trained model from the config, tokenizers and a checkpoint (`which`: best, last or
-        averaged; by default the one the run's report chose)."""
+    def load(self, device: torch.device, which: str | None = None, overrides: list[str] | None = None) -> Run:
+        """Rebuild the trained model from the config (with `overrides`), tokenizers and a checkpoint (`which`:
+        best, last or averaged; by default the one the run's report chose)."""
         path = self.find_checkpoint(which)
-        cfg = self.load_config()
+        cfg = self.load_config(overrides)
         tokenizers = load_tokenizers(self.path, cfg.tokenizer.joint)
         checkpoint = load_checkpoint(path)
         if not same_vocabulary(checkpoint.get("vocab"), tokenizers):

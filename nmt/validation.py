@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from nmt.config import Config
+from nmt.config import Config, replace
 from nmt.data.batching import iterate_batches, sorted_groups
 from nmt.data.prepare import PreparedData
 from nmt.device import autocast
@@ -23,8 +23,9 @@ def validation_scores(
     model.eval()
     limit = min(cfg.train.eval_max_sentences or len(data.valid), len(data.valid))
     sources = [data.valid_ids.src[i] for i in range(limit)]
-    hyp_ids = translate_ids(model, sources, cfg.search, 1, cfg.search.batch_size, max_source_len(cfg))
-    scores = score(data.tokenizers.tgt.decode(hyp_ids), data.valid.tgt[:limit])
+    greedy = replace(cfg, search={"beam_size": 1, "nbest": 1}).search
+    hyps = translate_ids(model, sources, greedy, max_source_len(cfg))
+    scores = score(data.tokenizers.tgt.decode([h[0].tokens for h in hyps]), data.valid.tgt[:limit])
     loss = _validation_loss(model, data, cfg, device)
     model.train()
     return {"loss": loss, "bleu": scores.bleu, "chrf": scores.chrf}

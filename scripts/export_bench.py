@@ -17,10 +17,12 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import torch
 
+from nmt.config import replace as config_replace
 from nmt.data.synthetic import write_reordering_corpus
 from nmt.evaluate import score
 from nmt.export import export_run
@@ -47,7 +49,12 @@ def engines(run_dir: Path, work: Path, threads: int) -> dict[str, Translate]:
     """`nmt translate` and the float32 and int8 exports of the run's chosen checkpoint, by name."""
     torch.set_num_threads(threads)
     run = RunDir(run_dir).load(torch.device("cpu"))
-    found: dict[str, Translate] = {"nmt translate (PyTorch)": lambda s, k: translate(run, s, k, len(s))}
+
+    def ours(sentences: list[str], beam: int) -> list[str]:
+        search = {"beam_size": beam, "nbest": 1, "batch_size": len(sentences)}
+        return translate(replace(run, cfg=config_replace(run.cfg, search=search)), sentences)
+
+    found: dict[str, Translate] = {"nmt translate (PyTorch)": ours}
     for quantization in ("float32", "int8"):
         out = work / f"ct2-{quantization}"
         if not out.exists():

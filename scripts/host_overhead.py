@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from nmt.config import load_config
+from nmt.config import SearchConfig, load_config
 from nmt.data.prepare import prepare_data
 from nmt.data.synthetic import write_reordering_corpus
 from nmt.profiling import profile_updates
@@ -55,8 +55,11 @@ def measure(
     model, batch = trainer.model.eval(), batches[0][0]
     src, mask = batch.src[:sentences], batch.src_mask[:sentences]
     for name, search in (
-        ("greedy", lambda: greedy(model, src, mask, 3.0, 40)),
-        ("beam 5", lambda: beam_search(model, src, mask, 5, 1.0, 3.0, 40)),
+        ("greedy", lambda: greedy(model, src, mask, SearchConfig(beam_size=1, max_len_a=3.0, max_len_b=40))),
+        (
+            "beam 5",
+            lambda: beam_search(model, src, mask, SearchConfig(beam_size=5, max_len_a=3.0, max_len_b=40)),
+        ),
     ):
         costs = profile_updates(counting_steps(model, search), trainer.device)  # "updates" are decoding steps
         result[f"{name}: operators per step"] = costs.operators

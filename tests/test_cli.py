@@ -9,11 +9,12 @@ import pytest
 import torch
 
 from nmt.config import load_config
+from nmt.config import replace as config_replace
 from nmt.evaluate import score
 from nmt.models import build_model
 from nmt.run_dir import RunDir
 from nmt.translate import translate
-from tests.conftest import ROOT, run_cli
+from tests.conftest import ROOT, assert_one_line_error, run_cli
 
 
 def test_training_writes_a_complete_run_directory(trained_run: Path) -> None:
@@ -182,7 +183,9 @@ def untrained_bleu(run_dir: Path, corpus: Path) -> float:
     tokenizers = run.tokenizers
     model = build_model(run.cfg.model, len(tokenizers.src), len(tokenizers.tgt), tokenizers.joint).eval()
     sources = (corpus / "test.src").read_text().splitlines()
-    hypotheses = translate(replace(run, model=model), sources, beam_size=3)
+    hypotheses = translate(
+        replace(run, model=model, cfg=config_replace(run.cfg, search={"beam_size": 3})), sources
+    )
     return score(hypotheses, (corpus / "test.tgt").read_text().splitlines()).bleu
 
 
@@ -225,3 +228,40 @@ def test_evaluate_uses_and_names_the_checkpoint_the_run_chose(trained_run: Path,
 def test_a_missing_averaged_checkpoint_points_to_nmt_average(trained_run: Path) -> None:
     code, _, err = run_cli("evaluate", str(trained_run), "--checkpoint", "averaged")
     assert code == 2 and f"nmt average {trained_run}" in err and len(err.strip().splitlines()) == 1
+
+
+def test_translate_nbest_writes_sorted_moses_blocks(trained_run: Path, corpus: Path) -> None:
+    sources = (corpus / "test.src").read_text().splitlines()[:2]
+    lines = [sources[0], "", sources[1]]
+    code, out, err = run_cli(
+        "translate", str(trained_run), "--beam-size", "4", "--nbest", "3", input="\n".join(lines) + "\n"
+    )
+    assert code == 0, err
+    fields = [line.split(" ||| ") for line in out.splitlines()]
+    assert all(len(f) == 3 for f in fields)
+    blocks = {i: [float(f[2]) for f in fields if f[0] == str(i)] for i in range(3)}
+    assert [int(f[0]) for f in fields] == sorted(int(f[0]) for f in fields)
+    assert len(blocks[0]) == len(blocks[2]) == 3 and blocks[1] == [0.0]  # an empty line: one empty hypothesis
+    assert all(scores == sorted(scores, reverse=True) for scores in blocks.values())
+
+
+def test_translate_jsonl_and_scores(trained_run: Path, corpus: Path) -> None:
+    source = (corpus / "test.src").read_text().splitlines()[0]
+    code, out, err = run_cli(
+        "translate", str(trained_run), "--nbest", "2", "--format", "jsonl", input=f"{source}\n\n"
+    )
+    assert code == 0, err
+    records = [json.loads(line) for line in out.splitlines()]
+    assert [r["line"] for r in records] == [0, 1] and len(records[0]["hypotheses"]) == 2
+    assert records[1]["hypotheses"] == [{"text": "", "score": 0.0}]
+    code, out, err = run_cli(
+        "translate", str(trained_run), "--beam-size", "1", "--scores", input=f"{source}\n"
+    )
+    assert code == 0, err
+    (index, text, value) = out.strip().split(" ||| ")
+    assert index == "0" and text and float(value) < 0
+
+
+def test_nbest_above_the_beam_size_is_one_line(trained_run: Path) -> None:
+    result = run_cli("translate", str(trained_run), "--beam-size", "2", "--nbest", "3", input="x\n")
+    assert_one_line_error(result, "search.nbest=3 exceeds search.beam_size=2")

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from nmt.config import replace
 from nmt.export import META
 from nmt.exported import load_export
 from nmt.run_dir import RunDir
@@ -22,7 +23,8 @@ def greedy_both(run_dir: Path, export_dir: Path, sentences: list[str]) -> tuple[
     which = json.loads((export_dir / META).read_text())["checkpoint"]
     run = RunDir(run_dir).load(torch.device("cpu"), which)
     sources = run.tokenizers.src.encode(sentences)
-    ours = translate_ids(run.model, sources, run.cfg.search, 1, 50, max_source_len(run.cfg))
+    search = replace(run.cfg, search={"beam_size": 1, "nbest": 1, "batch_size": 50}).search
+    ours = [hyps[0].tokens for hyps in translate_ids(run.model, sources, search, max_source_len(run.cfg))]
     return ours, exported.translate_ids(sources, beam_size=1)
 
 

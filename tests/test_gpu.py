@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from nmt.config import load_config, replace
+from nmt.config import SearchConfig, load_config, replace
 from nmt.data.batching import collate
 from nmt.data.prepare import prepare_data
 from nmt.run_dir import RunDir
@@ -77,7 +77,13 @@ def test_decoding_from_cuda_graphs_gives_the_eager_translations(
     sources = trainer.data.tokenizers.src.encode(trainer.data.valid.src[:60])
     batch = collate(sources, [[] for _ in sources], range(len(sources))).to(model.device)
     for search in (
-        lambda graphs: greedy(model, batch.src, batch.src_mask, 1.5, 5, graphs),
-        lambda graphs: beam_search(model, batch.src, batch.src_mask, 5, 1.0, 1.5, 5, graphs),
+        lambda graphs: greedy(model, batch.src, batch.src_mask, settings(1, graphs)),
+        lambda graphs: beam_search(model, batch.src, batch.src_mask, settings(5, graphs)),
     ):
         assert search(True) == search(False)
+
+
+def settings(beam: int, cuda_graphs: bool) -> SearchConfig:
+    return SearchConfig(
+        beam_size=beam, length_penalty=1.0, max_len_a=1.5, max_len_b=5, cuda_graphs=cuda_graphs
+    )

@@ -17,10 +17,11 @@ import torch
 
 import nmt.translate
 from nmt.checkpoint import load_checkpoint
-from nmt.config import load_config, save_config
+from nmt.config import load_config, replace, save_config
 from nmt.data.tokenizer import train_sentencepiece
 from nmt.models.transformer import TransformerSeq2Seq
 from nmt.run_dir import RunDir
+from nmt.search import Hypothesis
 from nmt.translate import translate_ids
 from tests.conftest import ROOT, assert_one_line_error, copy_corpus, run_cli, train_args
 
@@ -444,17 +445,18 @@ def test_out_of_memory_in_translation_retries_in_halves(
 ) -> None:
     run = RunDir(trained_run).load(torch.device("cpu"))
     sources = run.tokenizers.src.encode((corpus / "test.src").read_text().splitlines()[:12])
-    expected = translate_ids(run.model, sources, run.cfg.search, 1, 12, 256)
+    search = replace(run.cfg, search={"beam_size": 1, "nbest": 1, "batch_size": 12}).search
+    expected = translate_ids(run.model, sources, search, 256)
     real_greedy, sizes = nmt.translate.greedy, []
 
-    def greedy(model: object, src: torch.Tensor, *args: object) -> list[list[int]]:
+    def greedy(model: object, src: torch.Tensor, *args: object) -> list[list[Hypothesis]]:
         sizes.append(src.size(0))
         if src.size(0) > 3:
             raise torch.cuda.OutOfMemoryError("CUDA out of memory.")
         return real_greedy(model, src, *args)
 
     monkeypatch.setattr(nmt.translate, "greedy", greedy)
-    assert translate_ids(run.model, sources, run.cfg.search, 1, 12, 256) == expected
+    assert translate_ids(run.model, sources, search, 256) == expected
     assert sizes == [12, 6, 3, 3, 6, 3, 3]
     assert "out of GPU memory decoding 12 sentences; retrying in batches of 6" in caplog.text
 

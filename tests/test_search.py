@@ -8,13 +8,15 @@ import torch
 from torch import Tensor
 from torch.profiler import ProfilerActivity, profile
 
-from nmt.config import ModelConfig
+from nmt.config import ModelConfig, SearchConfig
 from nmt.data.tokenizer import BOS, EOS
+from nmt.errors import ConfigError
 from nmt.models.base import Memory, Seq2Seq, State, Step, select_rows
 from nmt.models.rnn import RNNSeq2Seq
 from nmt.models.transformer import TransformerSeq2Seq
 from nmt.search import (
     CHECK_EVERY,
+    Hypothesis,
     _only_eos,
     allowed,
     banned_tokens,
@@ -53,6 +55,15 @@ class ScriptedModel(Seq2Seq):
         return Step(log_probs, {"fed": fed})
 
 
+def settings(beam: int, alpha: float, a: float, b: int, nbest: int = 1) -> SearchConfig:
+    return SearchConfig(beam_size=beam, length_penalty=alpha, max_len_a=a, max_len_b=b, nbest=nbest)
+
+
+def tokens(found: list[list[Hypothesis]]) -> list[list[int]]:
+    """The best hypothesis' tokens of each sentence."""
+    return [hyps[0].tokens for hyps in found]
+
+
 def one_sentence() -> tuple[Tensor, Tensor]:
     src = torch.tensor([[6, 7, EOS]])
     return src, src != 0
@@ -60,19 +71,26 @@ def one_sentence() -> tuple[Tensor, Tensor]:
 
 def test_greedy_follows_the_locally_best_token() -> None:
     src, mask = one_sentence()
-    assert greedy(ScriptedModel(), src, mask.unsqueeze(1), 2.0, 5) == [[A, A]]  # p = 0.6 * 0.4 * 1.0 = 0.24
+    (hyp,) = greedy(ScriptedModel(), src, mask.unsqueeze(1), settings(1, 0.0, 2.0, 5))[0]
+    assert hyp.tokens == [A, A] and hyp.score == pytest.approx(math.log(0.24))  # p = 0.6 * 0.4 * 1.0
 
 
 def test_beam_search_finds_the_better_hypothesis() -> None:
     src, mask = one_sentence()
-    assert beam_search(ScriptedModel(), src, mask.unsqueeze(1), 2, 0.0, 2.0, 5) == [
-        [B]
-    ]  # p = 0.4 * 0.9 = 0.36
+    found = beam_search(ScriptedModel(), src, mask.unsqueeze(1), settings(2, 0.0, 2.0, 5))
+    assert tokens(found) == [[B]]  # p = 0.4 * 0.9 = 0.36
+
+
+def test_beam_search_returns_the_n_best_sorted_by_score() -> None:
+    src, mask = one_sentence()
+    (found,) = beam_search(ScriptedModel(), src, mask.unsqueeze(1), settings(2, 0.0, 2.0, 5, nbest=2))
+    assert [h.tokens for h in found] == [[B], [A, A]]  # p = 0.36, then 0.24 (before [A] at 0.18)
+    assert [h.score for h in found] == pytest.approx([math.log(0.36), math.log(0.24)])
 
 
 def test_beam_one_equals_greedy_on_the_script() -> None:
     src, mask = one_sentence()
-    assert beam_search(ScriptedModel(), src, mask.unsqueeze(1), 1, 1.0, 2.0, 5) == [[A, A]]
+    assert tokens(beam_search(ScriptedModel(), src, mask.unsqueeze(1), settings(1, 1.0, 2.0, 5))) == [[A, A]]
 
 
 def random_transformer(seed: int) -> TransformerSeq2Seq:
@@ -92,24 +110,34 @@ def random_batch(seed: int) -> tuple[Tensor, Tensor]:
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_beam_one_equals_greedy_on_random_models(seed: int) -> None:
     model, (src, mask) = random_transformer(seed), random_batch(seed)
-    assert beam_search(model, src, mask, 1, 1.0, 1.5, 3) == greedy(model, src, mask, 1.5, 3)
+    beam, best = (
+        beam_search(model, src, mask, settings(1, 0.0, 1.5, 3)),
+        greedy(model, src, mask, settings(1, 0.0, 1.5, 3)),
+    )
+    assert tokens(beam) == tokens(best)
+    assert [h[0].score for h in beam] == pytest.approx([h[0].score for h in best])  # alpha 0: the same sums
 
 
 @pytest.mark.parametrize("beam", [2, 4])
 def test_batched_beam_search_equals_one_sentence_at_a_time(beam: int) -> None:
     """Sentences finishing early leave the batch; that must not change anyone's result."""
     model, (src, mask) = random_transformer(3), random_batch(3)
-    batched = beam_search(model, src, mask, beam, 1.0, 1.5, 3)
-    alone = [
-        beam_search(model, src[i : i + 1], mask[i : i + 1], beam, 1.0, 1.5, 3)[0] for i in range(src.size(0))
-    ]
-    assert batched == alone
+    search = settings(beam, 1.0, 1.5, 3, nbest=beam)
+    batched = beam_search(model, src, mask, search)
+    alone = [beam_search(model, src[i : i + 1], mask[i : i + 1], search)[0] for i in range(src.size(0))]
+    assert [[h.tokens for h in hyps] for hyps in batched] == [[h.tokens for h in hyps] for hyps in alone]
+    for hyps in batched:
+        assert len(hyps) == beam and [h.score for h in hyps] == sorted((h.score for h in hyps), reverse=True)
 
 
 def test_outputs_respect_the_length_limit() -> None:
     model, (src, mask) = random_transformer(4), random_batch(4)
     limits = output_limits(mask, 0.5, 1).tolist()
-    for hyps in (greedy(model, src, mask, 0.5, 1), beam_search(model, src, mask, 3, 1.0, 0.5, 1)):
+    for found in (
+        greedy(model, src, mask, settings(1, 1.0, 0.5, 1)),
+        beam_search(model, src, mask, settings(3, 1.0, 0.5, 1)),
+    ):
+        hyps = tokens(found)
         assert all(len(h) <= limit for h, limit in zip(hyps, limits, strict=True))
         assert all(EOS not in h for h in hyps)
 
@@ -199,10 +227,12 @@ def test_search_gives_the_reference_outputs(kind: str, seed: int) -> None:
     """Random models finish their sentences at all sorts of steps, before, at and after the checks."""
     model, (src, mask) = random_model(kind, seed), random_batch(seed)
     with torch.inference_mode():
-        assert greedy(model, src, mask, 3.0, 9) == reference_greedy(model, src, mask, 3.0, 9)
+        assert tokens(greedy(model, src, mask, settings(1, 1.0, 3.0, 9))) == reference_greedy(
+            model, src, mask, 3.0, 9
+        )
         for beam in (2, 4):
             expected = reference_beam(model, src, mask, beam, 1.0, 3.0, 9)
-            assert beam_search(model, src, mask, beam, 1.0, 3.0, 9) == expected
+            assert tokens(beam_search(model, src, mask, settings(beam, 1.0, 3.0, 9))) == expected
 
 
 class NeverEnding(Seq2Seq):
@@ -221,7 +251,9 @@ class NeverEnding(Seq2Seq):
     def decode_step(self, tokens: Tensor, memory: Memory, state: State) -> Step:
         self.steps += 1
         step = self.model.decode_step(tokens, memory, state)
-        return Step(step.log_probs.index_fill(1, torch.tensor([EOS]), float("-inf")), step.state)
+        return Step(
+            step.log_probs.index_fill(1, torch.tensor([EOS]), float("-inf")), step.state, step.attention
+        )
 
 
 def host_syncs(work: Callable[[], object]) -> int:
@@ -235,8 +267,31 @@ def host_syncs(work: Callable[[], object]) -> int:
 def test_search_reads_the_device_once_every_few_steps(beam: int) -> None:
     model, (src, mask) = NeverEnding().eval(), random_batch(8)
     if beam == 1:
-        syncs = host_syncs(lambda: greedy(model, src, mask, 2.0, 9))
+        syncs = host_syncs(lambda: greedy(model, src, mask, settings(1, 1.0, 2.0, 9)))
     else:
-        syncs = host_syncs(lambda: beam_search(model, src, mask, beam, 1.0, 2.0, 9))
+        syncs = host_syncs(lambda: beam_search(model, src, mask, settings(beam, 1.0, 2.0, 9)))
     assert model.steps == int(output_limits(mask, 2.0, 9).max()) + 1 >= 2 * CHECK_EVERY
     assert syncs <= 1 + model.steps // CHECK_EVERY  # the length limit once, then one per check
+
+
+@pytest.mark.parametrize("kind", ["transformer", "rnn-bahdanau", "rnn-luong"])
+@pytest.mark.parametrize("beam", [1, 3])
+def test_attention_is_that_of_a_teacher_forced_pass(kind: str, beam: int) -> None:
+    """Search's attention per hypothesis (tokens + eos, source) is the last layer's mean of heads."""
+    model, (src, mask) = random_model(kind, 9), random_batch(9)
+    search = settings(beam, 1.0, 1.5, 3, nbest=beam)
+    method = beam_search if beam > 1 else greedy
+    with torch.inference_mode():
+        found = method(model, src, mask, search, with_attention=True)
+        assert tokens(method(model, src, mask, search)) == tokens(found)  # collecting changes nothing
+        for i, hyps in enumerate(found):
+            for hyp in hyps:
+                tgt_in = torch.tensor([[BOS, *hyp.tokens]])
+                forced = model(src[i : i + 1], mask[i : i + 1], tgt_in, return_attention=True).attention
+                expected = forced[0, -1].mean(dim=0)[:, : int(mask[i].sum())]  # (tgt_len, src_len)
+                torch.testing.assert_close(hyp.attention, expected, atol=1e-5, rtol=1e-4)
+
+
+def test_nbest_is_at_most_the_beam_size() -> None:
+    with pytest.raises(ConfigError, match=r"search\.nbest=3 exceeds search\.beam_size=2"):
+        SearchConfig(beam_size=2, nbest=3)

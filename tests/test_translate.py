@@ -6,12 +6,14 @@ import io
 import os
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import torch
 
 import nmt.translate
+from nmt.config import replace as config_replace
 from nmt.run_dir import RunDir
 from nmt.translate import translate, translate_stream
 from tests.conftest import run_cli
@@ -23,7 +25,7 @@ def test_chunks_keep_the_order_and_the_empty_lines(
     s = (corpus / "test.src").read_text().splitlines()[:7]
     lines = [s[0], "", s[1], " \t ", s[2], s[3], "", s[4], s[5], s[6]]
     run = RunDir(trained_run).load(torch.device("cpu"))
-    whole = translate(run, lines, beam_size=1)
+    whole = translate(replace(run, cfg=config_replace(run.cfg, search={"beam_size": 1})), lines)
     monkeypatch.setattr(nmt.translate, "CHUNK_LINES", 3)  # chunks cut through the empty lines
     (tmp_path / "in.txt").write_text("\n".join(lines) + "\n")
     for output in (None, tmp_path / "out.txt"):
@@ -51,7 +53,7 @@ def test_a_terminal_gets_each_answer_before_the_next_line(trained_run: Path) -> 
     out = _Written()
     with open(read, "rb") as source:
         worker = threading.Thread(
-            target=translate_stream, args=(run, source, "stdin", out, 1), kwargs={"interactive": True}
+            target=translate_stream, args=(run, source, "stdin", out), kwargs={"interactive": True}
         )
         worker.start()
         os.write(write, b"kalo mi\n")

@@ -25,10 +25,13 @@ def select_rows(tensors: dict[str, Tensor], index: Tensor) -> dict[str, Tensor]:
 
 @dataclass
 class Step:
-    """One decoding step: log-probabilities of the next token and the advanced state."""
+    """One decoding step: log-probabilities of the next token, the advanced state, and the encoder-decoder
+    attention the step paid (RNN models: their one attention; Transformer: the last layer's cross-attention,
+    mean of its heads), which search collects into heatmaps when asked."""
 
     log_probs: Tensor  # (batch, vocab)
     state: State
+    attention: Tensor | None = None  # (batch, src_len); None only for models without attention (test stubs)
 
 
 @dataclass

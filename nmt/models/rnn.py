@@ -274,8 +274,9 @@ class RNNSeq2Seq(Seq2Seq):
 
     def decode_step(self, tokens: Tensor, memory: Memory, state: State) -> Step:
         embedded = self.tgt_dropout(self.tgt_embedding(tokens))  # (batch, d_model)
-        out, _, new_state = self.decoder(embedded, memory, state)
-        return Step(self.logits(out).float().log_softmax(dim=-1), new_state)  # (batch, tgt_vocab)
+        out, weights, new_state = self.decoder(embedded, memory, state)
+        log_probs = self.logits(out).float().log_softmax(dim=-1)  # (batch, tgt_vocab)
+        return Step(log_probs, new_state, weights.flatten(1))  # (batch, 1, 1, src_len) → (batch, src_len)
 
     def decode(self, tgt_in: Tensor, memory: Memory, return_attention: bool = False) -> Output:
         embedded = self.tgt_dropout(self.tgt_embedding(tgt_in))  # (batch, tgt_len, d_model)

@@ -221,12 +221,12 @@ class TransformerSeq2Seq(Seq2Seq):
         x = self.tgt_embed.at(tokens, position)  # (batch, 1, d_model)
         slots = torch.arange(state["self_k0"].size(2), device=position.device)
         visible = (slots <= position.unsqueeze(1)).unsqueeze(1)  # (batch, 1, max_len)
-        new_state = {"position": position + 1}
+        new_state, last = {"position": position + 1}, len(self.decoder_layers) - 1
         for i, layer in enumerate(self.decoder_layers):
             cross_kv = memory[f"cross_k{i}"], memory[f"cross_v{i}"]
             cache = Cache(state[f"self_k{i}"], state[f"self_v{i}"], position, visible)
-            x, (new_state[f"self_k{i}"], new_state[f"self_v{i}"]), _ = layer(
-                x, cross_kv, memory["src_mask"], cache
+            x, (new_state[f"self_k{i}"], new_state[f"self_v{i}"]), weights = layer(
+                x, cross_kv, memory["src_mask"], cache, need_weights=i == last
             )
         log_probs = self.logits(x.squeeze(1)).float().log_softmax(dim=-1)  # (batch, tgt_vocab)
-        return Step(log_probs, new_state)
+        return Step(log_probs, new_state, weights.mean(dim=1).squeeze(1))  # mean of heads: (batch, src_len)
