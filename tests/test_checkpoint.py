@@ -13,17 +13,19 @@ from nmt.errors import UserError
 from nmt.files import atomic_write
 from nmt.run_dir import RunDir
 
+CONFIG = {"data": {}, "model": {}, "train": {}}  # the sections a checkpoint's config must have
+
 
 def test_round_trip(tmp_path: Path) -> None:
-    payload = {"model": {"w": torch.arange(4.0)}, "config": {"a": [1, 2]}, "step": 3}
+    payload = {"model": {"w": torch.arange(4.0)}, "config": CONFIG | {"a": [1, 2]}, "step": 3}
     save_checkpoint(tmp_path / "c.pt", payload)
     loaded = load_checkpoint(tmp_path / "c.pt")
-    assert torch.equal(loaded["model"]["w"], payload["model"]["w"]) and loaded["config"] == {"a": [1, 2]}
+    assert torch.equal(loaded["model"]["w"], payload["model"]["w"]) and loaded["config"]["a"] == [1, 2]
 
 
 def test_failed_write_keeps_the_old_file(tmp_path: Path) -> None:
     path = tmp_path / "c.pt"
-    save_checkpoint(path, {"model": {}, "config": {}, "step": 1})
+    save_checkpoint(path, {"model": {}, "config": CONFIG, "step": 1})
 
     def crash(handle: object) -> None:
         handle.write(b"half a checkpoint")  # type: ignore[attr-defined]
@@ -37,7 +39,7 @@ def test_failed_write_keeps_the_old_file(tmp_path: Path) -> None:
 
 def test_the_background_writer_saves_what_it_was_given_in_order(tmp_path: Path) -> None:
     writer, weights = CheckpointWriter(), torch.zeros(3)
-    writer.save(tmp_path / "a.pt", {"model": {"w": weights}, "config": {}})
+    writer.save(tmp_path / "a.pt", {"model": {"w": weights}, "config": CONFIG})
     weights += 1  # training goes on while the file is written: the file keeps the values handed over
     writer.later(lambda: (tmp_path / "a.pt").rename(tmp_path / "b.pt"))  # runs after the write
     writer.close()
@@ -49,14 +51,14 @@ def test_a_failed_background_write_is_raised_by_wait_and_keeps_the_old_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path, writer = tmp_path / "c.pt", CheckpointWriter()
-    writer.save(path, {"model": {}, "config": {}, "step": 1})
+    writer.save(path, {"model": {}, "config": CONFIG, "step": 1})
     writer.wait()
 
     def disk_full(self: object, *args: object, **kwargs: object) -> None:
         raise OSError("disk full")
 
     monkeypatch.setattr(torch.serialization, "_save", disk_full)
-    writer.save(path, {"model": {}, "config": {}, "step": 2})
+    writer.save(path, {"model": {}, "config": CONFIG, "step": 2})
     with pytest.raises(UserError, match=r"cannot write .*c\.pt: disk full"):
         writer.close()
     assert load_checkpoint(path)["step"] == 1
@@ -71,7 +73,7 @@ def test_malicious_pickle_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyP
     monkeypatch.chdir(tmp_path)
     path = tmp_path / "evil.pt"
     with open(path, "wb") as handle:
-        torch.save({"model": _Exploit(), "config": {}}, handle, pickle_module=pickle)
+        torch.save({"model": _Exploit(), "config": CONFIG}, handle, pickle_module=pickle)
     with pytest.raises(UserError, match="unsafe"):
         load_checkpoint(path)
     assert not (tmp_path / "pwned").exists()
@@ -79,7 +81,7 @@ def test_malicious_pickle_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyP
 
 def test_truncated_checkpoint_is_reported(tmp_path: Path) -> None:
     path = tmp_path / "c.pt"
-    save_checkpoint(path, {"model": {"w": torch.randn(1000)}, "config": {}})
+    save_checkpoint(path, {"model": {"w": torch.randn(1000)}, "config": CONFIG})
     path.write_bytes(path.read_bytes()[:500])
     with pytest.raises(UserError, match="truncated or corrupted"):
         load_checkpoint(path)
