@@ -15,6 +15,7 @@ from nmt.translate import max_source_len, translate_ids
 from tests.conftest import assert_one_line_error, run_cli, train_args
 
 pytest.importorskip("ctranslate2")
+pytestmark = pytest.mark.slow  # exports and a second training: the end-to-end layer
 
 
 def greedy_both(run_dir: Path, export_dir: Path, sentences: list[str]) -> tuple[list, list]:
