@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from nmt.checkpoint import load_checkpoint, same_vocabulary
+from nmt.checkpoint import check_training_state, load_checkpoint, same_vocabulary
 from nmt.config import Config, ConfigError, load_config, with_absolute_paths
 from nmt.data.tokenizer import Tokenizers, load_tokenizers
 from nmt.errors import UserError
@@ -183,14 +183,25 @@ class RunDir:
             raise UserError(f"--overwrite: cannot remove the old run in {self}: {err}") from err
 
     def check_same_setup(self, cfg: Config) -> None:
-        """Resuming needs the same data, tokenizer and model settings as the run was started with (the
-        training state in last.pt and its token budget are checked as it is loaded: `Trainer.restore`)."""
+        """Resuming needs the same data, tokenizer and model settings as the run was started with, a last.pt
+        that holds the training state, and the same token budget (the saved data position counts batches of
+        it); checked before any data is read."""
         saved = with_absolute_paths(self.load_config())
         for section in ("data", "tokenizer", "model"):
             if getattr(saved, section) != getattr(cfg, section):
                 raise UserError(
                     f"the {section} settings differ from {self.config}; resume with the same config"
                 )
+        last = self.checkpoint("last")
+        checkpoint = load_checkpoint(last)
+        check_training_state(last, checkpoint)
+        saved = checkpoint["progress"].get("batch_tokens") or checkpoint["config"]["train"]["batch_tokens"]
+        if cfg.train.batch_tokens not in ("auto", saved):
+            raise UserError(
+                f"train.batch_tokens={cfg.train.batch_tokens} differs from the {saved} the run trained with, "
+                f"which its saved data position belongs to; resume with train.batch_tokens={saved}, or start "
+                f"a new run"
+            )
 
     # --- metrics -------------------------------------------------------------------------------------------
 

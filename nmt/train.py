@@ -22,7 +22,6 @@ from torch import Tensor
 
 from nmt.checkpoint import (
     CheckpointWriter,
-    check_training_state,
     load_checkpoint,
     same_vocabulary,
     vocabulary_record,
@@ -285,7 +284,6 @@ class Trainer:
         included), RNG."""
         last = self.run_dir.checkpoint("last")
         checkpoint = load_checkpoint(last, self.device)
-        check_training_state(last, checkpoint)
         if not same_vocabulary(checkpoint["vocab"], self.data.tokenizers):
             raise UserError(f"{last} does not match the run's sentencepiece model; cannot resume")
         self.model.load_state_dict(checkpoint["model"])
@@ -298,14 +296,9 @@ class Trainer:
             ) from err
         self.update.scheduler.load_state_dict(checkpoint["scheduler"])
         saved = Progress(**checkpoint["progress"])
-        # checkpoints written before the budget moved into the progress keep it in their config
+        # checkpoints written before the budget moved into the progress keep it in their config (checked
+        # against the config by RunDir.check_same_setup)
         saved.batch_tokens = saved.batch_tokens or checkpoint["config"]["train"]["batch_tokens"]
-        if self.progress.batch_tokens not in (0, saved.batch_tokens):
-            raise UserError(
-                f"train.batch_tokens={self.progress.batch_tokens} differs from the {saved.batch_tokens} "
-                f"the run trained with, which its saved data position belongs to; resume with "
-                f"train.batch_tokens={saved.batch_tokens}, or start a new run"
-            )
         self.progress = saved
         rng = checkpoint.get("rng_ranks", [checkpoint["rng"]])
         set_rng_state(rng[self.world.rank % len(rng)])
