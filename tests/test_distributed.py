@@ -158,14 +158,14 @@ def test_out_of_memory_in_one_process_ends_the_job(corpus: Path, tmp_path: Path)
     script = tmp_path / "oom.py"
     script.write_text(
         "import sys, torch\n"
-        "from nmt import train\n"
+        "from nmt import update\n"
         "from nmt.cli import app\n"
-        "backward = train.Trainer._backward\n"
+        "backward = update.Update._backward\n"
         "def failing(self, *args):\n"
-        "    if self.world.rank == 1 and self.progress.step == 3:\n"
+        "    if self.world.rank == 1 and self.scheduler.last_epoch == 3:  # the update after step 3\n"
         "        raise torch.cuda.OutOfMemoryError('CUDA out of memory.')\n"
         "    return backward(self, *args)\n"
-        "train.Trainer._backward = failing\n"
+        "update.Update._backward = failing\n"
         "app(prog_name='nmt')\n"
     )
     config = write_config(fast(tiny_config(corpus), max_steps=12, eval_every=2), tmp_path / "tiny.yaml")
