@@ -153,9 +153,7 @@ class TrainConfig:
     amp: bool = True  # bf16 autocast on CUDA
     compile: bool = False  # torch.compile the model on CUDA
     compile_mode: Literal["default", "reduce-overhead", "max-autotune"] = "default"  # torch.compile's mode
-    cuda_graphs: bool = (
-        False  # replay the training step from CUDA graphs (CUDA, one process); not yet run on a GPU
-    )
+    cuda_graphs: bool = False  # replay the training step from CUDA graphs (CUDA, one process)
     static_shapes: bool | Literal["auto"] = (
         "auto"  # pad batches to planned shapes; auto: with cuda_graphs/compile
     )
@@ -217,7 +215,7 @@ class SearchConfig:
     max_len_a: float = 1.5  # output length limit: a * source length + b
     max_len_b: int = 10
     batch_size: int = 256  # sentences per decoding batch
-    cuda_graphs: bool = False  # replay each decoding step from a CUDA graph (CUDA only); not yet run on a GPU
+    cuda_graphs: bool = False  # replay each decoding step from a CUDA graph (CUDA only)
     nbest: int = 1  # hypotheses beam search returns per sentence, best first
 
     def __post_init__(self) -> None:
