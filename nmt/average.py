@@ -4,43 +4,52 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
 
 import torch
 
 from nmt.checkpoint import load_checkpoint, save_checkpoint
-from nmt.config import to_dict
-from nmt.errors import UserError
+from nmt.config import ModelConfig, saved_model_config
+from nmt.errors import ConfigError, UserError
 from nmt.run_dir import RunDir
 
 log = logging.getLogger(__name__)
 
 
-def average_weights(paths: list[Path], model: dict[str, Any] | None = None) -> dict[str, torch.Tensor]:
+def average_weights(paths: list[Path], model: ModelConfig | None = None) -> dict[str, torch.Tensor]:
     """Element-wise mean of the model weights in `paths` (all from one run). Every file must hold the model
-    of the first one (and `model`, a checkpoint's model settings, when given), else UserError names it."""
+    of the first one (and `model`, the run's model settings, when given), else UserError names it."""
     reference = load_checkpoint(paths[0])
-    _check_same_model(paths[0], reference, model or reference["config"]["model"], reference)
+    expected = model or _model_of(paths[0], reference)
+    _check_same_model(paths[0], reference, expected, reference)
     total = {name: tensor.double() for name, tensor in reference["model"].items()}
     for path in paths[1:]:
         checkpoint = load_checkpoint(path)
-        _check_same_model(path, checkpoint, reference["config"]["model"], reference)
+        _check_same_model(path, checkpoint, expected, reference)
         for name, tensor in checkpoint["model"].items():
             total[name] += tensor.double()
     return {name: (value / len(paths)).to(reference["model"][name].dtype) for name, value in total.items()}
 
 
-def _check_same_model(path: Path, checkpoint: dict, model: dict[str, Any], reference: dict) -> None:
-    """Refuse a snapshot of another model: other model settings, vocabulary or weight shapes."""
+def _check_same_model(path: Path, checkpoint: dict, model: ModelConfig, reference: dict) -> None:
+    """Refuse a snapshot of another model: other model settings (as this version or an older one wrote
+    them), vocabulary or weight shapes."""
     shapes = {name: tensor.shape for name, tensor in checkpoint["model"].items()}
     wanted = {name: tensor.shape for name, tensor in reference["model"].items()}
-    if checkpoint["config"]["model"] != model or checkpoint.get("vocab") != reference.get("vocab"):
+    if _model_of(path, checkpoint) != model or checkpoint.get("vocab") != reference.get("vocab"):
         problem = "its model settings or vocabulary differ from the run's"
     elif shapes != wanted:
         problem = "its weights have other names or shapes"
     else:
         return
     raise UserError(f"{path} holds another model than the one to average ({problem}); remove it")
+
+
+def _model_of(path: Path, checkpoint: dict) -> ModelConfig:
+    """The model settings a checkpoint holds (also as an older version wrote them)."""
+    try:
+        return saved_model_config(checkpoint["config"]["model"])
+    except ConfigError as err:
+        raise UserError(f"{path} holds model settings that cannot be read ({err}); remove it") from err
 
 
 def average_run(run_dir: RunDir, last: int) -> Path:
@@ -54,7 +63,7 @@ def average_run(run_dir: RunDir, last: int) -> Path:
     chosen = kept[-last:]
     newest = load_checkpoint(chosen[-1])
     steps = [int(path.stem.removeprefix("step")) for path in chosen]
-    model = to_dict(run_dir.load_config())["model"]
+    model = run_dir.load_config().model
     payload = {"model": average_weights(chosen, model), "config": newest["config"],
                "vocab": newest.get("vocab"), "averaged_steps": steps}  # fmt: skip
     save_checkpoint(run_dir.checkpoint("averaged"), payload)

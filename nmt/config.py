@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import difflib
+import logging
 import math
 import os
 import types
@@ -20,6 +22,7 @@ from nmt.errors import ConfigError
 from nmt.files import atomic_write_text
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 MAX_SIZE = 2**31 - 1  # sizes and counts: beyond this torch and sentencepiece overflow or cannot allocate
 MAX_BEAM = 256  # beam search keeps beam × vocabulary scores per sentence
@@ -85,38 +88,108 @@ class TokenizerConfig:
         check_range("tokenizer.character_coverage", self.character_coverage, 0.0, 1.0, low_open=True)
 
 
-@dataclass(frozen=True)
-class ModelConfig:
-    """Architecture. Transformer fields are ignored by the RNN models and vice versa."""
+def check_at_least_one(section: object, prefix: str, names: tuple[str, ...]) -> None:
+    """Raise ConfigError naming the first of the fields `names` of `section` below 1."""
+    for name in names:
+        if getattr(section, name) < 1:
+            raise ConfigError(f"{prefix}{name}={getattr(section, name)} must be at least 1")
 
-    type: Literal["transformer", "rnn-bahdanau", "rnn-luong"] = "transformer"
-    d_model: int = 512  # Transformer width; embedding size of the RNN models
+
+def check_dropout(section: object, prefix: str, names: tuple[str, ...]) -> None:
+    """Raise ConfigError naming the first of the probabilities `names` of `section` outside [0, 1)."""
+    for name in names:
+        if not 0.0 <= getattr(section, name) < 1.0:
+            raise ConfigError(f"{prefix}{name}={getattr(section, name)} must be in [0, 1)")
+
+
+@dataclass(frozen=True)
+class TransformerConfig:
+    """The Transformer's settings (`model.transformer`)."""
+
+    d_model: int = 512  # width of the embeddings and of every layer
     heads: int = 8
     ff_dim: int = 2048
-    encoder_layers: int = 3
-    decoder_layers: int = 3
-    dropout: float = 0.1
     attention_dropout: float = 0.0
     norm: Literal["pre", "post"] = "pre"
-    tie_embeddings: bool = True
-    max_positions: int = 1024
-    rnn_cell: Literal["gru", "lstm"] = "gru"
-    hidden_size: int = 512  # RNN hidden size (per direction in the encoder)
+    max_positions: int = 1024  # longest sequence (subwords + bos/eos) the position table holds
+
+    def check(self) -> None:
+        """Raise ConfigError for a value out of range (run by ModelConfig for the section of its type, so that
+        a section of the other type is reported as such first)."""
+        check_at_least_one(self, "model.transformer.", ("d_model", "heads", "ff_dim"))
+        if self.d_model % self.heads:
+            raise ConfigError(
+                f"model.transformer.d_model={self.d_model} must be divisible by "
+                f"model.transformer.heads={self.heads}"
+            )
+        check_dropout(self, "model.transformer.", ("attention_dropout",))
+        check_range("model.transformer.max_positions", self.max_positions, 1, MAX_SIZE)
+
+
+@dataclass(frozen=True)
+class RNNConfig:
+    """The settings of the RNN models (`model.rnn`); the Luong ones do not apply to rnn-bahdanau."""
+
+    cell: Literal["gru", "lstm"] = "gru"
+    embedding_size: int = 512
+    hidden_size: int = 512  # per direction in the encoder
     bridge: Literal["learned", "zero", "last"] = "learned"
     luong_score: Literal["dot", "general", "concat"] = "general"
     input_feeding: bool = True
     scale_scores: bool = False  # Luong dot/general scores divided by sqrt(d)
 
+    def check(self) -> None:
+        """Raise ConfigError for a value out of range (run by ModelConfig, as TransformerConfig.check is)."""
+        check_at_least_one(self, "model.rnn.", ("embedding_size", "hidden_size"))
+
+
+FAMILIES = {"transformer": "transformer", "rnn-bahdanau": "rnn", "rnn-luong": "rnn"}  # model.type → section
+SECTIONS = {"transformer": TransformerConfig, "rnn": RNNConfig}
+FAMILY_NAMES = {"transformer": "a Transformer", "rnn": "an RNN"}
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Architecture: the settings all model types share, and the section of the type's family
+    (`transformer` or `rnn`; the other one is None)."""
+
+    type: Literal["transformer", "rnn-bahdanau", "rnn-luong"] = "transformer"
+    encoder_layers: int = 3
+    decoder_layers: int = 3
+    dropout: float = 0.1
+    tie_embeddings: bool = True
+    transformer: TransformerConfig | None = None  # defaults when model.type is transformer
+    rnn: RNNConfig | None = None  # defaults when model.type is rnn-bahdanau or rnn-luong
+
     def __post_init__(self) -> None:
-        for name in ("d_model", "heads", "ff_dim", "encoder_layers", "decoder_layers", "hidden_size"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"model.{name}={getattr(self, name)} must be at least 1")
-        if self.type == "transformer" and self.d_model % self.heads:
-            raise ConfigError(f"model.d_model={self.d_model} must be divisible by model.heads={self.heads}")
-        for name in ("dropout", "attention_dropout"):
-            if not 0.0 <= getattr(self, name) < 1.0:
-                raise ConfigError(f"model.{name}={getattr(self, name)} must be in [0, 1)")
-        check_range("model.max_positions", self.max_positions, 1, MAX_SIZE)
+        check_at_least_one(self, "model.", ("encoder_layers", "decoder_layers"))
+        check_dropout(self, "model.", ("dropout",))
+        family, (other,) = self.family, SECTIONS.keys() - {self.family}
+        if getattr(self, other) is not None:
+            raise ConfigError(
+                f"{_first_setting(getattr(self, other), f'model.{other}')} is {FAMILY_NAMES[other]} setting "
+                f"but model.type is {self.type}; remove it (--set model.{other}= drops the section) or "
+                f"change model.type"
+            )
+        if getattr(self, family) is None:  # frozen: set the default section the way __init__ would
+            object.__setattr__(self, family, SECTIONS[family]())
+        getattr(self, family).check()
+
+    @property
+    def family(self) -> str:
+        """The section of this model type: 'transformer' or 'rnn'."""
+        return FAMILIES[self.type]
+
+    @property
+    def position_limit(self) -> int | None:
+        """The most positions a sequence may take (bos/eos included); None for the RNNs: they have none."""
+        return None if self.transformer is None else self.transformer.max_positions
+
+
+def _first_setting(section: object, prefix: str) -> str:
+    """The dotted name of the first field of `section` that differs from its default; else `prefix`."""
+    changed = [f.name for f in dataclasses.fields(section) if getattr(section, f.name) != f.default]
+    return f"{prefix}.{changed[0]}" if changed else prefix
 
 
 @dataclass(frozen=True)
@@ -245,12 +318,12 @@ class Config:
     search: SearchConfig = field(default_factory=SearchConfig)
 
     def __post_init__(self) -> None:
-        multiple = self.train.pad_to_multiple
+        multiple, limit = self.train.pad_to_multiple, self.model.position_limit
         longest = -(-(self.data.max_len + 1) // multiple) * multiple  # a sentence + bos/eos, padded
-        if self.model.max_positions < longest:
+        if limit is not None and limit < longest:
             raise ConfigError(
-                f"model.max_positions={self.model.max_positions} is too small for data.max_len="
-                f"{self.data.max_len}: training needs {longest} positions; raise it or lower data.max_len"
+                f"model.transformer.max_positions={limit} is too small for data.max_len={self.data.max_len}: "
+                f"training needs {longest} positions; raise it or lower data.max_len"
             )
 
 
@@ -300,17 +373,39 @@ def from_dict(cls: type[T], raw: Mapping[str, Any], prefix: str = "") -> T:
     for key, value in raw.items():
         name, hint = f"{prefix}{key}", hints.get(key)
         if hint is None:
-            guess = difflib.get_close_matches(str(key), hints, n=1)
-            tip = f"did you mean '{prefix}{guess[0]}'? " if guess else ""
-            raise ConfigError(f"unknown key '{name}'; {tip}valid keys: {', '.join(sorted(hints))}")
-        if is_dataclass(hint):
-            values[key] = from_dict(hint, value or {}, f"{name}.")
+            raise ConfigError(_unknown_key(hints, str(key), prefix))
+        section = _section_class(hint)
+        if section is not None and value is None and hint is not section:  # `rnn: null`: no such section
+            values[key] = None
+        elif section is not None:
+            values[key] = from_dict(section, value or {}, f"{name}.")
         else:
             values[key] = _check_value(name, hint, value)
     try:
         return cls(**values)
     except TypeError as err:
         raise ConfigError(f"section '{prefix.rstrip('.')}': {err}") from err
+
+
+def _section_class(hint: Any) -> Any:
+    """The dataclass that a field's type hint names (`X` or `X | None`), or None for a plain value."""
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        named = [arg for arg in typing.get_args(hint) if arg is not type(None)]
+        hint = named[0] if len(named) == 1 else None
+    return hint if is_dataclass(hint) else None
+
+
+def _unknown_key(hints: dict[str, Any], key: str, prefix: str) -> str:
+    """The error for an unknown `key` among the fields `hints`: the closest name, looked for among the fields
+    and the keys of their sections (`model.dmodel` → `model.transformer.d_model`), and the valid keys."""
+    names = {name: name for name in hints}
+    for section_name, hint in hints.items():
+        section = _section_class(hint)
+        for inner in typing.get_type_hints(section) if section is not None else ():
+            names.setdefault(inner, f"{section_name}.{inner}")
+    guess = difflib.get_close_matches(key, names, n=1)
+    tip = f"did you mean '{prefix}{names[guess[0]]}'? " if guess else ""
+    return f"unknown key '{prefix}{key}'; {tip}valid keys: {', '.join(sorted(hints))}"
 
 
 def apply_override(raw: dict[str, Any], override: str) -> None:
@@ -330,6 +425,62 @@ def apply_override(raw: dict[str, Any], override: str) -> None:
         node[leaf] = parse_yaml(text) if text.strip() else None
     except yaml.YAMLError as err:
         raise ConfigError(f"override '{override}': {yaml_problem(err)}") from err
+    _drop_other_spelling(raw, [*parents, leaf])
+
+
+# The flat model keys of configs written before each model family had its own section, and their names there
+OLD_MODEL_KEYS = {
+    "transformer": {"d_model": "d_model", "heads": "heads", "ff_dim": "ff_dim", "norm": "norm",
+                    "attention_dropout": "attention_dropout", "max_positions": "max_positions"},
+    "rnn": {"d_model": "embedding_size", "rnn_cell": "cell", "hidden_size": "hidden_size", "bridge": "bridge",
+            "luong_score": "luong_score", "input_feeding": "input_feeding", "scale_scores": "scale_scores"},
+}  # fmt: skip
+
+
+def _drop_other_spelling(raw: dict[str, Any], path: list[str]) -> None:
+    """After an override of a model setting, drop the file's other spelling of it (flat `model.d_model`, or
+    nested `model.transformer.d_model`), so that the override wins whichever way each is written."""
+    model = raw.get("model")
+    if not isinstance(model, dict):
+        return
+    for family, names in OLD_MODEL_KEYS.items():
+        section = model.get(family)
+        for old, new in names.items():
+            if path == ["model", old] and isinstance(section, dict):
+                section.pop(new, None)
+            if path == ["model", family, new]:
+                model.pop(old, None)
+
+
+def nest_old_model_keys(model: dict[str, Any]) -> str | None:
+    """Move the flat keys of a model section written before each family had its own section (`d_model: 256`)
+    into the section of its type's family (`transformer: {d_model: 256}`), in place, and drop those of the
+    other family, which those versions ignored (their run directories and checkpoints hold every field).
+    Returns a one-line note of what moved and what was dropped; None when no key was flat."""
+    flat = [key for key in model if key in OLD_MODEL_KEYS["transformer"] or key in OLD_MODEL_KEYS["rnn"]]
+    if not flat:
+        return None
+    family = FAMILIES.get(str(model.get("type", "transformer")), "transformer")  # from_dict reports a bad one
+    if model.get(family) is None:  # absent, or an empty `transformer:` in the file
+        model[family] = {}
+    section, moved, dropped = model[family], [], []
+    if not isinstance(section, dict):
+        raise ConfigError(f"section 'model.{family}' must be a mapping, got {section!r}")
+    for key in flat:
+        value, new = model.pop(key), OLD_MODEL_KEYS[family].get(key)
+        if new is None:
+            dropped.append(f"model.{key}")
+        elif new in section:
+            raise ConfigError(
+                f"model.{key} and model.{family}.{new} are one setting; keep model.{family}.{new}"
+            )
+        else:
+            section[new] = value
+            moved.append(f"model.{key} → model.{family}.{new}")
+    advice = [f"nest them: {', '.join(moved)}"] if moved else []
+    if dropped:
+        advice.append(f"remove {', '.join(dropped)} (ignored: not {FAMILY_NAMES[family]} setting)")
+    return f"flat model keys are deprecated; {'; '.join(advice)}"
 
 
 class _PlainLoader(yaml.SafeLoader):
@@ -384,29 +535,47 @@ def yaml_problem(err: yaml.YAMLError) -> str:
     return (str(err).splitlines() or ["invalid YAML"])[0]
 
 
-def load_config(path: Path | None, overrides: list[str] | None = None) -> Config:
-    """Load a YAML config (or the defaults when `path` is None) and apply dotted overrides."""
-    raw: dict[str, Any] = {}
-    if path is not None:
-        if Path(path).is_dir():
-            raise ConfigError(
-                f"config {path} is a directory; pass a YAML file, e.g. configs/tiny-transformer.yaml"
-            )
-        if not Path(path).is_file():
-            raise ConfigError(f"config file {path} does not exist")
-        try:
-            raw = parse_yaml(Path(path).read_text(encoding="utf-8")) or {}
-        except yaml.YAMLError as err:
-            raise ConfigError(f"{path} is not valid YAML: {yaml_problem(err)}") from err
-        except (UnicodeDecodeError, OSError) as err:
-            raise ConfigError(f"cannot read {path}: {str(err).splitlines()[0]}") from err
-        if not isinstance(raw, dict):
-            raise ConfigError(f"{path} must hold a mapping of sections (data:, model:, …), got {raw!r}")
+def load_config(path: Path | None, overrides: list[str] | None = None, saved: bool = False) -> Config:
+    """Load a YAML config (or the defaults when `path` is None) and apply dotted overrides.
+
+    Flat model keys of older versions (`model.d_model`) are read into their family's section with a warning,
+    or without one when the config is `saved`: one that nmt wrote into a run directory.
+    """
+    raw = _read_yaml(Path(path)) if path is not None else {}
     for override in overrides or []:
         apply_override(raw, override)
+    note = nest_old_model_keys(raw["model"]) if isinstance(raw.get("model"), dict) else None
+    if note and not saved:
+        log.warning("%s", note)
     cfg = from_dict(Config, raw)
     check_model_size(cfg)
     return cfg
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    """The mapping of sections in a config file; ConfigError when there is none."""
+    if path.is_dir():
+        raise ConfigError(
+            f"config {path} is a directory; pass a YAML file, e.g. configs/tiny-transformer.yaml"
+        )
+    if not path.is_file():
+        raise ConfigError(f"config file {path} does not exist")
+    try:
+        raw = parse_yaml(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{path} is not valid YAML: {yaml_problem(err)}") from err
+    except (UnicodeDecodeError, OSError) as err:
+        raise ConfigError(f"cannot read {path}: {str(err).splitlines()[0]}") from err
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path} must hold a mapping of sections (data:, model:, …), got {raw!r}")
+    return raw
+
+
+def saved_model_config(raw: Mapping[str, Any]) -> ModelConfig:
+    """The model settings in a checkpoint (its config's `model` dict), also in one of an older version."""
+    model = copy.deepcopy(dict(raw))
+    nest_old_model_keys(model)
+    return from_dict(ModelConfig, model, "model.")
 
 
 def check_model_size(cfg: Config) -> None:
@@ -426,7 +595,7 @@ def check_model_size(cfg: Config) -> None:
         raise ConfigError(
             f"the model asks for {count:,} parameters ({count * 4 / 2**30:,.0f} GiB of float32 weights, "
             f"{count * 16 / 2**30:,.0f} GiB to train), over the limit of {MAX_PARAMETERS:,}; "
-            f"lower model.d_model, model.ff_dim, model.hidden_size, the layers or tokenizer.vocab_size"
+            f"lower the sizes in model.{cfg.model.family}, the layers or tokenizer.vocab_size"
         )
 
 
@@ -440,7 +609,9 @@ def to_dict(cfg: Config) -> dict[str, Any]:
             return {k: plain(v) for k, v in value.items()}
         return value
 
-    return plain(dataclasses.asdict(cfg))
+    raw = plain(dataclasses.asdict(cfg))
+    raw["model"] = {key: value for key, value in raw["model"].items() if value is not None}  # no other family
+    return raw
 
 
 def save_config(cfg: Config, path: Path) -> None:
@@ -460,6 +631,18 @@ def with_absolute_paths(cfg: Config) -> Config:
 
 
 def replace(cfg: Config, **sections: Mapping[str, Any]) -> Config:
-    """A copy of `cfg` with some fields of some sections changed: replace(cfg, train={"max_steps": 5})."""
-    changed = {name: dataclasses.replace(getattr(cfg, name), **fields) for name, fields in sections.items()}
-    return dataclasses.replace(cfg, **changed)
+    """A copy of `cfg` with some fields of some sections changed: replace(cfg, train={"max_steps": 5}); a
+    mapping changes fields of a subsection, replace(cfg, model={"transformer": {"d_model": 32}})."""
+    return _replaced(cfg, sections)
+
+
+def _replaced(section: T, changes: Mapping[str, Any]) -> T:
+    """A copy of dataclass `section` with `changes`; a mapping among them changes a section's fields (an
+    absent section, e.g. `rnn` of a Transformer config, starts from its defaults)."""
+    hints, values = typing.get_type_hints(type(section)), {}
+    for name, value in changes.items():
+        inner = _section_class(hints[name]) if name in hints else None
+        if inner is not None and isinstance(value, Mapping):
+            value = _replaced(getattr(section, name) or inner(), value)
+        values[name] = value
+    return dataclasses.replace(section, **values)

@@ -76,7 +76,8 @@ def export_run(
             f"{run_dir} holds a model.type={run.cfg.model.type} model; only Transformers can be exported "
             f"to CTranslate2"
         )
-    spec = transformer_spec(run.model, run.cfg.model.heads, run.cfg.model.norm == "pre")
+    arch = run.cfg.model.transformer
+    spec = transformer_spec(run.model, arch.heads, arch.norm == "pre")
     set_vocabularies(spec, run.tokenizers.src, run.tokenizers.tgt)
     spec.validate()
     spec.optimize(quantization=quantization)

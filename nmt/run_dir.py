@@ -238,7 +238,7 @@ class RunDir:
                 f"{self} has no {self.config.name}; the run directory is incomplete (copy it back)"
             )
         try:
-            return load_config(self.config, overrides)
+            return load_config(self.config, overrides, saved=True)
         except ConfigError as err:
             raise UserError(f"{self.config}: {err}") from err
 

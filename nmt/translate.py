@@ -82,8 +82,10 @@ def _search(
 
 def max_source_len(cfg: Config) -> int:
     """Longest source (in subwords) to translate: 4× the training limit, and short enough that the longest
-    allowed output (a * length + b) still fits the model's positions."""
-    search, positions = cfg.search, cfg.model.max_positions
+    allowed output (a * length + b) still fits the model's positions (a Transformer's)."""
+    search, positions = cfg.search, cfg.model.position_limit
+    if positions is None:
+        return 4 * cfg.data.max_len
     return max(
         1, min(4 * cfg.data.max_len, int((positions - 2 - search.max_len_b) / max(search.max_len_a, 1.0)))
     )

@@ -18,7 +18,7 @@ from nmt.run_dir import RunDir
 
 log = logging.getLogger(__name__)
 
-FREE_MODEL_KEYS = ("dropout", "attention_dropout")  # the model settings a child may change: no weight's shape
+FREE_MODEL_KEYS = ("dropout", "transformer.attention_dropout")  # a child may change them: no weight's shape
 
 
 @dataclass(frozen=True)
@@ -39,17 +39,29 @@ class Parent:
             atomic_write(run_dir.path / path.name, lambda handle, model=model: handle.write(model))
 
 
+def model_settings(model: ModelConfig) -> dict[str, object]:
+    """The model settings by their names below `model.` (`transformer.d_model`); the other family has none."""
+    settings: dict[str, object] = {}
+    for field in dataclasses.fields(model):
+        value = getattr(model, field.name)
+        if dataclasses.is_dataclass(value):
+            settings |= {f"{field.name}.{inner}": item for inner, item in dataclasses.asdict(value).items()}
+        elif value is not None:
+            settings[field.name] = value
+    return settings
+
+
 def find_parent(cfg: Config, path: Path) -> tuple[Parent, Config]:
     """The parent run at `path`, and `cfg` with the parent's tokenizer settings; a model setting that would
     change a weight's shape is a UserError naming the key."""
     run_dir = RunDir(path)
     parent_cfg = run_dir.load_config()
-    for field in dataclasses.fields(ModelConfig):
-        mine, theirs = getattr(cfg.model, field.name), getattr(parent_cfg.model, field.name)
-        if field.name not in FREE_MODEL_KEYS and mine != theirs:
+    mine, theirs = model_settings(cfg.model), model_settings(parent_cfg.model)
+    for key in dict.fromkeys([*mine, *theirs]):  # model.type first: another type has other settings
+        if key not in FREE_MODEL_KEYS and mine.get(key) != theirs.get(key):
             raise UserError(
-                f"model.{field.name}={mine} contradicts the model of {path} that --init-from starts from "
-                f"({field.name}={theirs}); set model.{field.name}={theirs} or train from scratch"
+                f"model.{key}={mine.get(key)} contradicts the model of {path} that --init-from starts from "
+                f"({key}={theirs.get(key)}); set model.{key}={theirs.get(key)} or train from scratch"
             )
     if cfg.tokenizer != parent_cfg.tokenizer:
         log.info("--init-from keeps the sentencepiece model of %s (its tokenizer settings apply)", path)

@@ -64,7 +64,7 @@ def trained_run(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 TINY_CONFIG = """\
 data: {src_lang: src, tgt_lang: tgt, max_len: 64}
 tokenizer: {vocab_size: 200}
-model: {d_model: 32, heads: 2, ff_dim: 64, encoder_layers: 1, decoder_layers: 1, dropout: 0.1}
+model: {encoder_layers: 1, decoder_layers: 1, dropout: 0.1, transformer: {d_model: 32, heads: 2, ff_dim: 64}}
 train: {device: cpu, batch_tokens: 600, pad_to_multiple: 1, lr: 2.0e-3, warmup_steps: 20, eval_every: 5,
         eval_max_sentences: 20, log_every: 1, max_time: 0.0}
 search: {beam_size: 1, batch_size: 50}

@@ -12,8 +12,8 @@ def test_benchmark_reports_training_and_decoding_figures(corpus: Path, tmp_path:
         "benchmark", str(ROOT / "configs" / "tiny-transformer.yaml"), "--data", str(corpus),
         "--device", "cpu", "--warmup-steps", "1", "--steps", "3", "--bleu-target", "99", "--bleu-budget", "3",
         "--decode-sentences", "20", "--json", str(out),
-        "--set", "model.d_model=32", "--set", "model.ff_dim=64", "--set", "train.static_shapes=true",
-        "--set", "train.max_shapes=4",
+        "--set", "model.transformer.d_model=32", "--set", "model.transformer.ff_dim=64",
+        "--set", "train.static_shapes=true", "--set", "train.max_shapes=4",
     )  # fmt: skip
     assert code == 0, err
     result = json.loads(out.read_text())

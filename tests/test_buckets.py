@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from nmt.config import ModelConfig, load_config, replace
+from nmt.config import ModelConfig, RNNConfig, TransformerConfig, load_config, replace
 from nmt.data.batching import EncodedCorpus, collate, iterate_batches, token_budget_groups
 from nmt.data.buckets import Buckets, batch_shapes, pad_batch, padded_tokens, plan_buckets
 from nmt.data.prepare import prepare_data
@@ -77,14 +77,16 @@ def test_padding_rows_are_empty_pairs() -> None:
 
 
 MODELS = [
-    {"type": "transformer", "d_model": 16, "heads": 2, "ff_dim": 32},
-    {"type": "rnn-bahdanau", "d_model": 8, "hidden_size": 6},
-    {"type": "rnn-luong", "d_model": 8, "hidden_size": 6, "rnn_cell": "lstm"},
-    {"type": "rnn-luong", "d_model": 8, "hidden_size": 6, "input_feeding": False},
+    {"type": "transformer", "transformer": TransformerConfig(d_model=16, heads=2, ff_dim=32)},
+    {"type": "rnn-bahdanau", "rnn": RNNConfig(embedding_size=8, hidden_size=6)},
+    {"type": "rnn-luong", "rnn": RNNConfig(embedding_size=8, hidden_size=6, cell="lstm")},
+    {"type": "rnn-luong", "rnn": RNNConfig(embedding_size=8, hidden_size=6, input_feeding=False)},
 ]
 
 
-@pytest.mark.parametrize("fields", MODELS, ids=lambda f: f"{f['type']}-{f.get('rnn_cell', 'gru')}")
+@pytest.mark.parametrize(
+    "fields", MODELS, ids=lambda f: f"{f['type']}-{getattr(f.get('rnn'), 'cell', 'gru')}"
+)
 def test_padding_to_a_bucket_changes_neither_loss_nor_gradients(fields: dict) -> None:
     torch.manual_seed(0)
     cfg = ModelConfig(encoder_layers=2, decoder_layers=2, dropout=0.0, **fields)
@@ -109,7 +111,11 @@ def test_padding_to_a_bucket_changes_neither_loss_nor_gradients(fields: dict) ->
 
 def make_trainer(corpus: Path, tmp_path: Path, static: bool) -> Trainer:
     cfg = load_config(ROOT / "configs" / "tiny-transformer.yaml", [f"data.dir={corpus}"])
-    model = {"d_model": 32, "heads": 2, "ff_dim": 64, "encoder_layers": 1, "decoder_layers": 1}
+    model = {
+        "encoder_layers": 1,
+        "decoder_layers": 1,
+        "transformer": {"d_model": 32, "heads": 2, "ff_dim": 64},
+    }
     train = {
         "device": "cpu",
         "batch_tokens": 600,

@@ -107,7 +107,12 @@ def test_plot_attention_writes_an_image(
         (["evaluate", "RUN", "--src", "only-src.txt"], "--src and --ref go together"),
         (["train", "no-such-config.yaml"], "does not exist"),
         (
-            ["train", str(ROOT / "configs" / "tiny-transformer.yaml"), "--set", "model.heads=three"],
+            [
+                "train",
+                str(ROOT / "configs" / "tiny-transformer.yaml"),
+                "--set",
+                "model.transformer.heads=three",
+            ],
             "is not a int",
         ),
         (
@@ -150,7 +155,7 @@ def test_python_dash_m_runs_the_same_cli() -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("config", "overrides"),
-    [("tiny-rnn-bahdanau.yaml", []), ("tiny-rnn-luong.yaml", ["--set", "model.luong_score=dot"])],
+    [("tiny-rnn-bahdanau.yaml", []), ("tiny-rnn-luong.yaml", ["--set", "model.rnn.luong_score=dot"])],
 )
 def test_rnn_models_train_translate_and_plot_end_to_end(
     corpus: Path, tmp_path: Path, config: str, overrides: list[str]

@@ -130,7 +130,7 @@ def test_rnn_trains_with_nproc(corpus: Path, tmp_path: Path) -> None:
     cfg = load_config(ROOT / "configs" / "tiny-rnn-luong.yaml", [f"data.dir={corpus}"])
     cfg = replace(
         cfg,
-        model={"d_model": 32, "hidden_size": 32},
+        model={"rnn": {"embedding_size": 32, "hidden_size": 32}},
         tokenizer={"vocab_size": 200},
         train={"device": "cpu", "max_time": 0.0, "log_every": 1, "batch_tokens": 600, "accumulate": 2},
         search={"batch_size": 100},

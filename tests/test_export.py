@@ -48,7 +48,7 @@ def test_greedy_translations_equal_ours(trained_run: Path, corpus: Path, tmp_pat
 def test_post_norm_untied_separate_vocabularies(tiny: Path, small_corpus: Path, tmp_path: Path) -> None:
     """Post-norm (no final norms), an output projection of its own, source and target sentencepiece models."""
     run_dir, out = tmp_path / "run", tmp_path / "ct2"
-    settings = ["model.norm=post", "model.tie_embeddings=false", "tokenizer.joint=false"]
+    settings = ["model.transformer.norm=post", "model.tie_embeddings=false", "tokenizer.joint=false"]
     args = train_args(tiny, small_corpus, run_dir, "--max-steps", "30", *(f"--set={s}" for s in settings))
     assert run_cli(*args)[0] == 0
     assert run_cli("export", str(run_dir), str(out), "--checkpoint", "last")[0] == 0
@@ -67,7 +67,8 @@ def test_int8_export_translates(trained_run: Path, corpus: Path, tmp_path: Path)
 
 def test_rnn_run_is_refused(tiny: Path, small_corpus: Path, tmp_path: Path) -> None:
     run_dir = tmp_path / "rnn"
-    args = train_args(tiny, small_corpus, run_dir, "--max-steps", "2", "--set", "model.type=rnn-bahdanau")
+    rnn = ["--set", "model.type=rnn-bahdanau", "--set", "model.transformer="]  # tiny's section dropped
+    args = train_args(tiny, small_corpus, run_dir, "--max-steps", "2", *rnn)
     assert run_cli(*args)[0] == 0
     result = run_cli("export", str(run_dir), str(tmp_path / "out"))
     assert_one_line_error(result, "model.type=rnn-bahdanau", "only Transformers")

@@ -37,8 +37,8 @@ from tests.conftest import assert_one_line_error, run_cli, train_args
         ("train.seed=-1", ["train.seed=-1"]),
         ("train.weight_decay=-0.1", ["train.weight_decay=-0.1"]),
         ("search.beam_size=100000", ["search.beam_size=100000", "256"]),
-        ("model.ff_dim=10000000000", ["1,300,000,019,584 parameters", "GiB"]),
-        ("model.d_model=1000000000000000000000", ["model"]),
+        ("model.transformer.ff_dim=10000000000", ["1,300,000,019,584 parameters", "GiB"]),
+        ("model.transformer.d_model=1000000000000000000000", ["model"]),
     ],
 )
 def test_out_of_range_config_values_are_one_line(
@@ -56,7 +56,7 @@ def _write_config(tmp_path: Path, text: str) -> Path:
 
 
 def test_a_section_given_twice_is_an_error(tmp_path: Path) -> None:
-    text = "train: {lr: 1.0e-3}\nmodel: {d_model: 32, heads: 2}\ntrain: {seed: 3}\n"
+    text = "train: {lr: 1.0e-3}\nmodel: {transformer: {d_model: 32, heads: 2}}\ntrain: {seed: 3}\n"
     config = _write_config(tmp_path, text)
     assert_one_line_error(run_cli("train", str(config)), "'train' appears twice", "line 3")
 
@@ -88,7 +88,7 @@ def test_yaml_that_is_not_a_plain_document_is_one_line(tmp_path: Path, text: str
         ("train.lr=[", "expected"),
         ("train.lr=!!python/name:os.system", "constructor"),
         ("train.lr=*a", "aliases"),
-        ("model.d_model=!custom 3", "!custom"),
+        ("model.transformer.d_model=!custom 3", "!custom"),
         ("train.lr={a: 1, a: 2}", "appears twice"),
     ],
 )
@@ -153,7 +153,9 @@ def test_overwrite_leaves_nothing_of_the_old_run(kept_run: Path, tiny: Path, sma
     (kept_run / "report.json").write_text("{}")
     (kept_run / "averaged.pt").write_bytes(b"old")
     (kept_run / "notes.txt").write_text("mine")  # not nmt's: kept
-    args = train_args(tiny, small_corpus, kept_run, *FAST, "--overwrite", "--set", "model.d_model=16")
+    args = train_args(
+        tiny, small_corpus, kept_run, *FAST, "--overwrite", "--set", "model.transformer.d_model=16"
+    )
     code, _, err = run_cli(*args)
     assert code == 0, err
     left = {p.name for p in kept_run.iterdir()}
@@ -165,7 +167,7 @@ def test_average_refuses_a_snapshot_of_another_model(
     kept_run: Path, tiny: Path, small_corpus: Path, tmp_path: Path
 ) -> None:
     other = tmp_path / "other"
-    keep = ["--set", "train.keep_checkpoints=1", "--set", "model.d_model=16"]
+    keep = ["--set", "train.keep_checkpoints=1", "--set", "model.transformer.d_model=16"]
     assert run_cli(*train_args(tiny, small_corpus, other, *FAST, *keep))[0] == 0
     (other / "checkpoints" / "step10.pt").replace(kept_run / "checkpoints" / "step5.pt")
     assert_one_line_error(run_cli("average", str(kept_run), "--last", "2"), "step5.pt", "another model")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -9,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from nmt.config import ModelConfig
+from nmt.config import ModelConfig, RNNConfig
 from nmt.data.tokenizer import BOS, EOS, PAD
 from nmt.errors import ConfigError
 from nmt.models import build_model
@@ -23,9 +24,12 @@ KEYS = [[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]  # 3 source positions, d = 2
 
 
 def tiny(**fields: object) -> ModelConfig:
-    """A small RNN config: embeddings (8) and hidden size (6) differ, so dimension mix-ups fail loudly."""
-    base = {"type": "rnn-luong", "d_model": 8, "hidden_size": 6, "encoder_layers": 2, "decoder_layers": 2}
-    return ModelConfig(**{**base, "dropout": 0.3, **fields})
+    """A small RNN config, `fields` shared or of the `rnn` section: embeddings (8) and hidden size (6) differ,
+    so dimension mix-ups fail loudly."""
+    names = {field.name for field in dataclasses.fields(RNNConfig)}
+    rnn = {"embedding_size": 8, "hidden_size": 6} | {k: v for k, v in fields.items() if k in names}
+    shared = {"type": "rnn-luong", "encoder_layers": 2, "decoder_layers": 2, "dropout": 0.3}
+    return ModelConfig(**shared | {k: v for k, v in fields.items() if k not in names}, rnn=RNNConfig(**rnn))
 
 
 def make_model(seed: int = 0, **fields: object) -> RNNSeq2Seq:
@@ -108,7 +112,7 @@ VARIANTS = [
 @pytest.mark.parametrize("cell", ["gru", "lstm"])
 @pytest.mark.parametrize("variant", VARIANTS, ids=lambda v: "-".join(map(str, v.values())))
 def test_steps_equal_teacher_forcing(cell: str, variant: dict) -> None:
-    model = make_model(rnn_cell=cell, **variant)
+    model = make_model(cell=cell, **variant)
     src, src_mask, tgt_in = padded_batch()
     with torch.no_grad():
         memory = model.encode(src, src_mask)
@@ -147,7 +151,7 @@ def test_attention_query_timing(variant: dict, depends: bool) -> None:
 @pytest.mark.parametrize("variant", VARIANTS[:2], ids=["bahdanau", "luong"])
 def test_select_rows_reorders_memory_and_state(variant: dict) -> None:
     """Search reorders memory and state rows mid-sentence; the result must match the reordered batch."""
-    model, order = make_model(rnn_cell="lstm", **variant), torch.tensor([2, 0, 0, 1])
+    model, order = make_model(cell="lstm", **variant), torch.tensor([2, 0, 0, 1])
     src, src_mask, tgt_in = padded_batch()
     with torch.no_grad():
         memory = model.encode(src, src_mask)
@@ -158,9 +162,7 @@ def test_select_rows_reorders_memory_and_state(variant: dict) -> None:
     torch.testing.assert_close(log_probs, expected, atol=1e-5, rtol=0)
 
 
-@pytest.mark.parametrize(
-    "variant", [{"type": "rnn-bahdanau"}, {"rnn_cell": "lstm"}], ids=["bahdanau", "luong"]
-)
+@pytest.mark.parametrize("variant", [{"type": "rnn-bahdanau"}, {"cell": "lstm"}], ids=["bahdanau", "luong"])
 def test_state_dtype_stable_under_autocast(variant: dict) -> None:
     """Under bf16 autocast the recurrent state keeps the RNN's float32 from the first step on."""
     model = make_model(**variant)
@@ -180,7 +182,7 @@ def test_state_dtype_stable_under_autocast(variant: dict) -> None:
 @pytest.mark.parametrize("variant", VARIANTS, ids=lambda v: "-".join(map(str, v.values())))
 def test_teacher_forcing_trains_under_autocast(variant: dict) -> None:
     """Training's forward and backward under bf16 autocast: the RNNs run in float32, the rest in bf16."""
-    model = make_model(rnn_cell="lstm", **variant)
+    model = make_model(cell="lstm", **variant)
     src, src_mask, tgt_in = padded_batch()
     with torch.autocast("cpu", torch.bfloat16):
         logits = model(src, src_mask, tgt_in).logits
@@ -192,7 +194,7 @@ def test_teacher_forcing_trains_under_autocast(variant: dict) -> None:
 @pytest.mark.parametrize(
     ("fields", "input_size"),
     [
-        ({"input_feeding": True}, 2 * 8),  # embedding + h̃_{t-1} (d_model)
+        ({"input_feeding": True}, 2 * 8),  # embedding + h̃_{t-1} (embedding size)
         ({"input_feeding": False}, 8),
         ({"type": "rnn-bahdanau"}, 8 + 2 * 6),  # embedding + context (2 * hidden)
     ],
@@ -207,7 +209,7 @@ def test_decoder_rnn_input_size(fields: dict, input_size: int) -> None:
 
 @pytest.mark.parametrize("cell", ["gru", "lstm"])
 def test_packed_encoder_matches_unpadded(cell: str) -> None:
-    model = make_model(rnn_cell=cell, bridge="last")
+    model = make_model(cell=cell, bridge="last")
     src, src_mask, _ = padded_batch()
     with torch.no_grad():
         states, finals = model.encoder(src, src_mask)
@@ -226,7 +228,7 @@ def test_packed_encoder_matches_unpadded(cell: str) -> None:
 @pytest.mark.parametrize("cell", ["gru", "lstm"])
 @pytest.mark.parametrize("bridge", ["learned", "zero", "last"])
 def test_bridge_shapes(cell: str, bridge: str) -> None:
-    model = make_model(rnn_cell=cell, bridge=bridge, encoder_layers=3, decoder_layers=2)
+    model = make_model(cell=cell, bridge=bridge, encoder_layers=3, decoder_layers=2)
     src, src_mask, _ = padded_batch()
     with torch.no_grad():
         _, finals = model.encoder(src, src_mask)
@@ -276,7 +278,9 @@ def copy_loss(model: RNNSeq2Seq, src: Tensor) -> Tensor:
     "variant", [{"type": "rnn-bahdanau"}, {"luong_score": "general"}], ids=["bahdanau", "luong"]
 )
 def test_learns_copy_task(variant: dict) -> None:
-    model = make_model(d_model=32, hidden_size=32, encoder_layers=1, decoder_layers=1, dropout=0.0, **variant)
+    model = make_model(
+        embedding_size=32, hidden_size=32, encoder_layers=1, decoder_layers=1, dropout=0.0, **variant
+    )
     generator = torch.Generator().manual_seed(0)
     src = torch.randint(4, VOCAB, (32, 6), generator=generator)
     src[:, -1] = EOS
@@ -294,7 +298,7 @@ def test_learns_copy_task(variant: dict) -> None:
 def test_bahdanau_deep_output_over_all_positions_matches_step_by_step(cell: str) -> None:
     """Teacher forcing computes the deep output once for all positions; the previous formulation computed it
     inside every step (the base class's loop over `forward`): same logits, same gradients."""
-    model = make_model(type="rnn-bahdanau", rnn_cell=cell, dropout=0.0).train()
+    model = make_model(type="rnn-bahdanau", cell=cell, dropout=0.0).train()
     src, src_mask, tgt_in = padded_batch()
 
     def logits_and_grads(teacher_forced: object) -> tuple[Tensor, list[Tensor]]:

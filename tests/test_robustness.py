@@ -180,18 +180,24 @@ def test_a_10000_token_line_gives_a_bounded_translation(trained_run: Path, corpu
 @pytest.mark.parametrize(
     ("overrides", "fragments"),
     [
-        (["model.dmodel=64"], ["unknown key 'model.dmodel'", "did you mean 'model.d_model'", "valid keys:"]),
+        (
+            ["model.dmodel=64"],
+            ["unknown key 'model.dmodel'", "did you mean 'model.transformer.d_model'", "valid keys:"],
+        ),
         (["train.xyz=1"], ["unknown key 'train.xyz'", "valid keys:", "batch_tokens", "warmup_steps"]),
         (["train.batch_tokens=lots"], ["train.batch_tokens='lots'; expected int or 'auto'"]),
         (["train.lr=[1]"], ["train.lr=[1] is not a float"]),
         (["model.type=lstm"], ["model.type='lstm'", "'transformer', 'rnn-bahdanau', 'rnn-luong'"]),
         (
-            ["model.type=rnn-luong", "model.luong_score=bilinear"],
-            ["model.luong_score='bilinear'", "'dot', 'general', 'concat'"],
+            ["model.type=rnn-luong", "model.transformer=", "model.rnn.luong_score=bilinear"],
+            ["model.rnn.luong_score='bilinear'", "'dot', 'general', 'concat'"],
         ),
         (["train.max_steps=-1"], ["train.max_steps=-1 must be 0 (no limit) or positive"]),
         (["tokenizer.vocab_size=0"], ["tokenizer.vocab_size=0"]),
-        (["model.max_positions=16"], ["model.max_positions=16 is too small for data.max_len=64"]),
+        (
+            ["model.transformer.max_positions=16"],
+            ["model.transformer.max_positions=16 is too small for data.max_len=64"],
+        ),
     ],
 )
 def test_bad_config_values_are_one_line(
@@ -257,7 +263,7 @@ def _damage(kind: str, run: Path) -> list[str]:
         train_sentencepiece(cfg, text, run / "spm.model")  # the spm model of another corpus
         return [str(best), "another vocabulary"]
     if kind == "config of another model":
-        cfg = load_config(run / "config.yaml", ["model.d_model=64"])
+        cfg = load_config(run / "config.yaml", ["model.transformer.d_model=64"])
         save_config(cfg, run / "config.yaml")
         return [str(best), "does not match the model", "size mismatch"]
     if kind == "missing config":

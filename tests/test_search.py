@@ -8,7 +8,7 @@ import torch
 from torch import Tensor
 from torch.profiler import ProfilerActivity, profile
 
-from nmt.config import ModelConfig, SearchConfig
+from nmt.config import ModelConfig, RNNConfig, SearchConfig, TransformerConfig
 from nmt.data.tokenizer import BOS, EOS
 from nmt.errors import ConfigError
 from nmt.models.base import Memory, Seq2Seq, State, Step, select_rows
@@ -95,7 +95,8 @@ def test_beam_one_equals_greedy_on_the_script() -> None:
 
 def random_transformer(seed: int) -> TransformerSeq2Seq:
     torch.manual_seed(seed)
-    cfg = ModelConfig(d_model=16, heads=2, ff_dim=32, encoder_layers=1, decoder_layers=2, dropout=0.0)
+    arch = TransformerConfig(d_model=16, heads=2, ff_dim=32)
+    cfg = ModelConfig(encoder_layers=1, decoder_layers=2, dropout=0.0, transformer=arch)
     return TransformerSeq2Seq(cfg, 12, 12, joint_vocab=True).eval()
 
 
@@ -217,7 +218,8 @@ def random_model(kind: str, seed: int) -> Seq2Seq:
     if kind == "transformer":
         return random_transformer(seed)
     torch.manual_seed(seed)
-    cfg = ModelConfig(type=kind, d_model=16, hidden_size=12, encoder_layers=1, decoder_layers=1, dropout=0.0)
+    rnn = RNNConfig(embedding_size=16, hidden_size=12)
+    cfg = ModelConfig(type=kind, encoder_layers=1, decoder_layers=1, dropout=0.0, rnn=rnn)
     return RNNSeq2Seq(cfg, 12, 12, joint_vocab=True).eval()
 
 

@@ -28,7 +28,11 @@ def tiny_config(corpus: Path, **train_fields: object) -> Config:
     } | train_fields
     return replace(
         cfg,
-        model={"d_model": 32, "heads": 2, "ff_dim": 64, "encoder_layers": 1, "decoder_layers": 1},
+        model={
+            "encoder_layers": 1,
+            "decoder_layers": 1,
+            "transformer": {"d_model": 32, "heads": 2, "ff_dim": 64},
+        },
         tokenizer={"vocab_size": 200},
         train=fields,
         search={"batch_size": 100},

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from nmt.config import ModelConfig
+from nmt.config import ModelConfig, TransformerConfig
 from nmt.models import build_model
 from nmt.models.attention import SelfAttention
 from nmt.models.transformer import TransformerSeq2Seq, sinusoidal_positions
@@ -11,16 +11,8 @@ from nmt.models.transformer import TransformerSeq2Seq, sinusoidal_positions
 
 def tiny(norm: str = "pre", tie: bool = True) -> TransformerSeq2Seq:
     torch.manual_seed(0)
-    cfg = ModelConfig(
-        d_model=16,
-        heads=4,
-        ff_dim=32,
-        encoder_layers=2,
-        decoder_layers=2,
-        dropout=0.0,
-        norm=norm,
-        tie_embeddings=tie,
-    )
+    arch = TransformerConfig(d_model=16, heads=4, ff_dim=32, norm=norm)
+    cfg = ModelConfig(encoder_layers=2, decoder_layers=2, dropout=0.0, tie_embeddings=tie, transformer=arch)
     return TransformerSeq2Seq(cfg, 30, 30, joint_vocab=True).eval()
 
 
@@ -79,7 +71,8 @@ def test_sinusoidal_positions() -> None:
 
 
 def test_build_model_picks_the_type() -> None:
-    model = build_model(ModelConfig(type="transformer", d_model=16, heads=2, ff_dim=16), 20, 20, True)
+    arch = TransformerConfig(d_model=16, heads=2, ff_dim=16)
+    model = build_model(ModelConfig(type="transformer", transformer=arch), 20, 20, True)
     assert isinstance(model, TransformerSeq2Seq)
 
 

@@ -42,6 +42,6 @@ def test_a_model_setting_that_changes_a_shape_is_refused(
     trained_run: Path, corpus: Path, tmp_path: Path
 ) -> None:
     args = ["train", CONFIG, "--data", str(corpus), "--out", str(tmp_path / "child"), "--device", "cpu"]
-    result = run_cli(*args, "--init-from", str(trained_run), "--set", "model.ff_dim=48")
-    assert_one_line_error(result, "model.ff_dim=48 contradicts the model of", "--init-from")
+    result = run_cli(*args, "--init-from", str(trained_run), "--set", "model.transformer.ff_dim=48")
+    assert_one_line_error(result, "model.transformer.ff_dim=48 contradicts the model of", "--init-from")
     assert not (tmp_path / "child" / "last.pt").exists()

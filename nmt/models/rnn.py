@@ -22,12 +22,10 @@ from nmt.models.base import Memory, Output, Seq2Seq, State, Step, make_embedding
 
 
 def make_rnn(cfg: ModelConfig, input_size: int, layers: int, bidirectional: bool = False) -> nn.RNNBase:
-    """A batch-first GRU or LSTM stack (`cfg.rnn_cell`) with dropout between its layers."""
-    rnn = nn.LSTM if cfg.rnn_cell == "lstm" else nn.GRU
-    dropout = cfg.dropout if layers > 1 else 0.0
-    return rnn(
-        input_size, cfg.hidden_size, layers, batch_first=True, dropout=dropout, bidirectional=bidirectional
-    )
+    """A batch-first GRU or LSTM stack (`cfg.rnn.cell`) with dropout between its layers."""
+    rnn = nn.LSTM if cfg.rnn.cell == "lstm" else nn.GRU
+    dropout, hidden = (cfg.dropout if layers > 1 else 0.0), cfg.rnn.hidden_size
+    return rnn(input_size, hidden, layers, batch_first=True, dropout=dropout, bidirectional=bidirectional)
 
 
 def run_rnn(
@@ -46,13 +44,13 @@ class Encoder(nn.Module):
     def __init__(self, cfg: ModelConfig, embedding: nn.Embedding) -> None:
         super().__init__()
         self.embedding, self.dropout = embedding, nn.Dropout(cfg.dropout)
-        self.rnn = make_rnn(cfg, cfg.d_model, cfg.encoder_layers, bidirectional=True)
+        self.rnn = make_rnn(cfg, cfg.rnn.embedding_size, cfg.encoder_layers, bidirectional=True)
 
     def forward(self, src: Tensor, src_mask: Tensor) -> tuple[Tensor, list[Tensor]]:
         """Encoder states (batch, src_len, 2*hidden), zero at padding, and the final states: hidden (and cell
         for LSTM), each (batch, layers, 2, hidden) with the forward direction first."""
         lengths = src_mask.sum(dim=(1, 2)).cpu()  # packing needs the lengths on the host
-        embedded = self.dropout(self.embedding(src))  # (batch, src_len, d_model)
+        embedded = self.dropout(self.embedding(src))  # (batch, src_len, embedding)
         packed = pack_padded_sequence(embedded, lengths, batch_first=True, enforce_sorted=False)
         packed_states, final = run_rnn(self.rnn, packed)
         states, _ = pad_packed_sequence(packed_states, batch_first=True, total_length=src.size(1))
@@ -62,7 +60,7 @@ class Encoder(nn.Module):
 
 
 class Bridge(nn.Module):
-    """Encoder final states → the decoder's initial states, one per decoder layer (`cfg.bridge`).
+    """Encoder final states → the decoder's initial states, one per decoder layer (`cfg.rnn.bridge`).
 
     `learned`: tanh(W [h→; h←] + b) of the top encoder layer's final forward and backward states, one linear
     map giving every decoder layer's state (Bahdanau et al. use tanh(W_s h←_1)). `zero`: zeros. `last`:
@@ -72,11 +70,11 @@ class Bridge(nn.Module):
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
-        if cfg.bridge == "last" and cfg.decoder_layers > cfg.encoder_layers:
-            raise ConfigError("model.bridge=last needs model.decoder_layers <= model.encoder_layers")
-        self.kind, self.layers, self.hidden = cfg.bridge, cfg.decoder_layers, cfg.hidden_size
-        learned = cfg.bridge == "learned"
-        self.proj = nn.Linear(2 * cfg.hidden_size, cfg.decoder_layers * cfg.hidden_size) if learned else None
+        kind, hidden = cfg.rnn.bridge, cfg.rnn.hidden_size
+        if kind == "last" and cfg.decoder_layers > cfg.encoder_layers:
+            raise ConfigError("model.rnn.bridge=last needs model.decoder_layers <= model.encoder_layers")
+        self.kind, self.layers, self.hidden = kind, cfg.decoder_layers, hidden
+        self.proj = nn.Linear(2 * hidden, cfg.decoder_layers * hidden) if kind == "learned" else None
 
     def forward(self, final: Tensor) -> Tensor:
         """(batch, encoder_layers, 2, hidden) → (batch, decoder_layers, hidden)."""
@@ -92,14 +90,14 @@ class Decoder(nn.Module):
     """A stack of GRU/LSTM layers advanced one token at a time, attending with any attention module.
 
     State: 'hidden' (and 'cell' for LSTM), each (batch, layers, hidden); subclasses may add keys. `forward`
-    maps the embedded previous token (batch, d_model) to the pre-output vector (batch, d_model), the attention
-    weights (batch, 1, 1, src_len) and the new state.
+    maps the embedded previous token (batch, embedding) to the pre-output vector (batch, embedding), the
+    attention weights (batch, 1, 1, src_len) and the new state.
     """
 
     def __init__(self, cfg: ModelConfig, input_size: int, attention: Attention) -> None:
         super().__init__()
         self.rnn = make_rnn(cfg, input_size, cfg.decoder_layers)
-        self.rnn_keys = ("hidden", "cell") if cfg.rnn_cell == "lstm" else ("hidden",)
+        self.rnn_keys = ("hidden", "cell") if cfg.rnn.cell == "lstm" else ("hidden",)
         self.bridges = nn.ModuleList(Bridge(cfg) for _ in self.rnn_keys)
         self.attention, self.dropout = attention, nn.Dropout(cfg.dropout)
 
@@ -132,9 +130,9 @@ class Decoder(nn.Module):
         raise NotImplementedError
 
     def teacher_forced(self, embedded: Tensor, memory: Memory, state: State) -> tuple[Tensor, Tensor]:
-        """All target positions of embedded (batch, tgt_len, d_model) given the reference prefixes: pre-output
-        vectors (batch, tgt_len, d_model) and attention weights (batch, 1, tgt_len, src_len). One step at a
-        time here, as each step's input depends on the previous step's attention."""
+        """All target positions of embedded (batch, tgt_len, embedding) given the reference prefixes:
+        pre-output vectors (batch, tgt_len, embedding) and attention weights (batch, 1, tgt_len, src_len). One
+        step at a time here, as each step's input depends on the previous step's attention."""
         outputs, weights = [], []
         for embedded_t in embedded.unbind(1):  # unbind: one gradient stack, not a zero-filled tensor per step
             out, step_weights, state = self(embedded_t, memory, state)
@@ -148,14 +146,14 @@ class BahdanauDecoder(Decoder):
     score vᵀ tanh(W_s s_{t-1} + W_h h_j); the context c_t enters the cell with the previous target embedding
     y_{t-1}; the output layer sees [s_t; c_t; y_{t-1}].
 
-    The paper's maxout deep output is a linear + tanh layer to d_model here, so that the vocabulary projection
-    can be tied to the target embedding. `input_feeding` and the Luong options do not apply.
+    The paper's maxout deep output is a linear + tanh layer to the embedding size here, so that the vocabulary
+    projection can be tied to the target embedding. `input_feeding` and the Luong options do not apply.
     """
 
     def __init__(self, cfg: ModelConfig) -> None:
-        hidden, context = cfg.hidden_size, 2 * cfg.hidden_size
-        super().__init__(cfg, cfg.d_model + context, AdditiveAttention(hidden, context, hidden))
-        self.pre_output = nn.Linear(hidden + context + cfg.d_model, cfg.d_model)
+        hidden, context, embedding = cfg.rnn.hidden_size, 2 * cfg.rnn.hidden_size, cfg.rnn.embedding_size
+        super().__init__(cfg, embedding + context, AdditiveAttention(hidden, context, hidden))
+        self.pre_output = nn.Linear(hidden + context + embedding, embedding)
 
     def recurrence(
         self, embedded: Tensor, memory: Memory, state: State
@@ -167,7 +165,7 @@ class BahdanauDecoder(Decoder):
         return output, context, weights, new_state
 
     def deep_output(self, output: Tensor, context: Tensor, embedded: Tensor) -> Tensor:
-        """tanh(W [s_t; c_t; y_{t-1}] + b) → (…, d_model), for one step or for all positions at once."""
+        """tanh(W [s_t; c_t; y_{t-1}] + b) → (…, embedding), for one step or for all positions at once."""
         return self.dropout(torch.tanh(self.pre_output(torch.cat([output, context, embedded], dim=-1))))
 
     def forward(self, embedded: Tensor, memory: Memory, state: State) -> tuple[Tensor, Tensor, State]:
@@ -184,7 +182,7 @@ class BahdanauDecoder(Decoder):
             contexts.append(context)
             weights.append(step_weights)
         deep = self.deep_output(torch.stack(outputs, dim=1), torch.stack(contexts, dim=1), embedded)
-        return deep, torch.cat(weights, dim=2)  # (batch, tgt_len, d_model), (batch, 1, tgt_len, src_len)
+        return deep, torch.cat(weights, dim=2)  # (batch, tgt_len, embedding), (batch, 1, tgt_len, src_len)
 
 
 class LuongDecoder(Decoder):
@@ -193,18 +191,21 @@ class LuongDecoder(Decoder):
     feeds the output layer and, with input feeding, the next step's input next to the target embedding.
 
     The bidirectional encoder states (2*hidden) are projected to `hidden` once per sentence, so that `dot`
-    works and every score compares vectors of the decoder's size; h̃_t has size d_model, so that the output
-    projection can be tied to the target embedding. State key 'feed' (batch, d_model) holds h̃_{t-1}.
+    works and every score compares vectors of the decoder's size; h̃_t has the embedding size, so that the
+    output projection can be tied to the target embedding. State key 'feed' (batch, embedding) holds h̃_{t-1}.
     """
 
     def __init__(self, cfg: ModelConfig) -> None:
-        if cfg.luong_score == "concat" and cfg.scale_scores:
-            raise ConfigError("model.scale_scores applies to model.luong_score dot or general, not concat")
-        hidden, self.input_feeding = cfg.hidden_size, cfg.input_feeding
-        input_size = 2 * cfg.d_model if cfg.input_feeding else cfg.d_model
-        super().__init__(cfg, input_size, luong_attention(cfg.luong_score, hidden, hidden, cfg.scale_scores))
+        rnn = cfg.rnn
+        if rnn.luong_score == "concat" and rnn.scale_scores:
+            raise ConfigError(
+                "model.rnn.scale_scores applies to model.rnn.luong_score dot or general, not concat"
+            )
+        hidden, self.input_feeding = rnn.hidden_size, rnn.input_feeding
+        input_size = 2 * rnn.embedding_size if rnn.input_feeding else rnn.embedding_size
+        super().__init__(cfg, input_size, luong_attention(rnn.luong_score, hidden, hidden, rnn.scale_scores))
         self.memory_proj = nn.Linear(2 * hidden, hidden, bias=False)
-        self.combine = nn.Linear(2 * hidden, cfg.d_model, bias=False)  # W_c
+        self.combine = nn.Linear(2 * hidden, rnn.embedding_size, bias=False)  # W_c
 
     def prepare(self, states: Tensor, finals: list[Tensor]) -> Memory:
         return super().prepare(self.memory_proj(states), finals)  # keys, values from (batch, src_len, hidden)
@@ -222,7 +223,7 @@ class LuongDecoder(Decoder):
         context, weights = self.attend(output, memory)  # (batch, hidden)
         attentional = self.dropout(torch.tanh(self.combine(torch.cat([context, output], dim=-1))))
         if self.input_feeding:
-            new_state["feed"] = attentional.to(state["feed"].dtype)  # (batch, d_model)
+            new_state["feed"] = attentional.to(state["feed"].dtype)  # (batch, embedding)
         return attentional, weights, new_state
 
     def teacher_forced(self, embedded: Tensor, memory: Memory, state: State) -> tuple[Tensor, Tensor]:
@@ -233,7 +234,8 @@ class LuongDecoder(Decoder):
         hx = [state[name].transpose(0, 1).contiguous() for name in self.rnn_keys]  # (layers, batch, hidden)
         output, _ = run_rnn(self.rnn, embedded, tuple(hx) if len(hx) == 2 else hx[0])  # (batch, tgt, hidden)
         context, weights = self.attention(output, memory["keys"], memory["values"], memory["src_mask"])
-        attentional = torch.tanh(self.combine(torch.cat([context, output], dim=-1)))  # (batch, tgt, d_model)
+        combined = torch.cat([context, output], dim=-1)  # (batch, tgt, 2*hidden)
+        attentional = torch.tanh(self.combine(combined))  # (batch, tgt, embedding)
         return self.dropout(attentional), weights
 
 
@@ -245,7 +247,7 @@ class RNNSeq2Seq(Seq2Seq):
 
     Memory: 'src_mask', attention 'keys' and 'values', the decoder's initial 'init_hidden' (and 'init_cell'
     for LSTM), (batch, decoder_layers, hidden). State: 'hidden' (and 'cell'), (batch, decoder_layers, hidden);
-    Luong with input feeding adds 'feed'. The vocabulary projection of the d_model pre-output vector is the
+    Luong with input feeding adds 'feed'. The vocabulary projection of the pre-output vector is the
     target embedding when `tie_embeddings`, which with a joint vocabulary also serves the source.
     """
 
@@ -253,12 +255,12 @@ class RNNSeq2Seq(Seq2Seq):
 
     def __init__(self, cfg: ModelConfig, src_vocab: int, tgt_vocab: int, joint_vocab: bool) -> None:
         super().__init__()
-        share = cfg.tie_embeddings and joint_vocab
-        src_embedding, tgt_embedding = make_embeddings(cfg.d_model, src_vocab, tgt_vocab, share, PAD)
+        share, embedding = cfg.tie_embeddings and joint_vocab, cfg.rnn.embedding_size
+        src_embedding, tgt_embedding = make_embeddings(embedding, src_vocab, tgt_vocab, share, PAD)
         self.encoder = Encoder(cfg, src_embedding)
         self.decoder = LuongDecoder(cfg) if cfg.type == "rnn-luong" else BahdanauDecoder(cfg)
         self.tgt_embedding, self.tgt_dropout = tgt_embedding, nn.Dropout(cfg.dropout)
-        self.output = None if cfg.tie_embeddings else nn.Linear(cfg.d_model, tgt_vocab, bias=False)
+        self.output = None if cfg.tie_embeddings else nn.Linear(embedding, tgt_vocab, bias=False)
 
     def encode(self, src: Tensor, src_mask: Tensor) -> Memory:
         states, finals = self.encoder(src, src_mask)
@@ -269,17 +271,17 @@ class RNNSeq2Seq(Seq2Seq):
         return self.decoder.init_state(memory)
 
     def logits(self, x: Tensor) -> Tensor:
-        """Pre-output vectors (…, d_model) → vocabulary logits (…, tgt_vocab)."""
+        """Pre-output vectors (…, embedding) → vocabulary logits (…, tgt_vocab)."""
         return F.linear(x, self.tgt_embedding.weight) if self.output is None else self.output(x)
 
     def decode_step(self, tokens: Tensor, memory: Memory, state: State) -> Step:
-        embedded = self.tgt_dropout(self.tgt_embedding(tokens))  # (batch, d_model)
+        embedded = self.tgt_dropout(self.tgt_embedding(tokens))  # (batch, embedding)
         out, weights, new_state = self.decoder(embedded, memory, state)
         log_probs = self.logits(out).float().log_softmax(dim=-1)  # (batch, tgt_vocab)
         return Step(log_probs, new_state, weights.flatten(1))  # (batch, 1, 1, src_len) → (batch, src_len)
 
     def decode(self, tgt_in: Tensor, memory: Memory, return_attention: bool = False) -> Output:
-        embedded = self.tgt_dropout(self.tgt_embedding(tgt_in))  # (batch, tgt_len, d_model)
+        embedded = self.tgt_dropout(self.tgt_embedding(tgt_in))  # (batch, tgt_len, embedding)
         outputs, weights = self.decoder.teacher_forced(embedded, memory, self.decoder.init_state(memory))
         logits = self.logits(outputs)  # (batch, tgt_len, tgt_vocab)
         attention = weights.unsqueeze(1) if return_attention else None

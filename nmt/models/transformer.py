@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from nmt.config import ModelConfig
+from nmt.config import ModelConfig, TransformerConfig
 from nmt.data.tokenizer import PAD
 from nmt.models.attention import MultiHeadAttention, SelfAttention
 from nmt.models.base import Memory, Output, Seq2Seq, State, Step, make_embeddings
@@ -45,7 +45,8 @@ class Embedder(nn.Module):
         length = tokens.size(1)
         if offset + length > self.positions.size(0):
             raise ValueError(
-                f"sequence of {offset + length} tokens exceeds model.max_positions={self.positions.size(0)}"
+                f"sequence of {offset + length} tokens exceeds "
+                f"model.transformer.max_positions={self.positions.size(0)}"
             )
         x = self.embedding(tokens) * self.scale + self.positions[offset : offset + length]
         return self.dropout(x)  # (batch, length, d_model)
@@ -78,12 +79,12 @@ class FeedForward(nn.Sequential):
 
 
 class EncoderLayer(nn.Module):
-    def __init__(self, cfg: ModelConfig) -> None:
+    def __init__(self, cfg: TransformerConfig, dropout: float) -> None:
         super().__init__()
         pre = cfg.norm == "pre"
         self.self_attn = SelfAttention(cfg.d_model, cfg.heads, cfg.attention_dropout)
-        self.feed_forward = FeedForward(cfg.d_model, cfg.ff_dim, cfg.dropout)
-        self.attn_block, self.ff_block = (Sublayer(cfg.d_model, cfg.dropout, pre) for _ in range(2))
+        self.feed_forward = FeedForward(cfg.d_model, cfg.ff_dim, dropout)
+        self.attn_block, self.ff_block = (Sublayer(cfg.d_model, dropout, pre) for _ in range(2))
 
     def forward(self, x: Tensor, src_mask: Tensor) -> Tensor:
         x = self.attn_block(x, lambda h: self.self_attn.attend(*self.self_attn.project(h), src_mask)[0])
@@ -110,14 +111,14 @@ class Cache:
 class DecoderLayer(nn.Module):
     """Causal self-attention (optionally over a key/value cache), cross-attention, feed-forward."""
 
-    def __init__(self, cfg: ModelConfig) -> None:
+    def __init__(self, cfg: TransformerConfig, dropout: float) -> None:
         super().__init__()
         pre = cfg.norm == "pre"
         self.self_attn = SelfAttention(cfg.d_model, cfg.heads, cfg.attention_dropout)
         self.cross_attn = MultiHeadAttention(cfg.d_model, cfg.heads, cfg.attention_dropout)
-        self.feed_forward = FeedForward(cfg.d_model, cfg.ff_dim, cfg.dropout)
+        self.feed_forward = FeedForward(cfg.d_model, cfg.ff_dim, dropout)
         self.self_block, self.cross_block, self.ff_block = (
-            Sublayer(cfg.d_model, cfg.dropout, pre) for _ in range(3)
+            Sublayer(cfg.d_model, dropout, pre) for _ in range(3)
         )
 
     def forward(
@@ -159,19 +160,25 @@ class DecoderLayer(nn.Module):
 
 class TransformerSeq2Seq(Seq2Seq):
     """Encoder-decoder Transformer. Memory holds the encoder states and each layer's cross-attention keys and
-    values (projected once); the decoding state holds each layer's self-attention key/value cache."""
+    values (projected once); the decoding state holds each layer's self-attention key/value cache.
+
+    Built from the shared model settings and their `transformer` section."""
 
     def __init__(self, cfg: ModelConfig, src_vocab: int, tgt_vocab: int, joint_vocab: bool) -> None:
         super().__init__()
-        share = cfg.tie_embeddings and joint_vocab
-        src_embedding, tgt_embedding = make_embeddings(cfg.d_model, src_vocab, tgt_vocab, share, PAD)
-        self.src_embed = Embedder(src_embedding, cfg.max_positions, cfg.dropout)
-        self.tgt_embed = Embedder(tgt_embedding, cfg.max_positions, cfg.dropout)
-        self.encoder_layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.encoder_layers))
-        self.decoder_layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.decoder_layers))
-        final_norm = nn.LayerNorm if cfg.norm == "pre" else nn.Identity
-        self.encoder_norm, self.decoder_norm = final_norm(cfg.d_model), final_norm(cfg.d_model)
-        self.output = None if cfg.tie_embeddings else nn.Linear(cfg.d_model, tgt_vocab, bias=False)
+        arch, share = cfg.transformer, cfg.tie_embeddings and joint_vocab
+        src_embedding, tgt_embedding = make_embeddings(arch.d_model, src_vocab, tgt_vocab, share, PAD)
+        self.src_embed = Embedder(src_embedding, arch.max_positions, cfg.dropout)
+        self.tgt_embed = Embedder(tgt_embedding, arch.max_positions, cfg.dropout)
+        self.encoder_layers = nn.ModuleList(
+            EncoderLayer(arch, cfg.dropout) for _ in range(cfg.encoder_layers)
+        )
+        self.decoder_layers = nn.ModuleList(
+            DecoderLayer(arch, cfg.dropout) for _ in range(cfg.decoder_layers)
+        )
+        final_norm = nn.LayerNorm if arch.norm == "pre" else nn.Identity
+        self.encoder_norm, self.decoder_norm = final_norm(arch.d_model), final_norm(arch.d_model)
+        self.output = None if cfg.tie_embeddings else nn.Linear(arch.d_model, tgt_vocab, bias=False)
 
     def encode(self, src: Tensor, src_mask: Tensor) -> Memory:
         x = self.src_embed(src)  # (batch, src_len, d_model)
@@ -207,7 +214,8 @@ class TransformerSeq2Seq(Seq2Seq):
         `decode_step` writes into the caches of the state it is given."""
         if max_len > self.tgt_embed.positions.size(0):
             raise ValueError(
-                f"decoding {max_len} tokens exceeds model.max_positions={self.tgt_embed.positions.size(0)}"
+                f"decoding {max_len} tokens exceeds model.transformer.max_positions="
+                f"{self.tgt_embed.positions.size(0)}"
             )
         keys = memory["cross_k0"]  # (batch, heads, src_len, d_head)
         shape = (keys.size(0), keys.size(1), max_len, keys.size(3))
