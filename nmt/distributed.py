@@ -174,7 +174,8 @@ def joined(device: torch.device) -> Iterator[tuple[World, torch.device]]:
 
     Yields this process's World and device: with CUDA, the GPU of its local rank; NCCL carries the CUDA
     tensors and gloo the CPU ones (on CPU, gloo carries all). Processes other than the main one log only
-    warnings and errors. The group is left when the block ends, after an error too.
+    warnings and errors. The group is not torn down when the block ends: the process leaves with os._exit
+    (nmt/__main__.py says why; destroying a gloo group can deadlock).
     """
     size = int(os.environ.get("WORLD_SIZE", "1"))
     if size == 1:
@@ -199,8 +200,6 @@ def joined(device: torch.device) -> Iterator[tuple[World, torch.device]]:
         if not _peer_lost(err):
             raise
         raise UserError("another process of the job failed (its error is reported above); stopping") from None
-    finally:  # also after an error: gloo's threads left to interpreter shutdown can abort the process
-        dist.destroy_process_group()
 
 
 def _peer_lost(err: RuntimeError) -> bool:

@@ -11,7 +11,8 @@ encoding of the same (cleaned) text with the same model, the reference for the p
 (measured after `cold` and after `resume`: the table shows their mean and both).
 `--nproc 2` runs `cold` and `warm` under torchrun instead and reports each process's memory at its first
 update. Times are wall seconds (loose on a shared machine); CPU-seconds (all threads) and memory are robust.
-The corpus and cache of a size are deleted after it is measured unless --keep.
+The corpus and cache of a size are deleted after it is measured unless --keep. `--cold-only` measures the cold
+run alone (e.g. `--pairs 20000000 --cold-only`: its memory, where the other runs would take hours).
 
     python scripts/scale_bench.py --translate 10000 50000 200000 --work /tmp/nmt-scale
 
@@ -198,7 +199,7 @@ def run_child(
     return records
 
 
-def measure(pairs: int, work: Path, nproc: int, keep: bool) -> list[dict[str, Any]]:
+def measure(pairs: int, work: Path, nproc: int, keep: bool, cold_only: bool = False) -> list[dict[str, Any]]:
     data, cache, runs = work / f"corpus-{pairs}", work / f"cache-{pairs}", work / f"runs-{pairs}"
     if not (data / "train.tgt").is_file():
         write_corpus(data, pairs)
@@ -208,15 +209,17 @@ def measure(pairs: int, work: Path, nproc: int, keep: bool) -> list[dict[str, An
     rows, spm = [], []
     kinds = [("cold", runs / "a", 1, False), ("warm", runs / "b", 1, False)]
     kinds += [("resume", runs / "a", 2, True)] if nproc == 1 else []
+    kinds = kinds[:1] if cold_only else kinds
     for kind, out, steps, resume in kinds:
         flags = [f"--steps={steps}", *(["--resume"] if resume else [])]
         records = run_child("train", data, out, work / f"{kind}.json", env, *flags, nproc=nproc)
         size = sum(f.stat().st_size for f in cache.rglob("*") if f.is_file()) / 2**20
         rows += [{"pairs": pairs, "run": kind, "cache_mib": size, "nproc": nproc, **r} for r in records]
-        if kind == "cold":  # the reference, measured twice around the short runs: its spread shows the noise
+        if kind == "cold" and not cold_only:  # the reference, twice around the short runs (the noise)
             spm.append(run_child("spm", data, runs / "a", work / "spm.json", env)[0]["spm_cpu"])
-    spm.append(run_child("spm", data, runs / "a", work / "spm.json", env)[0]["spm_cpu"])
-    rows[0] |= {"spm_cpu": sum(spm) / len(spm), "spm_runs": spm}
+    if not cold_only:
+        spm.append(run_child("spm", data, runs / "a", work / "spm.json", env)[0]["spm_cpu"])
+        rows[0] |= {"spm_cpu": sum(spm) / len(spm), "spm_runs": spm}
     if not keep:
         shutil.rmtree(data, ignore_errors=True)
         shutil.rmtree(cache, ignore_errors=True)
@@ -302,6 +305,11 @@ def main() -> None:
     parser.add_argument("--nproc", type=int, default=1)
     parser.add_argument("--keep", action="store_true", help="Keep corpora, caches and runs.")
     parser.add_argument(
+        "--cold-only",
+        action="store_true",
+        help="Only the cold run, without the sentencepiece reference (memory where the rest takes long).",
+    )
+    parser.add_argument(
         "--translate", type=int, nargs="+", help="Measure `nmt translate` on these line counts."
     )
     parser.add_argument("--child", choices=["train", "spm"], help=argparse.SUPPRESS)
@@ -320,7 +328,8 @@ def main() -> None:
     if args.translate:
         print(measure_translate(args.translate, args.work))
         return
-    rows = [row for pairs in args.pairs for row in measure(pairs, args.work, args.nproc, args.keep)]
+    options = (args.work, args.nproc, args.keep, args.cold_only)
+    rows = [row for pairs in args.pairs for row in measure(pairs, *options)]
     print(table(rows))
 
 
