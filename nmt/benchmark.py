@@ -74,7 +74,7 @@ def measure_training(trainer: Trainer, warmup_steps: int, max_steps: int) -> dic
     def updates(count: int, epochs: int = 0) -> tuple[int, torch.Tensor, torch.Tensor]:
         """Train at most `count` updates (within `epochs` epochs when given) from the trainer's position."""
         done, target, total = 0, torch.zeros((), device=device), torch.zeros((), device=device)
-        with contextlib.closing(trainer.updates(epochs)) as stream:
+        with contextlib.closing(trainer.stream.updates(trainer.progress, epochs)) as stream:
             for batches in itertools.islice(stream, count):
                 result = trainer.train_step(batches)
                 if result is not None:  # None: skipped for lack of GPU memory
@@ -115,7 +115,7 @@ def update_costs(trainer: Trainer, work: Callable[[], int], seconds_per_update: 
         "kernel_launches_per_update": costs.kernel_launches,
         "host_syncs_per_update": costs.host_syncs,
         "gpu_busy_fraction": busy,
-        "static_shapes": len(trainer.buckets) if trainer.buckets else None,
+        "static_shapes": len(trainer.stream.buckets) if trainer.stream.buckets else None,
         "shapes_captured_or_compiled": len(graphs.captured)
         if graphs
         else len(compiled.seen)

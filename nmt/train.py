@@ -14,7 +14,7 @@ import random
 import signal
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
@@ -27,16 +27,16 @@ from nmt.checkpoint import (
     vocabulary_record,
 )
 from nmt.config import Config, save_config, to_dict, with_absolute_paths
-from nmt.data.batching import Batch, token_budget_groups
-from nmt.data.buckets import Buckets, batch_shapes
+from nmt.data.batching import Batch
 from nmt.data.prepare import PreparedData, prepare_data
 from nmt.device import resolve_device
 from nmt.distributed import World, joined
+from nmt.epochs import UpdateStream
 from nmt.errors import Interrupted, UserError
 from nmt.graphs import portable_optimizer_state
-from nmt.loader import prefetch
 from nmt.models import build_model
 from nmt.monitor import LossWindow, Monitor
+from nmt.progress import Progress
 from nmt.report import final_report
 from nmt.resume import rng_state, set_rng_state
 from nmt.run_dir import RunDir
@@ -46,22 +46,6 @@ from nmt.validation import validation_scores
 from nmt.warm_start import find_parent
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class Progress:
-    """Where training stands; saved in every checkpoint so `--resume` continues exactly."""
-
-    step: int = 0
-    epoch: int = 0
-    batches_done: int = 0  # batches of the current epoch already trained on
-    batch_tokens: int = 0  # the token budget of a batch: train.batch_tokens, or what `auto` chose
-    best_bleu: float = -1.0
-    best_step: int = 0
-    bad_evals: int = 0  # validations since the best one
-    validated_step: int = -1  # the step of the last validation
-    parent: str = ""  # the checkpoint training started from (--init-from), if any
-    elapsed: float = 0.0  # training seconds before this process started
 
 
 class Trainer:
@@ -84,10 +68,9 @@ class Trainer:
         if self.world.rank:  # the same weights (DDP copies rank 0's), but other dropout in every process
             torch.manual_seed(cfg.train.seed + self.world.rank)
         self.update = Update(self.model, cfg.train, device, self.world)
+        self.stream = UpdateStream(data.train, cfg.train, self.world, device, self.update.static_shapes)
         budget = cfg.train.batch_tokens
         self.progress = Progress(batch_tokens=budget if isinstance(budget, int) else 0)  # 0: `auto`, unfitted
-        self.buckets: Buckets | None = None  # planned at the first epoch, when the budget is known
-        self.planned = False  # whether an epoch was planned (logged once at INFO)
         self.writer = CheckpointWriter()  # checkpoints are written in the background
         self.started = time.monotonic()
         self.stop_signal: int | None = None
@@ -101,7 +84,7 @@ class Trainer:
         self.started, window = time.monotonic(), LossWindow(self.device, self.world)
         self.monitor = Monitor(cfg, self.run_dir, self.world.is_main, progress.step)
         with _catch_signals(self), contextlib.closing(self.monitor), contextlib.closing(self.writer):
-            with contextlib.closing(self.updates()) as updates:
+            with contextlib.closing(self.stream.updates(progress)) as updates:
                 while not self.should_stop() and (batches := next(updates, None)) is not None:
                     result = self.train_step(batches)
                     if result is None:
@@ -129,58 +112,6 @@ class Trainer:
         result = self.update(batches, self.progress.step, self.progress.batch_tokens)
         self.progress.step += result is not None
         return result
-
-    def updates(self, epochs: int = 0) -> Iterator[list[Batch]]:
-        """Every update from the saved data position on, epoch after epoch, up to `train.max_epochs` (or at
-        most `epochs` epochs, the current one included). The position in `progress` moves as each update is
-        handed out, so a checkpoint written after an update resumes with the next one."""
-        progress, max_epochs = self.progress, self.cfg.train.max_epochs
-        end = progress.epoch + epochs if epochs else None
-        while not (max_epochs and progress.epoch >= max_epochs) and progress.epoch != end:
-            for consumed, batches in self.epoch_updates():
-                progress.batches_done += consumed
-                yield batches
-            progress.epoch, progress.batches_done = progress.epoch + 1, 0
-
-    def epoch_updates(self) -> Iterator[tuple[int, list[Batch]]]:
-        """This epoch's remaining updates: how many of the epoch's batches each one uses, and this process's
-        part of them (all of them in a single process), prepared in a background thread and on the device."""
-        cfg = self.cfg.train
-        started = time.perf_counter()
-        groups = token_budget_groups(
-            self.data.train, self.progress.batch_tokens, cfg.seed + self.progress.epoch, cfg.pad_to_multiple
-        )
-        log.log(
-            logging.DEBUG if self.planned else logging.INFO,
-            "epoch %d: %d batches of %d pairs planned in %.2f s",
-            self.progress.epoch,
-            len(groups),
-            len(self.data.train),
-            time.perf_counter() - started,
-        )
-        self.planned, groups = True, groups[self.progress.batches_done :]
-        size = self.world.update_batches(cfg)
-        updates = [groups[i : i + size] for i in range(0, len(groups), size)]
-        batches = self.world.batches(self.data.train, updates, cfg.pad_to_multiple)
-        if self.update.static_shapes:
-            batches = self.bucket_plan().pad(batches)
-        with contextlib.closing(prefetch(batches, self.device)) as ready:
-            for update in updates:
-                yield len(update), [next(ready) for _ in self.world.share(update)]
-
-    def bucket_plan(self) -> Buckets:
-        """The static batch shapes, planned once from the shapes of an epoch's batches (the token-budget
-        grouping gives every epoch the same shapes, in another order)."""
-        if self.buckets is None:
-            cfg = self.cfg.train
-            groups = token_budget_groups(
-                self.data.train, self.progress.batch_tokens, cfg.seed, cfg.pad_to_multiple
-            )
-            src_len, tgt_len = self.data.train.lengths()
-            shapes = batch_shapes(groups, src_len, tgt_len, cfg.pad_to_multiple)
-            self.buckets = Buckets.plan(shapes, cfg.max_shapes)
-            log.info("%s", self.buckets.describe())
-        return self.buckets
 
     def log_training(self, window: LossWindow) -> None:
         """A training record: the window's loss and speed, the learning rate, the time so far."""

@@ -36,7 +36,7 @@ def measure(
     cfg = load_config(config, [*data, f"train.device={device}", "train.batch_tokens=600", *overrides])
     (tmp / "run").mkdir()
     trainer = Trainer(cfg, tmp / "run", prepare_data(cfg, tmp / "run", False), torch.device(device))
-    pending = trainer.epoch_updates()
+    pending = trainer.stream.epoch(trainer.progress)
     for _ in range(3):  # warm-up: lazy initialisation, and captures when train.cuda_graphs is on
         trainer.train_step(next(pending)[1])
     batches = [next(pending)[1] for _ in range(updates)]

@@ -132,7 +132,10 @@ def make_trainer(corpus: Path, tmp_path: Path, static: bool) -> Trainer:
 def test_training_on_static_shapes_gives_the_losses_of_unpadded_batches(corpus: Path, tmp_path: Path) -> None:
     """The CPU run of the path CUDA graphs take: batches padded to planned shapes, same losses."""
     static, dynamic = make_trainer(corpus, tmp_path, True), make_trainer(corpus, tmp_path, False)
-    static_updates, dynamic_updates = static.epoch_updates(), dynamic.epoch_updates()
+    static_updates, dynamic_updates = (
+        static.stream.epoch(static.progress),
+        dynamic.stream.epoch(dynamic.progress),
+    )
     shapes, grown = set(), 0
     for _ in range(4):
         (_, padded), (_, plain) = next(static_updates), next(dynamic_updates)
@@ -145,6 +148,10 @@ def test_training_on_static_shapes_gives_the_losses_of_unpadded_batches(corpus: 
         expected_loss, expected_tokens = dynamic.train_step(plain)
         assert tokens == expected_tokens
         torch.testing.assert_close(loss, expected_loss, rtol=1e-4, atol=1e-4)
-    assert shapes <= set(static.bucket_plan().shapes) and len(static.bucket_plan()) <= 6 and grown
+    assert (
+        shapes <= set(static.stream.bucket_plan(static.progress.batch_tokens).shapes)
+        and len(static.stream.bucket_plan(static.progress.batch_tokens)) <= 6
+        and grown
+    )
     for name, weight in dynamic.model.state_dict().items():
         torch.testing.assert_close(static.model.state_dict()[name], weight, rtol=1e-3, atol=1e-5)

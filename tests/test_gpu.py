@@ -37,7 +37,7 @@ def cuda_trainer(
 def losses(trainer: Trainer, updates: int) -> list[float]:
     """The summed loss of each of the next `updates` updates of the epoch."""
     out = []
-    for _, (_, batches) in zip(range(updates), trainer.epoch_updates(), strict=False):
+    for _, (_, batches) in zip(range(updates), trainer.stream.epoch(trainer.progress), strict=False):
         loss, _ = trainer.train_step(batches)
         out.append(loss.item())
     return out

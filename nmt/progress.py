@@ -1,0 +1,21 @@
+"""Where a training run stands: saved in every checkpoint so that `--resume` continues exactly."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class Progress:
+    """Where training stands; saved in every checkpoint so `--resume` continues exactly."""
+
+    step: int = 0
+    epoch: int = 0
+    batches_done: int = 0  # batches of the current epoch already trained on
+    batch_tokens: int = 0  # the token budget of a batch: train.batch_tokens, or what `auto` chose
+    best_bleu: float = -1.0
+    best_step: int = 0
+    bad_evals: int = 0  # validations since the best one
+    validated_step: int = -1  # the step of the last validation
+    parent: str = ""  # the checkpoint training started from (--init-from), if any
+    elapsed: float = 0.0  # training seconds before this process started
