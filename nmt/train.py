@@ -23,7 +23,6 @@ from torch import Tensor
 from nmt.checkpoint import (
     CheckpointWriter,
     load_checkpoint,
-    same_vocabulary,
     vocabulary_record,
 )
 from nmt.config import Config, save_config, to_dict, with_absolute_paths
@@ -32,13 +31,13 @@ from nmt.data.prepare import PreparedData, prepare_data
 from nmt.device import resolve_device
 from nmt.distributed import World, joined
 from nmt.epochs import UpdateStream
-from nmt.errors import Interrupted, UserError
+from nmt.errors import Interrupted
 from nmt.graphs import portable_optimizer_state
 from nmt.models import build_model
 from nmt.monitor import LossWindow, Monitor
 from nmt.progress import Progress
 from nmt.report import final_report
-from nmt.resume import rng_state, set_rng_state
+from nmt.resume import restore_rng, restore_training, rng_state
 from nmt.run_dir import RunDir
 from nmt.token_budget import fit_batch_tokens
 from nmt.update import Update
@@ -211,34 +210,11 @@ class Trainer:
             self.writer.save(self.run_dir.checkpoint("last"), state)
 
     def restore(self) -> None:
-        """Continue from `last.pt`: weights, optimizer, schedule, progress (data position and token budget
-        included), RNG."""
+        """Continue from `last.pt`: weights, optimizer, schedule, progress, RNG (nmt/resume.py)."""
         last = self.run_dir.checkpoint("last")
-        checkpoint = load_checkpoint(last, self.device)
-        if not same_vocabulary(checkpoint["vocab"], self.data.tokenizers):
-            raise UserError(f"{last} does not match the run's sentencepiece model; cannot resume")
-        self.model.load_state_dict(checkpoint["model"])
-        try:
-            self.update.optimizer.load_state_dict(checkpoint["optimizer"])
-        except ValueError as err:  # e.g. written before self-attention fused its projections
-            raise UserError(
-                f"{last} holds optimizer state for other parameters than this version of "
-                f"nmt builds ({err}); its weights still translate, but training cannot resume from it"
-            ) from err
-        self.update.scheduler.load_state_dict(checkpoint["scheduler"])
-        saved = Progress(**checkpoint["progress"])
-        # checkpoints written before the budget moved into the progress keep it in their config (checked
-        # against the config by RunDir.check_same_setup)
-        saved.batch_tokens = saved.batch_tokens or checkpoint["config"]["train"]["batch_tokens"]
-        self.progress = saved
-        rng = checkpoint.get("rng_ranks", [checkpoint["rng"]])
-        set_rng_state(rng[self.world.rank % len(rng)])
-        if len(rng) != self.world.size:
-            log.warning(
-                "resuming in %d processes a run saved by %d: dropout will differ", self.world.size, len(rng)
-            )
-            if self.world.rank:
-                torch.manual_seed(self.cfg.train.seed + self.world.rank + self.progress.step)
+        state = load_checkpoint(last, self.device)
+        self.progress = restore_training(last, state, self.model, self.update, self.data)
+        restore_rng(state, self.world, self.cfg.train.seed + self.progress.step)
         if self.world.is_main:
             self.run_dir.forget_metrics_after(self.progress.step)
         log.info(
