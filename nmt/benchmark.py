@@ -26,7 +26,7 @@ from nmt.device import resolve_device
 from nmt.profiling import peak_resident_gib, profile_updates
 from nmt.run_dir import RunDir
 from nmt.search import Hypothesis
-from nmt.train import Trainer
+from nmt.trainer import Trainer
 from nmt.translate import max_source_len, translate_ids
 
 log = logging.getLogger(__name__)

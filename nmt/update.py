@@ -1,6 +1,6 @@
 """One optimizer update: forward and backward of each of its batches (gradient accumulation), then unscale,
 clip and the fused AdamW step — run eagerly, replayed from CUDA graphs (nmt/graphs.py) or torch.compile'd —
-under the guards of nmt/guards.py. The epoch loop around it is in nmt/train.py."""
+under the guards of nmt/guards.py. The epoch loop around it is in nmt/trainer.py."""
 
 from __future__ import annotations
 

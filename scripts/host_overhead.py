@@ -23,7 +23,7 @@ from nmt.data.prepare import prepare_data
 from nmt.data.synthetic import write_reordering_corpus
 from nmt.profiling import profile_updates
 from nmt.search import beam_search, greedy
-from nmt.train import Trainer
+from nmt.trainer import Trainer
 
 
 def measure(

@@ -119,6 +119,7 @@ class FirstUpdate(Exception):
 def child_train(args: argparse.Namespace) -> None:
     """`nmt train` in this process, timing its phases; writes the figures at the first update to args.json."""
     import nmt.data.prepare as prepare
+    import nmt.epochs as epochs
     import nmt.train as training
     from nmt.config import load_config, replace
 
@@ -141,10 +142,10 @@ def child_train(args: argparse.Namespace) -> None:
         (prepare, "write_sample", "tokenizer"),
         (prepare, "train_tokenizers", "tokenizer"),
         (prepare, "encode_split", "encoding"),
-        (training, "token_budget_groups", "planning"),
+        (epochs, "token_budget_groups", "planning"),
     ):
         setattr(module, name, timed(phase, getattr(module, name)))
-    step = training.Trainer.train_step
+    step = training.Trainer.train_step  # the class nmt/trainer.py defines
 
     def first_step(self: Any, batches: Any) -> Any:
         result = step(self, batches)

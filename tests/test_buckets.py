@@ -15,7 +15,7 @@ from nmt.data.prepare import prepare_data
 from nmt.data.tokenizer import BOS, EOS, PAD
 from nmt.loss import sequence_loss
 from nmt.models import build_model
-from nmt.train import Trainer
+from nmt.trainer import Trainer
 from tests.conftest import ROOT
 
 

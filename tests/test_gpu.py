@@ -13,7 +13,7 @@ from nmt.data.batching import collate
 from nmt.data.prepare import prepare_data
 from nmt.run_dir import RunDir
 from nmt.search import beam_search, greedy
-from nmt.train import Trainer
+from nmt.trainer import Trainer
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
