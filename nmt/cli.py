@@ -20,6 +20,7 @@ import typer
 from tqdm import tqdm
 from typer.core import TyperGroup
 
+from nmt import interrupts
 from nmt.config import MAX_BEAM, MAX_SIZE
 from nmt.errors import Interrupted, UserError
 
@@ -58,12 +59,9 @@ def _one_line_errors() -> Iterator[None]:
         typer.echo(f"nmt: error{where}: {err}", err=True)
         raise typer.Exit(code=2) from None
     except Interrupted as err:
-        if rank == "0":
-            typer.echo(f"nmt: {err}", err=True)
-        raise typer.Exit(code=130) from None
+        _report_interruption(rank, f"nmt: {err}")
     except KeyboardInterrupt:
-        typer.echo("nmt: interrupted", err=True)
-        raise typer.Exit(code=130) from None
+        _report_interruption(rank, "nmt: interrupted")
     except Exception as err:
         if not _is_usage_error(err):
             raise
@@ -72,6 +70,15 @@ def _one_line_errors() -> Iterator[None]:
         message = err.format_message().rstrip(".")  # type: ignore[attr-defined]
         typer.echo(f"nmt: error: {message} (see `{command} --help`)", err=True)
         raise typer.Exit(code=2) from None
+
+
+def _report_interruption(rank: str, line: str) -> None:
+    """Print `line` (in the main process only) and exit with 130; a further signal then ends the process
+    without a second line."""
+    if rank == "0":
+        typer.echo(line, err=True)
+    interrupts.reported()
+    raise typer.Exit(code=130) from None
 
 
 app = typer.Typer(

@@ -16,10 +16,12 @@ import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from types import FrameType
 
 import torch
 from torch import Tensor
 
+from nmt import interrupts
 from nmt.checkpoint import (
     CheckpointWriter,
     load_checkpoint,
@@ -62,6 +64,9 @@ class Progress:
     validated_step: int = -1  # the step of the last validation
     parent: str = ""  # the checkpoint training started from (--init-from), if any
     elapsed: float = 0.0  # training seconds before this process started
+    window_loss: float = 0.0  # the log window since the last training record: loss summed over processes,
+    window_tokens: int = 0  # … target tokens, and …
+    window_seconds: float = 0.0  # … seconds; carried over a resume, so that records do not depend on one
 
 
 class Trainer:
@@ -91,6 +96,7 @@ class Trainer:
         self.writer = CheckpointWriter()  # checkpoints are written in the background
         self.started = time.monotonic()
         self.stop_signal: int | None = None
+        self.window = LossWindow(device, self.world)  # since the last training record
 
     # --- the loop ----------------------------------------------------------------------------------------
 
@@ -98,7 +104,8 @@ class Trainer:
         """Train until a stopping rule fires, validating every `eval_every` updates and at the end; returns
         the best checkpoint's path."""
         cfg, progress = self.cfg.train, self.progress
-        self.started, window = time.monotonic(), LossWindow(self.device, self.world)
+        self.started, window = time.monotonic(), self.window
+        window.carry(progress.window_loss, progress.window_tokens, progress.window_seconds)
         self.monitor = Monitor(cfg, self.run_dir, self.world.is_main, progress.step)
         with _catch_signals(self), contextlib.closing(self.monitor), contextlib.closing(self.writer):
             with contextlib.closing(self.updates()) as updates:
@@ -268,6 +275,8 @@ class Trainer:
     def save_last(self) -> None:
         """Write last.pt, what resuming needs besides the weights; every process calls this (their RNG states
         are gathered), the main one writes."""
+        progress = self.progress
+        progress.window_loss, progress.window_tokens, progress.window_seconds = self.window.partial()
         rng = self.world.gather(rng_state())
         if self.world.is_main:
             state = self.weights() | {
@@ -331,18 +340,19 @@ class Trainer:
 def _catch_signals(trainer: Trainer) -> Iterator[None]:
     """SIGINT/SIGTERM set a flag; the loop then saves `last.pt` and stops after the current step."""
 
-    def handler(signum: int, _frame: object) -> None:
-        if trainer.stop_signal is not None:  # a second Ctrl-C: stop at once
-            raise KeyboardInterrupt
+    def handler(signum: int, frame: FrameType | None) -> None:
+        if trainer.stop_signal is not None:  # a second Ctrl-C: stop at once (last.pt is renamed into place)
+            interrupts.stop_now(signum, frame)
         trainer.stop_signal = signum
-        log.warning("received signal %d: saving a checkpoint after this step", signum)
+        log.info("received signal %d: saving a checkpoint after this step", signum)
 
     previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
-    finally:
+    finally:  # once stopping, the process's own handler (nmt/interrupts.py) would raise in the cleanup
+        stopping = trainer.stop_signal is not None
         for sig, old in previous.items():
-            signal.signal(sig, old)
+            signal.signal(sig, interrupts.stop_now if stopping and old is interrupts.interrupt else old)
 
 
 def train(
