@@ -14,6 +14,8 @@ import signal
 import threading
 from types import FrameType
 
+from nmt.errors import REPORTS_ENV
+
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 EXIT_CODE = 130
 
@@ -26,9 +28,9 @@ def interrupt(_signum: int, _frame: FrameType | None) -> None:
 
 
 def stop_now(_signum: int, _frame: FrameType | None) -> None:
-    """A signal while the process already stops: one line (from the main process of a torchrun job) and exit
-    code 130, without any cleanup."""
-    if os.environ.get("RANK", "0") == "0":
+    """A signal while the process already stops: one line and exit code 130, without any cleanup. Under
+    torchrun only the main process prints it; under `nmt … --nproc` the launching process does."""
+    if os.environ.get("RANK", "0") == "0" and REPORTS_ENV not in os.environ:
         os.write(2, b"nmt: interrupted\n")
     os._exit(EXIT_CODE)
 
