@@ -79,7 +79,8 @@ def _report(line: str, rank: str, code: int) -> None:
     process reports an interruption. After an interruption a further signal ends the process quietly."""
     reports = os.environ.get(REPORTS_ENV)
     if reports and "RANK" in os.environ:
-        Path(reports, f"rank{rank}").write_text(line)
+        with contextlib.suppress(OSError):  # the launching process is gone: nobody to tell
+            Path(reports, f"rank{rank}").write_text(line)
     elif code == 2 or rank == "0":
         typer.echo(line, err=True)
     if code == 130:
