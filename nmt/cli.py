@@ -20,8 +20,9 @@ import typer
 from tqdm import tqdm
 from typer.core import TyperGroup
 
+from nmt import interrupts
 from nmt.config import MAX_BEAM, MAX_SIZE
-from nmt.errors import Interrupted, UserError
+from nmt.errors import REPORTS_ENV, Interrupted, PeerFailed, UserError
 
 
 def _is_usage_error(err: BaseException) -> bool:
@@ -49,29 +50,42 @@ class _Commands(TyperGroup):
 @contextlib.contextmanager
 def _one_line_errors() -> Iterator[None]:
     """Usage errors and UserError as one line with exit code 2; Ctrl-C/SIGTERM as one line with 130. Under
-    torchrun every process reports its own user errors (naming its rank); only rank 0 reports an interrupt."""
+    torchrun a process reports its own user errors (naming its rank when not the main one), only the main one
+    reports an interruption, and an error that only says another process failed is not reported at all."""
     rank = os.environ.get("RANK", "0")
     try:
         yield
+    except PeerFailed:
+        raise typer.Exit(code=2) from None
     except UserError as err:
         where = "" if rank == "0" else f" (rank {rank})"
-        typer.echo(f"nmt: error{where}: {err}", err=True)
-        raise typer.Exit(code=2) from None
+        _report(f"nmt: error{where}: {err}", rank, code=2)
     except Interrupted as err:
-        if rank == "0":
-            typer.echo(f"nmt: {err}", err=True)
-        raise typer.Exit(code=130) from None
+        _report(f"nmt: {err}", rank, code=130)
     except KeyboardInterrupt:
-        typer.echo("nmt: interrupted", err=True)
-        raise typer.Exit(code=130) from None
+        _report("nmt: interrupted", rank, code=130)
     except Exception as err:
         if not _is_usage_error(err):
             raise
         ctx = getattr(err, "ctx", None)
         command = ctx.command_path if ctx is not None else "nmt"
         message = err.format_message().rstrip(".")  # type: ignore[attr-defined]
-        typer.echo(f"nmt: error: {message} (see `{command} --help`)", err=True)
-        raise typer.Exit(code=2) from None
+        _report(f"nmt: error: {message} (see `{command} --help`)", rank, code=2)
+
+
+def _report(line: str, rank: str, code: int) -> None:
+    """Print `line` and exit with `code`. Under `--nproc` a process leaves it to the launching process
+    instead, which prints one line for the job (nmt/distributed.py `launch`); under torchrun only the main
+    process reports an interruption. After an interruption a further signal ends the process quietly."""
+    reports = os.environ.get(REPORTS_ENV)
+    if reports and "RANK" in os.environ:
+        with contextlib.suppress(OSError):  # the launching process is gone: nobody to tell
+            Path(reports, f"rank{rank}").write_text(line)
+    elif code == 2 or rank == "0":
+        typer.echo(line, err=True)
+    if code == 130:
+        interrupts.reported()
+    raise typer.Exit(code=code) from None
 
 
 app = typer.Typer(
@@ -238,7 +252,10 @@ def train(
     if nproc > 1:
         from nmt.distributed import launch
 
-        raise typer.Exit(code=launch(nproc, sys.argv[1:]))  # this command line, in nproc processes
+        code, line = launch(nproc, sys.argv[1:])  # this command line, in nproc processes
+        if line:
+            typer.echo(line, err=True)
+        raise typer.Exit(code=code)
     run_dir = out or Path("runs") / config.stem
     best = run_training(cfg, run_dir, resume=resume, overwrite=overwrite, init_from=init_from)
     if os.environ.get("RANK", "0") == "0":

@@ -13,9 +13,12 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import tempfile
+from argparse import Namespace
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import timedelta
+from pathlib import Path
 from typing import TypeVar
 
 import torch
@@ -27,7 +30,7 @@ from nmt.config import TrainConfig
 from nmt.data.arrays import EncodedCorpus
 from nmt.data.batching import Batch, collate
 from nmt.data.tokenizer import PAD
-from nmt.errors import UserError
+from nmt.errors import REPORTS_ENV, PeerFailed, UserError
 
 T = TypeVar("T")
 
@@ -134,7 +137,7 @@ class World:
             return task()
         if not self.is_main:
             if self.broadcast(None):
-                raise UserError("the main process (rank 0) failed; its error is reported above")
+                raise PeerFailed("the main process (rank 0) failed")
             return None
         try:
             result = task()
@@ -199,7 +202,7 @@ def joined(device: torch.device) -> Iterator[tuple[World, torch.device]]:
     except RuntimeError as err:
         if not _peer_lost(err):
             raise
-        raise UserError("another process of the job failed (its error is reported above); stopping") from None
+        raise PeerFailed("another process of the job failed") from None
 
 
 def _peer_lost(err: RuntimeError) -> bool:
@@ -209,18 +212,34 @@ def _peer_lost(err: RuntimeError) -> bool:
     )
 
 
-def launch(nproc: int, argv: list[str]) -> int:
+def launch(nproc: int, argv: list[str]) -> tuple[int, str | None]:
     """Run `python -m nmt ARGV` (less its --nproc option) in `nproc` processes on this machine through
-    torchrun; returns the exit code of the first process that failed, or 0."""
-    from torch.distributed.elastic.multiprocessing.api import SignalException
-    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
-    from torch.distributed.run import parse_args, run
+    torchrun; returns the job's exit code (2 when a process reported an error, else that of the first process
+    that failed, or 0) and the one line to print for it (None when there is none).
+
+    torchrun's own log lines and error summary are silenced: the processes' lines say what went wrong.
+    """
+    from torch.distributed.run import parse_args
 
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
         raise UserError("--nproc starts torchrun itself; drop it when launching with torchrun")
     args = parse_args(
         ["--standalone", "--nproc-per-node", str(nproc), "--module", "nmt", *_without_nproc(argv)]
     )
+    with tempfile.TemporaryDirectory(prefix="nmt-reports-") as reports, _quiet_torchrun(reports):
+        code = _run_torchrun(args)
+        line = _job_report(Path(reports))
+    if line is None and code == 130:
+        line = "nmt: interrupted"
+    return (2 if line and line.startswith("nmt: error") else code), line
+
+
+def _run_torchrun(args: Namespace) -> int:
+    """torchrun's exit code for the job: that of the first failed process (2, 130, else 1), or 0."""
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.run import run
+
     try:
         run(args)
     except ChildFailedError as err:
@@ -229,6 +248,27 @@ def launch(nproc: int, argv: list[str]) -> int:
     except SignalException:
         return 130
     return 0
+
+
+@contextlib.contextmanager
+def _quiet_torchrun(reports: str) -> Iterator[None]:
+    """No log records in this (the launching) process, and the processes' lines go to `reports`."""
+    os.environ[REPORTS_ENV] = reports
+    logging.disable(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logging.disable(logging.NOTSET)
+        del os.environ[REPORTS_ENV]
+
+
+def _job_report(reports: Path) -> str | None:
+    """The line the processes left in `reports`: the first error by rank, else the first line by rank."""
+    lines = [
+        path.read_text().strip() for path in sorted(reports.glob("rank*"), key=lambda p: int(p.name[4:]))
+    ]
+    errors = [line for line in lines if line.startswith("nmt: error")]
+    return (errors or lines or [None])[0]
 
 
 def _without_nproc(argv: list[str]) -> list[str]:

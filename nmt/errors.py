@@ -5,9 +5,19 @@ class UserError(Exception):
     """Something in the user's input, files or flags is wrong; the message says what and how to fix it."""
 
 
+class PeerFailed(UserError):
+    """Another process of a torchrun job failed and reports its own error: this one exits with code 2 and
+    prints nothing, so that the user reads one line per job."""
+
+
 class ConfigError(UserError):
     """A config file or override is invalid."""
 
 
 class Interrupted(Exception):
     """Training stopped by SIGINT/SIGTERM after writing its last checkpoint (the CLI exits with 130)."""
+
+
+# Under `nmt … --nproc N` each process writes the line it would print into this directory (named by the
+# environment variable) instead; the launching process prints one of them.
+REPORTS_ENV = "NMT_REPORTS"

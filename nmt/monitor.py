@@ -142,6 +142,21 @@ class LossWindow:
         self.loss += loss
         self.tokens += tokens
 
+    def carry(self, loss: float, tokens: int, seconds: float) -> None:
+        """Start a window that already holds `loss`, `tokens` and `seconds`: the part of one that a resumed
+        run's checkpoint saved (see `partial`). The main process holds them, as `flush` sums all processes."""
+        self.reset()
+        self.started -= seconds
+        if self.world.is_main:
+            self.loss += loss
+            self.tokens += tokens
+
+    def partial(self) -> tuple[float, int, float]:
+        """The window so far (loss and tokens summed over all processes, seconds), for a checkpoint; every
+        process must call this."""
+        loss, tokens = self.world.sum(self.loss).item(), int(self.world.sum(self.tokens).item())
+        return loss, tokens, time.perf_counter() - self.started
+
     def flush(self) -> dict[str, float]:
         """The window's mean loss per target token (nan when every update was skipped) and tokens/s."""
         loss, tokens = self.world.sum(self.loss).item(), int(self.world.sum(self.tokens).item())

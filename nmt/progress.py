@@ -19,3 +19,6 @@ class Progress:
     validated_step: int = -1  # the step of the last validation
     parent: str = ""  # the checkpoint training started from (--init-from), if any
     elapsed: float = 0.0  # training seconds before this process started
+    window_loss: float = 0.0  # the log window since the last training record: loss summed over processes,
+    window_tokens: int = 0  # … target tokens, and …
+    window_seconds: float = 0.0  # … seconds; carried over a resume, so that records do not depend on one

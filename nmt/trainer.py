@@ -10,15 +10,14 @@ from __future__ import annotations
 import contextlib
 import logging
 import random
-import signal
 import time
-from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 
 import torch
 from torch import Tensor
 
+from nmt import interrupts
 from nmt.checkpoint import (
     CheckpointWriter,
     load_checkpoint,
@@ -68,7 +67,8 @@ class Trainer:
         self.progress = Progress(batch_tokens=budget if isinstance(budget, int) else 0)  # 0: `auto`, unfitted
         self.writer = CheckpointWriter()  # checkpoints are written in the background
         self.started = time.monotonic()
-        self.stop_signal: int | None = None
+        self.stop = interrupts.StopRequest()  # SIGINT/SIGTERM during run(): stop after the step
+        self.window = LossWindow(device, self.world)  # since the last training record
 
     # --- the loop ----------------------------------------------------------------------------------------
 
@@ -76,9 +76,14 @@ class Trainer:
         """Train until a stopping rule fires, validating every `eval_every` updates and at the end; returns
         the best checkpoint's path."""
         cfg, progress = self.cfg.train, self.progress
-        self.started, window = time.monotonic(), LossWindow(self.device, self.world)
+        self.started, window = time.monotonic(), self.window
+        window.carry(progress.window_loss, progress.window_tokens, progress.window_seconds)
         self.monitor = Monitor(cfg, self.run_dir, self.world.is_main, progress.step)
-        with _catch_signals(self), contextlib.closing(self.monitor), contextlib.closing(self.writer):
+        with (
+            interrupts.after_the_step(self.stop),
+            contextlib.closing(self.monitor),
+            contextlib.closing(self.writer),
+        ):
             with contextlib.closing(self.stream.updates(progress)) as updates:
                 while not self.should_stop() and (batches := next(updates, None)) is not None:
                     result = self.train_step(batches)
@@ -129,7 +134,7 @@ class Trainer:
         cfg, progress = self.cfg.train, self.progress
         time_up = cfg.max_time > 0 and self.elapsed() >= cfg.max_time
         return (
-            self.world.any(self.stop_signal is not None or time_up)
+            self.world.any(self.stop.signal is not None or time_up)
             or (cfg.max_steps > 0 and progress.step >= cfg.max_steps)
             or (cfg.patience > 0 and progress.bad_evals >= cfg.patience)
             or (cfg.target_bleu > 0 and progress.best_bleu >= cfg.target_bleu)
@@ -137,7 +142,7 @@ class Trainer:
 
     def interrupted(self) -> bool:
         """Whether SIGINT/SIGTERM reached any process."""
-        return self.world.any(self.stop_signal is not None)
+        return self.world.any(self.stop.signal is not None)
 
     # --- validation and checkpoints ----------------------------------------------------------------------
 
@@ -194,6 +199,8 @@ class Trainer:
     def save_last(self) -> None:
         """Write last.pt, what resuming needs besides the weights; every process calls this (their RNG states
         are gathered), the main one writes."""
+        progress = self.progress
+        progress.window_loss, progress.window_tokens, progress.window_seconds = self.window.partial()
         rng = self.world.gather(rng_state())
         if self.world.is_main:
             state = self.weights() | {
@@ -228,21 +235,3 @@ class Trainer:
         cfg = self.cfg.train
         fitted = fit_batch_tokens(self.model, self.data.train, cfg.pad_to_multiple, cfg.amp, self.device)
         self.progress.batch_tokens = min(self.world.gather(fitted))
-
-
-@contextlib.contextmanager
-def _catch_signals(trainer: Trainer) -> Iterator[None]:
-    """SIGINT/SIGTERM set a flag; the loop then saves `last.pt` and stops after the current step."""
-
-    def handler(signum: int, _frame: object) -> None:
-        if trainer.stop_signal is not None:  # a second Ctrl-C: stop at once
-            raise KeyboardInterrupt
-        trainer.stop_signal = signum
-        log.warning("received signal %d: saving a checkpoint after this step", signum)
-
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)

@@ -8,10 +8,12 @@ import json
 import os
 import random
 import shutil
+import signal
 import stat
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO
@@ -22,7 +24,8 @@ from PIL import Image
 
 from nmt.checkpoint import load_checkpoint
 from nmt.data import tokenizer
-from tests.conftest import assert_one_line_error, run_cli, train_args
+from nmt.data.synthetic import write_reordering_corpus
+from tests.conftest import ROOT, assert_one_line_error, run_cli, train_args
 
 # --- 3. config values that pass the type checks but cannot work ------------------------------------------
 
@@ -352,3 +355,128 @@ def test_translate_keeps_the_mode_of_the_file_it_replaces(tiny_run: Path, tmp_pa
     code, _, err = run_cli("translate", str(tiny_run), "-o", str(out), input="a b\n")
     assert code == 0, err
     assert stat.S_IMODE(out.stat().st_mode) == 0o640 and out.read_text() != "old\n"
+
+
+# --- 8. signals at awkward moments -------------------------------------------------------------------------
+
+
+def _start(*args: str) -> subprocess.Popen:
+    env = os.environ | {"PYTHONPATH": str(ROOT)}
+    command = [sys.executable, "-m", "nmt", "-q", *args]
+    return subprocess.Popen(
+        command, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+def _wait_until(condition: Callable[[], object], process: subprocess.Popen, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.005)
+
+
+def _children(process: subprocess.Popen) -> list[int]:
+    try:
+        return [
+            int(pid) for pid in Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text().split()
+        ]
+    except OSError:
+        return []
+
+
+def _assert_interrupted(process: subprocess.Popen, *lines: str) -> str:
+    """Exit code 130 and one line on stderr, one of `lines` (or starting with 'nmt: training interrupted')."""
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 130, err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err and "Exception ignored" not in err, (
+        err
+    )
+    assert err.strip() in lines or err.startswith("nmt: training interrupted at step "), err
+    return err.strip()
+
+
+@pytest.fixture(scope="module")
+def tokenizer_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Enough text that training a 2000-piece sentencepiece model takes a while."""
+    return write_reordering_corpus(
+        tmp_path_factory.mktemp("spm") / "data",
+        train=60000,
+        valid=20,
+        test=20,
+        vocab=3000,
+        min_len=5,
+        max_len=20,
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="finds the child process in /proc")
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_while_sentencepiece_trains_ends_the_child_too(
+    signum: int, tokenizer_corpus: Path, tiny: Path, tmp_path: Path
+) -> None:
+    run = tmp_path / "run"
+    process = _start(*train_args(tiny, tokenizer_corpus, run, "--set", "tokenizer.vocab_size=2000"))
+    _wait_until(lambda: _children(process), process)
+    child = _children(process)[0]
+    process.send_signal(signum)
+    assert _assert_interrupted(process, "nmt: interrupted") == "nmt: interrupted"
+    assert not Path(f"/proc/{child}").exists()
+    assert not list(run.glob("spm*")) and not (run / "config.yaml").exists()
+
+
+@pytest.mark.slow
+def test_sigterm_in_any_command_is_like_ctrl_c(tiny_run: Path) -> None:
+    process = _start("translate", str(tiny_run))  # waits for standard input
+    time.sleep(2)
+    process.send_signal(signal.SIGTERM)
+    _assert_interrupted(process, "nmt: interrupted")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("gap", [0.0, 0.05, 0.3])
+def test_a_second_signal_soon_after_the_first_is_one_line(
+    signum: int, gap: float, tiny: Path, small_corpus: Path, tmp_path: Path
+) -> None:
+    run = tmp_path / "run"
+    process = _start(*train_args(tiny, small_corpus, run, "--max-steps", "100000"))
+    _wait_until(lambda: (run / "last.pt").exists(), process)
+    process.send_signal(signum)
+    time.sleep(gap)
+    process.send_signal(signum)
+    _assert_interrupted(process, "nmt: interrupted")
+    assert load_checkpoint(run / "last.pt")["progress"]["step"] > 0
+
+
+@pytest.mark.slow
+def test_a_log_window_survives_a_resume(tiny: Path, small_corpus: Path, tmp_path: Path) -> None:
+    """With a record every 7 updates, the records of a run stopped by SIGTERM and resumed equal those of a
+    run never stopped (the checkpoint carries the window's partial sums)."""
+    straight, run = tmp_path / "straight", tmp_path / "run"
+    args = ("--max-steps", "30", "--set", "train.log_every=7")
+    assert run_cli(*train_args(tiny, small_corpus, straight, *args))[0] == 0
+    process = _start(*train_args(tiny, small_corpus, run, *args))
+    _wait_until(lambda: (run / "last.pt").exists(), process)
+    process.send_signal(signal.SIGTERM)
+    _assert_interrupted(process)
+    code, _, err = run_cli(*train_args(tiny, small_corpus, run, *args, "--resume"))
+    assert code == 0, err
+    assert _train_losses(run) == _train_losses(straight) and len(_train_losses(run)) == 4
+
+
+def test_a_checkpoint_without_a_log_window_still_resumes(
+    kept_run: Path, tiny: Path, small_corpus: Path
+) -> None:
+    checkpoint = torch.load(kept_run / "last.pt", weights_only=False)
+    for key in ("window_loss", "window_tokens", "window_seconds"):
+        del checkpoint["progress"][key]
+    torch.save(checkpoint, kept_run / "last.pt")
+    code, _, err = run_cli(*train_args(tiny, small_corpus, kept_run, "--resume", "--max-steps", "8"))
+    assert code == 0, err
+
+
+def _train_losses(run: Path) -> list[tuple[int, float]]:
+    records = map(json.loads, (run / "metrics.jsonl").read_text().splitlines())
+    return [(r["step"], r["loss"]) for r in records if r["kind"] == "train"]

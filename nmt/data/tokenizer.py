@@ -9,13 +9,15 @@ import itertools
 import logging
 import multiprocessing
 import re
-from collections.abc import Iterable, Iterator
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import TypeVar
 
 import sentencepiece as spm
 
+from nmt import interrupts
 from nmt.config import TokenizerConfig
 from nmt.errors import UserError
 from nmt.files import atomic_write
@@ -25,6 +27,7 @@ log = logging.getLogger(__name__)
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
 _TOO_HIGH = re.compile(r"Vocabulary size too high \((\d+)\)\. Please set it to a value <= (\d+)")
 _TOO_LOW = re.compile(r"Vocabulary size is smaller than required_chars\. (\d+) vs (\d+)")
+T = TypeVar("T")
 
 
 class Tokenizer:
@@ -146,14 +149,49 @@ def train_sentencepiece(cfg: TokenizerConfig, sentences: Iterable[str], path: Pa
     runs in a forked child process: sentencepiece's trainer keeps the heap it used (about 1 GiB for 2M
     sentences) until its process ends, and training must not leave that to the training loop.
     """
-    with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("fork")) as child:
-        model, vocab_size = child.submit(_train_fitting, cfg, sentences).result()
+    model, vocab_size = _in_child(functools.partial(_train_fitting, cfg, sentences))
     if vocab_size != cfg.vocab_size:
         log.warning(
             "tokenizer.vocab_size=%d is too large for this corpus; using %d", cfg.vocab_size, vocab_size
         )
     _processor(model, f"the trained tokenizer for {path}")  # what is saved must load
     atomic_write(path, lambda handle: handle.write(model))
+
+
+def _in_child(task: Callable[[], T]) -> T:
+    """`task()` computed in a forked child process, its exception raised here. When this process is
+    interrupted (or fails) while waiting, the child is killed: it never outlives the command."""
+    context = multiprocessing.get_context("fork")
+    receiver, sender = context.Pipe(duplex=False)
+    child = context.Process(target=_child_main, args=(task, sender), daemon=True)
+    child.start()
+    sender.close()
+    try:
+        succeeded, value = receiver.recv()
+    except EOFError:
+        child.join()
+        raise UserError(f"sentencepiece training died (its process exited with {child.exitcode})") from None
+    except BaseException:
+        child.kill()
+        child.join()
+        raise
+    finally:
+        receiver.close()
+    child.join()
+    if not succeeded:
+        raise value
+    return value
+
+
+def _child_main(task: Callable[[], object], sender: Connection) -> None:
+    """The forked child: signals are the parent's to answer (nmt/interrupts.py); sends (ok, result)."""
+    interrupts.in_child()
+    try:
+        outcome = (True, task())
+    except Exception as err:
+        outcome = (False, err)
+    sender.send(outcome)
+    sender.close()
 
 
 def _train_fitting(cfg: TokenizerConfig, sentences: Iterable[str]) -> tuple[bytes, int]:

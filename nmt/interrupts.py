@@ -1,0 +1,102 @@
+"""How a process of `nmt` answers SIGINT and SIGTERM: alike, with one line on stderr and exit code 130.
+
+The first signal raises KeyboardInterrupt (training instead stops after the step: `after_the_step`), so that
+`finally` blocks and context managers clean up. A further signal stops the process at once: raised again it
+could land in a finalizer or a generator being closed, where Python prints "Exception ignored …" with a
+traceback and carries on. Files are written under temporary names and renamed, so stopping at once leaves
+nothing half-written under a real name.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from types import FrameType
+
+from nmt.errors import REPORTS_ENV
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+EXIT_CODE = 130
+
+log = logging.getLogger(__name__)
+
+
+def interrupt(_signum: int, _frame: FrameType | None) -> None:
+    """The first signal: KeyboardInterrupt; a further one stops the process at once."""
+    for sig in SIGNALS:
+        signal.signal(sig, stop_now)
+    raise KeyboardInterrupt
+
+
+def stop_now(_signum: int, _frame: FrameType | None) -> None:
+    """A signal while the process already stops: one line and exit code 130, without any cleanup. Under
+    torchrun only the main process prints it; under `nmt … --nproc` the launching process does."""
+    if os.environ.get("RANK", "0") == "0" and REPORTS_ENV not in os.environ:
+        os.write(2, b"nmt: interrupted\n")
+    os._exit(EXIT_CODE)
+
+
+def exit_silently(_signum: int, _frame: FrameType | None) -> None:
+    """A signal after the process reported how it ends: exit code 130, and no second line."""
+    os._exit(EXIT_CODE)
+
+
+def reported() -> None:
+    """The process printed its last line: a signal from now on (as during interpreter shutdown) just ends it.
+    Only this module's handlers are replaced (not those of a test calling the CLI in its own process)."""
+    if _current() in (interrupt, stop_now):
+        _install(exit_silently)
+
+
+def install() -> None:
+    """SIGINT and SIGTERM raise KeyboardInterrupt, for the life of the process (`python -m nmt`, `nmt`)."""
+    _install(interrupt)
+
+
+def _current() -> object:
+    return signal.getsignal(signal.SIGINT)
+
+
+def _install(handler: object) -> None:
+    if threading.current_thread() is threading.main_thread():
+        for sig in SIGNALS:
+            signal.signal(sig, handler)  # type: ignore[arg-type]
+
+
+def in_child() -> None:
+    """In a forked helper process: Ctrl-C (sent to the whole foreground process group) is its parent's to
+    answer, which then ends it; SIGTERM ends it at once."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+@dataclass
+class StopRequest:
+    """The signal that asked training to stop after its current step, if any."""
+
+    signal: int | None = None
+
+
+@contextlib.contextmanager
+def after_the_step(request: StopRequest) -> Iterator[None]:
+    """For the block (the training loop), SIGINT/SIGTERM set `request.signal`: the loop then saves `last.pt`
+    and stops after the current step; a further signal stops the process at once (`stop_now`)."""
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        if request.signal is not None:  # a second Ctrl-C: stop at once (last.pt is renamed into place)
+            stop_now(signum, frame)
+        request.signal = signum
+        log.info("received signal %d: saving a checkpoint after this step", signum)
+
+    previous = {sig: signal.signal(sig, handler) for sig in SIGNALS}
+    try:
+        yield
+    finally:  # once stopping, the process's own handler (`interrupt`) would raise in the cleanup
+        stopping = request.signal is not None
+        for sig, old in previous.items():
+            signal.signal(sig, stop_now if stopping and old is interrupt else old)
