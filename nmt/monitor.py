@@ -154,13 +154,12 @@ class LossWindow:
     def partial(self) -> tuple[float, int, float]:
         """The window so far (loss and tokens summed over all processes, seconds), for a checkpoint; every
         process must call this."""
-        loss, tokens = self.world.sum(self.loss).item(), int(self.world.sum(self.tokens).item())
-        return loss, tokens, time.perf_counter() - self.started
+        seconds = time.perf_counter() - self.started
+        return self.world.sum(self.loss).item(), int(self.world.sum(self.tokens).item()), seconds
 
     def flush(self) -> dict[str, float]:
         """The window's mean loss per target token (nan when every update was skipped) and tokens/s."""
-        loss, tokens = self.world.sum(self.loss).item(), int(self.world.sum(self.tokens).item())
-        seconds = time.perf_counter() - self.started
+        loss, tokens, seconds = self.partial()
         self.reset()
         return {
             "loss": loss / tokens if tokens else math.nan,

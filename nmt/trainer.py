@@ -18,11 +18,7 @@ import torch
 from torch import Tensor
 
 from nmt import interrupts
-from nmt.checkpoint import (
-    CheckpointWriter,
-    load_checkpoint,
-    vocabulary_record,
-)
+from nmt.checkpoint import CheckpointWriter, load_checkpoint, vocabulary_record
 from nmt.config import Config, to_dict
 from nmt.data.batching import Batch
 from nmt.data.prepare import PreparedData
