@@ -75,7 +75,9 @@ class TokenizerConfig:
     model_type: Literal["bpe", "unigram", "char", "word"] = "bpe"
     joint: bool = True  # one vocabulary for both languages (needed to tie all embeddings)
     character_coverage: float = 1.0
-    max_sentences: int = 2_000_000  # sentences sampled to train the tokenizer
+    # sentences sampled to train the tokenizer (0: all); sentencepiece itself warns that more than 1M slow
+    # its training down
+    max_sentences: int = 1_000_000
     auto_shrink: bool = True  # reduce vocab_size (with a warning) when the corpus is too small for it
 
     def __post_init__(self) -> None:

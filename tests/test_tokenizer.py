@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import random
 import re
 from pathlib import Path
 
@@ -120,6 +121,33 @@ def test_models_trained_alike_have_one_fingerprint(
     second = train_tokenizers(SMALL, *pairs, tmp_path / "b")
     assert first.src.fingerprint == second.src.fingerprint
     assert first.src.path.read_bytes() == second.src.path.read_bytes()  # no temporary path recorded
+
+
+def zipf_sentences(count: int, seed: int = 0) -> list[str]:
+    """Sentences of 5-30 words drawn by Zipf's law from 2,000 made-up words: text on which sentencepiece's
+    unigram trainer gives other pieces with another thread count."""
+    rng = random.Random(seed)
+    syllables = [c + v for c in "bdgkmprst" for v in "aeiou"]
+    words = ["".join(rng.choices(syllables, k=rng.randint(1, 4))) for _ in range(2000)]
+    weights = [1 / rank for rank in range(1, len(words) + 1)]
+    return [" ".join(rng.choices(words, weights, k=rng.randint(5, 30))) for _ in range(count)]
+
+
+@pytest.mark.parametrize("model_type", ["bpe", "unigram"])
+def test_trained_pieces_do_not_depend_on_the_machine(
+    model_type: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """BPE trains on every core; unigram, whose pieces change with the thread count, on a fixed 4 threads: a
+    machine with 1 core and one with 3 train the same tokenizer."""
+    cfg = TokenizerConfig(vocab_size=500, model_type=model_type)  # type: ignore[arg-type]
+    sentences = zipf_sentences(3000)
+    fingerprints = []
+    for cores in ({0}, {0, 1, 2}):
+        monkeypatch.setattr("os.sched_getaffinity", lambda _pid, cores=cores: cores)
+        path = tmp_path / f"{len(cores)}.model"
+        train_sentencepiece(cfg, sentences, path)
+        fingerprints.append(Tokenizer(path).fingerprint)
+    assert fingerprints[0] == fingerprints[1]
 
 
 def test_missing_model_file_is_a_user_error(tmp_path: Path) -> None:
