@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import os
@@ -13,6 +14,7 @@ import pytest
 from nmt.config import Config, load_config
 from nmt.data.corpus import read_split
 from nmt.data.prepare import PreparedData, encode, prepare_data
+from nmt.errors import UserError
 from tests.conftest import ROOT
 from tests.test_robustness import copy_corpus
 
@@ -71,6 +73,22 @@ def test_cached_arrays_hold_what_encoding_in_memory_gives(
         assert prepared.train.src[i].tolist() == memory.src[k].tolist()
         assert prepared.train.tgt[i].tolist() == memory.tgt[k].tolist()
     assert prepared.train.src.tokens.dtype == np.uint16
+
+
+@pytest.mark.parametrize("max_len", [6, 1])
+def test_encoding_gives_the_garbage_collector_back(
+    max_len: int, data: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Encoding pauses Python's cyclic garbage collector; it is on again afterwards, also when encoding fails
+    (data.max_len=1: no pair is short enough)."""
+    cfg = config(data, f"data.max_len={max_len}")
+    assert gc.isenabled()
+    if max_len == 1:
+        with pytest.raises(UserError, match=r"no training pair is within data\.max_len=1"):
+            prepare(cfg, tmp_path / "run", tmp_path / "cache", caplog)
+    else:
+        prepare(cfg, tmp_path / "run", tmp_path / "cache", caplog)
+    assert gc.isenabled()
 
 
 @pytest.mark.parametrize(

@@ -3,8 +3,11 @@ sentencepiece encodes the previous one on all cores, length-filtered, appended t
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import logging
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,7 +52,7 @@ def encode_split(
     bar = tqdm(total=lines, desc="encoding", unit=" lines", unit_scale=True, disable=None, mininterval=1.0)
     chunks = pair_chunks(files, skip_bad_lines)
     try:
-        with ThreadPoolExecutor(max_workers=1) as reader, bar:
+        with _collector_paused(), ThreadPoolExecutor(max_workers=1) as reader, bar:
             pending = reader.submit(next, chunks, None)
             while (pairs := pending.result()) is not None:
                 pending = reader.submit(next, chunks, None)  # read the next chunk while this one encodes
@@ -74,6 +77,19 @@ def encode_split(
     )
     dropped = {"bad_utf8": tally.bad, "empty_side": tally.lines - tally.kept, "too_long": sides.too_long}
     return {"arrays": arrays, "lines": tally.lines, "dropped": dropped}
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off: encoding allocates millions of lists of ints, which hold no
+    cycles, and the collections their allocation triggers cost ~8% of sentencepiece's batch encoding."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _encode(pairs: Pairs, tokenizers: Tokenizers, max_len: int, sides: _Sides) -> None:
