@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import tracemalloc
 from pathlib import Path
 
 import numpy as np
@@ -210,6 +211,32 @@ def test_length_order_is_lexsort_order(ties: str) -> None:
         "equal leading bits": 0.5 + rng.integers(0, 3, 5000) * 2.0**-53,  # only the last bits differ
     }[ties]
     assert length_order(src_len, tgt_len, tie).tolist() == np.lexsort((tie, src_len, tgt_len)).tolist()
+
+
+def test_length_order_packed_in_blocks_is_lexsort_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keys packed a block at a time (blocks of 777 here, a last one shorter) give the same order."""
+    monkeypatch.setattr("nmt.data.batching.PACK_BLOCK", 777)
+    rng = np.random.default_rng(2)
+    src_len, tgt_len = rng.integers(1, 30, 5000, dtype=np.int32), rng.integers(1, 30, 5000, dtype=np.int32)
+    tie = rng.random(5000)
+    assert length_order(src_len, tgt_len, tie).tolist() == np.lexsort((tie, src_len, tgt_len)).tolist()
+
+
+def test_planning_memory_stays_within_40_bytes_a_pair() -> None:
+    """An epoch's plan over 400,000 pairs allocates at most 40 bytes a pair at its peak (the int32 lengths,
+    the ties, the packed sort keys and one temporary of 8 bytes each), as numpy reports to tracemalloc."""
+    pairs = 400_000
+    lengths = np.random.default_rng(0).integers(1, 60, (2, pairs))
+    offsets = [np.concatenate([[0], np.cumsum(side)]) for side in lengths]
+    corpus = EncodedCorpus(*(TokenArray(np.zeros(int(o[-1]), np.uint16), o) for o in offsets))
+    tracemalloc.start()
+    try:
+        groups = token_budget_groups(corpus, 4096, seed=1)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert sum(map(len, groups)) == pairs
+    assert peak / pairs <= 40
 
 
 def test_batches_from_memory_mapped_arrays_equal_those_from_memory(tmp_path: Path) -> None:

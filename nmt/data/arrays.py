@@ -49,8 +49,8 @@ class TokenArray:
         return self.tokens[self.offsets[i] : self.offsets[i + 1]]
 
     def lengths(self) -> np.ndarray:
-        """Tokens of every sentence (int64), without bos/eos."""
-        return np.diff(self.offsets)
+        """Tokens of every sentence (int32: 4 bytes a sentence where planning holds them), without bos/eos."""
+        return np.diff(self.offsets).astype(np.int32)
 
     @classmethod
     def from_ids(cls, ids: Sequence[Sequence[int]]) -> TokenArray:

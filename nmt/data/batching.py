@@ -80,30 +80,37 @@ def collate(
     )
 
 
+PACK_BLOCK = 1 << 16  # examples packed at a time by `length_order`: its temporaries stay small
+
+
 def length_order(src_len: np.ndarray, tgt_len: np.ndarray, tie: np.ndarray) -> np.ndarray:
     """Indices sorted by target length, then source length, then `tie`, then index: the order
     `np.lexsort((tie, src_len, tgt_len))` gives, at a quarter of its cost.
 
     `tie` holds draws of `Generator.random()` (multiples of 2**-53). One uint64 per example packs the lengths,
     the tie's leading bits and the index; a plain sort of those, then a re-sort of the rare runs whose
-    truncated ties are equal, gives exactly lexsort's order.
+    truncated ties are equal, gives exactly lexsort's order. Beside the inputs it holds 8 bytes an example
+    (the sorted keys, returned as the order) and a block's temporaries.
     """
-    n = len(tie)
-    key = tgt_len.astype(np.uint64) * np.uint64(int(src_len.max(initial=0)) + 1) + src_len.astype(np.uint64)
-    key_bits, index_bits = int(key.max(initial=0)).bit_length(), max(1, (n - 1).bit_length())
+    n, width = len(tie), int(src_len.max(initial=0)) + 1
+    key_bits = (int(tgt_len.max(initial=0)) * width + width - 1).bit_length()  # holds every key
+    index_bits = max(1, (n - 1).bit_length())
     tie_bits = min(53, 64 - key_bits - index_bits)
     if tie_bits < 1:  # lengths and indices alone fill 64 bits
         return np.lexsort((tie, src_len, tgt_len))
-    ties = (tie * 2.0**53).astype(np.uint64) >> np.uint64(53 - tie_bits)  # exact: tie < 1 has 53 bits
-    packed = (
-        (key << np.uint64(tie_bits + index_bits))
-        | (ties << np.uint64(index_bits))
-        | np.arange(n, dtype=np.uint64)
-    )
+    packed = np.empty(n, np.uint64)
+    for start in range(0, n, PACK_BLOCK):
+        block = slice(start, start + PACK_BLOCK)
+        key = tgt_len[block].astype(np.uint64) * np.uint64(width) + src_len[block].astype(np.uint64)
+        ties = (tie[block] * 2.0**53).astype(np.uint64) >> np.uint64(53 - tie_bits)  # exact: 53-bit draws
+        index = np.arange(start, min(start + PACK_BLOCK, n), dtype=np.uint64)
+        packed[block] = (key << np.uint64(tie_bits + index_bits)) | (ties << np.uint64(index_bits)) | index
     packed.sort()
-    order = (packed & np.uint64(2**index_bits - 1)).astype(np.int64)
-    high = packed >> np.uint64(index_bits)  # lengths and truncated tie
-    same = np.flatnonzero(high[1:] == high[:-1])
+    neighbours = packed[1:] ^ packed[:-1]
+    same = np.flatnonzero(neighbours < np.uint64(1 << index_bits))  # lengths and truncated tie are equal
+    del neighbours
+    packed &= np.uint64((1 << index_bits) - 1)
+    order = packed.view(np.int64)  # the indices, in place (each below 2**63)
     runs = np.split(same, np.flatnonzero(np.diff(same) > 1) + 1) if len(same) else []
     for run in runs:  # positions run[0] .. run[-1] + 1 share lengths and truncated tie
         span = order[run[0] : run[-1] + 2]
@@ -154,7 +161,8 @@ def token_budget_groups(
     src_len, tgt_len = corpus.lengths()
     rng = np.random.default_rng(seed)
     order = length_order(src_len, tgt_len, rng.random(len(corpus)))
-    padded = round_up(np.arange(max(src_len.max(initial=0), tgt_len.max(initial=0)) + 1), multiple)
+    longest = max(src_len.max(initial=0), tgt_len.max(initial=0))
+    padded = round_up(np.arange(longest + 1, dtype=src_len.dtype), multiple)  # length → padded length
     ends = greedy_ends(padded[src_len[order]], padded[tgt_len[order]], batch_tokens)
     groups = np.split(order, ends[:-1])
     random.Random(seed).shuffle(groups)
