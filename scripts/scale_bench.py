@@ -13,6 +13,8 @@ garbage collector paused, as nmt's encoding runs (the stricter reference: the co
 ~8%).
 `--nproc 2` runs `cold` and `warm` under torchrun instead and reports each process's memory at its first
 update. Times are wall seconds (loose on a shared machine); CPU-seconds (all threads) and memory are robust.
+Peak RSS counts the pages of the memory-mapped cache that the process touched (kernels with large page-cache
+folios map up to 2 MiB around each read sentence); `peak anon GiB` is the process's own memory alone.
 The corpus and cache of a size are deleted after it is measured unless --keep. `--cold-only` measures the cold
 run alone (e.g. `--pairs 20000000 --cold-only`: its memory, where the other runs would take hours).
 
@@ -36,6 +38,7 @@ import resource  # noqa: E402
 import shutil  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
+import threading  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
@@ -98,18 +101,41 @@ def cpu_seconds() -> float:
     return sum(usage.ru_utime + usage.ru_stime for usage in usages)
 
 
-def memory() -> dict[str, float]:
-    """This process's peak RSS (and its children's: the tokenizer trains in one) and, now, its RSS split into
-    anonymous and file-backed (GiB), with the private part (Rss less shared pages, from smaps_rollup)."""
-    status = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines())
+def status_gib(key: str) -> float:
+    """One memory figure of this process from /proc/self/status (VmRSS, RssAnon, RssFile), in GiB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(f"{key}:"):
+            return int(line.split()[1]) / 2**20
+    raise KeyError(key)
+
+
+class AnonPeak:
+    """The peak of this process's anonymous memory (its own, unlike the file-backed pages of the memory-mapped
+    cache, which the kernel may map in large folios), sampled every 20 ms in a thread."""
+
+    def __init__(self) -> None:
+        self.peak = 0.0
+        threading.Thread(target=self._sample, daemon=True).start()
+
+    def _sample(self) -> None:
+        while True:
+            self.peak = max(self.peak, status_gib("RssAnon"))
+            time.sleep(0.02)
+
+
+def memory(anon_peak: AnonPeak) -> dict[str, float]:
+    """This process's peak RSS (and its children's: the tokenizer trains in one) and peak anonymous memory,
+    and, now, its RSS split into anonymous and file-backed (GiB), with the private part (Rss less shared
+    pages, from smaps_rollup)."""
     rollup = dict(line.split(":", 1) for line in Path("/proc/self/smaps_rollup").read_text().splitlines()[1:])
     kib = lambda table, key: int(table[key].split()[0]) / 2**20  # noqa: E731
     return {
+        "peak_anon_gib": max(anon_peak.peak, status_gib("RssAnon")),
         "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
         "child_peak_rss_gib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2**20,
-        "rss_gib": kib(status, "VmRSS"),
-        "rss_anon_gib": kib(status, "RssAnon"),
-        "rss_file_gib": kib(status, "RssFile"),
+        "rss_gib": status_gib("VmRSS"),
+        "rss_anon_gib": status_gib("RssAnon"),
+        "rss_file_gib": status_gib("RssFile"),
         "private_gib": kib(rollup, "Private_Clean") + kib(rollup, "Private_Dirty"),
         "shared_gib": kib(rollup, "Shared_Clean") + kib(rollup, "Shared_Dirty"),
     }
@@ -127,6 +153,7 @@ def child_train(args: argparse.Namespace) -> None:
     from nmt.config import load_config, replace
 
     phases: dict[str, list[float]] = {}
+    anon_peak = AnonPeak()
 
     def timed(name: str, function: Any) -> Any:
         def wrapper(*a: Any, **k: Any) -> Any:
@@ -154,7 +181,7 @@ def child_train(args: argparse.Namespace) -> None:
         result = step(self, batches)
         if "first_update" not in phases:
             phases["first_update"] = [time.time() - STARTED, cpu_seconds()]
-            record = {"rank": self.world.rank, "phases": phases, "memory": memory()}
+            record = {"rank": self.world.rank, "phases": phases, "memory": memory(anon_peak)}
             Path(f"{args.json}.{self.world.rank}").write_text(json.dumps(record))
         return result
 
@@ -263,6 +290,7 @@ COLUMNS = [  # header, cell
         "peak RSS GiB (tokenizer child)",
         lambda r: "{peak_rss_gib:.2f} ({child_peak_rss_gib:.2f})".format(**r["memory"]),
     ),
+    ("peak anon GiB", lambda r: f"{r['memory']['peak_anon_gib']:.2f}"),
     (
         "RSS at 1st update: anon + file GiB",
         lambda r: "{rss_anon_gib:.2f} + {rss_file_gib:.2f}".format(**r["memory"]),
