@@ -8,7 +8,8 @@ from pathlib import Path
 import torch
 
 from nmt.checkpoint import load_checkpoint, save_checkpoint
-from nmt.config import ModelConfig, saved_model_config
+from nmt.config import ModelConfig
+from nmt.config_file import saved_model_config
 from nmt.errors import ConfigError, UserError
 from nmt.run_dir import RunDir
 

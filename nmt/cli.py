@@ -234,7 +234,7 @@ def train(
 
     Under `torchrun --nproc_per_node N -m nmt train …` (or with --nproc N) N processes train together.
     """
-    from nmt.config import load_config
+    from nmt.config_file import load_config
     from nmt.train import train as run_training
 
     flags = {
@@ -511,7 +511,7 @@ def benchmark(
     """Measure training and decoding speed, peak memory and time to a validation BLEU; print a table."""
     from nmt.benchmark import benchmark as run_benchmark
     from nmt.benchmark import format_table
-    from nmt.config import load_config
+    from nmt.config_file import load_config
     from nmt.files import atomic_write_text
 
     flags = {"data.src_lang": src_lang, "data.tgt_lang": tgt_lang, "train.device": device}

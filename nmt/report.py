@@ -15,7 +15,8 @@ import torch
 from nmt import __version__
 from nmt.average import average_run
 from nmt.checkpoint import load_checkpoint
-from nmt.config import Config, to_dict
+from nmt.config import Config
+from nmt.config_file import to_dict
 from nmt.data.corpus import SplitFiles, read_split, split_files
 from nmt.device import resolve_device
 from nmt.errors import UserError

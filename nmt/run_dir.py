@@ -23,7 +23,8 @@ from typing import Any
 import torch
 
 from nmt.checkpoint import check_training_state, load_checkpoint, same_vocabulary
-from nmt.config import Config, ConfigError, load_config, with_absolute_paths
+from nmt.config import Config, ConfigError, with_absolute_paths
+from nmt.config_file import load_config
 from nmt.data.tokenizer import Tokenizers, load_tokenizers
 from nmt.errors import UserError
 from nmt.files import atomic_write_text

@@ -8,7 +8,8 @@ import logging
 import os
 from pathlib import Path
 
-from nmt.config import Config, save_config, with_absolute_paths
+from nmt.config import Config, with_absolute_paths
+from nmt.config_file import save_config
 from nmt.data.prepare import PreparedData, prepare_data
 from nmt.device import resolve_device
 from nmt.distributed import joined

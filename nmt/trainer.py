@@ -19,7 +19,8 @@ from torch import Tensor
 
 from nmt import interrupts
 from nmt.checkpoint import CheckpointWriter, load_checkpoint, vocabulary_record
-from nmt.config import Config, to_dict
+from nmt.config import Config
+from nmt.config_file import to_dict
 from nmt.data.batching import Batch
 from nmt.data.prepare import PreparedData
 from nmt.distributed import World

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import torch
 
-from nmt.config import SearchConfig, load_config
+from nmt.config import SearchConfig
+from nmt.config_file import load_config
 from nmt.data.prepare import prepare_data
 from nmt.data.synthetic import write_reordering_corpus
 from nmt.profiling import profile_updates

@@ -150,7 +150,8 @@ def child_train(args: argparse.Namespace) -> None:
     import nmt.data.prepare as prepare
     import nmt.epochs as epochs
     import nmt.train as training
-    from nmt.config import load_config, replace
+    from nmt.config import replace
+    from nmt.config_file import load_config
 
     phases: dict[str, list[float]] = {}
     anon_peak = AnonPeak()
@@ -194,7 +195,7 @@ def child_train(args: argparse.Namespace) -> None:
 def child_spm(args: argparse.Namespace) -> None:
     """CPU-seconds of sentencepiece's batch encoding of the training split's cleaned text, alone (with
     --gc-paused, Python's cyclic garbage collector off while it runs)."""
-    from nmt.config import load_config
+    from nmt.config_file import load_config
     from nmt.data.corpus import pair_chunks, split_files
     from nmt.data.tokenizer import load_tokenizers
 

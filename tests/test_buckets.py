@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from nmt.config import ModelConfig, RNNConfig, TransformerConfig, load_config, replace
+from nmt.config import ModelConfig, RNNConfig, TransformerConfig, replace
+from nmt.config_file import load_config
 from nmt.data.batching import EncodedCorpus, collate, iterate_batches, token_budget_groups
 from nmt.data.buckets import Buckets, batch_shapes, pad_batch, padded_tokens, plan_buckets
 from nmt.data.prepare import prepare_data

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from nmt.config import load_config
 from nmt.config import replace as config_replace
+from nmt.config_file import load_config
 from nmt.evaluate import score
 from nmt.models import build_model
 from nmt.run_dir import RunDir

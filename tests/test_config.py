@@ -8,19 +8,8 @@ from typing import Any
 import pytest
 import yaml
 
-from nmt.config import (
-    Config,
-    ModelConfig,
-    RNNConfig,
-    TransformerConfig,
-    apply_override,
-    from_dict,
-    load_config,
-    replace,
-    save_config,
-    saved_model_config,
-    to_dict,
-)
+from nmt.config import Config, ModelConfig, RNNConfig, TransformerConfig, replace
+from nmt.config_file import apply_override, from_dict, load_config, save_config, saved_model_config, to_dict
 from nmt.errors import ConfigError, UserError
 
 

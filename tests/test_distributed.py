@@ -12,7 +12,8 @@ import torch
 import torch.distributed as dist
 
 from nmt.checkpoint import load_checkpoint
-from nmt.config import Config, load_config, replace, save_config
+from nmt.config import Config, replace
+from nmt.config_file import load_config, save_config
 from nmt.data.batching import EncodedCorpus
 from nmt.data.tokenizer import PAD
 from nmt.distributed import World

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from nmt.config import SearchConfig, load_config, replace
+from nmt.config import SearchConfig, replace
+from nmt.config_file import load_config
 from nmt.data.batching import collate
 from nmt.data.prepare import prepare_data
 from nmt.run_dir import RunDir

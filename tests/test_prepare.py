@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nmt.config import Config, load_config
+from nmt.config import Config
+from nmt.config_file import load_config
 from nmt.data.corpus import read_split
 from nmt.data.prepare import PreparedData, encode, prepare_data
 from nmt.errors import UserError

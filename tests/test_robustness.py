@@ -17,7 +17,8 @@ import torch
 
 import nmt.translate
 from nmt.checkpoint import load_checkpoint
-from nmt.config import load_config, replace, save_config
+from nmt.config import replace
+from nmt.config_file import load_config, save_config
 from nmt.data.tokenizer import train_sentencepiece
 from nmt.models.transformer import TransformerSeq2Seq
 from nmt.run_dir import RunDir

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from nmt.checkpoint import load_checkpoint
-from nmt.config import load_config
+from nmt.config_file import load_config
 from nmt.data.batching import EncodedCorpus
 from nmt.errors import ConfigError, UserError
 from nmt.token_budget import CPU_BATCH_TOKENS, MARGIN, ROUND_TO, choose_batch_tokens, worst_batch

@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from nmt.checkpoint import load_checkpoint
-from nmt.config import Config, TrainConfig, load_config, replace
+from nmt.config import Config, TrainConfig, replace
+from nmt.config_file import load_config
 from nmt.graphs import portable_optimizer_state
 from nmt.loss import sequence_loss
 from nmt.run_dir import RunDir
