@@ -68,13 +68,6 @@ def _install(handler: object) -> None:
             signal.signal(sig, handler)  # type: ignore[arg-type]
 
 
-def in_child() -> None:
-    """In a forked helper process: Ctrl-C (sent to the whole foreground process group) is its parent's to
-    answer, which then ends it; SIGTERM ends it at once."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-
-
 @dataclass
 class StopRequest:
     """The signal that asked training to stop after its current step, if any."""

@@ -244,12 +244,13 @@ def test_resuming_from_a_last_checkpoint_without_training_state_is_one_line(
 def test_a_tokenizer_written_short_is_never_saved(
     tiny: Path, small_corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = tokenizer._train
+    real = tokenizer._in_child
 
-    def disk_full(cfg: object, sentences: object, vocab_size: int) -> bytes:
-        return real(cfg, sentences, vocab_size)[:100]  # a model cut short
+    def disk_full(task: Callable[[], tuple[bytes, int]]) -> tuple[bytes, int]:
+        model, vocab_size = real(task)
+        return model[:100], vocab_size  # a model cut short on its way back from the training process
 
-    monkeypatch.setattr(tokenizer, "_train", disk_full)
+    monkeypatch.setattr(tokenizer, "_in_child", disk_full)
     monkeypatch.setenv("NMT_CACHE", str(tmp_path / "cache"))  # trained here, not found in the cache
     run = tmp_path / "run"
     result = run_cli("-q", *train_args(tiny, small_corpus, run, *FAST))

@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 import random
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -24,6 +26,7 @@ from nmt.data.tokenizer import (
     train_tokenizers,
 )
 from nmt.errors import UserError
+from tests.conftest import ROOT
 
 SMALL = TokenizerConfig(vocab_size=120, model_type="bpe")
 
@@ -148,6 +151,29 @@ def test_trained_pieces_do_not_depend_on_the_machine(
         train_sentencepiece(cfg, sentences, path)
         fingerprints.append(Tokenizer(path).fingerprint)
     assert fingerprints[0] == fingerprints[1]
+
+
+def test_training_after_torch_ran_openmp_work_finishes(tmp_path: Path) -> None:
+    """sentencepiece's trainer runs OpenMP, whose runtime torch shares: after torch has run OpenMP work in the
+    process (two threads), training a unigram model still finishes (in a forked child it hung). Run in a
+    process of its own with a timeout, so that a hang fails the test."""
+    script = (
+        "import sys, torch\n"
+        "from pathlib import Path\n"
+        "from nmt.config import TokenizerConfig\n"
+        "from nmt.data.tokenizer import Tokenizer, train_sentencepiece\n"
+        "from tests.test_tokenizer import zipf_sentences\n"
+        "torch.set_num_threads(2)\n"
+        "assert torch.rand(4_000_000).exp().sum() > 0\n"
+        "path = Path(sys.argv[1])\n"
+        "cfg = TokenizerConfig(vocab_size=500, model_type='unigram')\n"
+        "train_sentencepiece(cfg, zipf_sentences(3000), path)\n"
+        "print(len(Tokenizer(path)))\n"
+    )
+    command = [sys.executable, "-c", script, str(tmp_path / "spm.model")]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["500"]
 
 
 def test_missing_model_file_is_a_user_error(tmp_path: Path) -> None:

@@ -7,18 +7,18 @@ import hashlib
 import io
 import itertools
 import logging
-import multiprocessing
 import os
+import pickle
 import re
+import subprocess
+import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import TypeVar
 
 import sentencepiece as spm
 
-from nmt import interrupts
 from nmt.config import TokenizerConfig
 from nmt.errors import UserError
 from nmt.files import atomic_write
@@ -147,8 +147,8 @@ def train_sentencepiece(cfg: TokenizerConfig, sentences: Iterable[str], path: Pa
 
     The sentences stream into sentencepiece (iterated again if the vocabulary shrinks) and the model comes
     back in memory: no temporary file, so training the same sentences twice writes the same bytes. Training
-    runs in a forked child process: sentencepiece's trainer keeps the heap it used (0.8 GiB for 1M sentences
-    of WMT-like text) until its process ends, and training must not leave that to the training loop.
+    runs in a child process: sentencepiece's trainer keeps the heap it used (0.8 GiB for 1M sentences of
+    WMT-like text) until its process ends, and training must not leave that to the training loop.
     """
     model, vocab_size = _in_child(functools.partial(_train_fitting, cfg, sentences))
     if vocab_size != cfg.vocab_size:
@@ -160,39 +160,44 @@ def train_sentencepiece(cfg: TokenizerConfig, sentences: Iterable[str], path: Pa
 
 
 def _in_child(task: Callable[[], T]) -> T:
-    """`task()` computed in a forked child process, its exception raised here. When this process is
-    interrupted (or fails) while waiting, the child is killed: it never outlives the command."""
-    context = multiprocessing.get_context("fork")
-    receiver, sender = context.Pipe(duplex=False)
-    child = context.Process(target=_child_main, args=(task, sender), daemon=True)
-    child.start()
-    sender.close()
+    """`task()` computed in a fresh Python process, its exception raised here.
+
+    Not a forked child: sentencepiece's trainer runs OpenMP, whose runtime torch shares, and OpenMP hangs or
+    crashes in a forked child of a process that has used it (any torch work on the CPU). The child has a
+    session of its own, so Ctrl-C at the terminal reaches this process alone; when it is interrupted (or
+    fails) while waiting, it kills the child: the child never outlives the command.
+    """
+    package_root = str(Path(__file__).resolve().parents[2])  # the child imports this very nmt
+    path = os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))
+    child = subprocess.Popen(
+        [sys.executable, "-c", "from nmt.data.tokenizer import child_main; child_main()"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env=os.environ | {"PYTHONPATH": path},
+        start_new_session=True,
+    )
     try:
-        succeeded, value = receiver.recv()
-    except EOFError:
-        child.join()
-        raise UserError(f"sentencepiece training died (its process exited with {child.exitcode})") from None
+        output, _ = child.communicate(pickle.dumps(task))
     except BaseException:
         child.kill()
-        child.join()
+        child.wait()
         raise
-    finally:
-        receiver.close()
-    child.join()
+    if child.returncode or not output:
+        raise UserError(f"sentencepiece training died (its process exited with {child.returncode})")
+    succeeded, value = pickle.loads(output)
     if not succeeded:
         raise value
     return value
 
 
-def _child_main(task: Callable[[], object], sender: Connection) -> None:
-    """The forked child: signals are the parent's to answer (nmt/interrupts.py); sends (ok, result)."""
-    interrupts.in_child()
+def child_main() -> None:
+    """The child process of `_in_child`: reads the pickled task on stdin, writes (ok, result) on stdout."""
+    task = pickle.load(sys.stdin.buffer)
     try:
         outcome = (True, task())
     except Exception as err:
         outcome = (False, err)
-    sender.send(outcome)
-    sender.close()
+    pickle.dump(outcome, sys.stdout.buffer)
 
 
 def _train_fitting(cfg: TokenizerConfig, sentences: Iterable[str]) -> tuple[bytes, int]:
