@@ -84,31 +84,33 @@ class EncodedCorpus:
 
 
 class ArrayWriter:
-    """Writes one side's `<name>.tokens` chunk by chunk, then its `<name>.offsets`, into a directory."""
+    """Writes one side's `<name>.tokens` and `<name>.offsets` chunk by chunk into a directory: nothing is held
+    per sentence, whatever the corpus size."""
 
     def __init__(self, directory: Path, name: str, dtype: np.dtype) -> None:
-        self.directory, self.name, self.dtype = directory, name, dtype
-        self.handle: BinaryIO = open(directory / f"{name}.tokens", "wb")  # noqa: SIM115 (closed in finish)
-        self.lengths: list[np.ndarray] = []
+        self.dtype = dtype
+        self.tokens: BinaryIO = open(directory / f"{name}.tokens", "wb")  # noqa: SIM115 (closed in finish)
+        self.offsets: BinaryIO = open(directory / f"{name}.offsets", "wb")  # noqa: SIM115 (closed in finish)
+        np.zeros(1, np.int64).tofile(self.offsets)
+        self.total, self.sentences = 0, 0
 
     def append(self, tokens: np.ndarray, lengths: np.ndarray) -> None:
         """Add sentences: their tokens one after another, and the length of each."""
-        tokens.astype(self.dtype, copy=False).tofile(self.handle)
-        self.lengths.append(lengths.astype(np.int64, copy=False))
+        tokens.astype(self.dtype, copy=False).tofile(self.tokens)
+        (self.total + np.cumsum(lengths, dtype=np.int64)).tofile(self.offsets)
+        self.total += len(tokens)
+        self.sentences += len(lengths)
 
     def finish(self) -> dict[str, Any]:
         """Flush both files to disk; returns their description for the manifest."""
-        lengths = np.concatenate([np.zeros(1, np.int64), *self.lengths])
-        offsets = np.cumsum(lengths)
-        _sync_close(self.handle)
-        with open(self.directory / f"{self.name}.offsets", "wb") as handle:
-            offsets.tofile(handle)
-            _sync_close(handle)
-        return {"dtype": self.dtype.name, "tokens": int(offsets[-1]), "sentences": len(offsets) - 1}
+        _sync_close(self.tokens)
+        _sync_close(self.offsets)
+        return {"dtype": self.dtype.name, "tokens": self.total, "sentences": self.sentences}
 
     def close(self) -> None:
         """Stop writing without finishing (the directory is being discarded)."""
-        self.handle.close()
+        self.tokens.close()
+        self.offsets.close()
 
 
 def _sync_close(handle: BinaryIO) -> None:

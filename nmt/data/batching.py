@@ -106,9 +106,7 @@ def length_order(src_len: np.ndarray, tgt_len: np.ndarray, tie: np.ndarray) -> n
         index = np.arange(start, min(start + PACK_BLOCK, n), dtype=np.uint64)
         packed[block] = (key << np.uint64(tie_bits + index_bits)) | (ties << np.uint64(index_bits)) | index
     packed.sort()
-    neighbours = packed[1:] ^ packed[:-1]
-    same = np.flatnonzero(neighbours < np.uint64(1 << index_bits))  # lengths and truncated tie are equal
-    del neighbours
+    same = _equal_neighbours(packed, index_bits)  # lengths and truncated tie agree with the next
     packed &= np.uint64((1 << index_bits) - 1)
     order = packed.view(np.int64)  # the indices, in place (each below 2**63)
     runs = np.split(same, np.flatnonzero(np.diff(same) > 1) + 1) if len(same) else []
@@ -116,6 +114,16 @@ def length_order(src_len: np.ndarray, tgt_len: np.ndarray, tie: np.ndarray) -> n
         span = order[run[0] : run[-1] + 2]
         order[run[0] : run[-1] + 2] = span[np.lexsort((span, tie[span]))]
     return order
+
+
+def _equal_neighbours(packed: np.ndarray, low_bits: int) -> np.ndarray:
+    """Positions i where packed[i] and packed[i + 1] agree but for their `low_bits` lowest bits, compared a
+    block at a time."""
+    found, limit = [np.zeros(0, np.int64)], np.uint64(1 << low_bits)
+    for start in range(0, len(packed) - 1, PACK_BLOCK):
+        stop = min(start + PACK_BLOCK, len(packed) - 1)
+        found.append(start + np.flatnonzero((packed[start + 1 : stop + 1] ^ packed[start:stop]) < limit))
+    return np.concatenate(found)
 
 
 def greedy_ends(src: np.ndarray, tgt: np.ndarray, batch_tokens: int) -> list[int]:
