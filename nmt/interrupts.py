@@ -68,6 +68,24 @@ def _install(handler: object) -> None:
             signal.signal(sig, handler)  # type: ignore[arg-type]
 
 
+@contextlib.contextmanager
+def deferred() -> Iterator[None]:
+    """SIGINT and SIGTERM received during the block take effect as it ends, raised where the `with` statement
+    is: for a step that must not be cut in half, such as starting a child process and keeping its handle."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received: list[int] = []
+    previous = {sig: signal.signal(sig, lambda signum, _frame: received.append(signum)) for sig in SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+        if received:
+            signal.raise_signal(received[0])
+
+
 @dataclass
 class StopRequest:
     """The signal that asked training to stop after its current step, if any."""

@@ -22,6 +22,7 @@ import pytest
 import torch
 from PIL import Image
 
+from nmt import interrupts
 from nmt.checkpoint import load_checkpoint
 from nmt.data import tokenizer
 from nmt.data.synthetic import write_reordering_corpus
@@ -425,6 +426,17 @@ def test_a_signal_while_sentencepiece_trains_ends_the_child_too(
     assert _assert_interrupted(process, "nmt: interrupted") == "nmt: interrupted"
     assert not Path(f"/proc/{child}").exists()
     assert not list(run.glob("spm*")) and not (run / "config.yaml").exists()
+
+
+def test_a_signal_deferred_takes_effect_where_the_block_ends() -> None:
+    """Ctrl-C while a child process starts is held until its handle is kept, then raised at the `with`."""
+    steps = []
+    with pytest.raises(KeyboardInterrupt), interrupts.deferred():
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.05)  # where an undeferred handler would already have raised
+        steps.append("block finished")
+    assert steps == ["block finished"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
 @pytest.mark.slow

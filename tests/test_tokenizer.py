@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import logging
+import os
 import random
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -174,6 +176,55 @@ def test_training_after_torch_ran_openmp_work_finishes(tmp_path: Path) -> None:
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["500"]
+
+
+def test_training_child_ends_quietly_without_its_task() -> None:
+    """The parent ended before it sent the task: the child exits without a traceback."""
+    command = [sys.executable, "-c", "from nmt.data.tokenizer import child_main; child_main()"]
+    done = subprocess.run(command, cwd=ROOT, input=b"", capture_output=True, timeout=60)
+    assert done.returncode == 1 and done.stderr == b"", done.stderr[-2000:]
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX parent processes")
+def test_training_child_ends_with_its_parent() -> None:
+    """A parent killed at once cannot kill its training child; the child notices and exits by itself.
+    Its standard input stays open here (held by the test), so only the parent's end can stop it."""
+    read_end, write_end = os.pipe()
+    parent = (
+        "import os, subprocess, sys\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'from nmt.data.tokenizer import child_main; "
+        "child_main()'], stdin=int(sys.argv[1]), pass_fds=(int(sys.argv[1]),))\n"
+        "print(child.pid, flush=True)\n"
+        "import time; time.sleep(3)\n"  # the child has started its watch
+        "os._exit(0)\n"
+    )
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", parent, str(read_end)],
+            cwd=ROOT,
+            pass_fds=(read_end,),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        child = int(done.stdout)
+        deadline = time.monotonic() + 10
+        while _running(child) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _running(child)
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+
+
+def _running(pid: int) -> bool:
+    """Whether `pid` is a live process (an exited orphan is reaped by init at once)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    status = Path(f"/proc/{pid}/stat")
+    return not status.exists() or status.read_text().split(")")[-1].split()[0] != "Z"
 
 
 def test_missing_model_file_is_a_user_error(tmp_path: Path) -> None:

@@ -12,6 +12,8 @@ import pickle
 import re
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +21,7 @@ from typing import TypeVar
 
 import sentencepiece as spm
 
+from nmt import interrupts
 from nmt.config import TokenizerConfig
 from nmt.errors import UserError
 from nmt.files import atomic_write
@@ -169,18 +172,21 @@ def _in_child(task: Callable[[], T]) -> T:
     """
     package_root = str(Path(__file__).resolve().parents[2])  # the child imports this very nmt
     path = os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))
-    child = subprocess.Popen(
-        [sys.executable, "-c", "from nmt.data.tokenizer import child_main; child_main()"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        env=os.environ | {"PYTHONPATH": path},
-        start_new_session=True,
-    )
+    child = None
     try:
+        with interrupts.deferred():  # a signal while it starts would leave the child running, unknown
+            child = subprocess.Popen(
+                [sys.executable, "-c", "from nmt.data.tokenizer import child_main; child_main()"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                env=os.environ | {"PYTHONPATH": path},
+                start_new_session=True,
+            )
         output, _ = child.communicate(pickle.dumps(task))
     except BaseException:
-        child.kill()
-        child.wait()
+        if child is not None:
+            child.kill()
+            child.wait()
         raise
     if child.returncode or not output:
         raise UserError(f"sentencepiece training died (its process exited with {child.returncode})")
@@ -191,13 +197,28 @@ def _in_child(task: Callable[[], T]) -> T:
 
 
 def child_main() -> None:
-    """The child process of `_in_child`: reads the pickled task on stdin, writes (ok, result) on stdout."""
-    task = pickle.load(sys.stdin.buffer)
+    """The child process of `_in_child`: reads the pickled task on stdin, writes (ok, result) on stdout.
+
+    It ends, silently, as soon as its parent does (killed at once, it could not kill the child).
+    """
+    parent = os.getppid()
+    threading.Thread(target=_end_with, args=(parent,), daemon=True).start()
+    try:
+        task = pickle.load(sys.stdin.buffer)
+    except (EOFError, pickle.UnpicklingError):  # the parent ended before it sent the whole task
+        os._exit(1)
     try:
         outcome = (True, task())
     except Exception as err:
         outcome = (False, err)
     pickle.dump(outcome, sys.stdout.buffer)
+
+
+def _end_with(parent: int) -> None:
+    """Exit this process once `parent` is no longer its parent."""
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    os._exit(1)
 
 
 def _train_fitting(cfg: TokenizerConfig, sentences: Iterable[str]) -> tuple[bytes, int]:
