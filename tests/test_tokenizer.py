@@ -180,22 +180,22 @@ def test_training_after_torch_ran_openmp_work_finishes(tmp_path: Path) -> None:
 
 def test_training_child_ends_quietly_without_its_task() -> None:
     """The parent ended before it sent the task: the child exits without a traceback."""
-    command = [sys.executable, "-c", "from nmt.data.tokenizer import child_main; child_main()"]
+    command = [sys.executable, "-c", f"from nmt.data.tokenizer import child_main; child_main({os.getpid()})"]
     done = subprocess.run(command, cwd=ROOT, input=b"", capture_output=True, timeout=60)
     assert done.returncode == 1 and done.stderr == b"", done.stderr[-2000:]
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX parent processes")
 def test_training_child_ends_with_its_parent() -> None:
-    """A parent killed at once cannot kill its training child; the child notices and exits by itself.
-    Its standard input stays open here (held by the test), so only the parent's end can stop it."""
+    """A parent killed at once cannot kill its training child; the child notices and exits by itself, also
+    when the parent ended before the child started (as here). Its standard input stays open (held by the
+    test), so only the parent's end can stop it."""
     read_end, write_end = os.pipe()
     parent = (
         "import os, subprocess, sys\n"
         "child = subprocess.Popen([sys.executable, '-c', 'from nmt.data.tokenizer import child_main; "
-        "child_main()'], stdin=int(sys.argv[1]), pass_fds=(int(sys.argv[1]),))\n"
+        "child_main(%d)' % os.getpid()], stdin=int(sys.argv[1]), pass_fds=(int(sys.argv[1]),))\n"
         "print(child.pid, flush=True)\n"
-        "import time; time.sleep(3)\n"  # the child has started its watch
         "os._exit(0)\n"
     )
     try:

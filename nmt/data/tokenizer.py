@@ -153,7 +153,8 @@ def train_sentencepiece(cfg: TokenizerConfig, sentences: Iterable[str], path: Pa
     runs in a child process: sentencepiece's trainer keeps the heap it used (0.8 GiB for 1M sentences of
     WMT-like text) until its process ends, and training must not leave that to the training loop.
     """
-    model, vocab_size = _in_child(functools.partial(_train_fitting, cfg, sentences))
+    threads = _training_threads(cfg)  # decided here: the machine is this process's to judge
+    model, vocab_size = _in_child(functools.partial(_train_fitting, cfg, sentences, threads))
     if vocab_size != cfg.vocab_size:
         log.warning(
             "tokenizer.vocab_size=%d is too large for this corpus; using %d", cfg.vocab_size, vocab_size
@@ -172,11 +173,12 @@ def _in_child(task: Callable[[], T]) -> T:
     """
     package_root = str(Path(__file__).resolve().parents[2])  # the child imports this very nmt
     path = os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))
+    program = f"from nmt.data.tokenizer import child_main; child_main({os.getpid()})"
     child = None
     try:
         with interrupts.deferred():  # a signal while it starts would leave the child running, unknown
             child = subprocess.Popen(
-                [sys.executable, "-c", "from nmt.data.tokenizer import child_main; child_main()"],
+                [sys.executable, "-c", program],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 env=os.environ | {"PYTHONPATH": path},
@@ -196,12 +198,12 @@ def _in_child(task: Callable[[], T]) -> T:
     return value
 
 
-def child_main() -> None:
+def child_main(parent: int) -> None:
     """The child process of `_in_child`: reads the pickled task on stdin, writes (ok, result) on stdout.
 
-    It ends, silently, as soon as its parent does (killed at once, it could not kill the child).
+    It ends, silently, as soon as its parent (`parent`, the pid that started it) does: killed at once, the
+    parent could not kill the child. Given, not read here: the parent may have ended before the child started.
     """
-    parent = os.getppid()
     threading.Thread(target=_end_with, args=(parent,), daemon=True).start()
     try:
         task = pickle.load(sys.stdin.buffer)
@@ -221,12 +223,12 @@ def _end_with(parent: int) -> None:
     os._exit(1)
 
 
-def _train_fitting(cfg: TokenizerConfig, sentences: Iterable[str]) -> tuple[bytes, int]:
+def _train_fitting(cfg: TokenizerConfig, sentences: Iterable[str], threads: int) -> tuple[bytes, int]:
     """The model, and the vocabulary size it has: `cfg.vocab_size`, or the largest the text allows."""
     vocab_size = cfg.vocab_size
     for _ in range(2):
         try:
-            return _train(cfg, sentences, vocab_size), vocab_size
+            return _train(cfg, sentences, vocab_size, threads), vocab_size
         except RuntimeError as err:
             if low := _TOO_LOW.search(str(err)):
                 raise UserError(
@@ -254,7 +256,7 @@ def _training_threads(cfg: TokenizerConfig) -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def _train(cfg: TokenizerConfig, sentences: Iterable[str], vocab_size: int) -> bytes:
+def _train(cfg: TokenizerConfig, sentences: Iterable[str], vocab_size: int, threads: int) -> bytes:
     model = io.BytesIO()
     spm.SentencePieceTrainer.train(
         sentence_iterator=iter(sentences),
@@ -269,6 +271,6 @@ def _train(cfg: TokenizerConfig, sentences: Iterable[str], vocab_size: int) -> b
         bos_id=BOS,
         eos_id=EOS,
         minloglevel=2,
-        num_threads=_training_threads(cfg),
+        num_threads=threads,
     )
     return model.getvalue()
