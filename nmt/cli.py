@@ -21,8 +21,8 @@ from tqdm import tqdm
 from typer.core import TyperGroup
 
 from nmt import interrupts
-from nmt.config import MAX_BEAM, MAX_SIZE
 from nmt.errors import REPORTS_ENV, Interrupted, PeerFailed, UserError
+from nmt.limits import MAX_BEAM, MAX_SIZE
 
 
 def _is_usage_error(err: BaseException) -> bool:
@@ -75,8 +75,8 @@ def _one_line_errors() -> Iterator[None]:
 
 def _report(line: str, rank: str, code: int) -> None:
     """Print `line` and exit with `code`. Under `--nproc` a process leaves it to the launching process
-    instead, which prints one line for the job (nmt/distributed.py `launch`); under torchrun only the main
-    process reports an interruption. After an interruption a further signal ends the process quietly."""
+    instead, which prints one line for the job (nmt/train/distributed.py `launch`); under torchrun only the
+    main process reports an interruption. After an interruption a further signal ends the process quietly."""
     reports = os.environ.get(REPORTS_ENV)
     if reports and "RANK" in os.environ:
         with contextlib.suppress(OSError):  # the launching process is gone: nobody to tell
@@ -234,8 +234,8 @@ def train(
 
     Under `torchrun --nproc_per_node N -m nmt train …` (or with --nproc N) N processes train together.
     """
-    from nmt.config_file import load_config
-    from nmt.train import train as run_training
+    from nmt.config.yaml_file import load_config
+    from nmt.train.command import train as run_training
 
     flags = {
         "data.dir": data,
@@ -250,7 +250,7 @@ def train(
     }
     cfg = load_config(config, flag_overrides(flags) + (overrides or []))
     if nproc > 1:
-        from nmt.distributed import launch
+        from nmt.train.distributed import launch
 
         code, line = launch(nproc, sys.argv[1:])  # this command line, in nproc processes
         if line:
@@ -327,7 +327,7 @@ def translate(
     log-probabilities (beam search) or summed ones (beam size 1). The input is read and translated in chunks,
     written as they are done (to --output only when complete).
     """
-    from nmt.files import write_output
+    from nmt.atomic_files import write_output
 
     if format not in ("text", "jsonl"):
         raise UserError(f"--format {format}: expected text or jsonl")
@@ -353,7 +353,7 @@ def _translator(
     """`stream(source, name, out, skip_bad_lines, interactive)` translating with the runs (engine torch;
     several make an ensemble) or with the export (engine ctranslate2) in RUN_DIR; returns the bad lines."""
     if engine == "ctranslate2":
-        from nmt.exported import load_export
+        from nmt.export.runtime import load_export
 
         if checkpoint is not None:
             raise UserError("--checkpoint: an export holds one checkpoint; choose it at `nmt export`")
@@ -363,9 +363,9 @@ def _translator(
         return functools.partial(_exported_stream, stream, flags["beam_size"], flags["batch_size"])
     if engine != "torch":
         raise UserError(f"--engine {engine}: unknown; use torch or ctranslate2")
+    from nmt.decode.trained_run import load_runs
+    from nmt.decode.translate import translate_stream
     from nmt.device import resolve_device
-    from nmt.ensemble import load_runs
-    from nmt.translate import translate_stream
 
     run = load_runs(run_dirs, resolve_device(device), checkpoint, search_overrides(**flags))
     return functools.partial(translate_stream, run, style=style)
@@ -399,7 +399,7 @@ def evaluate(
 ) -> None:
     """Translate a test set and print sacreBLEU BLEU and chrF with their signatures (several runs: as an
     ensemble)."""
-    from nmt.evaluate import evaluate_run
+    from nmt.evaluate.evaluation import evaluate_run
 
     flags = search_overrides(beam_size=beam_size, length_penalty=length_penalty, max_len_a=max_len_a,
                              max_len_b=max_len_b, batch_size=batch_size)  # fmt: skip
@@ -410,7 +410,7 @@ def evaluate(
     typer.echo(f"chrF = {report['chrf']:.2f}  ({report['chrf_signature']})")
     typer.echo(f"hypotheses: {report['hypotheses']}")
     if json_path is not None:
-        from nmt.files import atomic_write_text
+        from nmt.atomic_files import atomic_write_text
 
         atomic_write_text(json_path, json.dumps(report, indent=2) + "\n")
 
@@ -428,13 +428,13 @@ def plot_attention(
     checkpoint: Checkpoint = None,
 ) -> None:
     """Draw the encoder-decoder attention of one translation as a heatmap (output rows, source columns)."""
+    from nmt.decode.trained_run import load_run
+    from nmt.decode.translate import align
     from nmt.device import resolve_device
-    from nmt.plot import check_output_path, save_attention
-    from nmt.run_dir import RunDir
-    from nmt.translate import align
+    from nmt.evaluate.plots import check_output_path, save_attention
 
     check_output_path(out)
-    run = RunDir(run_dir).load(resolve_device(device), checkpoint, search_overrides(beam_size=beam_size))
+    run = load_run(run_dir, resolve_device(device), checkpoint, search_overrides(beam_size=beam_size))
     alignment = align(run, text)
     save_attention(alignment.weights, alignment.src_pieces, alignment.tgt_pieces, out, alignment.translation,
                    layer, head, all_heads)  # fmt: skip
@@ -447,8 +447,8 @@ def average(
     last: Annotated[int, typer.Option(min=1, help="How many of the newest kept checkpoints to average.")] = 5,
 ) -> None:
     """Average the weights of a run's last kept checkpoints (train.keep_checkpoints) into averaged.pt."""
-    from nmt.average import average_run
-    from nmt.run_dir import RunDir
+    from nmt.run.average import average_run
+    from nmt.run.directory import RunDir
 
     typer.echo(average_run(RunDir(run_dir), last))
 
@@ -464,7 +464,7 @@ def export(
     checkpoint: Checkpoint = None,
 ) -> None:
     """Export a trained Transformer for CTranslate2 (then: nmt translate OUT_DIR --engine ctranslate2)."""
-    from nmt.export import export_run
+    from nmt.export.ctranslate2 import export_run
 
     typer.echo(export_run(run_dir, out_dir, to, quantization, checkpoint))
 
@@ -509,10 +509,10 @@ def benchmark(
     ] = None,
 ) -> None:
     """Measure training and decoding speed, peak memory and time to a validation BLEU; print a table."""
-    from nmt.benchmark import benchmark as run_benchmark
-    from nmt.benchmark import format_table
-    from nmt.config_file import load_config
-    from nmt.files import atomic_write_text
+    from nmt.atomic_files import atomic_write_text
+    from nmt.bench.benchmark import benchmark as run_benchmark
+    from nmt.bench.benchmark import format_table
+    from nmt.config.yaml_file import load_config
 
     flags = {"data.src_lang": src_lang, "data.tgt_lang": tgt_lang, "train.device": device}
     cfg = load_config(config, flag_overrides(flags) + (overrides or []))

@@ -1,14 +1,18 @@
-"""Choosing the device and the matching numeric settings (bf16 autocast on CUDA)."""
+"""Choosing the device and the matching numeric settings (bf16 autocast on CUDA), and what every CUDA graph
+capture needs first (nmt/train/step_graphs.py, nmt/decode/step_graphs.py)."""
 
 from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import torch
+from torch import Tensor
 
 from nmt.errors import UserError
+
+WARMUP_RUNS = 2  # eager runs on a side stream before each capture (cuBLAS workspaces, lazy initialisation)
 
 
 def resolve_device(name: str) -> torch.device:
@@ -38,3 +42,27 @@ def autocast(device: torch.device, enabled: bool = True, cache: bool = True) -> 
     on = enabled and device.type == "cuda"
     with torch.autocast(device.type, dtype=torch.bfloat16, enabled=on, cache_enabled=cache):
         yield
+
+
+def uncached_autocast() -> contextlib.AbstractContextManager:
+    """The current CUDA autocast setting without its cache of cast weights (it must not outlive a capture)."""
+    return torch.autocast(
+        "cuda",
+        dtype=torch.get_autocast_dtype("cuda"),
+        enabled=torch.is_autocast_enabled("cuda"),
+        cache_enabled=False,
+    )
+
+
+def warm_up(work: Callable[[], object], grads: list[Tensor]) -> None:
+    """Run `work` eagerly on a side stream, as the CUDA graph docs ask before capturing it; the gradients and
+    the random number generators are left as they were."""
+    saved = [grad.clone() for grad in grads]
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.random.fork_rng(devices=[torch.cuda.current_device()]), torch.cuda.stream(stream):
+        for _ in range(WARMUP_RUNS):
+            work()
+    torch.cuda.current_stream().wait_stream(stream)
+    for grad, old in zip(grads, saved, strict=True):
+        grad.copy_(old)

@@ -22,13 +22,15 @@ from pathlib import Path
 
 import torch
 
-from nmt.config import replace as config_replace
+from nmt.config.schema import replace as config_replace
+from nmt.config.yaml_file import load_saved_config
 from nmt.data.synthetic import write_reordering_corpus
-from nmt.evaluate import score
-from nmt.export import export_run
-from nmt.exported import load_export
-from nmt.run_dir import RunDir
-from nmt.translate import translate
+from nmt.decode.trained_run import load_run
+from nmt.decode.translate import translate
+from nmt.evaluate.scores import score
+from nmt.export.ctranslate2 import export_run
+from nmt.export.runtime import load_export
+from nmt.run.directory import RunDir
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -48,7 +50,7 @@ def train_run(work: Path, steps: int) -> Path:
 def engines(run_dir: Path, work: Path, threads: int) -> dict[str, Translate]:
     """`nmt translate` and the float32 and int8 exports of the run's chosen checkpoint, by name."""
     torch.set_num_threads(threads)
-    run = RunDir(run_dir).load(torch.device("cpu"))
+    run = load_run(run_dir, torch.device("cpu"))
 
     def ours(sentences: list[str], beam: int) -> list[str]:
         search = {"beam_size": beam, "nbest": 1, "batch_size": len(sentences)}
@@ -87,7 +89,7 @@ def main() -> None:
     data = args.data or args.work / "data"
     sources = (data / "test.src").read_text(encoding="utf-8").splitlines()[: args.sentences]
     references = (data / "test.tgt").read_text(encoding="utf-8").splitlines()[: args.sentences]
-    beam = RunDir(run_dir).load_config().search.beam_size
+    beam = load_saved_config(RunDir(run_dir).config).search.beam_size
     found = engines(run_dir, args.work, args.threads)
     print("| engine | beam | BLEU | sent/s | same as nmt |\n|---|---:|---:|---:|---:|")
     for k in (1, beam):

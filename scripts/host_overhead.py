@@ -18,13 +18,13 @@ from pathlib import Path
 
 import torch
 
-from nmt.config import SearchConfig
-from nmt.config_file import load_config
+from nmt.bench.profiling import profile_updates
+from nmt.config.sections import SearchConfig
+from nmt.config.yaml_file import load_config
 from nmt.data.prepare import prepare_data
 from nmt.data.synthetic import write_reordering_corpus
-from nmt.profiling import profile_updates
-from nmt.search import beam_search, greedy
-from nmt.trainer import Trainer
+from nmt.decode.search import beam_search, greedy
+from nmt.train.loop import Trainer
 
 
 def measure(

@@ -148,10 +148,10 @@ class FirstUpdate(Exception):
 def child_train(args: argparse.Namespace) -> None:
     """`nmt train` in this process, timing its phases; writes the figures at the first update to args.json."""
     import nmt.data.prepare as prepare
-    import nmt.epochs as epochs
-    import nmt.train as training
-    from nmt.config import replace
-    from nmt.config_file import load_config
+    import nmt.train.command as training
+    import nmt.train.update_stream as update_stream
+    from nmt.config.schema import replace
+    from nmt.config.yaml_file import load_config
 
     phases: dict[str, list[float]] = {}
     anon_peak = AnonPeak()
@@ -173,10 +173,10 @@ def child_train(args: argparse.Namespace) -> None:
         (prepare, "write_sample", "tokenizer"),
         (prepare, "train_tokenizers", "tokenizer"),
         (prepare, "encode_split", "encoding"),
-        (epochs, "token_budget_groups", "planning"),
+        (update_stream, "token_budget_groups", "planning"),
     ):
         setattr(module, name, timed(phase, getattr(module, name)))
-    step = training.Trainer.train_step  # the class nmt/trainer.py defines
+    step = training.Trainer.train_step  # the class nmt/train/loop.py defines
 
     def first_step(self: Any, batches: Any) -> Any:
         result = step(self, batches)
@@ -195,7 +195,7 @@ def child_train(args: argparse.Namespace) -> None:
 def child_spm(args: argparse.Namespace) -> None:
     """CPU-seconds of sentencepiece's batch encoding of the training split's cleaned text, alone (with
     --gc-paused, Python's cyclic garbage collector off while it runs)."""
-    from nmt.config_file import load_config
+    from nmt.config.yaml_file import load_config
     from nmt.data.corpus import pair_chunks, split_files
     from nmt.data.tokenizer import load_tokenizers
 

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from nmt.config import replace as config_replace
-from nmt.config_file import load_config
-from nmt.evaluate import score
-from nmt.models import build_model
-from nmt.run_dir import RunDir
-from nmt.translate import translate
+from nmt.config.schema import replace as config_replace
+from nmt.config.yaml_file import load_config
+from nmt.decode.trained_run import load_run
+from nmt.decode.translate import translate
+from nmt.evaluate.scores import score
+from nmt.models.build import build_model
 from tests.conftest import ROOT, assert_one_line_error, run_cli
 
 
@@ -183,7 +183,7 @@ def test_rnn_models_train_translate_and_plot_end_to_end(
 
 def untrained_bleu(run_dir: Path, corpus: Path) -> float:
     """Test BLEU (beam 3) of the run's model with freshly initialised weights: the baseline training beats."""
-    run = RunDir(run_dir).load(torch.device("cpu"))
+    run = load_run(run_dir, torch.device("cpu"))
     torch.manual_seed(0)
     tokenizers = run.tokenizers
     model = build_model(run.cfg.model, len(tokenizers.src), len(tokenizers.tgt), tokenizers.joint).eval()

@@ -8,13 +8,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from nmt.config import SearchConfig, replace
-from nmt.config_file import load_config
+from nmt.config.schema import replace
+from nmt.config.sections import SearchConfig
+from nmt.config.yaml_file import load_config
 from nmt.data.batching import collate
 from nmt.data.prepare import prepare_data
-from nmt.run_dir import RunDir
-from nmt.search import beam_search, greedy
-from nmt.trainer import Trainer
+from nmt.decode.search import beam_search, greedy
+from nmt.run.directory import RunDir
+from nmt.train.loop import Trainer
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")

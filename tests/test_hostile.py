@@ -23,9 +23,9 @@ import torch
 from PIL import Image
 
 from nmt import interrupts
-from nmt.checkpoint import load_checkpoint
 from nmt.data import tokenizer
 from nmt.data.synthetic import write_reordering_corpus
+from nmt.run.checkpoint_io import load_checkpoint
 from tests.conftest import ROOT, assert_one_line_error, run_cli, train_args
 
 # --- 3. config values that pass the type checks but cannot work ------------------------------------------

@@ -15,15 +15,15 @@ from pathlib import Path
 import pytest
 import torch
 
-import nmt.translate
-from nmt.checkpoint import load_checkpoint
-from nmt.config import replace
-from nmt.config_file import load_config, save_config
+import nmt.decode.translate
+from nmt.config.schema import replace
+from nmt.config.yaml_file import load_config, save_config
 from nmt.data.tokenizer import train_sentencepiece
+from nmt.decode.search import Hypothesis
+from nmt.decode.trained_run import load_run
+from nmt.decode.translate import translate_ids
 from nmt.models.transformer import TransformerSeq2Seq
-from nmt.run_dir import RunDir
-from nmt.search import Hypothesis
-from nmt.translate import translate_ids
+from nmt.run.checkpoint_io import load_checkpoint
 from tests.conftest import ROOT, assert_one_line_error, copy_corpus, run_cli, train_args
 
 
@@ -450,11 +450,11 @@ def test_out_of_memory_on_every_batch_aborts(
 def test_out_of_memory_in_translation_retries_in_halves(
     trained_run: Path, corpus: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    run = RunDir(trained_run).load(torch.device("cpu"))
+    run = load_run(trained_run, torch.device("cpu"))
     sources = run.tokenizers.src.encode((corpus / "test.src").read_text().splitlines()[:12])
     search = replace(run.cfg, search={"beam_size": 1, "nbest": 1, "batch_size": 12}).search
     expected = translate_ids(run.model, sources, search, 256)
-    real_greedy, sizes = nmt.translate.greedy, []
+    real_greedy, sizes = nmt.decode.translate.greedy, []
 
     def greedy(model: object, src: torch.Tensor, *args: object) -> list[list[Hypothesis]]:
         sizes.append(src.size(0))
@@ -462,7 +462,7 @@ def test_out_of_memory_in_translation_retries_in_halves(
             raise torch.cuda.OutOfMemoryError("CUDA out of memory.")
         return real_greedy(model, src, *args)
 
-    monkeypatch.setattr(nmt.translate, "greedy", greedy)
+    monkeypatch.setattr(nmt.decode.translate, "greedy", greedy)
     got = translate_ids(run.model, sources, search, 256)
     assert [[h.tokens for h in hyps] for hyps in got] == [[h.tokens for h in hyps] for hyps in expected]
     scores = [h.score for hyps in got for h in hyps]  # other batches, other padding: equal up to rounding
@@ -474,7 +474,7 @@ def test_out_of_memory_in_translation_retries_in_halves(
 def test_out_of_memory_on_one_sentence_is_one_line(
     trained_run: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(nmt.translate, "greedy", lambda *_: _out_of_memory(None))
+    monkeypatch.setattr(nmt.decode.translate, "greedy", lambda *_: _out_of_memory(None))
     result = run_cli("translate", str(trained_run), "--beam-size", "1", input="kalo mi su\n")
     assert_one_line_error(result, "out of GPU memory translating one sentence", "--beam-size")
 

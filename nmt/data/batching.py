@@ -12,7 +12,7 @@ import torch
 from torch import Tensor
 
 from nmt.data.arrays import EncodedCorpus
-from nmt.data.tokenizer import BOS, EOS, PAD
+from nmt.data.special_tokens import BOS, EOS, PAD
 
 T = TypeVar("T", int, np.ndarray)
 

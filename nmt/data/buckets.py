@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from nmt.data.batching import Batch
-from nmt.data.tokenizer import BOS, EOS, PAD
+from nmt.data.special_tokens import BOS, EOS, PAD
 
 log = logging.getLogger(__name__)
 

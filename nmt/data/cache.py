@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from nmt.atomic_files import atomic_write_text
 from nmt.data.arrays import DamagedArrays
 from nmt.errors import UserError
-from nmt.files import atomic_write_text
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from nmt.config import DataConfig
+from nmt.config.sections import DataConfig
 from nmt.errors import UserError
 
 log = logging.getLogger(__name__)

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any, BinaryIO
 from urllib.parse import urlparse
 
+from nmt.atomic_files import atomic_write
 from nmt.data.corpus import normalize
 from nmt.errors import UserError
-from nmt.files import atomic_write
 
 log = logging.getLogger(__name__)
 

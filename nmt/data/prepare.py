@@ -14,18 +14,20 @@ import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sentencepiece as spm
 
-from nmt.config import Config
+from nmt.atomic_files import atomic_write
 from nmt.data.arrays import EncodedCorpus, TokenArray, open_token_array
 from nmt.data.cache import Entry, cache_root, cached, file_identity
 from nmt.data.corpus import ParallelText, SplitFiles, count_lines, read_split, split_files
 from nmt.data.encode import encode_split
 from nmt.data.sample import SEED, write_sample
 from nmt.data.tokenizer import Tokenizers, load_tokenizers, tokenizer_paths, train_tokenizers
-from nmt.files import atomic_write
+
+if TYPE_CHECKING:  # the data reads only its own sections of the config: no import of the models
+    from nmt.config.schema import Config
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from nmt.config import TokenizerConfig
+from nmt.config.sections import TokenizerConfig
 from nmt.data.corpus import SplitFiles, decode_lines, no_pairs_error, raw_pair_chunks
 
 SEED = 0  # the sample depends on the corpus alone, so a cached tokenizer is the one training would give

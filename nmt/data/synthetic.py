@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from nmt.files import atomic_write_text
+from nmt.atomic_files import atomic_write_text
 
 _SYLLABLES = ["ka", "lo", "mi", "su", "te", "ra", "no", "vi", "be", "zu", "do", "fe", "gi", "ho", "ju", "pa"]
 

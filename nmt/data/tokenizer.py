@@ -22,13 +22,13 @@ from typing import TypeVar
 import sentencepiece as spm
 
 from nmt import interrupts
-from nmt.config import TokenizerConfig
+from nmt.atomic_files import atomic_write
+from nmt.config.sections import TokenizerConfig
+from nmt.data.special_tokens import BOS, EOS, PAD, UNK
 from nmt.errors import UserError
-from nmt.files import atomic_write
 
 log = logging.getLogger(__name__)
 
-PAD, UNK, BOS, EOS = 0, 1, 2, 3
 _TOO_HIGH = re.compile(r"Vocabulary size too high \((\d+)\)\. Please set it to a value <= (\d+)")
 _TOO_LOW = re.compile(r"Vocabulary size is smaller than required_chars\. (\d+) vs (\d+)")
 T = TypeVar("T")

@@ -1,0 +1,78 @@
+"""A whole experiment: the sections of a config together (nmt/config/sections.py; the model's section is
+nmt/models/config.py, defined beside the models as nanoGPT keeps `GPTConfig` beside `GPT`), and changing them.
+Reading and writing configs (YAML files, `--set` overrides, the dicts checkpoints hold, older layouts) is
+nmt/config/yaml_file.py.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, field, is_dataclass
+from typing import Any, TypeVar
+
+from nmt.config.sections import DataConfig, SearchConfig, TokenizerConfig, TrainConfig
+from nmt.errors import ConfigError
+from nmt.models.config import ModelConfig
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Config:
+    """A whole experiment."""
+
+    data: DataConfig = field(default_factory=DataConfig)
+    tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    search: SearchConfig = field(default_factory=SearchConfig)
+
+    def __post_init__(self) -> None:
+        multiple, limit = self.train.pad_to_multiple, self.model.position_limit
+        longest = -(-(self.data.max_len + 1) // multiple) * multiple  # a sentence + bos/eos, padded
+        if limit is not None and limit < longest:
+            raise ConfigError(
+                f"model.transformer.max_positions={limit} is too small for data.max_len={self.data.max_len}: "
+                f"training needs {longest} positions; raise it or lower data.max_len"
+            )
+
+
+def with_absolute_paths(cfg: Config) -> Config:
+    """`cfg` with its data and TensorBoard paths made absolute (relative ones are taken from the working
+    directory), so that a run directory works from anywhere."""
+
+    def absolute(path: str | None) -> str | None:
+        return None if path is None else os.path.abspath(os.path.expanduser(path))
+
+    data = {name: absolute(getattr(cfg.data, name)) for name in ("dir", "train", "valid", "test")}
+    return replace(cfg, data=data, train={"tensorboard_dir": absolute(cfg.train.tensorboard_dir)})
+
+
+def section_class(hint: Any) -> Any:
+    """The dataclass that a field's type hint names (`X` or `X | None`), or None for a plain value."""
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        named = [arg for arg in typing.get_args(hint) if arg is not type(None)]
+        hint = named[0] if len(named) == 1 else None
+    return hint if is_dataclass(hint) else None
+
+
+def replace(cfg: Config, **sections: Mapping[str, Any]) -> Config:
+    """A copy of `cfg` with some fields of some sections changed: replace(cfg, train={"max_steps": 5}); a
+    mapping changes fields of a subsection, replace(cfg, model={"transformer": {"d_model": 32}})."""
+    return _replaced(cfg, sections)
+
+
+def _replaced(section: T, changes: Mapping[str, Any]) -> T:
+    """A copy of dataclass `section` with `changes`; a mapping among them changes a section's fields (an
+    absent section, e.g. `rnn` of a Transformer config, starts from its defaults)."""
+    hints, values = typing.get_type_hints(type(section)), {}
+    for name, value in changes.items():
+        inner = section_class(hints[name]) if name in hints else None
+        if inner is not None and isinstance(value, Mapping):
+            value = _replaced(getattr(section, name) or inner(), value)
+        values[name] = value
+    return dataclasses.replace(section, **values)

@@ -1,0 +1,305 @@
+"""Config files and dicts → `Config`, and back: strict YAML (no aliases, no duplicate keys, bounded depth),
+dotted `--set` overrides, unknown keys and wrong types as one-line ConfigErrors, and the flat model keys of
+older versions moved into their family's section.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import dataclasses
+import difflib
+import logging
+import math
+import types
+import typing
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+import yaml
+
+from nmt.atomic_files import atomic_write_text
+from nmt.config.schema import Config, section_class
+from nmt.errors import ConfigError, UserError
+from nmt.models.build import check_model_size
+from nmt.models.config import FAMILIES, FAMILY_NAMES, ModelConfig
+
+T = TypeVar("T")
+log = logging.getLogger(__name__)
+
+MAX_YAML_DEPTH = 32  # nesting of a config document (ours is 3 deep)
+
+
+def _check_value(name: str, hint: Any, value: Any) -> Any:
+    """Return `value` converted to `hint` where YAML is loose (int → float, list → tuple), or raise."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        alternatives = [arg for arg in args if arg is not type(None)]
+        if len(alternatives) == 1:
+            return _check_value(name, alternatives[0], value)
+        for inner in alternatives:
+            with contextlib.suppress(ConfigError):
+                return _check_value(name, inner, value)
+        expected = " or ".join(
+            " or ".join(map(repr, typing.get_args(a))) if typing.get_origin(a) is Literal else a.__name__
+            for a in alternatives
+        )
+        raise ConfigError(f"{name}={value!r}; expected {expected}")
+    if origin is Literal:
+        if value not in args:
+            raise ConfigError(f"{name}={value!r}; expected one of {', '.join(map(repr, args))}")
+        return value
+    if origin is tuple:
+        if not isinstance(value, list | tuple) or len(value) != len(args):
+            raise ConfigError(f"{name}={value!r} is not a list of {len(args)} values")
+        return tuple(
+            _check_value(f"{name}[{i}]", arg, item)
+            for i, (arg, item) in enumerate(zip(args, value, strict=True))
+        )
+    if hint is float and type(value) is int:  # `lr: 1` in YAML is a fine float
+        value = float(value)
+    if hint is float and type(value) is float and not math.isfinite(value):
+        raise ConfigError(f"{name}={value!r} must be a finite number")
+    if hint in (int, float, str, bool) and type(value) is not hint:
+        tip = " (write floats with a dot, e.g. 3.0e-4)" if hint is float and isinstance(value, str) else ""
+        raise ConfigError(f"{name}={value!r} is not a {hint.__name__}{tip}")
+    return value
+
+
+def from_dict(cls: type[T], raw: Mapping[str, Any], prefix: str = "") -> T:
+    """Build dataclass `cls` from a nested mapping; unknown keys and wrong types raise ConfigError."""
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"section '{prefix.rstrip('.') or 'top level'}' must be a mapping, got {raw!r}")
+    hints, values = typing.get_type_hints(cls), {}
+    for key, value in raw.items():
+        name, hint = f"{prefix}{key}", hints.get(key)
+        if hint is None:
+            raise ConfigError(_unknown_key(hints, str(key), prefix))
+        section = section_class(hint)
+        if section is not None and value is None and hint is not section:  # `rnn: null`: no such section
+            values[key] = None
+        elif section is not None:
+            values[key] = from_dict(section, value or {}, f"{name}.")
+        else:
+            values[key] = _check_value(name, hint, value)
+    try:
+        return cls(**values)
+    except TypeError as err:
+        raise ConfigError(f"section '{prefix.rstrip('.')}': {err}") from err
+
+
+def _unknown_key(hints: dict[str, Any], key: str, prefix: str) -> str:
+    """The error for an unknown `key` among the fields `hints`: the closest name, looked for among the fields
+    and the keys of their sections (`model.dmodel` → `model.transformer.d_model`), and the valid keys."""
+    names = {name: name for name in hints}
+    for section_name, hint in hints.items():
+        section = section_class(hint)
+        for inner in typing.get_type_hints(section) if section is not None else ():
+            names.setdefault(inner, f"{section_name}.{inner}")
+    guess = difflib.get_close_matches(key, names, n=1)
+    tip = f"did you mean '{prefix}{names[guess[0]]}'? " if guess else ""
+    return f"unknown key '{prefix}{key}'; {tip}valid keys: {', '.join(sorted(hints))}"
+
+
+def apply_override(raw: dict[str, Any], override: str) -> None:
+    """Write one `dotted.key=value` override into the raw config dict (value parsed as YAML)."""
+    key, sep, text = override.partition("=")
+    if not sep or not key.strip():
+        raise ConfigError(f"override '{override}' is not KEY=VALUE, e.g. train.lr=3.0e-4")
+    *parents, leaf = key.strip().split(".")
+    node = raw
+    for part in parents:
+        if node.get(part) is None:  # absent, or an empty `section:` in the YAML file
+            node[part] = {}
+        node = node[part]
+        if not isinstance(node, dict):
+            raise ConfigError(f"override '{override}': '{part}' is not a section")
+    try:
+        node[leaf] = parse_yaml(text) if text.strip() else None
+    except yaml.YAMLError as err:
+        raise ConfigError(f"override '{override}': {yaml_problem(err)}") from err
+    _drop_other_spelling(raw, [*parents, leaf])
+
+
+# The flat model keys of configs written before each model family had its own section, and their names there
+OLD_MODEL_KEYS = {
+    "transformer": {"d_model": "d_model", "heads": "heads", "ff_dim": "ff_dim", "norm": "norm",
+                    "attention_dropout": "attention_dropout", "max_positions": "max_positions"},
+    "rnn": {"d_model": "embedding_size", "rnn_cell": "cell", "hidden_size": "hidden_size", "bridge": "bridge",
+            "luong_score": "luong_score", "input_feeding": "input_feeding", "scale_scores": "scale_scores"},
+}  # fmt: skip
+
+
+def _drop_other_spelling(raw: dict[str, Any], path: list[str]) -> None:
+    """After an override of a model setting, drop the file's other spelling of it (flat `model.d_model`, or
+    nested `model.transformer.d_model`), so that the override wins whichever way each is written."""
+    model = raw.get("model")
+    if not isinstance(model, dict):
+        return
+    for family, names in OLD_MODEL_KEYS.items():
+        section = model.get(family)
+        for old, new in names.items():
+            if path == ["model", old] and isinstance(section, dict):
+                section.pop(new, None)
+            if path == ["model", family, new]:
+                model.pop(old, None)
+
+
+def nest_old_model_keys(model: dict[str, Any]) -> str | None:
+    """Move the flat keys of a model section written before each family had its own section (`d_model: 256`)
+    into the section of its type's family (`transformer: {d_model: 256}`), in place, and drop those of the
+    other family, which those versions ignored (their run directories and checkpoints hold every field).
+    Returns a one-line note of what moved and what was dropped; None when no key was flat."""
+    flat = [key for key in model if key in OLD_MODEL_KEYS["transformer"] or key in OLD_MODEL_KEYS["rnn"]]
+    if not flat:
+        return None
+    family = FAMILIES.get(str(model.get("type", "transformer")), "transformer")  # from_dict reports a bad one
+    if model.get(family) is None:  # absent, or an empty `transformer:` in the file
+        model[family] = {}
+    section, moved, dropped = model[family], [], []
+    if not isinstance(section, dict):
+        raise ConfigError(f"section 'model.{family}' must be a mapping, got {section!r}")
+    for key in flat:
+        value, new = model.pop(key), OLD_MODEL_KEYS[family].get(key)
+        if new is None:
+            dropped.append(f"model.{key}")
+        elif new in section:
+            raise ConfigError(
+                f"model.{key} and model.{family}.{new} are one setting; keep model.{family}.{new}"
+            )
+        else:
+            section[new] = value
+            moved.append(f"model.{key} → model.{family}.{new}")
+    advice = [f"nest them: {', '.join(moved)}"] if moved else []
+    if dropped:
+        advice.append(f"remove {', '.join(dropped)} (ignored: not {FAMILY_NAMES[family]} setting)")
+    return f"flat model keys are deprecated; {'; '.join(advice)}"
+
+
+class _PlainLoader(yaml.SafeLoader):
+    """A loader for plain documents: no aliases (an alias bomb expands ~1 KB into gigabytes), nesting at most
+    MAX_YAML_DEPTH deep (the composer recurses), no key given twice (PyYAML keeps the last one)."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            mark = self.peek_event().start_mark
+            raise yaml.composer.ComposerError(None, None, "aliases (*name) are not allowed", mark)
+        self.depth = getattr(self, "depth", 0) + 1
+        try:
+            if self.depth > MAX_YAML_DEPTH:
+                mark = self.peek_event().start_mark
+                raise yaml.composer.ComposerError(
+                    None, None, f"nested over {MAX_YAML_DEPTH} levels deep", mark
+                )
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if not isinstance(key, typing.Hashable) or key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key!r} appears twice in one mapping", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep)
+
+
+def parse_yaml(text: str) -> Any:
+    """One plain YAML document (see _PlainLoader); raises yaml.YAMLError."""
+    loader = _PlainLoader(text)
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
+
+
+def yaml_problem(err: yaml.YAMLError) -> str:
+    """One line about a YAML error: the problem and where it is."""
+    if isinstance(err, yaml.MarkedYAMLError) and err.problem:
+        where = (
+            f" (line {err.problem_mark.line + 1}, column {err.problem_mark.column + 1})"
+            if err.problem_mark
+            else ""
+        )
+        return f"{err.problem}{where}"
+    return (str(err).splitlines() or ["invalid YAML"])[0]
+
+
+def load_config(path: Path | None, overrides: list[str] | None = None, saved: bool = False) -> Config:
+    """Load a YAML config (or the defaults when `path` is None) and apply dotted overrides.
+
+    Flat model keys of older versions (`model.d_model`) are read into their family's section with a warning,
+    or without one when the config is `saved`: one that nmt wrote into a run directory.
+    """
+    raw = _read_yaml(Path(path)) if path is not None else {}
+    for override in overrides or []:
+        apply_override(raw, override)
+    note = nest_old_model_keys(raw["model"]) if isinstance(raw.get("model"), dict) else None
+    if note and not saved:
+        log.warning("%s", note)
+    cfg = from_dict(Config, raw)
+    check_model_size(cfg.model, cfg.tokenizer.vocab_size, cfg.tokenizer.joint)
+    return cfg
+
+
+def load_saved_config(path: Path, overrides: list[str] | None = None) -> Config:
+    """The config.yaml of a run directory, with dotted `overrides` (e.g. `search.beam_size=3`); a missing or
+    unreadable one is a UserError."""
+    if not path.is_file():
+        raise UserError(f"{path.parent} has no {path.name}; the run directory is incomplete (copy it back)")
+    try:
+        return load_config(path, overrides, saved=True)
+    except ConfigError as err:
+        raise UserError(f"{path}: {err}") from err
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    """The mapping of sections in a config file; ConfigError when there is none."""
+    if path.is_dir():
+        raise ConfigError(
+            f"config {path} is a directory; pass a YAML file, e.g. configs/tiny-transformer.yaml"
+        )
+    if not path.is_file():
+        raise ConfigError(f"config file {path} does not exist")
+    try:
+        raw = parse_yaml(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{path} is not valid YAML: {yaml_problem(err)}") from err
+    except (UnicodeDecodeError, OSError) as err:
+        raise ConfigError(f"cannot read {path}: {str(err).splitlines()[0]}") from err
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path} must hold a mapping of sections (data:, model:, …), got {raw!r}")
+    return raw
+
+
+def saved_model_config(raw: Mapping[str, Any]) -> ModelConfig:
+    """The model settings in a checkpoint (its config's `model` dict), also in one of an older version."""
+    model = copy.deepcopy(dict(raw))
+    nest_old_model_keys(model)
+    return from_dict(ModelConfig, model, "model.")
+
+
+def to_dict(cfg: Config) -> dict[str, Any]:
+    """Plain nested dict of a config (tuples as lists), for YAML files and checkpoints."""
+
+    def plain(value: Any) -> Any:
+        if isinstance(value, tuple):
+            return [plain(v) for v in value]
+        if isinstance(value, dict):
+            return {k: plain(v) for k, v in value.items()}
+        return value
+
+    raw = plain(dataclasses.asdict(cfg))
+    raw["model"] = {key: value for key, value in raw["model"].items() if value is not None}  # no other family
+    return raw
+
+
+def save_config(cfg: Config, path: Path) -> None:
+    """Write the resolved config as YAML (atomically: a crash leaves the old file or the new one)."""
+    atomic_write_text(path, yaml.safe_dump(to_dict(cfg), sort_keys=False))

@@ -1,0 +1,87 @@
+"""A trained run loaded for use: its config, tokenizers and model, rebuilt from the run directory and one of
+its checkpoints; several runs that share a vocabulary load as one ensemble."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from nmt.config.schema import Config
+from nmt.config.yaml_file import load_saved_config
+from nmt.data.tokenizer import Tokenizers, load_tokenizers
+from nmt.errors import UserError
+from nmt.models.base import Seq2Seq
+from nmt.models.build import build_model
+from nmt.models.ensemble import Ensemble
+from nmt.run.checkpoint import same_vocabulary
+from nmt.run.checkpoint_io import load_checkpoint
+from nmt.run.directory import RunDir
+
+
+@dataclass
+class TrainedRun:
+    """Everything a trained run directory provides: its config, tokenizers and model."""
+
+    directory: RunDir
+    cfg: Config
+    tokenizers: Tokenizers
+    model: Seq2Seq
+    checkpoint: dict[str, Any]
+    checkpoint_path: Path
+
+    @property
+    def checkpoint_name(self) -> str:
+        """'best', 'last' or 'averaged'."""
+        return self.checkpoint_path.stem
+
+
+def load_run(
+    path: Path | RunDir, device: torch.device, which: str | None = None, overrides: list[str] | None = None
+) -> TrainedRun:
+    """Rebuild the trained model of a run directory from its config (with dotted `overrides`, e.g.
+    `search.beam_size=3`), tokenizers and a checkpoint (`which`: best, last or averaged; by default the one
+    the run's report chose)."""
+    run_dir = path if isinstance(path, RunDir) else RunDir(Path(path))
+    checkpoint_path = run_dir.find_checkpoint(which)
+    cfg = load_saved_config(run_dir.config, overrides)
+    tokenizers = load_tokenizers(run_dir.path, cfg.tokenizer.joint)
+    checkpoint = load_checkpoint(checkpoint_path)
+    if not same_vocabulary(checkpoint.get("vocab"), tokenizers):
+        raise UserError(
+            f"{checkpoint_path} was trained with another vocabulary than {tokenizers.src.path}; "
+            f"use the checkpoint and sentencepiece model of the same run"
+        )
+    model = build_model(cfg.model, len(tokenizers.src), len(tokenizers.tgt), tokenizers.joint)
+    try:
+        model.load_state_dict(checkpoint["model"])
+    except RuntimeError as err:
+        problem = [line.strip() for line in str(err).splitlines() if line.strip()][-1][:200]
+        raise UserError(
+            f"{checkpoint_path} does not match the model in {run_dir.config} ({problem}); "
+            f"use the config the checkpoint was trained with"
+        ) from err
+    return TrainedRun(run_dir, cfg, tokenizers, model.to(device).eval(), checkpoint, checkpoint_path)
+
+
+def load_runs(
+    run_dirs: list[Path], device: torch.device, which: str | None, overrides: list[str]
+) -> TrainedRun:
+    """One run loaded as it is, or several as one `Ensemble` run: the first run's config (with `overrides`),
+    tokenizers and directory; every run must have been trained with the first one's vocabulary."""
+    first = load_run(run_dirs[0], device, which, overrides)
+    if len(run_dirs) == 1:
+        return first
+    models = [first.model]
+    for path in run_dirs[1:]:
+        run = load_run(path, device, which, overrides)
+        if not same_vocabulary(run.checkpoint.get("vocab"), first.tokenizers):
+            raise UserError(
+                f"{run_dirs[0]} and {path} were trained with different vocabularies; an ensemble needs runs "
+                f"that share one"
+            )
+        models.append(run.model)
+    return dataclasses.replace(first, model=Ensemble(models).eval())

@@ -1,0 +1,136 @@
+"""After training: beam-search scores on valid and test, learning curves, attention heatmaps, report.json."""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import statistics
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from nmt import __version__
+from nmt.atomic_files import atomic_write_text
+from nmt.config.schema import Config
+from nmt.config.yaml_file import to_dict
+from nmt.data.corpus import SplitFiles, read_split, split_files
+from nmt.decode.trained_run import TrainedRun, load_run
+from nmt.decode.translate import searched_alignments
+from nmt.device import resolve_device
+from nmt.errors import UserError
+from nmt.evaluate.evaluation import evaluate
+from nmt.evaluate.plots import save_heatmap, save_learning_curves
+from nmt.run.average import average_run
+from nmt.run.checkpoint_io import load_checkpoint
+from nmt.run.directory import RunDir
+from nmt.run.metrics import read_metrics
+
+log = logging.getLogger(__name__)
+
+HEATMAPS = 3  # validation sentences drawn
+
+
+def git_revision() -> str | None:
+    """The commit of the nmt source tree when the package itself is a git checkout (an editable install),
+    else None: an installed package inside some other repository must not record that one."""
+    package_root = Path(__file__).resolve().parent.parent
+    try:
+        run = functools.partial(subprocess.run, cwd=package_root, capture_output=True, text=True, timeout=10,
+                                check=True)  # fmt: skip
+        top = run(["git", "rev-parse", "--show-toplevel"]).stdout.strip()
+        if not top or Path(top).resolve() != package_root:
+            return None
+        return run(["git", "rev-parse", "HEAD"]).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def _test_files(cfg: Config) -> SplitFiles | None:
+    """The test split's files, or None when the data has none."""
+    try:
+        return split_files(cfg.data, "test")
+    except UserError:
+        return None
+
+
+def average_snapshots(cfg: Config, run_dir: RunDir) -> list[int]:
+    """Average the last `train.average_checkpoints` snapshots into averaged.pt, or as many as the run kept
+    (a run stopped early keeps fewer); returns the averaged steps (empty when fewer than two exist)."""
+    wanted, kept = cfg.train.average_checkpoints, len(run_dir.snapshots())
+    if not wanted:
+        return []
+    if kept < 2:
+        log.info(
+            "train.average_checkpoints=%d: the run kept %d snapshot(s), nothing to average", wanted, kept
+        )
+        return []
+    if kept < wanted:
+        log.info("train.average_checkpoints=%d: the run stopped after keeping %d snapshots; averaging those",
+                 wanted, kept)  # fmt: skip
+    return load_checkpoint(average_run(run_dir, min(wanted, kept)))["averaged_steps"]
+
+
+def final_report(cfg: Config, run_dir: RunDir, device: str) -> dict[str, Any]:
+    """Score the best (and the averaged) checkpoint with beam search on the validation split, the better of
+    them on the test split, and write the run's report files."""
+    averaged_steps = average_snapshots(cfg, run_dir)
+    runs = {name: load_run(run_dir, resolve_device(device), name)
+            for name in (["best", "averaged"] if averaged_steps else ["best"])}  # fmt: skip
+    valid = {name: evaluate(run, split_files(cfg.data, "valid"), "valid") for name, run in runs.items()}
+    chosen = max(runs, key=lambda name: valid[name]["bleu"])
+    test_files = _test_files(cfg)
+    test = {chosen: evaluate(runs[chosen], test_files, "test")} if test_files else None
+    records = read_metrics(run_dir)
+    save_learning_curves(records, run_dir.curves)
+    draw_heatmaps(runs[chosen], run_dir)
+    report = summary(cfg, run_dir, records, valid, chosen, test) | {
+        "averaging": {"requested": cfg.train.average_checkpoints, "averaged_steps": averaged_steps}
+    }
+    atomic_write_text(run_dir.report, json.dumps(report, indent=2) + "\n")
+    tested = f", test BLEU {test[chosen]['bleu']:.2f}" if test else ""
+    log.info("valid BLEU %.2f%s (%s checkpoint); report in %s", valid[chosen]["bleu"], tested, chosen,
+             run_dir.report)  # fmt: skip
+    return report
+
+
+def draw_heatmaps(run: TrainedRun, run_dir: RunDir) -> None:
+    """Attention of the first validation sentences, as attention/valid-<i>.png: the attention search paid
+    (the last decoder layer, the mean of its heads)."""
+    sentences = read_split(run.cfg.data, "valid").src[:HEATMAPS]
+    for i, alignment in enumerate(searched_alignments(run, sentences)):
+        if alignment is not None:
+            path, title = run_dir.attention_dir / f"valid-{i}.png", f"{alignment.translation} (last layer)"
+            save_heatmap(alignment.weights[0, 0], alignment.src_pieces, alignment.tgt_pieces, path, title)
+
+
+def summary(cfg: Config, run_dir: RunDir, records: list[dict[str, Any]], valid: dict[str, dict[str, Any]],
+            chosen: str, test: dict[str, Any] | None) -> dict[str, Any]:  # fmt: skip
+    """The contents of report.json."""
+    progress = load_checkpoint(run_dir.checkpoint("last"))["progress"]
+    validations = [r for r in records if r["kind"] == "valid"]
+    at_best = next((r for r in validations if r["step"] == progress["best_step"]), None)
+    speeds = [r["target_tokens_per_s"] for r in records if r["kind"] == "train"]
+    speeds = speeds[1:] or speeds  # the first window holds the warm-up, unless it is the only one
+    return {
+        "model": cfg.model.type,
+        "seed": cfg.train.seed,
+        "nmt_version": __version__,
+        "git_revision": git_revision(),
+        "torch": torch.__version__,
+        "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
+        "checkpoint": chosen,
+        "valid": valid,
+        "test": test,
+        "best_step": progress["best_step"],
+        "best_valid_bleu_greedy": progress["best_bleu"],
+        "seconds_to_best": at_best["elapsed"] if at_best else None,
+        "training_seconds": progress["elapsed"],
+        "steps": progress["step"],
+        "batch_tokens": progress.get("batch_tokens") or cfg.train.batch_tokens,  # what `auto` chose
+        "parent": progress.get("parent") or None,  # --init-from
+        "target_tokens_per_s": statistics.median(speeds) if speeds else None,
+        "config": to_dict(cfg),
+    }

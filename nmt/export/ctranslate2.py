@@ -1,0 +1,198 @@
+"""`nmt export`: a trained Transformer run as a CTranslate2 model directory.
+
+One mapping from the model's state dict onto `ctranslate2.specs.TransformerSpec` (as CTranslate2's own
+converters/fairseq.py does): every weight is placed once, and a weight left over refuses the export, so
+nothing the model computes is silently dropped.
+
+```
+OUT_DIR/model.bin  config.json  shared_vocabulary.json (or source_/target_vocabulary.json)
+        spm.model (or spm.src.model, spm.tgt.model)  nmt-export.json
+```
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from nmt.data.special_tokens import BOS, EOS, UNK
+from nmt.data.tokenizer import Tokenizer, tokenizer_paths
+from nmt.decode.trained_run import TrainedRun, load_run
+from nmt.decode.translate import max_source_len
+from nmt.errors import UserError
+from nmt.models.transformer import TransformerSeq2Seq, sinusoidal_positions
+
+FORMATS = ("ctranslate2",)
+QUANTIZATIONS = (
+    "float32",
+    "int8",
+    "int8_float32",
+    "int8_float16",
+    "int8_bfloat16",
+    "int16",
+    "float16",
+    "bfloat16",
+)
+META = "nmt-export.json"
+CROSS_ATTENTION = ("query_proj", "key_value_proj", "out_proj")  # CTranslate2's order of its 3 linears
+
+
+def import_ctranslate2() -> ModuleType:
+    """The ctranslate2 package, or a UserError saying how to install it."""
+    try:
+        import ctranslate2
+    except ImportError:
+        raise UserError("ctranslate2 is not installed; install it with `pip install 'nmt[export]'`") from None
+    return ctranslate2
+
+
+def export_run(
+    run_dir: Path,
+    out_dir: Path,
+    to: str = "ctranslate2",
+    quantization: str = "float32",
+    which: str | None = None,
+) -> Path:
+    """Write the run's checkpoint `which` (best, last or averaged; default: the run's choice) as a CTranslate2
+    model with weights stored as `quantization`, its vocabularies, sentencepiece models and search settings
+    into `out_dir` (which must not exist or be empty); returns `out_dir`."""
+    if to not in FORMATS:
+        raise UserError(f"--to {to}: unknown export format; use {', '.join(FORMATS)}")
+    if quantization not in QUANTIZATIONS:
+        raise UserError(f"--quantization {quantization}: unknown; use {', '.join(QUANTIZATIONS)}")
+    if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
+        raise UserError(f"{out_dir} already exists and is not an empty directory; choose a new one")
+    import_ctranslate2()
+    run = load_run(run_dir, torch.device("cpu"), which)
+    if not isinstance(run.model, TransformerSeq2Seq):
+        raise UserError(
+            f"{run_dir} holds a model.type={run.cfg.model.type} model; only Transformers can be exported "
+            f"to CTranslate2"
+        )
+    arch = run.cfg.model.transformer
+    spec = transformer_spec(run.model, arch.heads, arch.norm == "pre")
+    set_vocabularies(spec, run.tokenizers.src, run.tokenizers.tgt)
+    spec.validate()
+    spec.optimize(quantization=quantization)
+    _save(spec, run, out_dir, quantization)
+    return out_dir
+
+
+def _save(spec: Any, run: TrainedRun, out_dir: Path, quantization: str) -> None:
+    """Write the export into a temporary sibling directory, then rename it to `out_dir`."""
+    tmp = out_dir.with_name(f".{out_dir.name}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    spec.save(str(tmp))
+    joint = run.tokenizers.joint
+    for source, target in zip(
+        tokenizer_paths(run.directory.path, joint), tokenizer_paths(tmp, joint), strict=True
+    ):
+        shutil.copyfile(source, target)
+    meta = {
+        "format": "ctranslate2",
+        "run_dir": str(run.directory.path.resolve()),
+        "checkpoint": run.checkpoint_name,
+        "step": run.checkpoint.get("step"),
+        "quantization": quantization,
+        "joint_vocabulary": joint,
+        "search": dataclasses.asdict(run.cfg.search),
+        "max_source_len": max_source_len(run.cfg),
+    }
+    (tmp / META).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+    if out_dir.exists():
+        out_dir.rmdir()
+    tmp.rename(out_dir)
+
+
+class _Weights:
+    """The state dict as float32 numpy arrays, handed out once each; `check_used` refuses leftovers."""
+
+    def __init__(self, state: dict[str, Tensor]) -> None:
+        self.left = {name: tensor.detach().float().cpu().numpy() for name, tensor in state.items()}
+
+    def __call__(self, name: str) -> np.ndarray:
+        return self.left.pop(name)
+
+    def linear(self, spec: Any, prefix: str) -> None:
+        spec.weight, spec.bias = self(f"{prefix}.weight"), self(f"{prefix}.bias")
+
+    def norm(self, spec: Any, prefix: str) -> None:
+        spec.gamma, spec.beta = self(f"{prefix}.weight"), self(f"{prefix}.bias")
+
+    def check_used(self) -> None:
+        if self.left:
+            raise UserError(
+                f"cannot export: CTranslate2's Transformer has no place for the weights {sorted(self.left)}"
+            )
+
+
+def transformer_spec(model: TransformerSeq2Seq, heads: int, pre_norm: bool) -> Any:
+    """The model's weights on a `ctranslate2.specs.TransformerSpec`.
+
+    Embeddings are scaled by sqrt(d) and get our sinusoidal table (sin on even, cos on odd dimensions; stored
+    explicitly, as CTranslate2's default concatenates sin and cos halves). The fused self-attention `qkv_proj`
+    (rows: queries, keys, values) is CTranslate2's fused linear as it is; cross-attention keeps its query and
+    fused key/value projections. Final layer norms exist in pre-norm models only, in both.
+    """
+    from ctranslate2.specs import transformer_spec as ts
+
+    layers = (len(model.encoder_layers), len(model.decoder_layers))
+    spec = ts.TransformerSpec.from_config(layers, heads, pre_norm=pre_norm)
+    weights = _Weights(model.state_dict())
+    encoder, decoder = spec.encoder, spec.decoder
+    positions = sinusoidal_positions(*model.src_embed.positions.shape)  # (max_positions, d_model)
+    encoder.embeddings[0].weight = weights("src_embed.embedding.weight")
+    decoder.embeddings.weight = weights("tgt_embed.embedding.weight")
+    encoder.position_encodings.encodings = decoder.position_encodings.encodings = positions.numpy()
+    for i, layer in enumerate(encoder.layer):
+        prefix = f"encoder_layers.{i}"
+        _self_attention(weights, layer.self_attention, f"{prefix}.self_attn", f"{prefix}.attn_block.norm")
+        _feed_forward(weights, layer.ffn, prefix)
+    for i, layer in enumerate(decoder.layer):
+        prefix = f"decoder_layers.{i}"
+        _self_attention(weights, layer.self_attention, f"{prefix}.self_attn", f"{prefix}.self_block.norm")
+        weights.norm(layer.attention.layer_norm, f"{prefix}.cross_block.norm")
+        for linear, name in zip(layer.attention.linear, CROSS_ATTENTION, strict=True):
+            weights.linear(linear, f"{prefix}.cross_attn.{name}")
+        _feed_forward(weights, layer.ffn, prefix)
+    if pre_norm:
+        weights.norm(encoder.layer_norm, "encoder_norm")
+        weights.norm(decoder.layer_norm, "decoder_norm")
+    tied = "output.weight" not in weights.left
+    decoder.projection.weight = decoder.embeddings.weight if tied else weights("output.weight")
+    weights.check_used()
+    spec.config.layer_norm_epsilon = model.encoder_layers[0].attn_block.norm.eps
+    spec.config.add_source_eos = True  # our sources end with eos, our targets start with bos
+    return spec
+
+
+def _self_attention(weights: _Weights, spec: Any, prefix: str, norm: str) -> None:
+    weights.linear(spec.linear[0], f"{prefix}.qkv_proj")
+    weights.linear(spec.linear[1], f"{prefix}.out_proj")
+    weights.norm(spec.layer_norm, norm)
+
+
+def _feed_forward(weights: _Weights, spec: Any, prefix: str) -> None:
+    weights.linear(spec.linear_0, f"{prefix}.feed_forward.0")
+    weights.linear(spec.linear_1, f"{prefix}.feed_forward.3")
+    weights.norm(spec.layer_norm, f"{prefix}.ff_block.norm")
+
+
+def set_vocabularies(spec: Any, src: Tokenizer, tgt: Tokenizer) -> None:
+    """Sentencepiece pieces in id order as the vocabularies; unk, bos (= decoder start) and eos named by the
+    target model's own pieces (sentencepiece's `<unk>`, `<s>`, `</s>`: CTranslate2's defaults). Our padding
+    piece `<pad>` (id 0, CTranslate2's `<blank>`) only fills the vocabulary: decoding suppresses it."""
+    spec.register_source_vocabulary(src.pieces(list(range(len(src)))))
+    spec.register_target_vocabulary(tgt.pieces(list(range(len(tgt)))))
+    config = spec.config
+    config.unk_token, config.bos_token, config.eos_token = tgt.pieces([UNK, BOS, EOS])
+    config.decoder_start_token = config.bos_token

@@ -1,0 +1,118 @@
+"""Translating with a directory written by `nmt export --to ctranslate2` (`nmt translate EXPORT_DIR --engine
+ctranslate2`): the export's own sentencepiece models and search settings, `ctranslate2.Translator` for search.
+
+Greedy search gives our greedy output token for token: the same banned outputs (padding, bos), no minimum
+length, and each sentence cut at our limit a * (source length + 1) + b. Beam search is CTranslate2's own, with
+the same beam size and length-penalty alpha but its own length normalisation, so it may differ slightly.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import numpy as np
+
+from nmt.config.sections import SearchConfig
+from nmt.data.corpus import decode_lines, line_chunks, normalize
+from nmt.data.special_tokens import BOS, PAD
+from nmt.data.tokenizer import Tokenizers, load_tokenizers
+from nmt.decode.translate import BAD_LINE_HINT, CHUNK_LINES
+from nmt.errors import UserError
+from nmt.export.ctranslate2 import META, import_ctranslate2
+
+
+def output_limit(src_len: int, search: SearchConfig) -> int:
+    """Most output tokens before eos for a source of `src_len` subwords (eos added), computed in float32
+    as nmt.search.output_limits does."""
+    limit = np.float32(src_len + 1) * np.float32(search.max_len_a) + np.float32(search.max_len_b)
+    return max(1, int(limit))
+
+
+@dataclass
+class Exported:
+    """A loaded export: the CTranslate2 translator, tokenizers and the run's search settings."""
+
+    translator: Any  # ctranslate2.Translator
+    tokenizers: Tokenizers
+    search: SearchConfig
+    max_source_len: int
+
+    def translate_ids(
+        self, sources: list[list[int]], beam_size: int | None = None, batch_size: int | None = None
+    ) -> list[list[int]]:
+        """Target ids for each source id list (same order); empty sources give empty outputs, sources longer
+        than the run's limit are cut to it."""
+        sources = [s[: self.max_source_len] for s in sources]
+        outputs: list[list[int]] = [[] for _ in sources]
+        nonempty = [i for i, s in enumerate(sources) if s]
+        if not nonempty:
+            return outputs
+        src, tgt = self.tokenizers.src, self.tokenizers.tgt
+        limits = [output_limit(len(sources[i]), self.search) for i in nonempty]
+        results = self.translator.translate_batch(
+            [src.pieces(sources[i]) for i in nonempty],
+            max_batch_size=batch_size or self.search.batch_size,
+            beam_size=beam_size or self.search.beam_size,
+            length_penalty=self.search.length_penalty,
+            max_input_length=0,
+            max_decoding_length=max(limits),
+            min_decoding_length=0,
+            suppress_sequences=[[piece] for piece in tgt.pieces([PAD, BOS])],
+        )
+        for i, limit, result in zip(nonempty, limits, results, strict=True):
+            outputs[i] = [tgt.sp.piece_to_id(piece) for piece in result.hypotheses[0][:limit]]
+        return outputs
+
+    def translate(
+        self, sentences: list[str], beam_size: int | None = None, batch_size: int | None = None
+    ) -> list[str]:
+        """Detokenized translations of raw sentences, one per input."""
+        sources = self.tokenizers.src.encode([normalize(s) for s in sentences])
+        return self.tokenizers.tgt.decode(self.translate_ids(sources, beam_size, batch_size))
+
+    def translate_stream(
+        self,
+        source: BinaryIO,
+        name: str,
+        out: BinaryIO,
+        beam_size: int | None = None,
+        batch_size: int | None = None,
+        skip_bad_lines: bool = False,
+        interactive: bool = False,
+    ) -> int:
+        """As nmt.translate.translate_stream: lines of `source` into `out` a chunk at a time; returns how
+        many lines were not valid UTF-8 (translated as empty lines with `skip_bad_lines`)."""
+        first, bad = 1, 0
+        for chunk in line_chunks(source, 1 if interactive else CHUNK_LINES):
+            sentences, skipped = decode_lines(chunk, name, first, skip_bad_lines, BAD_LINE_HINT)
+            first, bad = first + len(chunk), bad + len(skipped)
+            translations = self.translate(sentences, beam_size, batch_size)
+            out.write("".join(line + "\n" for line in translations).encode("utf-8"))
+            out.flush()
+        return bad
+
+
+def load_export(
+    path: Path, device: str = "auto", threads: int = 0, compute_type: str = "default"
+) -> Exported:
+    """Open an export directory; `threads` = 0 lets CTranslate2 choose, `compute_type` 'default' keeps the
+    quantization the weights were exported with."""
+    meta_path = path / META
+    if not meta_path.is_file():
+        raise UserError(
+            f"{path} is not a directory written by `nmt export` (no {META}); "
+            f"make one with `nmt export RUN_DIR --to ctranslate2 {path}`"
+        )
+    meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    ctranslate2 = import_ctranslate2()
+    try:
+        translator = ctranslate2.Translator(
+            str(path), device=device, intra_threads=threads, compute_type=compute_type
+        )
+    except (RuntimeError, ValueError) as err:
+        raise UserError(f"CTranslate2 cannot load {path}: {err}") from err
+    tokenizers = load_tokenizers(path, meta["joint_vocabulary"])
+    return Exported(translator, tokenizers, SearchConfig(**meta["search"]), meta["max_source_len"])

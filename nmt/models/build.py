@@ -1,0 +1,38 @@
+"""Model construction: the one place that maps `model.type` to a class, and the size check before it."""
+
+from __future__ import annotations
+
+import torch
+
+from nmt.errors import ConfigError
+from nmt.limits import MAX_PARAMETERS
+from nmt.models.base import Seq2Seq
+from nmt.models.config import ModelConfig
+from nmt.models.rnn import RNNSeq2Seq
+from nmt.models.transformer import TransformerSeq2Seq
+
+
+def build_model(cfg: ModelConfig, src_vocab: int, tgt_vocab: int, joint_vocab: bool) -> Seq2Seq:
+    """A freshly initialised model of the configured type."""
+    match cfg.type:
+        case "transformer":
+            return TransformerSeq2Seq(cfg, src_vocab, tgt_vocab, joint_vocab)
+        case "rnn-bahdanau" | "rnn-luong":
+            return RNNSeq2Seq(cfg, src_vocab, tgt_vocab, joint_vocab)
+    raise ValueError(f"unknown model type {cfg.type!r}")
+
+
+def check_model_size(cfg: ModelConfig, vocab_size: int, joint_vocab: bool) -> None:
+    """Refuse a model whose weights could not be allocated (counted on the meta device: nothing allocated)."""
+    try:
+        with torch.device("meta"):
+            model = build_model(cfg, vocab_size, vocab_size, joint_vocab)
+        count = sum(p.numel() for p in model.parameters())
+    except (RuntimeError, ValueError, OverflowError, TypeError) as err:  # sizes past what torch can index
+        raise ConfigError(f"the model cannot be built: {(str(err).splitlines() or [''])[0][:160]}") from err
+    if count > MAX_PARAMETERS:
+        raise ConfigError(
+            f"the model asks for {count:,} parameters ({count * 4 / 2**30:,.0f} GiB of float32 weights, "
+            f"{count * 16 / 2**30:,.0f} GiB to train), over the limit of {MAX_PARAMETERS:,}; "
+            f"lower the sizes in model.{cfg.family}, the layers or tokenizer.vocab_size"
+        )

@@ -1,0 +1,62 @@
+"""The model section of a config: the settings every model type shares, and the section of the type's family,
+whose settings its own module defines (`TransformerConfig` in nmt/models/transformer.py, `RNNConfig` in
+nmt/models/rnn.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Literal
+
+from nmt.errors import ConfigError
+from nmt.limits import check_at_least_one, check_dropout
+from nmt.models.rnn import RNNConfig
+from nmt.models.transformer import TransformerConfig
+
+FAMILIES = {"transformer": "transformer", "rnn-bahdanau": "rnn", "rnn-luong": "rnn"}  # model.type → section
+SECTIONS = {"transformer": TransformerConfig, "rnn": RNNConfig}
+FAMILY_NAMES = {"transformer": "a Transformer", "rnn": "an RNN"}
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Architecture: the settings all model types share, and the section of the type's family
+    (`transformer` or `rnn`; the other one is None)."""
+
+    type: Literal["transformer", "rnn-bahdanau", "rnn-luong"] = "transformer"
+    encoder_layers: int = 3
+    decoder_layers: int = 3
+    dropout: float = 0.1
+    tie_embeddings: bool = True
+    transformer: TransformerConfig | None = None  # defaults when model.type is transformer
+    rnn: RNNConfig | None = None  # defaults when model.type is rnn-bahdanau or rnn-luong
+
+    def __post_init__(self) -> None:
+        check_at_least_one(self, "model.", ("encoder_layers", "decoder_layers"))
+        check_dropout(self, "model.", ("dropout",))
+        family, (other,) = self.family, SECTIONS.keys() - {self.family}
+        if getattr(self, other) is not None:
+            raise ConfigError(
+                f"{_first_setting(getattr(self, other), f'model.{other}')} is {FAMILY_NAMES[other]} setting "
+                f"but model.type is {self.type}; remove it (--set model.{other}= drops the section) or "
+                f"change model.type"
+            )
+        if getattr(self, family) is None:  # frozen: set the default section the way __init__ would
+            object.__setattr__(self, family, SECTIONS[family]())
+        getattr(self, family).check()
+
+    @property
+    def family(self) -> str:
+        """The section of this model type: 'transformer' or 'rnn'."""
+        return FAMILIES[self.type]
+
+    @property
+    def position_limit(self) -> int | None:
+        """The most positions a sequence may take (bos/eos included); None for the RNNs: they have none."""
+        return None if self.transformer is None else self.transformer.max_positions
+
+
+def _first_setting(section: object, prefix: str) -> str:
+    """The dotted name of the first field of `section` that differs from its default; else `prefix`."""
+    changed = [f.name for f in dataclasses.fields(section) if getattr(section, f.name) != f.default]
+    return f"{prefix}.{changed[0]}" if changed else prefix

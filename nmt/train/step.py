@@ -1,0 +1,179 @@
+"""One optimizer update: forward and backward of each of its batches (gradient accumulation), then unscale,
+clip and the fused AdamW step — run eagerly, replayed from CUDA graphs (nmt/train/step_graphs.py) or
+torch.compile'd — and its guards. The loop around it is nmt/train/loop.py.
+
+The guards decide what happens when an update's loss is not finite or it does not fit in GPU memory. A
+non-finite update is skipped on the device (the fused AdamW does not apply it) and counted there, without a
+host sync; `UpdateGuards.check` reads the counts where the host waits anyway and ends training after
+`max_bad_steps` in a row. An update that runs out of GPU memory is skipped with a warning, and ends training
+after as many in a row; under torchrun it ends the job at once, since the other processes already wait in
+DDP's all-reduce.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+from nmt.config.sections import TrainConfig
+from nmt.data.batching import Batch
+from nmt.device import autocast
+from nmt.errors import UserError
+from nmt.models.base import Seq2Seq
+from nmt.train.distributed import World
+from nmt.train.loss import sequence_loss
+from nmt.train.step_graphs import CompileLog, TrainGraphs, cuda_graphs_possible
+
+log = logging.getLogger(__name__)
+
+
+def learning_rate_factor(step: int, cfg: TrainConfig) -> float:
+    """Linear warmup to `lr`, then inverse-square-root decay (or constant)."""
+    warmup = max(cfg.warmup_steps, 1)
+    if cfg.schedule == "constant":
+        return min(1.0, (step + 1) / warmup)
+    return min((step + 1) / warmup, math.sqrt(warmup / (step + 1)))
+
+
+def build_optimizer(model: Seq2Seq, cfg: TrainConfig) -> torch.optim.AdamW:
+    """AdamW, fused (one kernel for all parameters; it skips a non-finite update on the device); no weight
+    decay on biases, norms and embeddings."""
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2 and "embedding" not in n]
+    no_decay = [p for n, p in model.named_parameters() if not (p.dim() >= 2 and "embedding" not in n)]
+    groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.betas, fused=True)
+
+
+class UpdateGuards:
+    """Counts skipped updates and decides when there were too many."""
+
+    def __init__(self, device: torch.device, max_bad_steps: int) -> None:
+        self.max_bad_steps = max_bad_steps
+        self.skipped = torch.zeros((), dtype=torch.long, device=device)  # non-finite updates since reported
+        self.bad_streak = torch.zeros((), dtype=torch.long, device=device)  # non-finite updates in a row
+        self.oom_streak = 0  # updates in a row skipped for lack of GPU memory
+
+    def count(self, norm: Tensor) -> Tensor:
+        """Record an update whose gradient norm was `norm` (0-d); returns whether it was finite (0-d bool)."""
+        finite = torch.isfinite(norm)
+        self.skipped += ~finite
+        self.bad_streak = (self.bad_streak + 1) * ~finite
+        self.oom_streak = 0
+        return finite
+
+    def out_of_memory(self, batches: list[Batch], step: int, batch_tokens: int, distributed: bool) -> None:
+        """Record an update skipped for lack of GPU memory; raise UserError when training must end."""
+        self.oom_streak += 1
+        shapes = "; ".join(
+            f"{b.size} sentences, source length {b.src.size(1)}, target length {b.tgt_in.size(1)}"
+            for b in batches
+        )
+        if distributed:
+            raise UserError(
+                f"out of GPU memory at step {step} on a batch of {shapes}; all processes stop (each update "
+                f"needs them all): lower train.batch_tokens (now {batch_tokens}) and --resume"
+            )
+        log.warning("step %d: out of GPU memory on a batch of %s; batch skipped", step, shapes)
+        if self.oom_streak >= self.max_bad_steps:
+            raise UserError(
+                f"out of GPU memory on {self.oom_streak} batches in a row; lower train.batch_tokens "
+                f"(now {batch_tokens}) or the model size"
+            )
+
+    def check(self, step: int, last: Path) -> None:
+        """Report non-finite updates skipped since the last check (one host sync); raise UserError after
+        `max_bad_steps` in a row. Skipped updates left the weights as they were and the abort writes nothing,
+        so `last` (last.pt) keeps the last good weights."""
+        skipped, streak = torch.stack([self.skipped, self.bad_streak]).tolist()
+        if skipped:
+            self.skipped.zero_()
+            log.warning("step %d: %d updates skipped for non-finite loss/gradients", step, skipped)
+        if streak >= self.max_bad_steps:
+            kept = f"last good checkpoint: {last}" if last.is_file() else "no checkpoint was written"
+            raise UserError(
+                f"loss became NaN/inf in {streak} consecutive steps; {kept}; lower train.lr or check the data"
+            )
+
+
+class Update:
+    """`update(batches, step, batch_tokens)` trains on one update's batches; it owns the optimizer, the
+    learning-rate schedule and how the step runs (eager, CUDA graphs or compiled)."""
+
+    def __init__(self, model: Seq2Seq, cfg: TrainConfig, device: torch.device, world: World) -> None:
+        self.model, self.cfg, self.device, self.world = model, cfg, device, world
+        graphs = cuda_graphs_possible(cfg, device, world.size, model)
+        self.optimizer = build_optimizer(model, cfg)  # made capturable before the first capture
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, lambda step: learning_rate_factor(step, cfg)
+        )
+        self.replica = world.wrap(model)  # DistributedDataParallel under torchrun
+        self.scaler = torch.amp.GradScaler(device.type, init_scale=1.0)  # only to skip non-finite updates
+        self.guards = UpdateGuards(device, cfg.max_bad_steps)
+        steps = (model, self.optimizer, self._micro_step, self._optimizer_step, cfg.max_shapes)
+        self.graphs = TrainGraphs(*steps) if graphs else None
+        compiled = cfg.compile and device.type == "cuda"
+        self.static_shapes = graphs or compiled if cfg.static_shapes == "auto" else cfg.static_shapes
+        compile_log = CompileLog(self.static_shapes, cfg.max_shapes, cfg.compile_mode)
+        self.compile_log = compile_log if compiled else None
+        self.forward = self.compile_log.compile(self.replica) if self.compile_log else self.replica
+
+    def __call__(self, batches: list[Batch], step: int, batch_tokens: int) -> tuple[Tensor, Tensor] | None:
+        """One update over `batches`; returns their summed loss and target tokens (0-d tensors).
+
+        Distributed, the loss is divided by the target tokens of all processes, times their number as DDP
+        averages the gradients: each update's gradient is that of one process doing all the batches. An update
+        with non-finite gradients is skipped on the device, without a host sync (its loss and tokens count as
+        0; the guards report it later). Batches that do not fit in GPU memory are skipped with a warning, and
+        None is returned. `step` and `batch_tokens` only name the update in messages.
+        """
+        tokens = sum(batch.target_tokens() for batch in batches)
+        total_tokens = self.world.sum(tokens)  # of all processes
+        try:
+            loss_sum = self._backward(batches, total_tokens)
+        except torch.cuda.OutOfMemoryError:
+            loss_sum = None
+        if loss_sum is None:  # outside the except block, which keeps the failed step's tensors alive
+            self.optimizer.zero_grad(set_to_none=self.graphs is None)  # captured graphs keep the gradients
+            torch.cuda.empty_cache()
+            self.guards.out_of_memory(batches, step, batch_tokens, self.world.size > 1)
+            return None
+        norm = self.graphs.update() if self.graphs else self._optimizer_step()
+        self.scheduler.step()
+        finite = self.guards.count(norm)
+        return torch.where(finite, loss_sum, 0.0), tokens * finite
+
+    def _backward(self, batches: list[Batch], total_tokens: Tensor) -> Tensor:
+        """Forward and backward pass of each batch, accumulating gradients; returns the summed loss."""
+        loss_sum = torch.zeros((), device=self.device)
+        micro_step = self.graphs.micro if self.graphs else self._micro_step
+        for i, batch in enumerate(batches):
+            with self.world.accumulating(self.replica, sync=i == len(batches) - 1):
+                loss_sum += micro_step(batch, total_tokens)
+        return loss_sum
+
+    def _micro_step(self, batch: Batch, total_tokens: Tensor) -> Tensor:
+        """Forward and backward of one batch, its gradient divided by the update's `total_tokens` (0-d);
+        returns its summed loss. What a CUDA graph captures: no host sync, autocast without its cache."""
+        if self.compile_log:
+            self.compile_log.before(batch)
+        with autocast(self.device, self.cfg.amp, cache=False):
+            output = self.forward(batch.src, batch.src_mask, batch.tgt_in)
+            loss = sequence_loss(output.logits, batch.tgt_out, self.cfg.label_smoothing)
+        self.scaler.scale(loss * self.world.size / total_tokens).backward()
+        if self.compile_log:
+            self.compile_log.after()
+        return loss.detach()
+
+    def _optimizer_step(self) -> Tensor:
+        """Unscale, clip, AdamW step, zero the gradients (in place under CUDA graphs, where they persist);
+        returns the gradient norm before clipping. The fused AdamW skips a non-finite update on the device."""
+        self.scaler.unscale_(self.optimizer)
+        norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.clip_norm)
+        self.scaler.step(self.optimizer)  # no update where a gradient is inf/NaN, decided on the device
+        self.scaler.update(1.0)  # the scaler only detects non-finite gradients: the loss scale stays 1
+        self.optimizer.zero_grad(set_to_none=self.graphs is None)
+        return norm

@@ -1,0 +1,254 @@
+"""The training step in CUDA graphs (`train.cuda_graphs`), and torch.compile's bookkeeping (`train.compile`).
+
+A CUDA graph replays a recorded sequence of kernels with one launch, removing the host's per-kernel launch
+cost and Python overhead, which bound training at Multi30k's batch sizes. The price is static shapes
+(nmt/data/buckets.py pads training batches to a few planned shapes) and no host syncs inside the captured
+region.
+
+The recipe is PyTorch's documented one (`torch.cuda.graph`; "whole-network capture" in the CUDA semantics
+notes): warm up on a side stream before capturing, copy new inputs into the captured (static) input tensors
+before each replay, step a `capturable` AdamW whose learning rate is a device tensor, and capture autocast
+without its weight cache. Gradients live as long as the model (zeroed in place, never set to None), so every
+captured backward accumulates into the same tensors. A capture that fails falls back to eager execution with a
+warning. Nothing here captures on CPU, where the same step functions run eagerly.
+
+On CPU the eager paths are tested; tests/test_gpu.py (run on a GPU) checks the captured ones against eager.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from dataclasses import fields
+
+import torch
+from torch import Tensor
+
+from nmt.config.sections import TrainConfig
+from nmt.data.batching import Batch
+from nmt.device import warm_up
+from nmt.models.base import Seq2Seq
+
+log = logging.getLogger(__name__)
+
+
+def cuda_graphs_possible(cfg: TrainConfig, device: torch.device, processes: int, model: Seq2Seq) -> bool:
+    """Whether `train.cuda_graphs` applies: on CUDA, in a single process, for a model whose forward pass
+    stays on the device (the log says why not)."""
+    if not cfg.cuda_graphs:
+        return False
+    if model.reads_lengths_on_host:
+        log.warning(
+            "train.cuda_graphs: this model's forward pass reads sequence lengths on the host (the RNN "
+            "encoder packs its input), which a CUDA graph cannot capture; training without graphs"
+        )
+        return False
+    if device.type != "cuda":
+        log.info("train.cuda_graphs applies on CUDA only; training on %s without graphs", device)
+        return False
+    if processes > 1:
+        log.warning(
+            "train.cuda_graphs is off under torchrun: DDP's gradient all-reduce inside a captured backward "
+            "is not supported here; training without graphs"
+        )
+        return False
+    return True
+
+
+class TrainGraphs:
+    """The training step in CUDA graphs: `micro_step(batch, total_tokens)` (forward and backward of one batch,
+    accumulating gradients) captured once per batch shape, and `update()` (unscale, clip, AdamW, zero the
+    gradients; returns the gradient norm) captured once.
+
+    At most `max_shapes` shapes are captured; batches of other shapes run eagerly (into the same gradients).
+    All captures share one memory pool: they replay one at a time on one stream, and each replay's outputs
+    (a loss, a norm) are consumed by kernels queued right after it, before the next replay reuses the memory.
+    """
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        optimizer: torch.optim.Optimizer,
+        micro_step: Callable[[Batch, Tensor], Tensor],
+        update: Callable[[], Tensor],
+        max_shapes: int,
+    ) -> None:
+        self.model, self.optimizer, self.max_shapes = model, optimizer, max_shapes
+        self.micro_step, self.update_step = micro_step, update
+        self.captured: dict[tuple, _CapturedMicro] = {}
+        self.eager_shapes: set[tuple] = set()
+        self.update_graph: _CapturedUpdate | None = None
+        self.eager_update = False
+        self.pool: tuple | None = None
+        self.capture_seconds = 0.0
+
+    @property
+    def grads(self) -> list[Tensor]:
+        return [p.grad for p in self.model.parameters() if p.grad is not None]
+
+    def micro(self, batch: Batch, total_tokens: Tensor) -> Tensor:
+        """Forward and backward of `batch`, its gradient divided by `total_tokens` (0-d); returns its loss."""
+        key = tuple(tuple(getattr(batch, f.name).shape) for f in fields(batch))
+        if key not in self.captured and key not in self.eager_shapes:
+            self._capture_micro(key, batch, total_tokens)
+        if key in self.eager_shapes:
+            return self.micro_step(batch, total_tokens)
+        return self.captured[key](batch, total_tokens)
+
+    def update(self) -> Tensor:
+        """The optimizer update from the accumulated gradients; returns their norm before clipping."""
+        if self.update_graph is None and not self.eager_update:
+            self._prepare()
+            try:
+                with self._timed("the optimizer update"):
+                    self.update_graph = _CapturedUpdate(self.update_step, self.grads, self.pool)
+            except Exception as err:  # graph capture is a beta API: fall back to an eager update
+                log.warning("the optimizer update runs without a CUDA graph: capture failed (%s)", err)
+                self.eager_update = True
+        return self.update_step() if self.eager_update else self.update_graph()
+
+    def _capture_micro(self, key: tuple, batch: Batch, total_tokens: Tensor) -> None:
+        """Capture forward and backward for the shape of `batch`, or mark the shape eager (cap reached, or
+        the capture failed)."""
+        shape = "×".join(map(str, key[0])) + f"×{key[2][1]}"  # rows × source length × target length
+        if len(self.captured) >= self.max_shapes:
+            log.warning(
+                "batch shape %s runs without a CUDA graph: %d shapes already captured",
+                shape,
+                len(self.captured),
+            )
+            self.eager_shapes.add(key)
+            return
+        self._prepare()
+        try:
+            count = f"{len(self.captured) + 1} of at most {self.max_shapes}"
+            with self._timed(f"the training step for batch shape {shape} ({count})"):
+                self.captured[key] = _CapturedMicro(
+                    self.micro_step, batch, total_tokens, self.grads, self.pool
+                )
+        except Exception as err:  # graph capture is a beta API: fall back to eager for this shape
+            log.warning("batch shape %s runs without a CUDA graph: capture failed (%s)", shape, err)
+            self.eager_shapes.add(key)
+
+    def _prepare(self) -> None:
+        """Before the first capture (after a checkpoint was loaded): gradients that persist, a capturable
+        optimizer whose learning rates are device tensors (the scheduler then fills them in place), one
+        memory pool for all captures."""
+        if self.pool is not None:
+            return
+        for param in self.model.parameters():
+            if param.requires_grad and param.grad is None:
+                param.grad = torch.zeros_like(param)
+        device = next(self.model.parameters()).device
+        for group in self.optimizer.param_groups:
+            group["capturable"] = True  # a loaded optimizer state brings the flag it was saved with
+            if not isinstance(group["lr"], Tensor):
+                group["lr"] = torch.tensor(group["lr"], dtype=torch.float32, device=device)
+        self.pool = torch.cuda.graph_pool_handle()
+
+    @contextlib.contextmanager
+    def _timed(self, what: str) -> Iterator[None]:
+        """Log before and after a capture, with its seconds; a capture never runs without a word."""
+        log.info("capturing %s in a CUDA graph …", what)
+        started = time.perf_counter()
+        yield
+        torch.cuda.synchronize()
+        seconds = time.perf_counter() - started
+        self.capture_seconds += seconds
+        log.info("captured in %.1f s (%.1f s of CUDA graph capture so far)", seconds, self.capture_seconds)
+
+
+class _CapturedMicro:
+    """Forward and backward of one batch shape; the batch and token count are copied in before a replay."""
+
+    def __init__(
+        self,
+        micro_step: Callable[[Batch, Tensor], Tensor],
+        batch: Batch,
+        total_tokens: Tensor,
+        grads: list[Tensor],
+        pool: tuple | None,
+    ) -> None:
+        self.batch = Batch(*(getattr(batch, f.name).clone() for f in fields(batch)))
+        self.total_tokens = total_tokens.clone()
+        warm_up(lambda: micro_step(self.batch, self.total_tokens), grads)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph, pool=pool):
+            self.loss = micro_step(self.batch, self.total_tokens)
+
+    def __call__(self, batch: Batch, total_tokens: Tensor) -> Tensor:
+        for f in fields(batch):
+            getattr(self.batch, f.name).copy_(getattr(batch, f.name))
+        self.total_tokens.copy_(total_tokens)
+        self.graph.replay()
+        return self.loss
+
+
+class _CapturedUpdate:
+    """The optimizer update. Its warm-up runs with a NaN gradient, which the fused AdamW skips on the device,
+    so that warming up changes neither the weights nor the optimizer state."""
+
+    def __init__(self, update: Callable[[], Tensor], grads: list[Tensor], pool: tuple | None) -> None:
+        def skipped_update() -> None:
+            grads[0].fill_(math.nan)
+            update()
+
+        with warnings.catch_warnings():  # capturable AdamW warns when stepped outside a capture
+            warnings.simplefilter("ignore")
+            warm_up(skipped_update, grads)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph, pool=pool):
+            self.norm = update()
+
+    def __call__(self) -> Tensor:
+        self.graph.replay()
+        return self.norm
+
+
+class CompileLog:
+    """`train.compile`: torch.compile compiles again for each new batch shape, which can take a minute, so
+    every first batch of a shape is announced, and timed. With static shapes each planned shape compiles
+    once (`dynamic=False`, and the recompile limit raised to the number of shapes). `mode` is torch.compile's
+    (`reduce-overhead` adds CUDA graphs of its own: the alternative to `train.cuda_graphs` to measure)."""
+
+    def __init__(self, static_shapes: bool, max_shapes: int, mode: str = "default") -> None:
+        self.static_shapes, self.max_shapes, self.mode = static_shapes, max_shapes, mode
+        self.seen: set[tuple[int, int, int]] = set()
+        self.started: float | None = None
+        self.seconds = 0.0
+
+    def compile(self, module: torch.nn.Module) -> Callable:
+        if not self.static_shapes:
+            return torch.compile(module, mode=self.mode)
+        limit = torch._dynamo.config.cache_size_limit
+        torch._dynamo.config.cache_size_limit = max(limit, self.max_shapes + 8)
+        return torch.compile(module, mode=self.mode, dynamic=False)
+
+    def before(self, batch: Batch) -> None:
+        """Called before the forward pass of `batch`."""
+        shape = (batch.size, batch.src.size(1), batch.tgt_in.size(1))
+        self.started = None
+        if shape not in self.seen:
+            self.seen.add(shape)
+            log.info(
+                "train.compile: first batch of shape %s (%d shapes so far), compiling …",
+                "×".join(map(str, shape)),
+                len(self.seen),
+            )
+            self.started = time.perf_counter()
+
+    def after(self) -> None:
+        """Called after the backward pass."""
+        if self.started is not None:
+            torch.cuda.synchronize()
+            seconds = time.perf_counter() - self.started
+            self.seconds += seconds
+            log.info(
+                "train.compile: step done in %.1f s (%.1f s on first batches of a shape so far)",
+                seconds,
+                self.seconds,
+            )

@@ -1,0 +1,233 @@
+"""sentencepiece tokenizers: special ids, round trips, vocabulary shrinking, joint/separate models."""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import sentencepiece as spm
+
+from nmt.config.sections import TokenizerConfig
+from nmt.data.special_tokens import BOS, EOS, PAD, UNK
+from nmt.data.synthetic import reordering_pairs
+from nmt.data.tokenizer import Tokenizer, Tokenizers, load_tokenizers, train_sentencepiece, train_tokenizers
+from nmt.errors import UserError
+from tests.conftest import ROOT
+
+SMALL = TokenizerConfig(vocab_size=120, model_type="bpe")
+
+
+@pytest.fixture(scope="module")
+def pairs() -> tuple[list[str], list[str]]:
+    """Lower-case source words; the target is upper case, reversed and in reverse order."""
+    return reordering_pairs(300, 40, 2, 8, seed=1)
+
+
+@pytest.fixture(scope="module")
+def joint(pairs: tuple[list[str], list[str]], tmp_path_factory: pytest.TempPathFactory) -> Tokenizers:
+    return train_tokenizers(SMALL, *pairs, tmp_path_factory.mktemp("joint"))
+
+
+def test_special_ids_are_pad_unk_bos_eos(joint: Tokenizers) -> None:
+    assert (PAD, UNK, BOS, EOS) == (0, 1, 2, 3)
+    sp = joint.src.sp
+    assert (sp.pad_id(), sp.unk_id(), sp.bos_id(), sp.eos_id()) == (0, 1, 2, 3)
+    assert joint.src.pieces([0, 1, 2, 3]) == ["<pad>", "<unk>", "<s>", "</s>"]
+    assert len(joint.src) == SMALL.vocab_size
+
+
+def test_encode_decode_round_trip(joint: Tokenizers) -> None:
+    src, tgt = reordering_pairs(20, 40, 1, 10, seed=99)  # unseen sentences over the same words
+    ids = joint.src.encode(src + tgt)
+    assert all(i > EOS for seq in ids for i in seq)  # no unknowns, no specials inside a sentence
+    assert joint.tgt.decode(ids) == src + tgt
+
+
+def test_decode_skips_special_ids(joint: Tokenizers, pairs: tuple[list[str], list[str]]) -> None:
+    sentence = pairs[0][0]
+    (ids,) = joint.src.encode([sentence])
+    assert joint.src.decode([[BOS, *ids, EOS, PAD, PAD]]) == [sentence]
+    assert joint.src.decode([[UNK, *ids]])[0].split() == ["⁇", *sentence.split()]  # unknowns stay visible
+
+
+def test_joint_vocabulary_is_one_model(joint: Tokenizers) -> None:
+    assert joint.joint and joint.src is joint.tgt
+    assert joint.src.path.name == "spm.model"
+    assert load_tokenizers(joint.src.path.parent, joint=True).src.fingerprint == joint.src.fingerprint
+
+
+def test_separate_vocabularies_are_two_models(pairs: tuple[list[str], list[str]], tmp_path: Path) -> None:
+    tokenizers = train_tokenizers(TokenizerConfig(vocab_size=80, joint=False), *pairs, tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["spm.src.model", "spm.tgt.model"]
+    assert not tokenizers.joint and tokenizers.src.fingerprint != tokenizers.tgt.fingerprint
+    src_text, tgt_text = pairs[0][0], pairs[1][0]
+    assert UNK not in tokenizers.src.encode([src_text])[0]
+    assert UNK in tokenizers.src.encode([tgt_text])[0]  # upper case: never seen by the source model
+    assert tokenizers.tgt.decode(tokenizers.tgt.encode([tgt_text])) == [tgt_text]
+    reloaded = load_tokenizers(tmp_path, joint=False)
+    assert (reloaded.src.fingerprint, reloaded.tgt.fingerprint) == (
+        tokenizers.src.fingerprint,
+        tokenizers.tgt.fingerprint,
+    )
+
+
+def test_oversized_vocabulary_shrinks_with_a_warning(
+    pairs: tuple[list[str], list[str]], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="nmt.data.tokenizer"):
+        train_sentencepiece(TokenizerConfig(vocab_size=5000), pairs[0], tmp_path / "spm.model")
+    match = re.search(r"tokenizer\.vocab_size=5000 is too large for this corpus; using (\d+)", caplog.text)
+    assert match, caplog.text
+    assert len(Tokenizer(tmp_path / "spm.model")) == int(match.group(1)) < 5000
+
+
+def test_oversized_vocabulary_without_auto_shrink_is_an_error(
+    pairs: tuple[list[str], list[str]], tmp_path: Path
+) -> None:
+    with pytest.raises(UserError, match=r"tokenizer\.vocab_size=5000 is too large.*auto_shrink"):
+        train_sentencepiece(
+            TokenizerConfig(vocab_size=5000, auto_shrink=False), pairs[0], tmp_path / "spm.model"
+        )
+    assert not (tmp_path / "spm.model").exists()
+
+
+def test_fingerprint_tells_models_apart(
+    joint: Tokenizers, pairs: tuple[list[str], list[str]], tmp_path: Path
+) -> None:
+    train_sentencepiece(TokenizerConfig(vocab_size=100), pairs[0] + pairs[1], tmp_path / "other.model")
+    other = Tokenizer(tmp_path / "other.model")
+    assert re.fullmatch(r"[0-9a-f]{64}", other.fingerprint)
+    assert other.fingerprint != joint.src.fingerprint
+    assert Tokenizer(joint.src.path).fingerprint == joint.src.fingerprint
+
+
+def test_models_trained_alike_have_one_fingerprint(
+    pairs: tuple[list[str], list[str]], tmp_path: Path
+) -> None:
+    """Training the same sentences again gives the same pieces, hence the same fingerprint: a checkpoint is
+    not refused with the other's vocabulary (the model file used to record a random temporary path)."""
+    first = train_tokenizers(SMALL, *pairs, tmp_path / "a")
+    second = train_tokenizers(SMALL, *pairs, tmp_path / "b")
+    assert first.src.fingerprint == second.src.fingerprint
+    assert first.src.path.read_bytes() == second.src.path.read_bytes()  # no temporary path recorded
+
+
+def zipf_sentences(count: int, seed: int = 0) -> list[str]:
+    """Sentences of 5-30 words drawn by Zipf's law from 2,000 made-up words: text on which sentencepiece's
+    unigram trainer gives other pieces with another thread count."""
+    rng = random.Random(seed)
+    syllables = [c + v for c in "bdgkmprst" for v in "aeiou"]
+    words = ["".join(rng.choices(syllables, k=rng.randint(1, 4))) for _ in range(2000)]
+    weights = [1 / rank for rank in range(1, len(words) + 1)]
+    return [" ".join(rng.choices(words, weights, k=rng.randint(5, 30))) for _ in range(count)]
+
+
+@pytest.mark.parametrize("model_type", ["bpe", "unigram"])
+def test_trained_pieces_do_not_depend_on_the_machine(
+    model_type: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """BPE trains on every core; unigram, whose pieces change with the thread count, on a fixed 4 threads: a
+    machine with 1 core and one with 3 train the same tokenizer."""
+    cfg = TokenizerConfig(vocab_size=500, model_type=model_type)  # type: ignore[arg-type]
+    sentences = zipf_sentences(3000)
+    fingerprints = []
+    for cores in ({0}, {0, 1, 2}):
+        monkeypatch.setattr("os.sched_getaffinity", lambda _pid, cores=cores: cores)
+        path = tmp_path / f"{len(cores)}.model"
+        train_sentencepiece(cfg, sentences, path)
+        fingerprints.append(Tokenizer(path).fingerprint)
+    assert fingerprints[0] == fingerprints[1]
+
+
+def test_training_after_torch_ran_openmp_work_finishes(tmp_path: Path) -> None:
+    """sentencepiece's trainer runs OpenMP, whose runtime torch shares: after torch has run OpenMP work in the
+    process (two threads), training a unigram model still finishes (in a forked child it hung). Run in a
+    process of its own with a timeout, so that a hang fails the test."""
+    script = (
+        "import sys, torch\n"
+        "from pathlib import Path\n"
+        "from nmt.config.schema import TokenizerConfig\n"
+        "from nmt.data.tokenizer import Tokenizer, train_sentencepiece\n"
+        "from tests.data.test_tokenizer import zipf_sentences\n"
+        "torch.set_num_threads(2)\n"
+        "assert torch.rand(4_000_000).exp().sum() > 0\n"
+        "path = Path(sys.argv[1])\n"
+        "cfg = TokenizerConfig(vocab_size=500, model_type='unigram')\n"
+        "train_sentencepiece(cfg, zipf_sentences(3000), path)\n"
+        "print(len(Tokenizer(path)))\n"
+    )
+    command = [sys.executable, "-c", script, str(tmp_path / "spm.model")]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["500"]
+
+
+def test_training_child_ends_quietly_without_its_task() -> None:
+    """The parent ended before it sent the task: the child exits without a traceback."""
+    command = [sys.executable, "-c", f"from nmt.data.tokenizer import child_main; child_main({os.getpid()})"]
+    done = subprocess.run(command, cwd=ROOT, input=b"", capture_output=True, timeout=60)
+    assert done.returncode == 1 and done.stderr == b"", done.stderr[-2000:]
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX parent processes")
+def test_training_child_ends_with_its_parent() -> None:
+    """A parent killed at once cannot kill its training child; the child notices and exits by itself, also
+    when the parent ended before the child started (as here). Its standard input stays open (held by the
+    test), so only the parent's end can stop it."""
+    read_end, write_end = os.pipe()
+    parent = (
+        "import os, subprocess, sys\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'from nmt.data.tokenizer import child_main; "
+        "child_main(%d)' % os.getpid()], stdin=int(sys.argv[1]), pass_fds=(int(sys.argv[1]),))\n"
+        "print(child.pid, flush=True)\n"
+        "os._exit(0)\n"
+    )
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", parent, str(read_end)],
+            cwd=ROOT,
+            pass_fds=(read_end,),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        child = int(done.stdout)
+        deadline = time.monotonic() + 10
+        while _running(child) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _running(child)
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+
+
+def _running(pid: int) -> bool:
+    """Whether `pid` is a live process (an exited orphan is reaped by init at once)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    status = Path(f"/proc/{pid}/stat")
+    return not status.exists() or status.read_text().split(")")[-1].split()[0] != "Z"
+
+
+def test_missing_model_file_is_a_user_error(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match=r"spm\.model is missing"):
+        Tokenizer(tmp_path / "spm.model")
+
+
+def test_model_with_other_special_ids_is_refused(pairs: tuple[list[str], list[str]], tmp_path: Path) -> None:
+    text = tmp_path / "text.txt"
+    text.write_text("\n".join(pairs[0]) + "\n", encoding="utf-8")
+    spm.SentencePieceTrainer.train(  # sentencepiece defaults: unk=0, bos=1, eos=2, no pad
+        input=str(text), model_prefix=str(tmp_path / "foreign"), vocab_size=60, minloglevel=2
+    )
+    with pytest.raises(UserError, match="not trained by nmt"):
+        Tokenizer(tmp_path / "foreign.model")

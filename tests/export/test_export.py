@@ -1,0 +1,93 @@
+"""`nmt export --to ctranslate2` and `nmt translate --engine ctranslate2`: CTranslate2's greedy output equals
+ours token for token; what cannot be exported is refused in one line."""
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from nmt.config.schema import replace
+from nmt.decode.trained_run import load_run
+from nmt.decode.translate import max_source_len, translate_ids
+from nmt.export.ctranslate2 import META
+from nmt.export.runtime import load_export
+from tests.conftest import assert_one_line_error, run_cli, train_args
+
+pytest.importorskip("ctranslate2")
+pytestmark = pytest.mark.slow  # exports and a second training: the end-to-end layer
+
+
+def greedy_both(run_dir: Path, export_dir: Path, sentences: list[str]) -> tuple[list, list]:
+    """Greedy target ids of `sentences` from our search and from the export's CTranslate2 translator."""
+    exported = load_export(export_dir, "cpu")
+    which = json.loads((export_dir / META).read_text())["checkpoint"]
+    run = load_run(run_dir, torch.device("cpu"), which)
+    sources = run.tokenizers.src.encode(sentences)
+    search = replace(run.cfg, search={"beam_size": 1, "nbest": 1, "batch_size": 50}).search
+    ours = [hyps[0].tokens for hyps in translate_ids(run.model, sources, search, max_source_len(run.cfg))]
+    return ours, exported.translate_ids(sources, beam_size=1)
+
+
+def test_greedy_translations_equal_ours(trained_run: Path, corpus: Path, tmp_path: Path) -> None:
+    out = tmp_path / "ct2"
+    code, stdout, err = run_cli("export", str(trained_run), "--to", "ctranslate2", str(out))
+    assert code == 0, err
+    assert stdout.strip() == str(out)
+    assert {"model.bin", "shared_vocabulary.json", "spm.model", META} <= {p.name for p in out.iterdir()}
+    sentences = (corpus / "test.src").read_text().splitlines()
+    ours, theirs = greedy_both(trained_run, out, sentences)
+    assert ours == theirs and sum(map(len, ours)) > len(sentences)
+    test_src = str(corpus / "test.src")
+    torch_out = run_cli("translate", str(trained_run), "-i", test_src, "--beam-size", "1", "--device", "cpu")
+    ct2_out = run_cli("translate", str(out), "--engine", "ctranslate2", "-i", test_src, "--beam-size", "1")
+    assert torch_out[0] == ct2_out[0] == 0, ct2_out[2]
+    assert torch_out[1] == ct2_out[1]
+
+
+def test_post_norm_untied_separate_vocabularies(tiny: Path, small_corpus: Path, tmp_path: Path) -> None:
+    """Post-norm (no final norms), an output projection of its own, source and target sentencepiece models."""
+    run_dir, out = tmp_path / "run", tmp_path / "ct2"
+    settings = ["model.transformer.norm=post", "model.tie_embeddings=false", "tokenizer.joint=false"]
+    args = train_args(tiny, small_corpus, run_dir, "--max-steps", "30", *(f"--set={s}" for s in settings))
+    assert run_cli(*args)[0] == 0
+    assert run_cli("export", str(run_dir), str(out), "--checkpoint", "last")[0] == 0
+    assert {"source_vocabulary.json", "spm.src.model", "spm.tgt.model"} <= {p.name for p in out.iterdir()}
+    ours, theirs = greedy_both(run_dir, out, (small_corpus / "valid.src").read_text().splitlines()[:50])
+    assert ours == theirs
+
+
+def test_int8_export_translates(trained_run: Path, corpus: Path, tmp_path: Path) -> None:
+    out = tmp_path / "int8"
+    assert run_cli("export", str(trained_run), str(out), "--quantization", "int8")[0] == 0
+    sentences = (corpus / "test.src").read_text().splitlines()[:20]
+    translations = load_export(out, "cpu").translate(["", *sentences], beam_size=5)
+    assert translations[0] == "" and all(translations[1:])
+
+
+def test_rnn_run_is_refused(tiny: Path, small_corpus: Path, tmp_path: Path) -> None:
+    run_dir = tmp_path / "rnn"
+    rnn = ["--set", "model.type=rnn-bahdanau", "--set", "model.transformer="]  # tiny's section dropped
+    args = train_args(tiny, small_corpus, run_dir, "--max-steps", "2", *rnn)
+    assert run_cli(*args)[0] == 0
+    result = run_cli("export", str(run_dir), str(tmp_path / "out"))
+    assert_one_line_error(result, "model.type=rnn-bahdanau", "only Transformers")
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("flags", "fragment"),
+    [(["--quantization", "int4"], "--quantization int4"), (["--to", "onnx"], "--to onnx")],
+)
+def test_bad_names_are_refused(trained_run: Path, tmp_path: Path, flags: list[str], fragment: str) -> None:
+    assert_one_line_error(run_cli("export", str(trained_run), str(tmp_path / "out"), *flags), fragment)
+
+
+def test_nonempty_out_dir_is_refused(trained_run: Path, tmp_path: Path) -> None:
+    (tmp_path / "keep.txt").write_text("mine")
+    assert_one_line_error(run_cli("export", str(trained_run), str(tmp_path)), "not an empty directory")
+
+
+def test_engine_needs_an_export(trained_run: Path) -> None:
+    result = run_cli("translate", str(trained_run), "--engine", "ctranslate2", input="ka lo\n")
+    assert_one_line_error(result, "not a directory written by `nmt export`")

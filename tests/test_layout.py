@@ -1,0 +1,109 @@
+"""The tree is the map: no import cycle among nmt's modules, arrows that point down the pipeline, few modules
+directly in nmt/, and translating a sentence loads no training code."""
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import ROOT
+
+PACKAGE = ROOT / "nmt"
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def runtime_imports() -> dict[str, set[str]]:
+    """Each nmt module → the nmt modules it imports when it runs (imports under `if TYPE_CHECKING:` are type
+    hints only; a package's own __init__ is not counted)."""
+    modules = {module_name(path): path for path in PACKAGE.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        hinted = {
+            id(node)
+            for block in ast.walk(tree)
+            if isinstance(block, ast.If) and "TYPE_CHECKING" in ast.unparse(block.test)
+            for node in ast.walk(block)
+        }
+        targets = set()
+        for node in ast.walk(tree):
+            if id(node) in hinted or not isinstance(node, ast.Import | ast.ImportFrom):
+                continue
+            if isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                found = [f"{base}.{alias.name}" for alias in node.names] + [base]
+            else:
+                found = [alias.name for alias in node.names]
+            targets |= {t for t in found if t in modules and t != name and not name.startswith(t + ".")}
+        graph[name] = targets
+    return graph
+
+
+def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        for target in graph[todo.pop()] - seen:
+            seen.add(target)
+            todo.append(target)
+    return seen
+
+
+def test_no_module_imports_itself_through_others() -> None:
+    graph = runtime_imports()
+    cycles = sorted(name for name in graph if name in reachable(graph, name))
+    assert not cycles, f"modules on an import cycle: {cycles}"
+
+
+def test_arrows_point_down_the_pipeline() -> None:
+    """Models import nothing from training, decoding or the run directory; the data nothing from the models;
+    decoding nothing from training (also not through other modules)."""
+    graph = runtime_imports()
+    rules = {
+        "nmt.models": ("nmt.train", "nmt.decode", "nmt.run", "nmt.evaluate"),
+        "nmt.data": ("nmt.models", "nmt.train", "nmt.decode", "nmt.run"),
+        "nmt.decode": ("nmt.train",),
+        "nmt.run": ("nmt.train", "nmt.decode"),
+    }
+    wrong = [
+        f"{name} -> {target}"
+        for name in graph
+        for package, forbidden in rules.items()
+        if name.startswith(package)
+        for target in reachable(graph, name)
+        if target.startswith(forbidden)
+    ]
+    assert not wrong, wrong
+
+
+def test_few_modules_sit_directly_in_the_package() -> None:
+    flat = sorted(path.name for path in PACKAGE.glob("*.py"))
+    assert len(flat) <= 8, flat
+
+
+def python(code: str) -> str:
+    """What `code` prints when run by a fresh Python process from the project's root."""
+    command = [sys.executable, "-c", code]
+    return subprocess.run(command, capture_output=True, text=True, cwd=ROOT, check=True).stdout.strip()
+
+
+def test_translating_a_sentence_loads_no_training_code(trained_run: Path, corpus: Path) -> None:
+    """The translate path of the CLI, run in a fresh process: no module of nmt.train is ever imported."""
+    probe = (
+        "import sys, torch\n"
+        "from nmt.cli import app\n"
+        "from nmt.decode.trained_run import load_run\n"
+        "from nmt.decode.translate import translate\n"
+        f"run = load_run({str(trained_run)!r}, torch.device('cpu'))\n"
+        f"assert translate(run, [{(corpus / 'test.src').read_text().splitlines()[0]!r}])[0]\n"
+        "print(sorted(m for m in sys.modules if m.startswith('nmt.train')))\n"
+    )
+    assert python(probe) == "[]"
+
+
+def test_the_run_directory_needs_no_torch() -> None:
+    probe = "import sys, nmt.run.directory, nmt.run.metrics; print('torch' in sys.modules)"
+    assert python(probe) == "False"

@@ -1,0 +1,126 @@
+"""Training: the loss falls, the schedule warms up and decays, and a resumed run continues bit for bit."""
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from nmt.config.schema import Config, replace
+from nmt.config.sections import TrainConfig
+from nmt.config.yaml_file import load_config
+from nmt.run.checkpoint import portable_optimizer_state
+from nmt.run.checkpoint_io import load_checkpoint
+from nmt.run.directory import RunDir
+from nmt.run.metrics import read_metrics
+from nmt.train.command import train
+from nmt.train.loss import sequence_loss
+from nmt.train.step import learning_rate_factor
+from tests.conftest import ROOT
+
+
+def tiny_config(corpus: Path, **train_fields: object) -> Config:
+    cfg = load_config(ROOT / "configs" / "tiny-transformer.yaml", [f"data.dir={corpus}"])
+    fields = {
+        "device": "cpu",
+        "max_time": 0.0,
+        "eval_every": 1000,
+        "log_every": 1,
+        "batch_tokens": 600,
+        "final_report": False,
+    } | train_fields
+    return replace(
+        cfg,
+        model={
+            "encoder_layers": 1,
+            "decoder_layers": 1,
+            "transformer": {"d_model": 32, "heads": 2, "ff_dim": 64},
+        },
+        tokenizer={"vocab_size": 200},
+        train=fields,
+        search={"batch_size": 100},
+    )
+
+
+def losses(run_dir: Path) -> list[float]:
+    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+    return [r["loss"] for r in map(json.loads, lines) if r["kind"] == "train"]
+
+
+def test_sequence_loss_ignores_padding() -> None:
+    logits = torch.randn(1, 3, 5)
+    targets = torch.tensor([[4, 2, 0]])
+    assert sequence_loss(logits, targets, 0.0) == sequence_loss(logits[:, :2], targets[:, :2], 0.0)
+
+
+def test_schedule_warms_up_then_decays() -> None:
+    cfg = TrainConfig(warmup_steps=10)
+    factors = [learning_rate_factor(step, cfg) for step in range(40)]
+    assert factors[0] == 0.1 and factors[9] == 1.0
+    assert factors[39] == (10 / 40) ** 0.5
+
+
+def test_loss_falls(corpus: Path, tmp_path: Path) -> None:
+    train(tiny_config(corpus, max_steps=60, lr=3.0e-3, warmup_steps=20), tmp_path / "run")
+    curve = losses(tmp_path / "run")
+    assert sum(curve[-5:]) / 5 < 0.7 * sum(curve[:5]) / 5
+
+
+def test_resume_continues_bit_for_bit(corpus: Path, tmp_path: Path) -> None:
+    """Stopping at step 7 and resuming to step 14 gives the same losses and weights as one 14-step run."""
+    train(tiny_config(corpus, max_steps=14, accumulate=2), tmp_path / "straight")
+    train(tiny_config(corpus, max_steps=7, accumulate=2), tmp_path / "resumed")
+    train(tiny_config(corpus, max_steps=14, accumulate=2), tmp_path / "resumed", resume=True)
+    assert losses(tmp_path / "straight") == losses(tmp_path / "resumed")
+    straight = load_checkpoint(tmp_path / "straight" / "last.pt")
+    resumed = load_checkpoint(tmp_path / "resumed" / "last.pt")
+    assert straight["progress"]["step"] == resumed["progress"]["step"] == 14
+    for name, tensor in straight["model"].items():
+        assert torch.equal(tensor, resumed["model"][name]), name
+
+
+def test_final_report_with_checkpoint_averaging(corpus: Path, tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    cfg = tiny_config(corpus, max_steps=30, eval_every=10, keep_checkpoints=2, average_checkpoints=2,
+                      final_report=True, lr=3.0e-3, warmup_steps=10)  # fmt: skip
+    train(cfg, run_dir)
+    assert [p.name for p in RunDir(run_dir).snapshots()] == ["step20.pt", "step30.pt"]
+    first, second = (load_checkpoint(p)["model"] for p in RunDir(run_dir).snapshots())
+    averaged = load_checkpoint(run_dir / "averaged.pt")
+    assert averaged["averaged_steps"] == [20, 30]
+    for name, tensor in averaged["model"].items():
+        torch.testing.assert_close(tensor, (first[name] + second[name]) / 2)
+    report = json.loads((run_dir / "report.json").read_text())
+    assert set(report["valid"]) == {"best", "averaged"} and report["checkpoint"] in report["valid"]
+    assert report["test"][report["checkpoint"]]["bleu_signature"].startswith(
+        "nrefs:1|case:mixed|eff:no|tok:13a"
+    )
+    assert report["steps"] == 30 and report["best_step"] in (10, 20, 30) and report["seed"] == cfg.train.seed
+    for name in ("curves.png", "attention/valid-0.png", "attention/valid-2.png"):
+        assert (run_dir / name).stat().st_size > 1000, name
+
+
+def test_checkpoints_keep_float_learning_rates_whatever_the_optimizer_holds() -> None:
+    """CUDA graphs turn the learning rates into device tensors and the optimizer capturable; last.pt is
+    written as without them, so it resumes either way."""
+    param = torch.nn.Parameter(torch.ones(3))
+    optimizer = torch.optim.AdamW([param], lr=torch.tensor(1.0e-3), fused=True)
+    param.grad = torch.ones(3)
+    optimizer.step()
+    optimizer.param_groups[0]["capturable"] = True  # as TrainGraphs sets it (stepping it needs a GPU)
+    state = portable_optimizer_state(optimizer)
+    assert (
+        state["param_groups"][0]["lr"] == pytest.approx(1.0e-3)
+        and type(state["param_groups"][0]["lr"]) is float
+    )
+    assert state["param_groups"][0]["capturable"] is False
+    eager = torch.optim.AdamW([torch.nn.Parameter(torch.ones(3))], lr=1.0)
+    eager.load_state_dict(state)
+    assert eager.param_groups[0]["lr"] == pytest.approx(1.0e-3)
+
+
+def test_resuming_a_finished_run_validates_no_step_twice(corpus: Path, tmp_path: Path) -> None:
+    train(tiny_config(corpus, max_steps=4), tmp_path / "run")
+    train(tiny_config(corpus, max_steps=4), tmp_path / "run", resume=True)  # nothing left to do
+    steps = [r["step"] for r in read_metrics(RunDir(tmp_path / "run")) if r["kind"] == "valid"]
+    assert steps and len(steps) == len(set(steps))
