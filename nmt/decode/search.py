@@ -17,7 +17,7 @@ from torch import Tensor
 from nmt.config.sections import SearchConfig
 from nmt.data.special_tokens import BOS, EOS, PAD
 from nmt.decode.step_graphs import decoder_steps
-from nmt.models.base import Seq2Seq, Step, select_rows
+from nmt.models.base import Memory, Seq2Seq, State, Step, hypothesis_rows
 
 CHECK_EVERY = 8  # decoding steps between two reads of "is every sentence finished?"
 
@@ -132,12 +132,13 @@ def beam_search(
     At every check step, once at most half of the rows are still searched, the done sentences leave the batch
     (few distinct batch shapes, and later steps compute less). With `beam_size=1` this is exactly greedy.
     """
-    batch, k, device = src.size(0), search.beam_size, src.device
+    k, device = search.beam_size, src.device
     limits = output_limits(src_mask, search.max_len_a, search.max_len_b)
     max_steps = int(limits.max()) + 1
-    memory = select_rows(model.encode(src, src_mask), torch.arange(batch, device=device).repeat_interleave(k))
-    state = model.init_state(memory, max_steps)
-    beams = _Beams(state, batch, k, search.nbest, max_steps, src, with_attention)
+    memory = model.encode(src, src_mask)  # per sentence: its k hypotheses share it
+    beams = _Beams(
+        model, model.init_state(memory, max_steps, k), k, search.nbest, max_steps, src, with_attention
+    )
     decode, banned = decoder_steps(model, search.cuda_graphs), banned_tokens(device)
     for t in range(max_steps):
         step = decode(beams.tokens[:, -1], memory, beams.state)
@@ -159,12 +160,13 @@ def beam_search(
 
 class _Beams:
     """The live hypotheses of the sentences still in the batch (`active`), and each sentence's n best finished
-    hypotheses (best first), all on the device."""
+    hypotheses (best first), all on the device; the model moves its state (`reorder_state`,
+    `select_sentences`)."""
 
-    def __init__(self, state: dict[str, Tensor], batch: int, k: int, n: int, max_steps: int, src: Tensor,
+    def __init__(self, model: Seq2Seq, state: State, k: int, n: int, max_steps: int, src: Tensor,
                  with_attention: bool) -> None:  # fmt: skip
-        device = src.device
-        self.state, self.k, self.n = state, k, n
+        batch, device = src.size(0), src.device
+        self.model, self.state, self.k, self.n = model, state, k, n
         self.active = torch.arange(batch, device=device)  # original sentence of each row of `scores`
         self.scores = torch.zeros(batch, k, device=device)  # (active, k) summed log-probs of live hypotheses
         self.scores[:, 1:] = float("-inf")  # all beams start identical: keep one
@@ -201,20 +203,20 @@ class _Beams:
         live_scores, live = top_scores.masked_fill(is_eos, float("-inf")).topk(k, dim=1)  # (n, k)
         live_rows = rows.gather(1, live).view(-1)  # (n * k,)
         self.tokens = torch.cat([self.tokens[live_rows], top_token.gather(1, live).view(-1, 1)], dim=1)
-        self.scores, self.state = live_scores, select_rows(state, live_rows)
+        self.scores, self.state = live_scores, self.model.reorder_state(state, live_rows)
         if self.attention is not None:
             self.attention = self.attention[live_rows]
 
-    def keep(self, searched: Tensor, left: int, memory: dict[str, Tensor]) -> dict[str, Tensor]:
-        """Drop the done sentences (`searched` False; `left` are not) from the batch; returns the memory rows
-        of those that stay. Their order is kept, found on the device by a stable sort."""
+    def keep(self, searched: Tensor, left: int, memory: Memory) -> Memory:
+        """Drop the done sentences (`searched` False; `left` are not) from the batch; returns the memory of
+        those that stay. Their order is kept, found on the device by a stable sort."""
         keep = torch.argsort((~searched).to(torch.uint8), stable=True)[:left]  # (left,)
-        rows = (keep.unsqueeze(1) * self.k + torch.arange(self.k, device=keep.device)).view(-1)
+        rows = hypothesis_rows(keep, self.k)  # (left * k,)
         self.active, self.scores, self.tokens = self.active[keep], self.scores[keep], self.tokens[rows]
-        self.state = select_rows(self.state, rows)
+        memory, self.state = self.model.select_sentences(memory, self.state, keep)
         if self.attention is not None:
             self.attention = self.attention[rows]
-        return select_rows(memory, rows)
+        return memory
 
     def _record_finished(self, finished: Tensor, normalised: Tensor, rows: Tensor) -> None:
         """Keep, per sentence, the n best finished hypotheses seen so far (in place, without a host sync).

@@ -1,11 +1,13 @@
 """The contract every translation model fulfils, so search, training and plotting never ask which model runs.
 
-A model encodes a source batch into a `Memory`, starts a decoder `State` from it, and advances that state one
-target token at a time with `decode_step`. Memory and state are flat dicts of tensors whose first dimension is
-the batch, so search can expand, reorder and shrink them with one `select_rows` for every model. A step keeps
-every shape of the state it is given (no tensor grows), and reads nothing back to the host, so that search
-can run it in a CUDA graph.
-"""
+A model encodes a batch of source sentences into a `Memory`, starts a decoder `State` for a number of
+hypotheses per sentence (one for greedy search, the beam size for beam search), and advances every hypothesis
+one target token at a time with `decode_step`. Memory and state are flat dicts of tensors. The memory is per
+sentence (batch first); the state is per hypothesis, a sentence's hypotheses on consecutive rows, except what
+a model keeps per sentence and manages itself (the Transformer's key/value caches). Search moves the state
+only through `reorder_state` (after a beam step) and `select_sentences` (when finished sentences leave the
+batch), so a model decides what moving its state costs. A step keeps every shape of the state it is given (no
+tensor grows), and reads nothing back to the host, so that search can run it in a CUDA graph."""
 
 from __future__ import annotations
 
@@ -14,13 +16,19 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-Memory = dict[str, Tensor]  # encoder output and whatever the decoder precomputes from it; batch first
-State = dict[str, Tensor]  # decoder state between steps (hidden states, key/value caches); batch first
+Memory = dict[str, Tensor]  # per sentence: encoder output and what the decoder precomputes from it
+State = dict[str, Tensor]  # per hypothesis (sentences × hypotheses per sentence rows), unless a model says
 
 
 def select_rows(tensors: dict[str, Tensor], index: Tensor) -> dict[str, Tensor]:
-    """The dict with every tensor's batch rows picked by `index` (beam expansion, reordering, pruning)."""
+    """The dict with every tensor's batch rows picked by `index` (reordering, pruning)."""
     return {name: tensor.index_select(0, index) for name, tensor in tensors.items()}
+
+
+def hypothesis_rows(sentences: Tensor, per_sentence: int) -> Tensor:
+    """The state rows of the hypotheses of `sentences` (indices), `per_sentence` consecutive rows each."""
+    offsets = torch.arange(per_sentence, device=sentences.device)
+    return (sentences.unsqueeze(1) * per_sentence + offsets).view(-1)  # (sentences * per_sentence,)
 
 
 @dataclass
@@ -45,25 +53,35 @@ class Output:
 class Seq2Seq(nn.Module):
     """Encoder-decoder translation model.
 
-    Masks are bool with True = real token; `src_mask` is (batch, 1, src_len). `reads_lengths_on_host`: the
-    forward pass reads something back to the host (so a training step cannot be captured in a CUDA graph).
+    Masks are bool with True = real token; `src_mask` is (batch, 1, src_len).
     """
-
-    reads_lengths_on_host = False
 
     def encode(self, src: Tensor, src_mask: Tensor) -> Memory:
         """Encode source ids (batch, src_len); the memory holds 'src_mask' among its tensors."""
         raise NotImplementedError
 
-    def init_state(self, memory: Memory, max_len: int) -> State:
-        """Decoder state before the first target token, with room for `max_len` decoding steps (the
-        Transformer allocates its key/value cache once, so that every step has the same shapes)."""
+    def init_state(self, memory: Memory, max_len: int, hypotheses: int = 1) -> State:
+        """Decoder state before the first target token for `hypotheses` hypotheses per sentence of `memory`,
+        with room for `max_len` decoding steps (the Transformer allocates its key/value cache once, so that
+        every step has the same shapes)."""
         raise NotImplementedError
 
     def decode_step(self, tokens: Tensor, memory: Memory, state: State) -> Step:
-        """Advance by one token: `tokens` (batch,) are the previous outputs (bos at the start). The step may
-        write into the tensors of `state` (the Transformer's key/value caches): use each state once."""
+        """Advance every hypothesis by one token: `tokens` (sentences * hypotheses,) are the previous outputs
+        (bos at the start). The step may write into the tensors of `state` (the Transformer's key/value
+        caches): use each state once."""
         raise NotImplementedError
+
+    def reorder_state(self, state: State, parents: Tensor) -> State:
+        """The state after a beam step: hypothesis row r continues the hypothesis on row `parents[r]`, a row
+        of the same sentence. (rows,)"""
+        return select_rows(state, parents)
+
+    def select_sentences(self, memory: Memory, state: State, sentences: Tensor) -> tuple[Memory, State]:
+        """Memory and state of the sentences `sentences` (indices, in order) alone, with all their
+        hypotheses."""
+        rows = hypothesis_rows(sentences, hypotheses_per_sentence(memory, state))
+        return select_rows(memory, sentences), select_rows(state, rows)
 
     def decode(self, tgt_in: Tensor, memory: Memory, return_attention: bool = False) -> Output:
         """Teacher-forced decoder pass over the whole target prefix `tgt_in` (batch, tgt_len)."""
@@ -93,3 +111,8 @@ def make_embeddings(
         with torch.no_grad():
             embedding.weight[pad].zero_()
     return src, tgt
+
+
+def hypotheses_per_sentence(memory: Memory, state: State) -> int:
+    """How many hypotheses the state holds per sentence of the memory (its rows over the sentences)."""
+    return next(iter(state.values())).size(0) // memory["src_mask"].size(0)

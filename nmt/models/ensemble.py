@@ -39,10 +39,10 @@ class Ensemble(Seq2Seq):
             memory |= prefixed(model.encode(src, src_mask), i)
         return memory
 
-    def init_state(self, memory: Memory, max_len: int) -> State:
+    def init_state(self, memory: Memory, max_len: int, hypotheses: int = 1) -> State:
         state = {}
         for i, model in enumerate(self.members):
-            state |= prefixed(model.init_state(member_part(memory, i), max_len), i)
+            state |= prefixed(model.init_state(member_part(memory, i), max_len, hypotheses), i)
         return state
 
     def decode_step(self, tokens: Tensor, memory: Memory, state: State) -> Step:
@@ -57,3 +57,18 @@ class Ensemble(Seq2Seq):
         weights = [s.attention for s in steps]
         attention = None if any(w is None for w in weights) else torch.stack(weights).float().mean(dim=0)
         return Step(log_probs, new_state, attention)  # log_probs (batch, vocab), attention (batch, src_len)
+
+    def reorder_state(self, state: State, parents: Tensor) -> State:
+        reordered = {}
+        for i, model in enumerate(self.members):
+            reordered |= prefixed(model.reorder_state(member_part(state, i), parents), i)
+        return reordered
+
+    def select_sentences(self, memory: Memory, state: State, sentences: Tensor) -> tuple[Memory, State]:
+        kept_memory, kept_state = {"src_mask": memory["src_mask"].index_select(0, sentences)}, {}
+        for i, model in enumerate(self.members):
+            parts = member_part(memory, i), member_part(state, i)
+            member_memory, member_state = model.select_sentences(*parts, sentences)
+            kept_memory |= prefixed(member_memory, i)
+            kept_state |= prefixed(member_state, i)
+        return kept_memory, kept_state

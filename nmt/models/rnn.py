@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Literal
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
 from nmt.data.special_tokens import PAD
 from nmt.errors import ConfigError
@@ -51,35 +50,111 @@ def make_rnn(cfg: ModelConfig, input_size: int, layers: int, bidirectional: bool
     return rnn(input_size, hidden, layers, batch_first=True, dropout=dropout, bidirectional=bidirectional)
 
 
-def run_rnn(
-    rnn: nn.RNNBase, x: Tensor | PackedSequence, hx: Tensor | tuple[Tensor, Tensor] | None = None
-) -> tuple:
+def run_rnn(rnn: nn.RNNBase, x: Tensor, hx: Tensor | tuple[Tensor, Tensor] | None = None) -> tuple:
     """Call `rnn` in its own dtype, also under autocast: autocast would run cuDNN RNNs in float16 (not the
     requested bfloat16), re-casting the weights on every call, with gradients that underflow unscaled."""
-    device = (x.data if isinstance(x, PackedSequence) else x).device
-    with torch.autocast(device.type, enabled=False):
+    with torch.autocast(x.device.type, enabled=False):
         return rnn(x, hx)
 
 
+def reversal_within_length(lengths: Tensor, length: int) -> Tensor:
+    """Gather indices that reverse each sentence within its own length and leave its padding in place:
+    (batch, length). Applied twice, they restore the order."""
+    positions = torch.arange(length, device=lengths.device)  # (length,)
+    reversed_positions = lengths.unsqueeze(1) - 1 - positions  # (batch, length)
+    return torch.where(positions < lengths.unsqueeze(1), reversed_positions, positions)
+
+
+def along_time(x: Tensor, index: Tensor) -> Tensor:
+    """x (batch, length, features) with its time steps taken from `index` (batch, length)."""
+    return x.gather(1, index.unsqueeze(2).expand(-1, -1, x.size(2)))
+
+
+def final_cell(rnn: nn.LSTM, x: Tensor, outputs: Tensor, lengths: Tensor) -> Tensor:
+    """The cell state of a one-layer LSTM after each sentence's last word (batch, hidden), recomputed from its
+    inputs x (batch, length, input) and outputs (batch, length, hidden), which are exact up to that word (the
+    recurrence read padding only after it, and cuDNN returns only the cell state after the padding).
+
+    c_T = Σ_t i_t g_t Π_{t<s≤T} f_s, with the gates of every step from x_t and h_{t-1} in one matmul."""
+    before = torch.cat([outputs.new_zeros(outputs[:, :1].shape), outputs[:, :-1]], dim=1)  # h_{t-1}
+    gates = F.linear(x, rnn.weight_ih_l0, rnn.bias_ih_l0) + F.linear(before, rnn.weight_hh_l0, rnn.bias_hh_l0)
+    i, f, g, _ = gates.chunk(4, dim=-1)  # (batch, length, hidden) each
+    inside = (torch.arange(x.size(1), device=x.device) < lengths.unsqueeze(1)).unsqueeze(
+        2
+    )  # (batch, length, 1)
+    forget = torch.where(inside, torch.sigmoid(f), 1.0)
+    kept_after = torch.cat([forget[:, 1:], forget.new_ones(forget[:, :1].shape)], dim=1)  # f_{t+1}
+    decay = kept_after.flip(1).cumprod(1).flip(1)  # Π_{s>t} f_s (1 past the end)
+    return (torch.sigmoid(i) * torch.tanh(g) * decay * inside).sum(dim=1)
+
+
+class Direction(nn.Module):
+    """One direction of one encoder layer: a one-layer GRU/LSTM run over the whole padded batch by cuDNN."""
+
+    def __init__(self, cfg: ModelConfig, input_size: int) -> None:
+        super().__init__()
+        self.rnn = make_rnn(cfg, input_size, 1)
+
+    def forward(self, x: Tensor, lengths: Tensor) -> tuple[Tensor, list[Tensor]]:
+        """Outputs (batch, length, hidden), exact up to each sentence's length, and the final states after its
+        last word: hidden (and cell for LSTM), (batch, hidden) each."""
+        outputs = run_rnn(self.rnn, x)[0]
+        last = (lengths - 1).clamp(min=0).view(-1, 1)  # (batch, 1)
+        finals = [along_time(outputs, last).squeeze(1)]
+        if isinstance(self.rnn, nn.LSTM):
+            with torch.autocast(x.device.type, enabled=False):
+                finals.append(final_cell(self.rnn, x, outputs, lengths))
+        return outputs, finals
+
+
 class Encoder(nn.Module):
-    """Embeddings → bidirectional GRU/LSTM over packed sequences, so padding never enters the recurrence."""
+    """Embeddings → a bidirectional GRU/LSTM on the padded batch, one layer at a time: the forward direction
+    reads each sentence from its first word, the backward direction reads it reversed within its own length,
+    so that padding never enters a state that a word's output depends on. Nothing is read back to the host
+    (no packing): the training step can be captured in a CUDA graph.
+
+    Parameters are named `layers.<l>.ahead.rnn.*` (forward direction) and `layers.<l>.back.rnn.*` (backward);
+    checkpoints of the single bidirectional `rnn.*_l<l>[_reverse]` load unchanged
+    (`split_bidirectional_weights`).
+    """
 
     def __init__(self, cfg: ModelConfig, embedding: nn.Embedding) -> None:
         super().__init__()
         self.embedding, self.dropout = embedding, nn.Dropout(cfg.dropout)
-        self.rnn = make_rnn(cfg, cfg.rnn.embedding_size, cfg.encoder_layers, bidirectional=True)
+        hidden = cfg.rnn.hidden_size
+        self.layers = nn.ModuleList(
+            nn.ModuleDict({"ahead": Direction(cfg, size), "back": Direction(cfg, size)})
+            for size in [cfg.rnn.embedding_size] + [2 * hidden] * (cfg.encoder_layers - 1)
+        )
+        self.register_load_state_dict_pre_hook(split_bidirectional_weights)
 
     def forward(self, src: Tensor, src_mask: Tensor) -> tuple[Tensor, list[Tensor]]:
         """Encoder states (batch, src_len, 2*hidden), zero at padding, and the final states: hidden (and cell
         for LSTM), each (batch, layers, 2, hidden) with the forward direction first."""
-        lengths = src_mask.sum(dim=(1, 2)).cpu()  # packing needs the lengths on the host
-        embedded = self.dropout(self.embedding(src))  # (batch, src_len, embedding)
-        packed = pack_padded_sequence(embedded, lengths, batch_first=True, enforce_sorted=False)
-        packed_states, final = run_rnn(self.rnn, packed)
-        states, _ = pad_packed_sequence(packed_states, batch_first=True, total_length=src.size(1))
-        finals = final if isinstance(final, tuple) else (final,)  # (layers*2, batch, hidden) each
-        split = [f.view(-1, 2, *f.shape[1:]) for f in finals]  # (layers, 2, batch, hidden) each
-        return states, [f.permute(2, 0, 1, 3) for f in split]  # (batch, layers, 2, hidden) each
+        mask = src_mask.squeeze(1).unsqueeze(2)  # (batch, src_len, 1)
+        lengths = src_mask.sum(dim=(1, 2))  # (batch,), on the device
+        reverse = reversal_within_length(lengths, src.size(1))  # (batch, src_len)
+        x, finals = self.dropout(self.embedding(src)), []  # (batch, src_len, embedding)
+        for i, layer in enumerate(self.layers):
+            if i:
+                x = self.dropout(x)  # between layers, as a stacked RNN applies it
+            ahead, ahead_finals = layer["ahead"](x, lengths)
+            back, back_finals = layer["back"](along_time(x, reverse), lengths)
+            x = torch.cat([ahead, along_time(back, reverse)], dim=-1) * mask  # (batch, src_len, 2*hidden)
+            finals.append([torch.stack(pair, dim=1) for pair in zip(ahead_finals, back_finals, strict=True)])
+        return x, [
+            torch.stack(kind, dim=1) for kind in zip(*finals, strict=True)
+        ]  # (batch, layers, 2, hidden) each
+
+
+def split_bidirectional_weights(module: nn.Module, state_dict: dict, prefix: str, *_: object) -> None:
+    """Load-time migration: the weights of a checkpoint's bidirectional `rnn` (`weight_ih_l1_reverse`, …)
+    become those of the layers' directions (`layers.1.back.rnn.weight_ih_l0`), in place in `state_dict`."""
+    for key in [k for k in state_dict if k.startswith(f"{prefix}rnn.")]:
+        name = key.removeprefix(f"{prefix}rnn.")
+        kind, layer = name.removesuffix("_reverse").rsplit("_l", 1)
+        direction = "back" if name.endswith("_reverse") else "ahead"
+        state_dict[f"{prefix}layers.{layer}.{direction}.rnn.{kind}_l0"] = state_dict.pop(key)
 
 
 class Bridge(nn.Module):
@@ -112,10 +187,10 @@ class Bridge(nn.Module):
 class Decoder(nn.Module):
     """A stack of GRU/LSTM layers advanced one token at a time, attending with any attention module.
 
-    State: 'hidden' (and 'cell' for LSTM), each (batch, layers, hidden); subclasses may add keys. `forward`
-    maps the embedded previous token (batch, embedding) to the pre-output vector (batch, embedding), the
-    attention weights (batch, 1, 1, src_len) and the new state.
-    """
+    State: 'hidden' (and 'cell' for LSTM), each (rows, layers, hidden), a row per hypothesis (the hypotheses
+    of a sentence on consecutive rows, sharing its memory); subclasses may add keys. `forward` maps the
+    embedded previous tokens (rows, embedding) to the pre-output vectors (rows, embedding), the attention
+    weights (sentences, 1, hypotheses, src_len) and the new state."""
 
     def __init__(self, cfg: ModelConfig, input_size: int, attention: Attention) -> None:
         super().__init__()
@@ -132,8 +207,9 @@ class Decoder(nn.Module):
             memory[f"init_{name}"] = bridge(final)  # (batch, layers, hidden)
         return memory
 
-    def init_state(self, memory: Memory) -> State:
-        return {name: memory[f"init_{name}"] for name in self.rnn_keys}
+    def init_state(self, memory: Memory, hypotheses: int = 1) -> State:
+        """Each hypothesis starts from its sentence's bridged states."""
+        return {name: memory[f"init_{name}"].repeat_interleave(hypotheses, dim=0) for name in self.rnn_keys}
 
     def recur(self, x: Tensor, state: State) -> tuple[Tensor, State]:
         """One RNN step on x (batch, input_size): the top layer's output (batch, hidden) and its new state."""
@@ -143,11 +219,12 @@ class Decoder(nn.Module):
         return output.squeeze(1), {name: h.transpose(0, 1) for name, h in zip(self.rnn_keys, hn, strict=True)}
 
     def attend(self, query: Tensor, memory: Memory) -> tuple[Tensor, Tensor]:
-        """Context (batch, d_value) and weights (batch, 1, 1, src_len) for one query (batch, d_query)."""
-        context, weights = self.attention(
-            query.unsqueeze(1), memory["keys"], memory["values"], memory["src_mask"]
-        )
-        return context.squeeze(1), weights
+        """Context (rows, d_value) and weights (sentences, 1, hypotheses, src_len) for the queries (rows,
+        d_query): the hypotheses of a sentence query its memory together."""
+        sentences = memory["src_mask"].size(0)
+        queries = query.view(sentences, -1, query.size(-1))  # (sentences, hypotheses, d_query)
+        context, weights = self.attention(queries, memory["keys"], memory["values"], memory["src_mask"])
+        return context.reshape(query.size(0), -1), weights
 
     def forward(self, embedded: Tensor, memory: Memory, state: State) -> tuple[Tensor, Tensor, State]:
         raise NotImplementedError
@@ -233,8 +310,8 @@ class LuongDecoder(Decoder):
     def prepare(self, states: Tensor, finals: list[Tensor]) -> Memory:
         return super().prepare(self.memory_proj(states), finals)  # keys, values from (batch, src_len, hidden)
 
-    def init_state(self, memory: Memory) -> State:
-        state = super().init_state(memory)
+    def init_state(self, memory: Memory, hypotheses: int = 1) -> State:
+        state = super().init_state(memory, hypotheses)
         if self.input_feeding:
             hidden = state["hidden"]
             state["feed"] = hidden.new_zeros(hidden.size(0), self.combine.out_features)  # h̃_0 = 0
@@ -265,16 +342,12 @@ class LuongDecoder(Decoder):
 class RNNSeq2Seq(Seq2Seq):
     """Bidirectional RNN encoder, attentional RNN decoder: Bahdanau (`rnn-bahdanau`) or Luong (`rnn-luong`).
 
-    The encoder packs its sequences, which needs their lengths on the host: a training step cannot be captured
-    in a CUDA graph (`reads_lengths_on_host`); decoding steps can.
-
-    Memory: 'src_mask', attention 'keys' and 'values', the decoder's initial 'init_hidden' (and 'init_cell'
-    for LSTM), (batch, decoder_layers, hidden). State: 'hidden' (and 'cell'), (batch, decoder_layers, hidden);
-    Luong with input feeding adds 'feed'. The vocabulary projection of the pre-output vector is the
-    target embedding when `tie_embeddings`, which with a joint vocabulary also serves the source.
+    Memory (per sentence): 'src_mask', attention 'keys' and 'values', the decoder's initial 'init_hidden' (and
+    'init_cell' for LSTM), (sentences, decoder_layers, hidden). State (per hypothesis): 'hidden' (and 'cell'),
+    (rows, decoder_layers, hidden); Luong with input feeding adds 'feed'. The vocabulary projection of the
+    pre-output vector is the target embedding when `tie_embeddings`, which with a joint vocabulary also serves
+    the source.
     """
-
-    reads_lengths_on_host = True
 
     def __init__(self, cfg: ModelConfig, src_vocab: int, tgt_vocab: int, joint_vocab: bool) -> None:
         super().__init__()
@@ -289,19 +362,19 @@ class RNNSeq2Seq(Seq2Seq):
         states, finals = self.encoder(src, src_mask)
         return {"src_mask": src_mask, **self.decoder.prepare(states, finals)}
 
-    def init_state(self, memory: Memory, max_len: int) -> State:
+    def init_state(self, memory: Memory, max_len: int, hypotheses: int = 1) -> State:
         """The bridged initial hidden states; an RNN step needs no room for earlier tokens (`max_len`)."""
-        return self.decoder.init_state(memory)
+        return self.decoder.init_state(memory, hypotheses)
 
     def logits(self, x: Tensor) -> Tensor:
         """Pre-output vectors (…, embedding) → vocabulary logits (…, tgt_vocab)."""
         return F.linear(x, self.tgt_embedding.weight) if self.output is None else self.output(x)
 
     def decode_step(self, tokens: Tensor, memory: Memory, state: State) -> Step:
-        embedded = self.tgt_dropout(self.tgt_embedding(tokens))  # (batch, embedding)
+        embedded = self.tgt_dropout(self.tgt_embedding(tokens))  # (rows, embedding)
         out, weights, new_state = self.decoder(embedded, memory, state)
-        log_probs = self.logits(out).float().log_softmax(dim=-1)  # (batch, tgt_vocab)
-        return Step(log_probs, new_state, weights.flatten(1))  # (batch, 1, 1, src_len) → (batch, src_len)
+        log_probs = self.logits(out).float().log_softmax(dim=-1)  # (rows, tgt_vocab)
+        return Step(log_probs, new_state, weights.reshape(tokens.size(0), -1))  # (rows, src_len)
 
     def decode(self, tgt_in: Tensor, memory: Memory, return_attention: bool = False) -> Output:
         embedded = self.tgt_dropout(self.tgt_embedding(tgt_in))  # (batch, tgt_len, embedding)

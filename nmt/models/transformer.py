@@ -18,7 +18,16 @@ from nmt.data.special_tokens import PAD
 from nmt.errors import ConfigError
 from nmt.limits import MAX_SIZE, check_at_least_one, check_dropout, check_range
 from nmt.models.attention import MultiHeadAttention, SelfAttention
-from nmt.models.base import Memory, Output, Seq2Seq, State, Step, make_embeddings
+from nmt.models.base import (
+    Memory,
+    Output,
+    Seq2Seq,
+    State,
+    Step,
+    hypothesis_rows,
+    make_embeddings,
+    select_rows,
+)
 
 if TYPE_CHECKING:  # the model section holds this family's section: a type hint only, not an import cycle
     from nmt.models.config import ModelConfig
@@ -122,19 +131,21 @@ class EncoderLayer(nn.Module):
 
 @dataclass
 class Cache:
-    """One layer's self-attention keys and values (batch, heads, max_len, d_head) for a decoding step at
-    `position` (batch,); `visible` (batch, 1, max_len) is True at the positions up to it."""
+    """One layer's self-attention keys and values during decoding. Each hypothesis writes its keys and values
+    into slots of its own, (sentences, heads, hypotheses * max_len, d_head), that never move when beam search
+    reorders its hypotheses: `slots` (sentences, heads, hypotheses, d_head) index where this step's go, and
+    `visible` (sentences, hypotheses, hypotheses * max_len) is True at the slots of each hypothesis'
+    history."""
 
     keys: Tensor
     values: Tensor
-    position: Tensor
+    slots: Tensor
     visible: Tensor
 
     def write(self, keys: Tensor, values: Tensor) -> tuple[Tensor, Tensor]:
-        """The cache with one position's keys and values (batch, heads, 1, d_head) written at `position`, in
-        place: copying the whole cache at every step would cost more than attending over it."""
-        index = self.position.view(-1, 1, 1, 1).expand_as(keys)  # (batch, heads, 1, d_head)
-        return self.keys.scatter_(2, index, keys), self.values.scatter_(2, index, values)
+        """The cache with this step's keys and values (sentences, heads, hypotheses, d_head) written into
+        their slots, in place: copying the whole cache at every step would cost more than attending to it."""
+        return self.keys.scatter_(2, self.slots, keys), self.values.scatter_(2, self.slots, values)
 
 
 class DecoderLayer(nn.Module):
@@ -161,10 +172,12 @@ class DecoderLayer(nn.Module):
         """x (batch, tgt_len, d_model) → same shape, the updated self-attention cache, cross-attention
         weights.
 
-        Without a `cache`, `x` is the whole target prefix and a causal mask applies. With one, `x` (batch, 1,
-        d_model) is the token at `cache.position`: its keys and values are written there and it attends to the
-        cache's positions up to its own.
+        Without a `cache`, `x` is the whole target prefix and a causal mask applies. With one, `x` (sentences,
+        hypotheses, d_model) holds the current token of each hypothesis: its keys and values are written into
+        its slots and it attends to its own history. A few queries attend faster through two matmuls than
+        through the flash kernels built for long query blocks, so decoding always computes the weights.
         """
+        need_weights = need_weights or cache is not None
         new_kv = None
 
         def self_attention(h: Tensor) -> Tensor:
@@ -173,7 +186,7 @@ class DecoderLayer(nn.Module):
             if cache is None:
                 return self.self_attn.attend(q, keys, values, None, causal=h.size(1) > 1)[0]
             new_kv = cache.write(keys, values)
-            return self.self_attn.attend(q, *new_kv, cache.visible)[0]
+            return self.self_attn.attend(q, *new_kv, cache.visible, need_weights=True)[0]
 
         weights = None
 
@@ -189,7 +202,9 @@ class DecoderLayer(nn.Module):
 
 class TransformerSeq2Seq(Seq2Seq):
     """Encoder-decoder Transformer. Memory holds the encoder states and each layer's cross-attention keys and
-    values (projected once); the decoding state holds each layer's self-attention key/value cache.
+    values (projected once); the decoding state holds each layer's self-attention key/value cache (per
+    sentence: beam search never moves it, see `Cache`) and each hypothesis' position and history. A decoding
+    step treats the hypotheses of a sentence as a short sequence of queries: they share its memory.
 
     Built from the shared model settings and their `transformer` section."""
 
@@ -238,32 +253,68 @@ class TransformerSeq2Seq(Seq2Seq):
         )  # (batch, layers, heads, tgt, src)
         return Output(self.logits(x), stacked)
 
-    def init_state(self, memory: Memory, max_len: int) -> State:
-        """Empty key/value caches with room for `max_len` tokens, and each sentence's next position (0).
-        `decode_step` writes into the caches of the state it is given."""
+    def init_state(self, memory: Memory, max_len: int, hypotheses: int = 1) -> State:
+        """Empty key/value caches with room for `max_len` tokens of each hypothesis, kept per sentence (see
+        `Cache`); per hypothesis, its next position (0) and its history: which hypothesis' slots hold each of
+        its positions. `decode_step` writes into the caches and histories of the state it is given."""
         if max_len > self.tgt_embed.positions.size(0):
             raise ValueError(
                 f"decoding {max_len} tokens exceeds model.transformer.max_positions="
                 f"{self.tgt_embed.positions.size(0)}"
             )
-        keys = memory["cross_k0"]  # (batch, heads, src_len, d_head)
-        shape = (keys.size(0), keys.size(1), max_len, keys.size(3))
-        state = {"position": torch.zeros(keys.size(0), dtype=torch.long, device=keys.device)}
+        keys = memory["cross_k0"]  # (sentences, heads, src_len, d_head)
+        rows, device = keys.size(0) * hypotheses, keys.device
+        shape = (keys.size(0), keys.size(1), hypotheses * max_len, keys.size(3))
+        state = {
+            "position": torch.zeros(rows, dtype=torch.long, device=device),
+            "history": torch.zeros(rows, max_len, dtype=torch.long, device=device),
+        }
         for i in range(len(self.decoder_layers)):
             state[f"self_k{i}"], state[f"self_v{i}"] = keys.new_zeros(shape), keys.new_zeros(shape)
-        return state  # caches: (batch, heads, max_len, d_head)
+        return state  # caches: (sentences, heads, hypotheses * max_len, d_head)
 
     def decode_step(self, tokens: Tensor, memory: Memory, state: State) -> Step:
-        position = state["position"]  # (batch,)
-        x = self.tgt_embed.at(tokens, position)  # (batch, 1, d_model)
-        slots = torch.arange(state["self_k0"].size(2), device=position.device)
-        visible = (slots <= position.unsqueeze(1)).unsqueeze(1)  # (batch, 1, max_len)
-        new_state, last = {"position": position + 1}, len(self.decoder_layers) - 1
+        position, history = state["position"], state["history"]  # (rows,), (rows, max_len)
+        sentences, (rows, max_len) = memory["src_mask"].size(0), history.shape
+        hypotheses, heads = rows // sentences, memory["cross_k0"].size(1)
+        own = torch.arange(hypotheses, device=tokens.device).repeat(sentences)  # (rows,) each row's slots
+        history.scatter_(1, position.unsqueeze(1), own.unsqueeze(1))  # this position is the row's own
+        x = self.tgt_embed.at(tokens, position).view(sentences, hypotheses, -1)  # (sentences, hyps, d_model)
+        slots = (own * max_len + position).view(sentences, 1, hypotheses, 1)
+        slots = slots.expand(-1, heads, -1, memory["cross_k0"].size(3))  # (sentences, heads, hyps, d_head)
+        visible = self.visible_slots(history, position, sentences)
+        new_state, last = {"position": position + 1, "history": history}, len(self.decoder_layers) - 1
         for i, layer in enumerate(self.decoder_layers):
             cross_kv = memory[f"cross_k{i}"], memory[f"cross_v{i}"]
-            cache = Cache(state[f"self_k{i}"], state[f"self_v{i}"], position, visible)
+            cache = Cache(state[f"self_k{i}"], state[f"self_v{i}"], slots, visible)
             x, (new_state[f"self_k{i}"], new_state[f"self_v{i}"]), weights = layer(
                 x, cross_kv, memory["src_mask"], cache, need_weights=i == last
             )
-        log_probs = self.logits(x.squeeze(1)).float().log_softmax(dim=-1)  # (batch, tgt_vocab)
-        return Step(log_probs, new_state, weights.mean(dim=1).squeeze(1))  # mean of heads: (batch, src_len)
+        log_probs = self.logits(x).float().log_softmax(dim=-1).view(rows, -1)  # (rows, tgt_vocab)
+        attention = weights.mean(dim=1).reshape(rows, -1)  # mean of heads: (rows, src_len)
+        return Step(log_probs, new_state, attention)
+
+    @staticmethod
+    def visible_slots(history: Tensor, position: Tensor, sentences: int) -> Tensor:
+        """Which cache slots each hypothesis attends to: for every position up to its current one, the slot of
+        the hypothesis that wrote it. history (rows, max_len), position (rows,) → (sentences, hypotheses,
+        hypotheses * max_len)."""
+        rows, max_len = history.shape
+        hypotheses = rows // sentences
+        writer = history.view(sentences, hypotheses, 1, max_len)
+        slot_owner = torch.arange(hypotheses, device=history.device).view(1, 1, hypotheses, 1)
+        up_to_now = torch.arange(max_len, device=history.device) <= position.view(sentences, hypotheses, 1, 1)
+        return ((writer == slot_owner) & up_to_now).view(sentences, hypotheses, hypotheses * max_len)
+
+    def reorder_state(self, state: State, parents: Tensor) -> State:
+        """Only the positions and histories move; the caches stay where the hypotheses wrote them."""
+        moved = {name: state[name].index_select(0, parents) for name in ("position", "history")}
+        return state | moved
+
+    def select_sentences(self, memory: Memory, state: State, sentences: Tensor) -> tuple[Memory, State]:
+        rows = hypothesis_rows(sentences, state["position"].size(0) // memory["src_mask"].size(0))
+        kept = {
+            name: t.index_select(0, sentences if name.startswith("self_") else rows)
+            for name, t in state.items()
+        }
+        return select_rows(memory, sentences), kept

@@ -105,7 +105,7 @@ class Update:
 
     def __init__(self, model: Seq2Seq, cfg: TrainConfig, device: torch.device, world: World) -> None:
         self.model, self.cfg, self.device, self.world = model, cfg, device, world
-        graphs = cuda_graphs_possible(cfg, device, world.size, model)
+        graphs = cuda_graphs_possible(cfg, device, world.size)
         self.optimizer = build_optimizer(model, cfg)  # made capturable before the first capture
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lambda step: learning_rate_factor(step, cfg)

@@ -31,21 +31,13 @@ from torch import Tensor
 from nmt.config.sections import TrainConfig
 from nmt.data.batching import Batch
 from nmt.device import warm_up
-from nmt.models.base import Seq2Seq
 
 log = logging.getLogger(__name__)
 
 
-def cuda_graphs_possible(cfg: TrainConfig, device: torch.device, processes: int, model: Seq2Seq) -> bool:
-    """Whether `train.cuda_graphs` applies: on CUDA, in a single process, for a model whose forward pass
-    stays on the device (the log says why not)."""
+def cuda_graphs_possible(cfg: TrainConfig, device: torch.device, processes: int) -> bool:
+    """Whether `train.cuda_graphs` applies: on CUDA, in a single process (the log says why not)."""
     if not cfg.cuda_graphs:
-        return False
-    if model.reads_lengths_on_host:
-        log.warning(
-            "train.cuda_graphs: this model's forward pass reads sequence lengths on the host (the RNN "
-            "encoder packs its input), which a CUDA graph cannot capture; training without graphs"
-        )
         return False
     if device.type != "cuda":
         log.info("train.cuda_graphs applies on CUDA only; training on %s without graphs", device)

@@ -23,7 +23,7 @@ from nmt.decode.search import (
     trim,
 )
 from nmt.errors import ConfigError
-from nmt.models.base import Memory, Seq2Seq, State, Step, select_rows
+from nmt.models.base import Memory, Seq2Seq, State, Step
 from nmt.models.config import ModelConfig
 from nmt.models.rnn import RNNConfig, RNNSeq2Seq
 from nmt.models.transformer import TransformerConfig, TransformerSeq2Seq
@@ -44,8 +44,8 @@ class ScriptedModel(Seq2Seq):
     def encode(self, src: Tensor, src_mask: Tensor) -> Memory:
         return {"src_mask": src_mask}
 
-    def init_state(self, memory: Memory, max_len: int) -> State:
-        return {"fed": torch.zeros(memory["src_mask"].size(0), 0, dtype=torch.long)}
+    def init_state(self, memory: Memory, max_len: int, hypotheses: int = 1) -> State:
+        return {"fed": torch.zeros(memory["src_mask"].size(0) * hypotheses, 0, dtype=torch.long)}
 
     def decode_step(self, tokens: Tensor, memory: Memory, state: State) -> Step:
         fed = torch.cat([state["fed"], tokens.unsqueeze(1)], dim=1)  # (batch, steps)
@@ -177,8 +177,8 @@ def reference_beam(model: Seq2Seq, src: Tensor, mask: Tensor, k: int, alpha: flo
     """Beam search that drops finished sentences from the batch after every step (`nonzero`)."""
     batch, limits = src.size(0), output_limits(mask, a, b)
     steps, banned = int(limits.max()) + 1, banned_tokens(src.device)
-    memory = select_rows(model.encode(src, mask), torch.arange(batch).repeat_interleave(k))
-    state, active = model.init_state(memory, steps), torch.arange(batch)
+    memory = model.encode(src, mask)
+    state, active = model.init_state(memory, steps, k), torch.arange(batch)
     scores = torch.zeros(batch, k)
     scores[:, 1:] = float("-inf")
     tokens, best_scores = src.new_full((batch * k, 1), BOS), torch.full((batch,), float("-inf"))
@@ -205,13 +205,13 @@ def reference_beam(model: Seq2Seq, src: Tensor, mask: Tensor, k: int, alpha: flo
         scores, live = top_scores.masked_fill(is_eos, float("-inf")).topk(k, dim=1)
         live_rows = rows.gather(1, live).view(-1)
         tokens = torch.cat([tokens[live_rows], top_token.gather(1, live).view(-1, 1)], dim=1)
-        state = select_rows(step.state, live_rows)
+        state = model.reorder_state(step.state, live_rows)
         keep = (count[active] < k).nonzero().squeeze(1)
         if keep.numel() == 0:
             break
         keep_rows = (keep.unsqueeze(1) * k + torch.arange(k)).view(-1)
         active, scores, tokens = active[keep], scores[keep], tokens[keep_rows]
-        memory, state = select_rows(memory, keep_rows), select_rows(state, keep_rows)
+        memory, state = model.select_sentences(memory, state, keep)
     return trim(best[:, 1:])
 
 
@@ -248,8 +248,14 @@ class NeverEnding(Seq2Seq):
     def encode(self, src: Tensor, src_mask: Tensor) -> Memory:
         return self.model.encode(src, src_mask)
 
-    def init_state(self, memory: Memory, max_len: int) -> State:
-        return self.model.init_state(memory, max_len)
+    def init_state(self, memory: Memory, max_len: int, hypotheses: int = 1) -> State:
+        return self.model.init_state(memory, max_len, hypotheses)
+
+    def reorder_state(self, state: State, parents: Tensor) -> State:
+        return self.model.reorder_state(state, parents)
+
+    def select_sentences(self, memory: Memory, state: State, sentences: Tensor) -> tuple[Memory, State]:
+        return self.model.select_sentences(memory, state, sentences)
 
     def decode_step(self, tokens: Tensor, memory: Memory, state: State) -> Step:
         self.steps += 1

@@ -1,4 +1,5 @@
-"""RNN encoder-decoder models: attention scores by hand, the decoding contract, packing, bridges, learning."""
+"""RNN encoder-decoder models: attention scores by hand, the decoding contract, the pack-free encoder,
+bridges, learning."""
 
 from __future__ import annotations
 
@@ -9,11 +10,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from nmt.data.special_tokens import BOS, EOS, PAD
 from nmt.errors import ConfigError
 from nmt.models.attention import AdditiveAttention, MultiplicativeAttention, luong_attention
-from nmt.models.base import select_rows
 from nmt.models.build import build_model
 from nmt.models.config import ModelConfig
 from nmt.models.rnn import Decoder, RNNConfig, RNNSeq2Seq
@@ -148,20 +149,6 @@ def test_attention_query_timing(variant: dict, depends: bool) -> None:
     assert torch.allclose(first, other) != depends
 
 
-@pytest.mark.parametrize("variant", VARIANTS[:2], ids=["bahdanau", "luong"])
-def test_select_rows_reorders_memory_and_state(variant: dict) -> None:
-    """Search reorders memory and state rows mid-sentence; the result must match the reordered batch."""
-    model, order = make_model(cell="lstm", **variant), torch.tensor([2, 0, 0, 1])
-    src, src_mask, tgt_in = padded_batch()
-    with torch.no_grad():
-        memory = model.encode(src, src_mask)
-        state = model.decode_step(tgt_in[:, 0], memory, model.init_state(memory, 2)).state
-        memory, state = select_rows(memory, order), select_rows(state, order)
-        log_probs = model.decode_step(tgt_in[order, 1], memory, state).log_probs
-        expected = model(src[order], src_mask[order], tgt_in[order, :2]).logits[:, 1].log_softmax(-1)
-    torch.testing.assert_close(log_probs, expected, atol=1e-5, rtol=0)
-
-
 @pytest.mark.parametrize("variant", [{"type": "rnn-bahdanau"}, {"cell": "lstm"}], ids=["bahdanau", "luong"])
 def test_state_dtype_stable_under_autocast(variant: dict) -> None:
     """Under bf16 autocast the recurrent state keeps the RNN's float32 from the first step on."""
@@ -208,7 +195,7 @@ def test_decoder_rnn_input_size(fields: dict, input_size: int) -> None:
 
 
 @pytest.mark.parametrize("cell", ["gru", "lstm"])
-def test_packed_encoder_matches_unpadded(cell: str) -> None:
+def test_encoder_gives_each_sentence_what_it_gives_it_alone(cell: str) -> None:
     model = make_model(cell=cell, bridge="last")
     src, src_mask, _ = padded_batch()
     with torch.no_grad():
@@ -223,6 +210,39 @@ def test_packed_encoder_matches_unpadded(cell: str) -> None:
             hidden_alone = model.encode(alone, torch.ones(1, 1, length, dtype=torch.bool))["init_hidden"]
             torch.testing.assert_close(memory["init_hidden"][row], hidden_alone[0])
     assert states[1, 3:].eq(0).all() and states[2, 1:].eq(0).all()
+
+
+def packed_reference(rnn: nn.RNNBase, x: Tensor, lengths: Tensor) -> tuple[Tensor, tuple[Tensor, ...]]:
+    """A bidirectional RNN over packed sequences, as the encoder ran before it went without packing: outputs
+    (batch, length, 2*hidden) zero at padding, final states (layers*2, batch, hidden) each."""
+    packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+    outputs, finals = rnn(packed)
+    outputs, _ = pad_packed_sequence(outputs, batch_first=True, total_length=x.size(1))
+    return outputs, finals if isinstance(finals, tuple) else (finals,)
+
+
+@pytest.mark.parametrize("cell", ["gru", "lstm"])
+@pytest.mark.parametrize("layers", [1, 2])
+def test_pack_free_encoder_equals_the_packed_one(cell: str, layers: int) -> None:
+    """On a ragged batch: the same states (zero at padding) and final states in both directions, from the
+    weights of a bidirectional RNN as checkpoints before held them (loaded through the migration)."""
+    torch.manual_seed(1)
+    model = make_model(cell=cell, encoder_layers=layers)
+    packed_rnn = (nn.LSTM if cell == "lstm" else nn.GRU)(8, 6, layers, batch_first=True, bidirectional=True)
+    old_weights = {f"encoder.rnn.{name}": tensor for name, tensor in packed_rnn.state_dict().items()}
+    weights = {k: v for k, v in model.state_dict().items() if not k.startswith("encoder.layers.")}
+    model.load_state_dict(weights | old_weights)
+    src = torch.randint(4, VOCAB, (4, 9))
+    lengths = torch.tensor([9, 4, 1, 6])
+    src[torch.arange(9) >= lengths.unsqueeze(1)] = PAD
+    src_mask = (src != PAD).unsqueeze(1)
+    with torch.no_grad():
+        states, finals = model.encoder(src, src_mask)
+        expected, expected_finals = packed_reference(packed_rnn, model.encoder.embedding(src), lengths)
+    torch.testing.assert_close(states, expected, atol=1e-6, rtol=0)
+    for final, reference in zip(finals, expected_finals, strict=True):  # hidden (and cell)
+        reference = reference.view(layers, 2, 4, 6).permute(2, 0, 1, 3)  # (batch, layers, 2, hidden)
+        torch.testing.assert_close(final, reference, atol=1e-6, rtol=0)
 
 
 @pytest.mark.parametrize("cell", ["gru", "lstm"])
