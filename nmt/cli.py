@@ -324,8 +324,9 @@ def translate(
     With --nbest N > 1 or --scores, each input line i (counted from 0) gives Moses-style lines
     `i ||| translation ||| score`, best first; with --format jsonl, one line
     `{"line": i, "hypotheses": [{"text": …, "score": …}, …]}`. Scores are length-normalised
-    log-probabilities (beam search) or summed ones (beam size 1). The input is read and translated in chunks,
-    written as they are done (to --output only when complete).
+    log-probabilities at every beam size: the summed log-probability of the tokens and eos divided by
+    ((5 + length) / 6) ** A, A the length penalty. The input is read and translated in chunks, written as
+    they are done (to --output only when complete).
     """
     from nmt.atomic_files import write_output
 

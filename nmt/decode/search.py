@@ -9,7 +9,7 @@ CUDA graph captured once per batch shape (nmt/decode/step_graphs.py).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch import Tensor
@@ -85,8 +85,9 @@ def is_check_step(t: int) -> bool:
 def greedy(
     model: Seq2Seq, src: Tensor, src_mask: Tensor, search: SearchConfig, with_attention: bool = False
 ) -> list[list[Hypothesis]]:
-    """Most probable next token at every step; one hypothesis per sentence, scored by its summed
-    log-probability (eos included; an eos forced by the length limit adds 0). `search.beam_size` is ignored.
+    """Most probable next token at every step; one hypothesis per sentence, scored as beam search scores
+    (`score`): its summed log-probability (eos included; an eos forced by the length limit adds 0) divided by
+    the length penalty. `search.beam_size` is ignored.
     """
     memory = model.encode(src, src_mask)
     limits = output_limits(src_mask, search.max_len_a, search.max_len_b)
@@ -111,7 +112,8 @@ def greedy(
             break
     rows = torch.stack(outputs, dim=1)  # (batch, steps)
     stacked = torch.stack(attention, dim=1) if with_attention else None  # (batch, steps, src_len)
-    return [[h] for h in hypotheses(rows, scores, stacked, src_mask)]
+    found = hypotheses(rows, scores, stacked, src_mask)
+    return [[replace(h, score=score(h.score, len(h.tokens), search.length_penalty))] for h in found]
 
 
 def length_penalty(length: int, alpha: float) -> float:
@@ -119,12 +121,18 @@ def length_penalty(length: int, alpha: float) -> float:
     return ((5.0 + length) / 6.0) ** alpha
 
 
+def score(log_probability: float, tokens: int, alpha: float) -> float:
+    """The score of every hypothesis, whatever the beam size: the summed log-probability of its `tokens` and
+    eos, divided by the length penalty of that length (alpha 0: the plain sum)."""
+    return log_probability / length_penalty(tokens + 1, alpha)
+
+
 @torch.inference_mode()
 def beam_search(
     model: Seq2Seq, src: Tensor, src_mask: Tensor, search: SearchConfig, with_attention: bool = False
 ) -> list[list[Hypothesis]]:
     """Batched beam search; returns each sentence's `search.nbest` best hypotheses, best first, scored by
-    their length-normalised log-probability (summed log-probability / `length_penalty`).
+    their length-normalised log-probability (`score`).
 
     Every sentence keeps `beam_size` live hypotheses. Each step takes the 2k best extensions: those ending in
     eos among the first k are finished (scored with the length penalty), the best k others live on. A sentence

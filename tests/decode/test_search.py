@@ -110,14 +110,16 @@ def random_batch(seed: int) -> tuple[Tensor, Tensor]:
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_beam_one_equals_greedy_on_random_models(seed: int) -> None:
+@pytest.mark.parametrize("alpha", [0.0, 1.0])
+def test_beam_one_equals_greedy_on_random_models(seed: int, alpha: float) -> None:
+    """Also in score: one definition (length-normalised) at every beam size, so scores compare."""
     model, (src, mask) = random_transformer(seed), random_batch(seed)
     beam, best = (
-        beam_search(model, src, mask, settings(1, 0.0, 1.5, 3)),
-        greedy(model, src, mask, settings(1, 0.0, 1.5, 3)),
+        beam_search(model, src, mask, settings(1, alpha, 1.5, 3)),
+        greedy(model, src, mask, settings(1, alpha, 1.5, 3)),
     )
     assert tokens(beam) == tokens(best)
-    assert [h[0].score for h in beam] == pytest.approx([h[0].score for h in best])  # alpha 0: the same sums
+    assert [h[0].score for h in beam] == pytest.approx([h[0].score for h in best])
 
 
 @pytest.mark.parametrize("beam", [2, 4])
