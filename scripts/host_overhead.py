@@ -23,7 +23,8 @@ from nmt.config.sections import SearchConfig
 from nmt.config.yaml_file import load_config
 from nmt.data.prepare import prepare_data
 from nmt.data.synthetic import write_reordering_corpus
-from nmt.decode.search import beam_search, greedy
+from nmt.decode.beam import beam_search
+from nmt.decode.search import greedy
 from nmt.train.loop import Trainer
 
 

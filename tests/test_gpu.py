@@ -13,7 +13,8 @@ from nmt.config.sections import SearchConfig
 from nmt.config.yaml_file import load_config
 from nmt.data.batching import collate
 from nmt.data.prepare import prepare_data
-from nmt.decode.search import beam_search, greedy
+from nmt.decode.beam import beam_search
+from nmt.decode.search import greedy
 from nmt.run.directory import RunDir
 from nmt.train.loop import Trainer
 from tests.conftest import ROOT

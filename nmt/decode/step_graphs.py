@@ -1,83 +1,90 @@
-"""The decoding step replayed from CUDA graphs (`search.cuda_graphs`), one captured per shape of its inputs.
+"""Decoding steps replayed from CUDA graphs (`search.cuda_graphs`).
 
-A CUDA graph replays a recorded sequence of kernels with one launch, removing the host's per-kernel launch
-cost and Python overhead, which bound decoding at Multi30k's batch sizes. The price is static shapes (the
-Transformer's decoding step writes into a key/value cache of fixed size) and no host syncs inside the
-captured region. The recipe is PyTorch's documented one (`torch.cuda.graph`): warm up on a side stream,
-capture, then copy new inputs into the captured (static) input tensors before each replay. A capture that
-fails falls back to eager decoding with a warning; nothing captures on CPU.
+A search step (the model's decoding step and the search's bookkeeping after it) works in place on a dict of
+tensors, its buffers, so that a CUDA graph can replay the whole step with one launch: the host neither pays a
+launch per kernel nor runs the bookkeeping's Python, which bound decoding at Multi30k's batch sizes. A graph
+is captured once per kind of step and shapes of its buffers and kept for the model's later searches (at most
+`MAX_GRAPHS`, the least recently used dropped): repeated batches of one shape, as a server's, replay at once.
+The recipe is PyTorch's documented one (`torch.cuda.graph`): warm up on a side stream, capture, then copy new
+inputs into the captured (static) buffers before a replay. A capture that fails falls back to eager decoding
+with a warning; nothing captures on CPU.
 
-tests/test_gpu.py (run on a GPU) checks the captured decoder against eager decoding.
-"""
+tests/test_gpu.py (run on a GPU) checks the replayed searches against eager ones."""
 
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from collections.abc import Callable
 
 import torch
 from torch import Tensor
 
 from nmt.device import uncached_autocast, warm_up
-from nmt.models.base import Memory, Seq2Seq, State, Step
+from nmt.models.base import Seq2Seq
 
 log = logging.getLogger(__name__)
 
-DecodeStep = Callable[[Tensor, Memory, State], Step]
+Buffers = dict[str, Tensor]
+StepFunction = Callable[[Buffers], None]  # advances the buffers in place
+MAX_GRAPHS = 8  # captured steps kept per model; each holds a copy of its buffers (a beam's caches: ~1 GB)
 
 
-def decoder_steps(model: Seq2Seq, cuda_graphs: bool) -> DecodeStep:
-    """`model.decode_step`, replayed from CUDA graphs when `cuda_graphs` and the model is on a GPU."""
-    if cuda_graphs and torch.cuda.is_available() and model.device.type == "cuda":
-        return GraphedDecoder(model)
-    return model.decode_step
+def run_step(model: Seq2Seq, cuda_graphs: bool, kind: tuple, step: StepFunction, buffers: Buffers) -> Buffers:
+    """`step(buffers)`, replayed from a CUDA graph when `cuda_graphs` and the model is on a GPU; returns the
+    buffers that hold the result (a graph's own ones, to pass back at the next step: then nothing is copied).
+    `kind` names the step function and every setting it bakes in."""
+    if not cuda_graphs or model.device.type != "cuda":
+        step(buffers)
+        return buffers
+    if not isinstance(getattr(model, "decoding_graphs", None), StepGraphs):
+        model.decoding_graphs = StepGraphs()  # kept with the model: later searches replay its graphs
+    return model.decoding_graphs.run(kind, step, buffers)
 
 
-class GraphedDecoder:
-    """`model.decode_step` replayed from CUDA graphs, one captured on first use per shape of its inputs (one
-    per search, plus one per batch size that beam search shrinks to)."""
+class StepGraphs:
+    """The captured steps of one model, by kind of step and shapes of the buffers."""
 
-    def __init__(self, model: Seq2Seq) -> None:
-        self.model, self.graphs = model, {}
+    def __init__(self) -> None:
+        self.graphs: OrderedDict[tuple, _CapturedStep] = OrderedDict()
+        self.pool: tuple | None = None  # one memory pool: the graphs replay one at a time
         self.eager = False  # a capture failed: decode eagerly from then on
 
-    def __call__(self, tokens: Tensor, memory: Memory, state: State) -> Step:
+    def run(self, kind: tuple, step: StepFunction, buffers: Buffers) -> Buffers:
         if self.eager:
-            return self.model.decode_step(tokens, memory, state)
-        key = tuple(
-            (name, t.shape, t.dtype) for name, t in [("tokens", tokens), *memory.items(), *state.items()]
-        )
+            step(buffers)
+            return buffers
+        shapes = tuple(sorted((name, tensor.shape, tensor.dtype) for name, tensor in buffers.items()))
+        key = (kind, torch.is_autocast_enabled("cuda"), shapes)
         if key not in self.graphs:
             try:
-                self.graphs[key] = _CapturedStep(self.model, tokens, memory, state)
+                self.pool = self.pool or torch.cuda.graph_pool_handle()
+                self.graphs[key] = _CapturedStep(step, buffers, self.pool)
             except Exception as err:  # graph capture is a beta API: any failure means eager decoding
-                log.warning("decoding without CUDA graphs: capturing the decoder step failed (%s)", err)
+                log.warning("decoding without CUDA graphs: capturing the search step failed (%s)", err)
                 self.eager = True
-                return self.model.decode_step(tokens, memory, state)
-        return self.graphs[key](tokens, memory, state)
+                step(buffers)
+                return buffers
+            if len(self.graphs) > MAX_GRAPHS:
+                self.graphs.popitem(last=False)
+        self.graphs.move_to_end(key)
+        return self.graphs[key](buffers)
 
 
 class _CapturedStep:
-    """One decoding step captured for fixed input shapes; its outputs are overwritten by the next replay."""
+    """One step captured for fixed buffer shapes; it works in place on its own copies of the buffers."""
 
-    def __init__(self, model: Seq2Seq, tokens: Tensor, memory: Memory, state: State) -> None:
-        self.tokens, self.memory_of = tokens.clone(), memory
-        self.memory = {name: tensor.clone() for name, tensor in memory.items()}
-        self.state = {name: tensor.clone() for name, tensor in state.items()}
+    def __init__(self, step: StepFunction, buffers: Buffers, pool: tuple) -> None:
+        self.buffers = {name: tensor.clone() for name, tensor in buffers.items()}
         with uncached_autocast():  # no cast weights cached from the side stream either
-            warm_up(lambda: model.decode_step(self.tokens, self.memory, self.state), [])
+            warm_up(lambda: step(self.buffers), [])  # changes the copies only: replays copy the inputs in
             self.graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(self.graph):
-                self.out = model.decode_step(self.tokens, self.memory, self.state)
+            with torch.cuda.graph(self.graph, pool=pool):
+                step(self.buffers)
 
-    def __call__(self, tokens: Tensor, memory: Memory, state: State) -> Step:
-        self.tokens.copy_(tokens)
-        if memory is not self.memory_of:  # the encoder memory changes once per search (or when beams shrink)
-            for name, tensor in memory.items():
-                self.memory[name].copy_(tensor)
-            self.memory_of = memory
-        for name, tensor in state.items():
-            if tensor is not self.state[name]:  # greedy search hands back the state of the last replay
-                self.state[name].copy_(tensor)
+    def __call__(self, buffers: Buffers) -> Buffers:
+        for name, tensor in buffers.items():
+            if tensor is not self.buffers[name]:  # new inputs (a search's first step, after a shrink)
+                self.buffers[name].copy_(tensor)
         self.graph.replay()
-        return Step(self.out.log_probs, dict(self.out.state), self.out.attention)
+        return self.buffers

@@ -15,7 +15,8 @@ from nmt.config.schema import Config
 from nmt.config.sections import SearchConfig
 from nmt.data.batching import collate, sorted_groups
 from nmt.data.corpus import decode_lines, line_chunks, normalize
-from nmt.decode.search import Hypothesis, beam_search, greedy
+from nmt.decode.beam import beam_search
+from nmt.decode.search import Hypothesis, greedy
 from nmt.decode.trained_run import TrainedRun
 from nmt.device import autocast
 from nmt.errors import UserError

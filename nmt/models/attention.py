@@ -8,8 +8,6 @@ for padding or (batch, tgt_len, src_len) in general.
 
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -159,12 +157,12 @@ class MultiHeadAttention(Attention):
         mask = None if mask is None else mask.unsqueeze(1)  # (batch, 1, tgt_len or 1, src_len)
         dropout = self.dropout if self.training else 0.0
         weights = None
-        if need_weights:
-            scores = (q @ keys.transpose(-2, -1)) / math.sqrt(self.d_head)  # (batch, heads, tgt_len, src_len)
+        if need_weights:  # the scale on the queries: fewer elements, and exact for a d_head of 4**n
+            scores = (q * self.d_head**-0.5) @ keys.transpose(-2, -1)  # (batch, heads, tgt_len, src_len)
             if causal:
                 scores = scores.masked_fill(~causal_mask(tgt_len, keys.size(-2), q.device), float("-inf"))
             if mask is not None:
-                scores = scores.masked_fill(~mask, float("-inf"))
+                scores = torch.where(mask, scores, float("-inf"))
             weights = scores.softmax(dim=-1)
             context = F.dropout(weights, dropout, self.training) @ values
         else:

@@ -67,6 +67,9 @@ def sinusoidal_positions(length: int, d_model: int) -> Tensor:
     return table
 
 
+SLOT_MULTIPLE = 8  # cache lengths are rounded up to this (71 slots ran on slow unaligned cuBLAS kernels)
+
+
 class Embedder(nn.Module):
     """Token embedding × sqrt(d) + sinusoidal position, then dropout."""
 
@@ -264,6 +267,7 @@ class TransformerSeq2Seq(Seq2Seq):
             )
         keys = memory["cross_k0"]  # (sentences, heads, src_len, d_head)
         rows, device = keys.size(0) * hypotheses, keys.device
+        max_len = -(-max_len // SLOT_MULTIPLE) * SLOT_MULTIPLE  # aligned rows for the matmul kernels
         shape = (keys.size(0), keys.size(1), hypotheses * max_len, keys.size(3))
         state = {
             "position": torch.zeros(rows, dtype=torch.long, device=device),

@@ -10,13 +10,12 @@ from torch.profiler import ProfilerActivity, profile
 
 from nmt.config.sections import SearchConfig
 from nmt.data.special_tokens import BOS, EOS
+from nmt.decode.beam import beam_search, only_eos
 from nmt.decode.search import (
     CHECK_EVERY,
     Hypothesis,
-    _only_eos,
     allowed,
     banned_tokens,
-    beam_search,
     greedy,
     length_penalty,
     output_limits,
@@ -39,21 +38,27 @@ SCRIPT = {
 
 
 class ScriptedModel(Seq2Seq):
-    """Log-probabilities come from SCRIPT; the state carries the tokens fed so far (bos first)."""
+    """Log-probabilities come from SCRIPT; the state carries the tokens fed so far (bos first) in a row of
+    fixed size, and how many there are."""
 
     def encode(self, src: Tensor, src_mask: Tensor) -> Memory:
         return {"src_mask": src_mask}
 
     def init_state(self, memory: Memory, max_len: int, hypotheses: int = 1) -> State:
-        return {"fed": torch.zeros(memory["src_mask"].size(0) * hypotheses, 0, dtype=torch.long)}
+        rows = memory["src_mask"].size(0) * hypotheses
+        return {
+            "fed": torch.zeros(rows, max_len, dtype=torch.long),
+            "count": torch.zeros(rows, dtype=torch.long),
+        }
 
     def decode_step(self, tokens: Tensor, memory: Memory, state: State) -> Step:
-        fed = torch.cat([state["fed"], tokens.unsqueeze(1)], dim=1)  # (batch, steps)
+        fed = state["fed"].scatter(1, state["count"].unsqueeze(1), tokens.unsqueeze(1))  # (rows, max_len)
+        count = state["count"] + 1
         log_probs = torch.full((tokens.size(0), 8), float("-inf"))
-        for row, seq in enumerate(fed.tolist()):
-            for token, p in SCRIPT.get(tuple(seq[1:]), {EOS: 1.0}).items():
+        for row, (seq, length) in enumerate(zip(fed.tolist(), count.tolist(), strict=True)):
+            for token, p in SCRIPT.get(tuple(seq[1:length]), {EOS: 1.0}).items():
                 log_probs[row, token] = math.log(p)
-        return Step(log_probs, {"fed": fed})
+        return Step(log_probs, {"fed": fed, "count": count})
 
 
 def settings(beam: int, alpha: float, a: float, b: int, nbest: int = 1) -> SearchConfig:
@@ -189,7 +194,7 @@ def reference_beam(model: Seq2Seq, src: Tensor, mask: Tensor, k: int, alpha: flo
         n, step = active.size(0), model.decode_step(tokens[:, -1], memory, state)
         vocab = step.log_probs.size(-1)
         at_limit = (limits[active] <= t).repeat_interleave(k).unsqueeze(1)
-        log_probs = torch.where(at_limit, _only_eos(step.log_probs), allowed(step.log_probs, banned))
+        log_probs = torch.where(at_limit, only_eos(step.log_probs), allowed(step.log_probs, banned))
         top_scores, top_index = (scores.unsqueeze(-1) + log_probs.view(n, k, vocab)).view(n, -1).topk(2 * k)
         rows = top_index // vocab + torch.arange(n).unsqueeze(1) * k
         top_token, is_eos = top_index % vocab, top_index % vocab == EOS

@@ -45,7 +45,7 @@ def test_cached_incremental_decoding_equals_full_recomputation(norm: str) -> Non
         step = model.decode_step(tgt_in[:, t], memory, state)
         state = step.state
         torch.testing.assert_close(step.log_probs, full[:, t], atol=1e-5, rtol=1e-5)
-    assert state["self_k0"].shape == (2, 4, 4, 4)  # (batch, heads, decoded, d_head)
+    assert state["self_k0"].shape == (2, 4, 8, 4)  # (sentences, heads, slots: 4 rounded up to 8, d_head)
 
 
 def test_decoder_has_no_look_ahead() -> None:

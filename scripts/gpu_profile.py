@@ -1,0 +1,148 @@
+"""Where a training update's and a decoding step's GPU time goes: the top CUDA kernels, launches and syncs.
+
+    python scripts/gpu_profile.py configs/multi30k-transformer.yaml --data DIR --train-seconds 60
+
+Trains the config for `--train-seconds` (so that decoding sees a model that ends its sentences), profiles a
+few training updates, then greedy and beam-5 search of `--sentences` test sentences in one batch, eager and
+with CUDA graphs. For each: wall time (synchronised, after a warm-up run), decoding steps, kernel launches,
+host syncs, GPU busy time, and the kernels that take the most GPU time. `--set KEY=VALUE` overrides the
+config (e.g. `--set train.cuda_graphs=false`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import itertools
+import logging
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+from torch.autograd import DeviceType
+from torch.profiler import ProfilerActivity, profile
+
+from nmt.bench.profiling import CUDA_GRAPH_LAUNCHES, CUDA_LAUNCHES, CUDA_SYNCS
+from nmt.config.schema import Config, replace
+from nmt.config.yaml_file import load_config
+from nmt.data.corpus import read_split
+from nmt.data.prepare import prepare_data
+from nmt.decode.translate import max_source_len, translate_ids
+from nmt.device import resolve_device
+from nmt.run.directory import RunDir
+from nmt.train.loop import Trainer
+
+
+def synchronize() -> None:
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def profiled(work: Callable[[], object], top: int) -> dict[str, object]:
+    """Wall seconds of `work` (after one warm-up run), and its profile: launches, syncs, kernel time, top
+    kernels."""
+    work()
+    synchronize()
+    started = time.perf_counter()
+    work()
+    synchronize()
+    wall = time.perf_counter() - started
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        work()
+        synchronize()
+    events = prof.events()
+    kernels: Counter[str] = Counter()
+    calls: Counter[str] = Counter()
+    for event in events:
+        if event.device_type == DeviceType.CUDA:
+            name = event.name[:90]
+            kernels[name] += event.time_range.elapsed_us()
+            calls[name] += 1
+    return {
+        "wall_s": wall,
+        "launches": sum(e.name in CUDA_LAUNCHES or e.name in CUDA_GRAPH_LAUNCHES for e in events),
+        "syncs": sum(e.name in CUDA_SYNCS for e in events),
+        "kernel_s": sum(kernels.values()) / 1e6,
+        "top": [(name, us / 1e3, calls[name]) for name, us in kernels.most_common(top)],
+    }
+
+
+def report(title: str, result: dict[str, object], units: int, unit: str) -> None:
+    print(f"\n## {title}")
+    wall, kernel = result["wall_s"], result["kernel_s"]
+    print(
+        f"wall {wall * 1e3:.1f} ms for {units} {unit} ({wall * 1e3 / units:.3f} ms each); GPU kernels "
+        f"{kernel * 1e3:.1f} ms ({kernel / wall:.0%} busy); {result['launches'] / units:.1f} launches and "
+        f"{result['syncs'] / units:.2f} host syncs per {unit.rstrip('s')}"
+    )
+    for name, ms, count in result["top"]:
+        print(f"  {ms:8.2f} ms  {count:6d}×  {name}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("config", type=Path)
+    parser.add_argument("--set", dest="overrides", action="append", default=[], help="KEY=VALUE overrides")
+    parser.add_argument("--data", type=Path, required=True)
+    parser.add_argument("--src-lang", default="de")
+    parser.add_argument("--tgt-lang", default="en")
+    parser.add_argument("--train-seconds", type=float, default=60.0)
+    parser.add_argument("--updates", type=int, default=20, help="training updates profiled")
+    parser.add_argument("--sentences", type=int, default=1000)
+    parser.add_argument("--top", type=int, default=12)
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    flags = [f"data.dir={args.data}", f"data.src_lang={args.src_lang}", f"data.tgt_lang={args.tgt_lang}"]
+    cfg = load_config(args.config, [*flags, "train.final_report=false", *args.overrides])
+    cfg = replace(cfg, train={"max_time": args.train_seconds, "max_steps": 0, "patience": 0})
+    with tempfile.TemporaryDirectory(prefix="nmt-profile-") as tmp:
+        run_dir = RunDir(Path(tmp) / "run")
+        run_dir.path.mkdir()
+        data = prepare_data(cfg, run_dir.path, reuse_tokenizers=False, cache=Path(tmp) / "cache")
+        trainer = Trainer(cfg, run_dir, data, resolve_device(cfg.train.device))
+        trainer.run()
+        device = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
+        print(f"# {args.config.name}: {device}, torch {torch.__version__}")
+        progress = trainer.progress
+        print(f"trained {progress.step} updates, best validation BLEU {progress.best_bleu:.2f}")
+        trainer.model.train()
+        with contextlib.closing(trainer.stream.updates(trainer.progress)) as stream:
+            updates = list(itertools.islice(stream, args.updates))
+
+        def train() -> None:
+            for batches in updates:
+                trainer.train_step(batches)
+
+        report("training updates", profiled(train, args.top), len(updates), "updates")
+        model = trainer.model.eval()
+        sources = data.tokenizers.src.encode(read_split(cfg.data, "test").src[: args.sentences])
+        for beam in (1, 5):
+            steps = decoding_steps(model, sources, replace(cfg, search={"beam_size": beam}))
+            for graphs in (False, True):
+                settings = {"beam_size": beam, "nbest": 1, "batch_size": len(sources), "cuda_graphs": graphs}
+                search = replace(cfg, search=settings).search
+                limit = max_source_len(cfg)
+                result = profiled(lambda s=search, n=limit: translate_ids(model, sources, s, n), args.top)
+                title = f"beam {beam}, {'CUDA graphs' if graphs else 'eager'}"
+                report(f"{title}: {len(sources) / result['wall_s']:,.0f} sent/s", result, steps, "steps")
+
+
+def decoding_steps(model: torch.nn.Module, sources: list[list[int]], cfg: Config) -> int:
+    """How many decoding steps one eager search of all `sources` in one batch takes."""
+    search = replace(cfg, search={"nbest": 1, "batch_size": len(sources), "cuda_graphs": False}).search
+    steps, step = [], model.decode_step
+    model.decode_step = lambda *args: steps.append(1) or step(*args)
+    try:
+        translate_ids(model, sources, search, max_source_len(cfg))
+    finally:
+        del model.decode_step  # the instance attribute shadowed the method
+    return len(steps)
+
+
+if __name__ == "__main__":
+    main()
