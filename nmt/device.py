@@ -12,7 +12,7 @@ from torch import Tensor
 
 from nmt.errors import UserError
 
-WARMUP_RUNS = 2  # eager runs on a side stream before each capture (cuBLAS workspaces, lazy initialisation)
+WARMUP_RUNS = 1  # eager runs on a side stream before each capture (cuBLAS workspaces, lazy initialisation)
 
 
 def resolve_device(name: str) -> torch.device:
