@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import os
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
@@ -202,7 +203,8 @@ def _by_pair(runs: list[TrainedRun]) -> dict[tuple[str, str], list[TrainedRun]]:
 def _unique_names(paths: list[Path]) -> list[str]:
     names: list[str] = []
     for path in paths:
-        name, base, i = path.resolve().name or "run", path.resolve().name or "run", 1
+        base = Path(os.path.abspath(path)).name or "run"  # a symbolic link keeps its own name
+        name, i = base, 1
         while name in names:
             i += 1
             name = f"{base}-{i}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import ipaddress
 import logging
 import signal
 import socket
@@ -94,9 +95,18 @@ def serve(catalog: Catalog, settings: Settings) -> None:
     log.info(
         "serving %s on http://%s:%d (Ctrl-C or SIGTERM to stop)", ", ".join(catalog.engines), shown, port
     )
+    if settings.keys is None and not _loopback(host):
+        log.warning("listening on %s without --api-key-file: anyone who reaches it can use it", host)
     with sock:
         _server(config).run(sockets=[sock])
     log.info("stopped")
+
+
+def _loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host.split("%")[0]).is_loopback
+    except ValueError:
+        return False
 
 
 def _server(config: Any) -> Any:

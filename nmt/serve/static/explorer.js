@@ -172,8 +172,9 @@ function draw(panel) {
     return;
   }
   const weights = weightsShown(panel), src = line.source_pieces, tgt = hyp.target_pieces;
-  const cell = Math.max(18, Math.min(34, Math.floor(560 / Math.max(src.length, 1))));
   const left = labelWidth(tgt), top = labelWidth(src) * 0.75 + 12;
+  const room = $(".heatmap-frame", panel.node).clientWidth - left - 12;  // cells fit the panel if they can
+  const cell = Math.max(16, Math.min(34, Math.floor(room / Math.max(src.length, 1))));
   svg.setAttribute("width", left + cell * src.length + 8);
   svg.setAttribute("height", top + cell * tgt.length + 8);
   svg.setAttribute("data-rows", tgt.length);
