@@ -182,3 +182,25 @@ def test_a_batch_out_of_memory_is_split_and_every_request_answered(
         health = client.get("/health").json()
     assert answers == offline
     assert health["split_batches"] >= 1
+
+
+def test_a_ctranslate2_export_is_served_with_nbest_and_no_attention(
+    trained_run: Path, corpus: Path, tmp_path: Path
+) -> None:
+    pytest.importorskip("ctranslate2")
+    from tests.conftest import run_cli
+
+    assert run_cli("export", str(trained_run), str(tmp_path / "ct2"), "--to", "ctranslate2")[0] == 0
+    catalog = load_catalog([tmp_path / "ct2"], "ctranslate2", torch.device("cpu"), None, [])
+    greedy = load_run(trained_run, torch.device("cpu"), overrides=["search.beam_size=1"])
+    sentences = sentences_of(corpus, 4)
+    with make_client(catalog) as client:
+        body = client.post("/v1/translate", json={"q": sentences, "beam_size": 1, **PAIR}).json()
+        assert [t["translatedText"] for t in body["translations"]] == translate(greedy, sentences)
+        two = client.post("/v1/translate", json={"q": sentences[0], "nbest": 2, **PAIR}).json()
+        scores = [h["score"] for h in two["translations"][0]["lines"][0]["hypotheses"]]
+        assert len(scores) == 2 and scores == sorted(scores, reverse=True)
+        refused = client.post("/v1/translate", json={"q": sentences[0], "attention": True, **PAIR})
+        assert refused.status_code == 400 and "no attention" in refused.json()["error"]
+        (model,) = client.get("/v1/models").json()["models"]
+        assert (model["engine"], model["name"]) == ("ctranslate2", "ct2")
