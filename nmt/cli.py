@@ -521,3 +521,57 @@ def benchmark(
     typer.echo(format_table(result))
     if json_path is not None:
         atomic_write_text(json_path, json.dumps(result, indent=2) + "\n")
+
+
+@app.command()
+def serve(
+    run_dirs: RunDirs,
+    host: Annotated[str, typer.Option(help="Address to listen on (0.0.0.0: every interface).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=0, max=65535, help="Port (0: any free one, logged).")] = 8000,
+    engine: Annotated[
+        str, typer.Option(help="torch, or ctranslate2 with each RUN_DIR a directory written by `nmt export`.")
+    ] = "torch",
+    device: Device = "auto",
+    beam_size: BeamSize = None,
+    checkpoint: Checkpoint = None,
+    max_batch_tokens: Annotated[
+        int,
+        typer.Option(min=1, max=MAX_SIZE, help="A batch closes at sentences × longest source × beam size."),
+    ] = 8192,
+    max_delay_ms: Annotated[
+        float, typer.Option(min=0, max=60_000, help="… or once its oldest request has waited this long.")
+    ] = 10.0,
+    max_texts: Annotated[int, typer.Option(min=1, max=100_000, help="Texts in one request's q.")] = 128,
+    max_chars: Annotated[
+        int, typer.Option(min=1, max=10_000_000, help="Characters in one request's texts together.")
+    ] = 20_000,
+    api_key_file: Annotated[
+        Path | None, typer.Option(help="Keys, one a line: every request must carry one (else 403).")
+    ] = None,
+) -> None:
+    """Serve translation over HTTP: the LibreTranslate API (POST /translate, GET /languages), nmt's own
+    (POST /v1/translate, GET /v1/models, GET /health) and the attention explorer at /.
+
+    Runs of the same language pair that share a vocabulary are also served as their ensemble, the pair's
+    default. Requests from all clients are decoded together in batches. SIGTERM or Ctrl-C answers the
+    requests in flight, then exits with code 0.
+    """
+    from nmt.serve.server import check_installed
+
+    check_installed()
+    from nmt.device import resolve_device
+    from nmt.serve.engines import load_catalog
+    from nmt.serve.payloads import Limits
+    from nmt.serve.server import Settings, listen, read_keys
+    from nmt.serve.server import serve as run_server
+
+    if engine not in ("torch", "ctranslate2"):
+        raise UserError(f"--engine {engine}: unknown; use torch or ctranslate2")
+    keys = read_keys(api_key_file) if api_key_file is not None else None
+    listen(host, port).close()  # a busy port is reported before the models load
+    catalog = load_catalog(
+        run_dirs, engine, resolve_device(device), checkpoint, search_overrides(beam_size=beam_size)
+    )
+    beams = [e.beam_size for e in catalog.engines.values()]
+    limits = Limits(max_texts=max_texts, max_chars=max_chars, max_beam=max(16, *beams))
+    run_server(catalog, Settings(host, port, max_batch_tokens, max_delay_ms, limits, keys))

@@ -66,6 +66,7 @@ def test_arrows_point_down_the_pipeline() -> None:
         "nmt.models": ("nmt.train", "nmt.decode", "nmt.run", "nmt.evaluate"),
         "nmt.data": ("nmt.models", "nmt.train", "nmt.decode", "nmt.run"),
         "nmt.decode": ("nmt.train",),
+        "nmt.serve": ("nmt.train",),
         "nmt.run": ("nmt.train", "nmt.decode"),
     }
     wrong = [
@@ -99,6 +100,22 @@ def test_translating_a_sentence_loads_no_training_code(trained_run: Path, corpus
         "from nmt.decode.translate import translate\n"
         f"run = load_run({str(trained_run)!r}, torch.device('cpu'))\n"
         f"assert translate(run, [{(corpus / 'test.src').read_text().splitlines()[0]!r}])[0]\n"
+        "print(sorted(m for m in sys.modules if m.startswith('nmt.train')))\n"
+    )
+    assert python(probe) == "[]"
+
+
+def test_serving_loads_no_training_code(trained_run: Path) -> None:
+    """The server's app over a loaded run, in a fresh process: no module of nmt.train is ever imported."""
+    probe = (
+        "import sys, torch\n"
+        "from pathlib import Path\n"
+        "from nmt.cli import app\n"
+        "from nmt.serve.app import create_app\n"
+        "from nmt.serve.engines import load_catalog\n"
+        "from nmt.serve.payloads import Limits\n"
+        f"catalog = load_catalog([Path({str(trained_run)!r})], 'torch', torch.device('cpu'), None, [])\n"
+        "create_app(catalog, Limits(), None, 1000, 0.01)\n"
         "print(sorted(m for m in sys.modules if m.startswith('nmt.train')))\n"
     )
     assert python(probe) == "[]"

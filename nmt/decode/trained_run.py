@@ -70,18 +70,19 @@ def load_run(
 def load_runs(
     run_dirs: list[Path], device: torch.device, which: str | None, overrides: list[str]
 ) -> TrainedRun:
-    """One run loaded as it is, or several as one `Ensemble` run: the first run's config (with `overrides`),
-    tokenizers and directory; every run must have been trained with the first one's vocabulary."""
-    first = load_run(run_dirs[0], device, which, overrides)
-    if len(run_dirs) == 1:
-        return first
-    models = [first.model]
-    for path in run_dirs[1:]:
-        run = load_run(path, device, which, overrides)
+    """One run loaded as it is, or several as one `Ensemble` run (`ensemble`)."""
+    runs = [load_run(path, device, which, overrides) for path in run_dirs]
+    return runs[0] if len(runs) == 1 else ensemble(runs)
+
+
+def ensemble(runs: list[TrainedRun]) -> TrainedRun:
+    """Loaded runs as one `Ensemble` run with the first run's config, tokenizers and directory; every run must
+    have been trained with the first one's vocabulary. The members are the runs' own models (no copies)."""
+    first = runs[0]
+    for run in runs[1:]:
         if not same_vocabulary(run.checkpoint.get("vocab"), first.tokenizers):
             raise UserError(
-                f"{run_dirs[0]} and {path} were trained with different vocabularies; an ensemble needs runs "
-                f"that share one"
+                f"{first.directory} and {run.directory} were trained with different vocabularies; an "
+                f"ensemble needs runs that share one"
             )
-        models.append(run.model)
-    return dataclasses.replace(first, model=Ensemble(models).eval())
+    return dataclasses.replace(first, model=Ensemble([run.model for run in runs]).eval())

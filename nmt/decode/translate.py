@@ -181,9 +181,20 @@ def align(run: TrainedRun, sentence: str) -> Alignment:
         )
         src_ids = src_ids[: max_source_len(run.cfg)]
     ((hyp, *_),) = translate_ids(run.model, [src_ids], run.cfg.search, max_source_len(run.cfg))
-    batch = collate([src_ids], [hyp.tokens], [0]).to(run.model.device)
-    output = run.model(batch.src, batch.src_mask, batch.tgt_in, return_attention=True)
-    return _alignment(run, src_ids, hyp.tokens, output.attention[0].float().cpu())
+    (weights,) = teacher_forced_attention(run.model, src_ids, [hyp.tokens])
+    return _alignment(run, src_ids, hyp.tokens, weights)
+
+
+@torch.inference_mode()
+def teacher_forced_attention(model: Seq2Seq, src_ids: list[int], outputs: list[list[int]]) -> list[Tensor]:
+    """The encoder-decoder attention of every layer and head that `model` pays producing each of `outputs`
+    (target ids without bos/eos) from one source, in one teacher-forced pass: per output
+    (layers, heads, len(output) + 1, len(src_ids) + 1), the rows its tokens and eos, the columns the source
+    and its eos. Not for an Ensemble (search only: use the attention search collects)."""
+    batch = collate([src_ids] * len(outputs), outputs, range(len(outputs))).to(model.device)
+    attention = model(batch.src, batch.src_mask, batch.tgt_in, return_attention=True).attention
+    attention = attention.float().cpu()  # (outputs, layers, heads, longest + 1, src_len)
+    return [attention[i, :, :, : len(tokens) + 1] for i, tokens in enumerate(outputs)]
 
 
 def searched_alignments(run: TrainedRun, sentences: list[str]) -> list[Alignment | None]:

@@ -104,6 +104,7 @@ def _save(spec: Any, run: TrainedRun, out_dir: Path, quantization: str) -> None:
         "step": run.checkpoint.get("step"),
         "quantization": quantization,
         "joint_vocabulary": joint,
+        "languages": [run.cfg.data.src_lang, run.cfg.data.tgt_lang],
         "search": dataclasses.asdict(run.cfg.search),
         "max_source_len": max_source_len(run.cfg),
     }

@@ -19,6 +19,7 @@ from nmt.config.sections import SearchConfig
 from nmt.data.corpus import decode_lines, line_chunks, normalize
 from nmt.data.special_tokens import BOS, PAD
 from nmt.data.tokenizer import Tokenizers, load_tokenizers
+from nmt.decode.search import Hypothesis
 from nmt.decode.translate import BAD_LINE_HINT, CHUNK_LINES
 from nmt.errors import UserError
 from nmt.export.ctranslate2 import META, import_ctranslate2
@@ -39,14 +40,24 @@ class Exported:
     tokenizers: Tokenizers
     search: SearchConfig
     max_source_len: int
+    languages: tuple[str, str] | None = None  # source, target (exports of nmt 0.1.0 before serving: None)
 
     def translate_ids(
         self, sources: list[list[int]], beam_size: int | None = None, batch_size: int | None = None
     ) -> list[list[int]]:
         """Target ids for each source id list (same order); empty sources give empty outputs, sources longer
         than the run's limit are cut to it."""
+        return [hyps[0].tokens for hyps in self.hypotheses(sources, beam_size, batch_size)]
+
+    def hypotheses(
+        self, sources: list[list[int]], beam_size: int | None = None, batch_size: int | None = None,
+        nbest: int = 1,
+    ) -> list[list[Hypothesis]]:  # fmt: skip
+        """The `nbest` best hypotheses of each source id list (same order), best first, with CTranslate2's
+        scores (no attention); an empty source gives one empty hypothesis (score 0), sources longer than the
+        run's limit are cut to it."""
         sources = [s[: self.max_source_len] for s in sources]
-        outputs: list[list[int]] = [[] for _ in sources]
+        outputs: list[list[Hypothesis]] = [[Hypothesis([], 0.0)] for _ in sources]
         nonempty = [i for i, s in enumerate(sources) if s]
         if not nonempty:
             return outputs
@@ -55,7 +66,9 @@ class Exported:
         results = self.translator.translate_batch(
             [src.pieces(sources[i]) for i in nonempty],
             max_batch_size=batch_size or self.search.batch_size,
-            beam_size=beam_size or self.search.beam_size,
+            beam_size=max(beam_size or self.search.beam_size, nbest),
+            num_hypotheses=nbest,
+            return_scores=True,
             length_penalty=self.search.length_penalty,
             max_input_length=0,
             max_decoding_length=max(limits),
@@ -63,7 +76,10 @@ class Exported:
             suppress_sequences=[[piece] for piece in tgt.pieces([PAD, BOS])],
         )
         for i, limit, result in zip(nonempty, limits, results, strict=True):
-            outputs[i] = [tgt.sp.piece_to_id(piece) for piece in result.hypotheses[0][:limit]]
+            outputs[i] = [
+                Hypothesis([tgt.sp.piece_to_id(piece) for piece in pieces[:limit]], score)
+                for pieces, score in zip(result.hypotheses, result.scores, strict=True)
+            ]
         return outputs
 
     def translate(
@@ -115,4 +131,5 @@ def load_export(
     except (RuntimeError, ValueError) as err:
         raise UserError(f"CTranslate2 cannot load {path}: {err}") from err
     tokenizers = load_tokenizers(path, meta["joint_vocabulary"])
-    return Exported(translator, tokenizers, SearchConfig(**meta["search"]), meta["max_source_len"])
+    languages = tuple(meta["languages"]) if "languages" in meta else None
+    return Exported(translator, tokenizers, SearchConfig(**meta["search"]), meta["max_source_len"], languages)

@@ -1,0 +1,127 @@
+"""`nmt serve`: the listening socket, the API keys, and uvicorn running the app until SIGINT or SIGTERM,
+after which the requests in flight are answered and the process exits with code 0 (a 2nd Ctrl-C: at once)."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import ipaddress
+import logging
+import signal
+import socket
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from nmt.errors import UserError
+from nmt.serve.engines import Catalog
+from nmt.serve.payloads import Limits
+
+log = logging.getLogger(__name__)
+
+INSTALL_HINT = 'nmt serve needs starlette and uvicorn: pip install -e ".[serve]"'
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Where to listen and how to batch; `keys`: the API keys every request needs (None: none needed)."""
+
+    host: str = "127.0.0.1"
+    port: int = 8000
+    max_batch_tokens: int = 8192
+    max_delay_ms: float = 10.0
+    limits: Limits = field(default_factory=Limits)
+    keys: frozenset[str] | None = None
+
+
+def check_installed() -> None:
+    """A one-line UserError naming the install command when the web packages are missing."""
+    try:
+        import starlette  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError as err:
+        raise UserError(f"{INSTALL_HINT} ({err})") from err
+
+
+def read_keys(path: Path) -> frozenset[str]:
+    """The API keys of a file: one a line; blank lines and lines starting with # are skipped."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise UserError(f"--api-key-file {path} is not UTF-8 text") from err
+    except OSError as err:
+        raise UserError(f"cannot read --api-key-file {path}: {err.strerror}") from err
+    keys = frozenset(line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#"))
+    if not keys:
+        raise UserError(f"--api-key-file {path} holds no key (one a line; # starts a comment)")
+    if any(len(key) < 8 for key in keys):
+        raise UserError(f"--api-key-file {path}: every key must have at least 8 characters")
+    return keys
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A socket bound to `host`:`port` (port 0: any free one) and listening; a busy port or an unknown host
+    is a UserError."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    except (socket.gaierror, UnicodeError) as err:
+        raise UserError(f"--host {host}: not an address of this machine ({err})") from err
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+        sock.listen(2048)
+    except OSError as err:
+        sock.close()
+        busy = " (another process listens there)" if err.errno == errno.EADDRINUSE else ""
+        raise UserError(f"cannot listen on {host}:{port}: {err.strerror}{busy}") from err
+    sock.set_inheritable(True)
+    return sock
+
+
+def serve(catalog: Catalog, settings: Settings) -> None:
+    """Serve the models until SIGINT or SIGTERM; the requests in flight are answered before it returns."""
+    import uvicorn
+
+    from nmt.serve.app import create_app
+
+    sock = listen(settings.host, settings.port)
+    app = create_app(catalog, settings.limits, settings.keys, settings.max_batch_tokens,
+                     settings.max_delay_ms / 1000)  # fmt: skip
+    config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="on", timeout_keep_alive=30)
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    log.info(
+        "serving %s on http://%s:%d (Ctrl-C or SIGTERM to stop)", ", ".join(catalog.engines), shown, port
+    )
+    if settings.keys is None and not _loopback(host):
+        log.warning("listening on %s without --api-key-file: anyone who reaches it can use it", host)
+    with sock:
+        _server(config).run(sockets=[sock])
+    log.info("stopped")
+
+
+def _loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host.split("%")[0]).is_loopback
+    except ValueError:
+        return False
+
+
+def _server(config: Any) -> Any:
+    """uvicorn's server, ending quietly after SIGINT/SIGTERM: uvicorn re-raises the signal once it has shut
+    down (the process would then die of it, or nmt report an interruption); `nmt serve` stops with code 0."""
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            previous = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
+            try:
+                yield
+            finally:
+                for sig, handler in previous.items():
+                    signal.signal(sig, handler)
+
+    return Server(config)

@@ -1,0 +1,206 @@
+"""The HTTP APIs on the session's tiny trained run, in-process: LibreTranslate's /translate, /languages and
+/frontend/settings, nmt's /v1/translate, /v1/models and /health; answers equal offline translation."""
+
+import dataclasses
+import threading
+from pathlib import Path
+
+import pytest
+import torch
+from starlette.testclient import TestClient
+
+from nmt.decode.trained_run import load_run
+from nmt.decode.translate import align, translate, translate_hypotheses
+from nmt.serve.engines import Catalog, load_catalog
+from tests.serve.conftest import make_client, sentences_of
+
+PAIR = {"source": "src", "target": "tgt"}
+
+
+@pytest.fixture(scope="module")
+def offline(trained_run: Path, corpus: Path) -> dict[str, str]:
+    run = load_run(trained_run, torch.device("cpu"))
+    sentences = sentences_of(corpus)
+    return dict(zip(sentences, translate(run, sentences), strict=True))
+
+
+def test_libretranslate_translate_equals_offline_translation(
+    client: TestClient, offline: dict[str, str]
+) -> None:
+    for sentence, expected in offline.items():
+        response = client.post("/translate", json={"q": sentence, **PAIR})
+        assert response.status_code == 200, response.text
+        assert response.json() == {"translatedText": expected}
+
+
+def test_libretranslate_form_body_and_list_of_texts(client: TestClient, offline: dict[str, str]) -> None:
+    sentence = next(iter(offline))
+    form = client.post("/translate", data={"q": sentence, **PAIR})  # what libretranslatepy sends
+    assert form.json() == {"translatedText": offline[sentence]}
+    many = client.post("/translate", json={"q": list(offline), **PAIR})
+    assert many.json() == {"translatedText": list(offline.values())}
+
+
+def test_libretranslate_alternatives_are_other_hypotheses(
+    client: TestClient, offline: dict[str, str]
+) -> None:
+    sentence = next(iter(offline))
+    body = client.post("/translate", json={"q": sentence, "alternatives": 3, **PAIR}).json()
+    assert body["translatedText"] == offline[sentence]
+    assert 1 <= len(body["alternatives"]) <= 3
+    assert len(set(body["alternatives"])) == len(body["alternatives"])
+    assert offline[sentence] not in body["alternatives"]
+
+
+def test_libretranslate_source_auto_is_the_one_source_served(
+    client: TestClient, offline: dict[str, str]
+) -> None:
+    sentence = next(iter(offline))
+    body = client.post("/translate", json={"q": sentence, "source": "auto", "target": "tgt"}).json()
+    assert body == {
+        "translatedText": offline[sentence],
+        "detectedLanguage": {"confidence": 100.0, "language": "src"},
+    }
+
+
+def test_languages_and_frontend_settings(client: TestClient) -> None:
+    assert client.get("/languages").json() == [{"code": "src", "name": "src", "targets": ["tgt"]}]
+    settings = client.get("/frontend/settings").json()
+    assert settings["charLimit"] == 20_000 and settings["keyRequired"] is False
+    assert settings["language"]["source"]["code"] == "src" and settings["language"]["target"]["code"] == "tgt"
+
+
+def test_lines_are_translated_one_by_one_and_blank_lines_stay(
+    client: TestClient, offline: dict[str, str]
+) -> None:
+    first, second = list(offline)[:2]
+    body = client.post("/translate", json={"q": f"{first}\n\n{second}\n", **PAIR}).json()
+    assert body["translatedText"] == f"{offline[first]}\n\n{offline[second]}\n"
+
+
+def test_v1_translate_gives_nbest_with_scores_and_pieces(client: TestClient, trained_run: Path) -> None:
+    run = load_run(trained_run, torch.device("cpu"), overrides=["search.nbest=3"])
+    sentence = "nopaju kaju zufete giholo"
+    expected = translate_hypotheses(run, [sentence])[0]
+    body = client.post("/v1/translate", json={"q": sentence, "nbest": 3, **PAIR}).json()
+    assert body["model"] == trained_run.name and body["beam_size"] == run.cfg.search.beam_size
+    (text,) = body["translations"]
+    hyps = text["lines"][0]["hypotheses"]
+    assert [h["text"] for h in hyps] == run.tokenizers.tgt.decode([h.tokens for h in expected])
+    assert [h["score"] for h in hyps] == pytest.approx([h.score for h in expected], abs=1e-3)
+    assert [h["score"] for h in hyps] == sorted((h["score"] for h in hyps), reverse=True)
+    assert text["translatedText"] == hyps[0]["text"]
+    assert text["lines"][0]["source_pieces"] == [
+        *run.tokenizers.src.pieces(run.tokenizers.src.encode([sentence])[0]),
+        "</s>",
+    ]
+    assert all("attention" not in h for h in hyps)
+
+
+def test_v1_attention_is_every_layer_and_head_of_each_hypothesis(
+    client: TestClient, trained_run: Path
+) -> None:
+    run = load_run(trained_run, torch.device("cpu"))
+    sentence = "nopaju kaju zufete giholo"
+    body = client.post("/v1/translate", json={"q": [sentence], "nbest": 2, "attention": True, **PAIR}).json()
+    line = body["translations"][0]["lines"][0]
+    alignment = align(run, sentence)
+    for hyp in line["hypotheses"]:
+        weights = torch.tensor(hyp["attention"])  # (layers, heads, tgt, src)
+        layers, heads = run.cfg.model.decoder_layers, run.cfg.model.transformer.heads
+        assert weights.shape == (layers, heads, len(hyp["target_pieces"]), len(line["source_pieces"]))
+        torch.testing.assert_close(weights.sum(dim=-1), torch.ones(weights.shape[:-1]), atol=1e-3, rtol=0)
+    best = torch.tensor(line["hypotheses"][0]["attention"], dtype=torch.float64)
+    assert line["hypotheses"][0]["target_pieces"] == alignment.tgt_pieces
+    torch.testing.assert_close(best, alignment.weights.double(), atol=1e-4, rtol=0)
+
+
+def test_v1_models_and_health(client: TestClient, trained_run: Path) -> None:
+    (model,) = client.get("/v1/models").json()["models"]
+    report = __import__("json").loads((trained_run / "report.json").read_text())
+    assert model["name"] == trained_run.name and model["default"] is True
+    assert (model["source"], model["target"], model["type"], model["engine"]) == (
+        "src",
+        "tgt",
+        "transformer",
+        "torch",
+    )
+    assert model["test_bleu"] == {
+        "bleu": report["test"][report["checkpoint"]]["bleu"],
+        "checkpoint": report["checkpoint"],
+    }
+    assert model["parameters"] > 0
+    health = client.get("/health").json()
+    assert health["status"] == "ok" and health["models"] == [trained_run.name] and health["waiting"] == 0
+
+
+def test_runs_of_one_pair_are_also_served_as_their_ensemble(trained_run: Path) -> None:
+    catalog = load_catalog([trained_run, trained_run], "torch", torch.device("cpu"), None, [])
+    name = trained_run.name
+    assert list(catalog.engines) == [name, f"{name}-2", "ensemble-src-tgt"]
+    assert catalog.defaults == {("src", "tgt"): "ensemble-src-tgt"}
+    with make_client(catalog) as client:
+        sentence = "nopaju kaju zufete giholo"
+        alone = client.post("/v1/translate", json={"q": sentence, "model": name}).json()
+        both = client.post("/v1/translate", json={"q": sentence, "attention": True, **PAIR}).json()
+    assert both["model"] == "ensemble-src-tgt"
+    assert (
+        both["translations"][0]["translatedText"] == alone["translations"][0]["translatedText"]
+    )  # twice the same model
+    hyp = both["translations"][0]["lines"][0]["hypotheses"][0]
+    assert torch.tensor(hyp["attention"]).shape[:2] == (1, 1)  # search's attention: one layer, one head
+
+
+def test_a_batch_out_of_memory_is_split_and_every_request_answered(
+    catalog: Catalog, offline: dict[str, str]
+) -> None:
+    """The model fails every batch of more than one sentence (as a GPU out of memory would): concurrent
+    clients still all get their own correct translation."""
+    (engine,) = catalog.engines.values()
+
+    class Tight(type(engine)):  # type: ignore[misc]
+        def search(self, sources, options):  # type: ignore[no-untyped-def]
+            if len(sources) > 1:
+                raise torch.cuda.OutOfMemoryError("CUDA out of memory (simulated)")
+            return super().search(sources, options)
+
+    tight = Tight.__new__(Tight)
+    tight.__dict__.update(engine.__dict__)
+    answers: dict[str, str] = {}
+    with make_client(dataclasses.replace(catalog, engines={engine.name: tight}), max_delay=0.2) as client:
+
+        def ask(sentence: str) -> None:
+            answers[sentence] = client.post("/translate", json={"q": sentence, **PAIR}).json()[
+                "translatedText"
+            ]
+
+        threads = [threading.Thread(target=ask, args=(s,)) for s in offline]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        health = client.get("/health").json()
+    assert answers == offline
+    assert health["split_batches"] >= 1
+
+
+def test_a_ctranslate2_export_is_served_with_nbest_and_no_attention(
+    trained_run: Path, corpus: Path, tmp_path: Path
+) -> None:
+    pytest.importorskip("ctranslate2")
+    from tests.conftest import run_cli
+
+    assert run_cli("export", str(trained_run), str(tmp_path / "ct2"), "--to", "ctranslate2")[0] == 0
+    catalog = load_catalog([tmp_path / "ct2"], "ctranslate2", torch.device("cpu"), None, [])
+    greedy = load_run(trained_run, torch.device("cpu"), overrides=["search.beam_size=1"])
+    sentences = sentences_of(corpus, 4)
+    with make_client(catalog) as client:
+        body = client.post("/v1/translate", json={"q": sentences, "beam_size": 1, **PAIR}).json()
+        assert [t["translatedText"] for t in body["translations"]] == translate(greedy, sentences)
+        two = client.post("/v1/translate", json={"q": sentences[0], "nbest": 2, **PAIR}).json()
+        scores = [h["score"] for h in two["translations"][0]["lines"][0]["hypotheses"]]
+        assert len(scores) == 2 and scores == sorted(scores, reverse=True)
+        refused = client.post("/v1/translate", json={"q": sentences[0], "attention": True, **PAIR})
+        assert refused.status_code == 400 and "no attention" in refused.json()["error"]
+        (model,) = client.get("/v1/models").json()["models"]
+        assert (model["engine"], model["name"]) == ("ctranslate2", "ct2")

@@ -1,0 +1,193 @@
+"""The dynamic batcher against a scripted decode function: what it batches, in which order, how it isolates a
+failing sentence, and how it stops. No model, no timing thresholds: each test checks what happened."""
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+
+from nmt.serve.batcher import Batcher, Closed, SentenceFailed
+
+
+class Script:
+    """A decode function that answers each source with its sum, records every batch, and can fail."""
+
+    def __init__(self, fail: Callable[[list[list[int]]], BaseException | None] = lambda _: None) -> None:
+        self.batches: list[list[list[int]]] = []
+        self.fail = fail
+
+    def __call__(self, key: Any, sources: list[list[int]]) -> list[Any]:
+        self.batches.append(sources)
+        error = self.fail(sources)
+        if error is not None:
+            raise error
+        return [(key, sum(s)) for s in sources]
+
+
+def run(main: Callable[[], Any]) -> Any:
+    return asyncio.run(main())
+
+
+async def started(batcher: Batcher) -> asyncio.Task:
+    return asyncio.create_task(batcher.run())
+
+
+async def stop(batcher: Batcher, task: asyncio.Task) -> None:
+    await batcher.close()
+    await task
+    batcher.shutdown()
+
+
+def test_concurrent_requests_are_decoded_together() -> None:
+    script = Script()
+
+    async def main() -> list[Any]:
+        batcher = Batcher(script, max_tokens=10_000, max_delay=0.2)
+        task = await started(batcher)
+        results = await asyncio.gather(*(batcher.translate("k", [[i, 1]], 1) for i in range(20)))
+        await stop(batcher, task)
+        return results
+
+    results = run(main)
+    assert results == [[("k", i + 1)] for i in range(20)]  # each answer is its own sentence's
+    assert len(script.batches) < 20  # requests shared batches
+    assert sum(map(len, script.batches)) == 20
+
+
+def test_the_token_budget_closes_batches() -> None:
+    script = Script()
+
+    async def main() -> None:
+        batcher = Batcher(script, max_tokens=30, max_delay=10.0)  # the deadline never closes one here
+        task = await started(batcher)
+        await asyncio.gather(*(batcher.translate("k", [[1] * 4], 2) for _ in range(12)))
+        await stop(batcher, task)
+
+    run(main)
+    # 5 subwords with eos × beam 2 = 10 a sentence: three sentences fill a batch of 30
+    assert [len(b) for b in script.batches] == [3, 3, 3, 3]
+
+
+def test_only_requests_of_the_same_key_share_a_batch() -> None:
+    script = Script()
+
+    async def main() -> list[Any]:
+        batcher = Batcher(script, max_tokens=10_000, max_delay=0.05)
+        task = await started(batcher)
+        found = await asyncio.gather(*(batcher.translate(f"k{i % 2}", [[i]], 1) for i in range(8)))
+        await stop(batcher, task)
+        return found
+
+    found = run(main)
+    assert found == [[(f"k{i % 2}", i)] for i in range(8)]
+    assert len(script.batches) == 2 and sorted(map(len, script.batches)) == [4, 4]
+
+
+def test_a_long_request_does_not_hold_up_a_short_one() -> None:
+    """200 lines queued first, one line just after: the short request shares the long one's first batches
+    (one sentence of each waiting request in turn) and is answered while the long one still decodes."""
+    script = Script()
+
+    async def main() -> list[str]:
+        batcher = Batcher(script, max_tokens=20, max_delay=0.0)  # two sentences of 10 a batch
+        task = await started(batcher)
+        order: list[str] = []
+
+        async def send(name: str, sources: list[list[int]]) -> None:
+            await batcher.translate("k", sources, 1)
+            order.append(name)
+
+        await asyncio.gather(send("long", [[1] * 9] * 200), send("short", [[2] * 9]))
+        await stop(batcher, task)
+        return order
+
+    assert run(main) == ["short", "long"]
+    assert [2] * 9 in script.batches[0]
+
+
+def test_a_batch_that_runs_out_of_memory_is_split_and_retried() -> None:
+    script = Script(
+        lambda sources: torch.cuda.OutOfMemoryError("CUDA out of memory") if len(sources) > 2 else None
+    )
+
+    async def main() -> tuple[list[Any], int]:
+        batcher = Batcher(script, max_tokens=10_000, max_delay=0.2)
+        task = await started(batcher)
+        found = await asyncio.gather(*(batcher.translate("k", [[i]], 1) for i in range(8)))
+        await stop(batcher, task)
+        return found, batcher.stats.split_batches
+
+    found, splits = run(main)
+    assert found == [[("k", i)] for i in range(8)]  # every request answered, none lost or swapped
+    assert splits >= 1 and max(map(len, script.batches)) == 8  # it was tried whole first
+
+
+def test_a_sentence_that_cannot_be_decoded_fails_its_own_request_alone() -> None:
+    poison = [666]
+    script = Script(lambda sources: MemoryError() if poison in sources else None)
+
+    async def main() -> list[Any]:
+        batcher = Batcher(script, max_tokens=10_000, max_delay=0.2)
+        task = await started(batcher)
+        requests = [batcher.translate("k", [[i], [i + 100]], 1) for i in range(5)]
+        requests.insert(2, batcher.translate("k", [[7], poison], 1))
+        found = await asyncio.gather(*requests, return_exceptions=True)
+        await stop(batcher, task)
+        return found
+
+    found = run(main)
+    assert isinstance(found[2], SentenceFailed) and found[2].memory
+    assert [f for i, f in enumerate(found) if i != 2] == [[("k", i), ("k", i + 100)] for i in range(5)]
+
+
+def test_a_request_whose_client_went_away_leaves_the_queue() -> None:
+    script = Script()
+
+    async def main() -> tuple[int, list[Any]]:
+        batcher = Batcher(script, max_tokens=10_000, max_delay=0.2)
+        task = await started(batcher)
+        gone = asyncio.create_task(batcher.translate("k", [[5]] * 50, 1))
+        await asyncio.sleep(0)  # queued
+        gone.cancel()
+        other = await batcher.translate("k", [[1]], 1)
+        waiting = batcher.waiting
+        await stop(batcher, task)
+        return waiting, other
+
+    waiting, other = run(main)
+    assert waiting == 0 and other == [("k", 1)]
+    assert all(source != [5] for batch in script.batches for source in batch)
+
+
+def test_closing_answers_the_queued_requests_then_refuses_new_ones() -> None:
+    script = Script()
+
+    async def main() -> tuple[list[Any], BaseException | None]:
+        batcher = Batcher(script, max_tokens=10_000, max_delay=30.0)  # only closing ends the wait
+        task = await started(batcher)
+        queued = [asyncio.create_task(batcher.translate("k", [[i]], 1)) for i in range(3)]
+        await asyncio.sleep(0)
+        await batcher.close()
+        late: BaseException | None = None
+        try:
+            await batcher.translate("k", [[9]], 1)
+        except Closed as err:
+            late = err
+        found = await asyncio.gather(*queued)
+        await task
+        batcher.shutdown()
+        return found, late
+
+    found, late = run(main)
+    assert found == [[("k", i)] for i in range(3)]
+    assert isinstance(late, Closed)
+
+
+@pytest.mark.parametrize(
+    "error", [torch.cuda.OutOfMemoryError("x"), MemoryError(), RuntimeError("CUDA out of memory")]
+)
+def test_memory_errors_are_told_apart(error: BaseException) -> None:
+    assert SentenceFailed(error).memory
+    assert not SentenceFailed(ValueError("bad")).memory

@@ -1,0 +1,225 @@
+"""What the server refuses, and how: each bad request gets a 4xx JSON error naming its problem, and the
+server keeps answering good requests; API keys; no file outside the package's static files can be read."""
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from starlette.testclient import TestClient
+
+from nmt.serve.engines import Catalog
+from nmt.serve.payloads import Limits
+from tests.serve.conftest import KEY, make_client
+
+PAIR = {"source": "src", "target": "tgt"}
+GOOD = {"q": "nopaju kaju", **PAIR}
+JSON = {"content-type": "application/json"}
+FORM = {"content-type": "application/x-www-form-urlencoded"}
+SVG_NAMESPACE = "http://www.w3.org/2000/svg"
+
+
+@pytest.fixture(scope="module")
+def small(catalog: Catalog) -> Iterator[TestClient]:
+    """A server with small limits: 3 texts, 100 characters a request (a body limit of about 65 KiB)."""
+    with make_client(catalog, Limits(max_texts=3, max_chars=100)) as client:
+        yield client
+
+
+BAD = [  # (path, body bytes, headers, status, words the error names)
+    ("/translate", b'{"q": "a", "source": ', JSON, 400, "not valid JSON"),
+    ("/translate", b'["a", "b"]', JSON, 400, "must be an object"),
+    ("/translate", b'{"q": 3, "source": "src", "target": "tgt"}', JSON, 400, "q must be a string"),
+    (
+        "/translate",
+        b'{"q": ["a", null], "source": "src", "target": "tgt"}',
+        JSON,
+        400,
+        "q[1] must be a string",
+    ),
+    ("/translate", b'{"q": "a", "source": 1, "target": "tgt"}', JSON, 400, "source must be a string"),
+    (
+        "/translate",
+        b'{"q": "a", "source": "src", "target": "tgt", "alternatives": "x"}',
+        JSON,
+        400,
+        "alternatives",
+    ),
+    (
+        "/translate",
+        b'{"q": "a", "source": "src", "target": "tgt", "alternatives": true}',
+        JSON,
+        400,
+        "alternatives",
+    ),
+    ("/translate", b'{"q": "a", "source": "src", "target": "tgt", "alternatives": NaN}', JSON, 400, "NaN"),
+    ("/translate", b'{"q": "a", "q": "b", "source": "src", "target": "tgt"}', JSON, 400, "twice"),
+    ("/translate", b"", JSON, 400, "missing q"),
+    ("/translate", b'{"source": "src", "target": "tgt"}', JSON, 400, "missing q"),
+    ("/translate", b'{"q": "a", "target": "tgt"}', JSON, 400, "missing source"),
+    ("/translate", b'{"q": [], "source": "src", "target": "tgt"}', JSON, 400, "empty list"),
+    ("/translate", b'{"q": ["a", "b", "c", "d"], "source": "src", "target": "tgt"}', JSON, 400, "at most 3"),
+    (
+        "/translate",
+        b'{"q": "' + b"a" * 101 + b'", "source": "src", "target": "tgt"}',
+        JSON,
+        400,
+        "101 characters",
+    ),
+    ("/translate", b'{"q": "\xff\xfe", "source": "src", "target": "tgt"}', JSON, 400, "not valid UTF-8"),
+    ("/translate", b'{"q": "\\ud800", "source": "src", "target": "tgt"}', JSON, 400, "surrogate"),
+    ("/translate", b"q=%FF%FE&source=src&target=tgt", FORM, 400, "not valid UTF-8"),
+    ("/translate", b"q=a&q=b&source=src&target=tgt", FORM, 400, "more than once"),
+    ("/translate", b'{"q": "a", "source": "src", "target": "xx"}', JSON, 400, "src → xx is not served"),
+    (
+        "/translate",
+        b'{"q": "a", "source": "src", "target": "tgt", "format": "html"}',
+        JSON,
+        400,
+        "html format",
+    ),
+    ("/translate", b"q=a", {"content-type": "text/plain"}, 415, "text/plain"),
+    ("/translate", b"[" * 100 + b"]" * 100, JSON, 400, "JSON"),
+    (
+        "/v1/translate",
+        b'{"q": "a", "source": "src", "target": "tgt", "nbets": 2}',
+        JSON,
+        400,
+        "unknown field(s) nbets",
+    ),
+    ("/v1/translate", b'{"q": "a", "model": "nope"}', JSON, 400, "no model 'nope'"),
+    ("/v1/translate", b'{"q": "a", "source": "src", "target": "tgt", "nbest": 99}', JSON, 400, "nbest=99"),
+    (
+        "/v1/translate",
+        b'{"q": "a", "source": "src", "target": "tgt", "beam_size": -1}',
+        JSON,
+        400,
+        "beam_size=-1",
+    ),
+    (
+        "/v1/translate",
+        b'{"q": "a", "source": "src", "target": "tgt", "attention": "yes"}',
+        JSON,
+        400,
+        "attention",
+    ),
+    ("/v1/translate", b'{"q": "a", "source": "src", "target": "tgt", "nbest": 1e400}', JSON, 400, "nbest"),
+]
+
+
+@pytest.mark.parametrize(("path", "body", "headers", "status", "named"), BAD)
+def test_bad_requests_get_a_4xx_json_error_naming_the_problem(
+    small: TestClient, path: str, body: bytes, headers: dict[str, str], status: int, named: str
+) -> None:
+    response = small.post(path, content=body, headers=headers)
+    assert response.status_code == status, response.text
+    assert named in response.json()["error"]
+    assert small.post("/translate", json=GOOD).status_code == 200  # and the server keeps serving
+
+
+def test_an_oversized_body_is_refused_with_413(small: TestClient) -> None:
+    limit = Limits(max_texts=3, max_chars=100).max_body
+    announced = small.post("/translate", content=b"x" * (limit + 1), headers=FORM)
+    assert announced.status_code == 413 and "at most" in announced.json()["error"]
+
+    def chunks() -> Iterator[bytes]:  # no Content-Length: the limit is counted as the body arrives
+        for _ in range(limit // 1000 + 2):
+            yield b"x" * 1000
+
+    streamed = small.post("/translate", content=chunks(), headers=FORM)
+    assert streamed.status_code == 413
+    assert small.post("/translate", json=GOOD).status_code == 200
+
+
+def test_a_line_longer_than_the_model_takes_is_refused(client: TestClient) -> None:
+    response = client.post("/translate", json={"q": "ka " * 2000, **PAIR})
+    assert response.status_code == 400 and "subwords" in response.json()["error"]
+
+
+def test_unknown_routes_and_methods_are_json_errors(client: TestClient) -> None:
+    missing = client.get("/nothing/here")
+    assert missing.status_code == 404 and "error" in missing.json()
+    wrong = client.get("/translate")
+    assert wrong.status_code == 405 and "error" in wrong.json()
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/static/../cli.py",
+        "/static/..%2Fcli.py",
+        "/static/%2e%2e/%2e%2e/pyproject.toml",
+        "/static/..%2F..%2F..%2F..%2F..%2F..%2Fetc%2Fpasswd",
+        "/static/%2Fetc%2Fpasswd",
+        "/static//etc/passwd",
+        "/static/app.py",
+        "/static/__init__.py",
+        "/static/.",
+        "/static/index.html%00.py",
+        "/../../../etc/passwd",
+        "/static/static",
+    ],
+)
+def test_no_file_outside_the_static_files_can_be_read(client: TestClient, path: str) -> None:
+    response = client.get(path)
+    assert response.status_code == 404, (path, response.text[:200])
+    assert "root:" not in response.text and "import" not in response.text
+
+
+def test_the_page_and_its_files_are_served_without_anything_from_outside(client: TestClient) -> None:
+    page = client.get("/")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert "default-src 'self'" in page.headers["content-security-policy"]
+    static = Path(__file__).resolve().parents[2] / "nmt" / "serve" / "static"
+    for path in static.iterdir():
+        served = client.get(f"/static/{path.name}")
+        assert served.status_code == 200 and served.content == path.read_bytes()
+        text = served.text.replace(SVG_NAMESPACE, "")  # a name, never fetched
+        assert not re.search(r"(https?:)?//[a-z0-9.-]+\.[a-z]{2,}", text, flags=re.I), path.name  # no address
+        assert "@import" not in text
+
+
+@pytest.fixture(scope="module")
+def locked(catalog: Catalog) -> Iterator[TestClient]:
+    with make_client(catalog, keys=frozenset({KEY})) as client:
+        yield client
+
+
+ROUTES = [
+    *(("GET", path) for path in ("/", "/static/index.html", "/health", "/languages", "/frontend/settings")),
+    *(("GET", path) for path in ("/v1/models", "/no/such/page")),
+    *(("POST", path) for path in ("/translate", "/v1/translate")),
+]
+
+
+@pytest.mark.parametrize(("method", "path"), ROUTES)
+def test_with_api_keys_every_request_without_a_valid_key_gets_403(
+    locked: TestClient, method: str, path: str
+) -> None:
+    body = GOOD if method == "POST" else None
+    assert locked.request(method, path, json=body).status_code == 403
+    assert (
+        locked.request(method, path, json=body, headers={"Authorization": "Bearer wrong-key-0"}).status_code
+        == 403
+    )
+    if method == "POST":
+        assert locked.request(method, path, json={**GOOD, "api_key": "wrong-key-0"}).status_code == 403
+    answered = locked.request(method, path, json=body, headers={"Authorization": f"Bearer {KEY}"})
+    assert answered.status_code != 403
+
+
+def test_the_key_may_come_as_a_field_a_form_field_or_in_the_query(locked: TestClient) -> None:
+    assert locked.post("/translate", json={**GOOD, "api_key": KEY}).status_code == 200
+    assert locked.post("/translate", data={**GOOD, "api_key": KEY}).status_code == 200
+    assert locked.get(f"/languages?api_key={KEY}").status_code == 200
+    assert (
+        locked.post("/translate", content=b'{"q": ', headers=JSON).status_code == 403
+    )  # no details for strangers
+
+
+def test_the_explorer_opened_with_its_key_keeps_it_in_a_cookie(catalog: Catalog) -> None:
+    with make_client(catalog, keys=frozenset({KEY})) as client:
+        assert client.get("/v1/models").status_code == 403
+        page = client.get(f"/?api_key={KEY}")
+        assert page.status_code == 200 and "httponly" in page.headers["set-cookie"].lower()
+        assert client.get("/v1/models").status_code == 200  # the page's own requests carry the cookie
