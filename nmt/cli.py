@@ -11,6 +11,7 @@ import functools
 import json
 import logging
 import os
+import re
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,7 +19,7 @@ from typing import Annotated, Any, BinaryIO
 
 import typer
 from tqdm import tqdm
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
 from nmt import interrupts
 from nmt.errors import REPORTS_ENV, Interrupted, PeerFailed, UserError
@@ -31,7 +32,62 @@ def _is_usage_error(err: BaseException) -> bool:
     return isinstance(err, typer.TyperException) and getattr(err, "exit_code", None) == 2
 
 
-class _Commands(TyperGroup):
+def _plain_help(params: list[Any]) -> None:
+    """Help that reads as Click's: arguments named in capitals (`CONFIG`, `RUN_DIRS`), flags without a
+    type (Typer would show `{config}` in the usage line and `<bool>` beside every flag)."""
+    for param in params:
+        if param.param_type_name == "argument" and param.metavar is None:
+            param.metavar = (param.name or "").upper()
+        elif getattr(param, "is_flag", False) and param.metavar is None:
+            param.metavar = ""
+
+
+class _PlainHelp:
+    """Plain help (`_plain_help`) for a command or group, its --help option included."""
+
+    params: list[Any]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _plain_help(self.params)
+
+    def get_help_option(self, ctx: Any) -> Any:
+        option = super().get_help_option(ctx)  # type: ignore[misc]
+        _plain_help([option] if option else [])
+        return option
+
+
+class _Command(_PlainHelp, TyperCommand):
+    """A command with plain help whose `--set KEY VALUE` is a one-line error saying how to write it (Typer
+    would report the value as an unexpected extra argument)."""
+
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:
+        pieces = [self.options_metavar or ""]
+        for param in self.get_params(ctx):
+            if param.param_type_name == "argument":
+                name = param.metavar + ("..." if param.nargs != 1 else "")
+                pieces.append(name if param.required else f"[{name}]")
+        return pieces
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        check_overrides(args)
+        return super().parse_args(ctx, args)
+
+
+def check_overrides(args: list[str]) -> None:
+    """Refuse `--set KEY VALUE` and `--set K=V K2=V2` (one --set for two overrides), naming the fix."""
+    for i, arg in enumerate(args[:-1]):
+        value = args[i + 1]
+        if arg == "--set" and "=" not in value:
+            after = args[i + 2] if i + 2 < len(args) and not args[i + 2].startswith("-") else "VALUE"
+            raise UserError(f"--set {value} {after}: write --set KEY=VALUE, e.g. --set {value}={after}")
+        following = args[i + 2] if i + 2 < len(args) else ""
+        if arg == "--set" and re.fullmatch(r"[A-Za-z_][\w.]*=.*", following):
+            raise UserError(f"--set {value} {following}: each override needs its own --set: "
+                            f"--set {value} --set {following}")  # fmt: skip
+
+
+class _Commands(_PlainHelp, TyperGroup):
     """The command group. Every mistake a user can fix ends the same way, whichever command made it: one line
     `nmt: error: …` on stderr and exit code 2; an interruption exits with 130."""
 
@@ -45,6 +101,13 @@ class _Commands(TyperGroup):
     def invoke(self, ctx: typer.Context) -> Any:
         with _one_line_errors():
             return super().invoke(ctx)
+
+
+class _App(typer.Typer):
+    """The Typer app whose every command is a `_Command`."""
+
+    def command(self, *args: Any, **kwargs: Any) -> Any:
+        return super().command(*args, cls=kwargs.pop("cls", None) or _Command, **kwargs)
 
 
 @contextlib.contextmanager
@@ -88,7 +151,7 @@ def _report(line: str, rank: str, code: int) -> None:
     raise typer.Exit(code=code) from None
 
 
-app = typer.Typer(
+app = _App(
     cls=_Commands,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -97,7 +160,11 @@ app = typer.Typer(
 )
 
 RunDirArgument = Annotated[Path, typer.Argument(help="Run directory written by `nmt train`.")]
-Device = Annotated[str, typer.Option(help="auto, cpu or cuda.")]
+Device = Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N (the GPU numbered N, from 0).")]
+TrainDevice = Annotated[
+    str | None,
+    typer.Option(help="auto, cpu or cuda (train.device; choose GPU N with CUDA_VISIBLE_DEVICES=N)."),
+]
 BeamSize = Annotated[
     int | None,
     typer.Option(
@@ -201,7 +268,7 @@ def train(
     src_lang: Annotated[str | None, typer.Option(help="Source language suffix.")] = None,
     tgt_lang: Annotated[str | None, typer.Option(help="Target language suffix.")] = None,
     out: Annotated[Path | None, typer.Option(help="Run directory (default runs/<config name>).")] = None,
-    device: Annotated[str | None, typer.Option(help="auto, cpu or cuda.")] = None,
+    device: TrainDevice = None,
     max_time: Annotated[
         float | None, typer.Option(min=0, help="Stop after this many seconds of training (0: no limit).")
     ] = None,
@@ -477,7 +544,7 @@ def benchmark(
     ] = None,
     src_lang: Annotated[str | None, typer.Option(help="Source language suffix.")] = None,
     tgt_lang: Annotated[str | None, typer.Option(help="Target language suffix.")] = None,
-    device: Annotated[str | None, typer.Option(help="auto, cpu or cuda.")] = None,
+    device: TrainDevice = None,
     json_path: Annotated[
         Path | None, typer.Option("--json", help="Also write the results as JSON here.")
     ] = None,

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 import torch
+import typer
 
+from nmt.cli import app
 from nmt.config.schema import replace as config_replace
 from nmt.config.yaml_file import load_config
 from nmt.decode.trained_run import load_run
@@ -140,6 +142,31 @@ def test_training_into_a_finished_run_refuses(trained_run: Path, corpus: Path) -
         "1",
     )
     assert code == 2 and "--resume" in err
+
+
+def test_help_names_arguments_in_capitals_and_shows_no_type_for_flags() -> None:
+    """Usage lines read `CONFIG`, not Typer's `{config}`; flags show no `<bool>` (every command and `nmt`)."""
+    commands = typer.main.get_command(app).commands  # type: ignore[attr-defined]
+    usages = {"train": "CONFIG", "translate": "RUN_DIRS...", "export": "RUN_DIR OUT_DIR"}
+    for command in ["", *commands]:
+        code, out, _ = run_cli(*([command] if command else []), "--help")
+        usage = out.split("Usage:")[1].splitlines()[0].split()[1:]  # after the program's name
+        assert code == 0 and "<bool>" not in out and "{" not in " ".join(usage), out
+        if command in usages:
+            assert usage == [command, "[OPTIONS]", *usages[command].split()], out
+    assert "cuda:N" in run_cli("translate", "--help")[1]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "fragments"),
+    [
+        (["--set", "train.lr", "1.0e-3"], ["--set train.lr 1.0e-3", "write --set KEY=VALUE", "lr=1.0e-3"]),
+        (["--set", "train.lr=1.0e-3", "train.seed=3"], ["each override needs its own --set"]),
+    ],
+)
+def test_a_misspelt_set_says_how_to_write_it(overrides: list[str], fragments: list[str]) -> None:
+    config = str(ROOT / "configs" / "tiny-transformer.yaml")
+    assert_one_line_error(run_cli("train", config, *overrides), *fragments)
 
 
 def test_python_dash_m_runs_the_same_cli() -> None:
