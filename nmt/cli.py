@@ -219,9 +219,12 @@ def main(
 
 
 class _BarSafeHandler(logging.StreamHandler):
-    """Writes each record through tqdm, which lifts a progress bar out of the way and redraws it below."""
+    """Writes each record through tqdm, which lifts a progress bar out of the way and redraws it below; a
+    record that a progress bar already shows (marked `bar_shown`, kept for RUN_DIR/train.log) is left out."""
 
     def emit(self, record: logging.LogRecord) -> None:
+        if getattr(record, "bar_shown", False):
+            return
         try:
             tqdm.write(self.format(record), file=self.stream)
         except Exception:
@@ -229,7 +232,8 @@ class _BarSafeHandler(logging.StreamHandler):
 
 
 def _log_to_stderr(level: int) -> None:
-    """Print the library's log records as `nmt: message` on the current stderr.
+    """Print the library's log records of `level` and above as `nmt: message` on the current stderr (INFO
+    records still reach other handlers, such as a run's train.log, under -q).
 
     An earlier handler is replaced, so that each in-process run (as in the tests) writes to its own stderr.
     """
@@ -238,8 +242,9 @@ def _log_to_stderr(level: int) -> None:
         logger.removeHandler(handler)
     handler = _BarSafeHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("nmt: %(message)s"))
+    handler.setLevel(level)
     logger.addHandler(handler)
-    logger.setLevel(level)
+    logger.setLevel(min(level, logging.INFO))
 
 
 @app.command()
@@ -270,7 +275,12 @@ def train(
     out: Annotated[Path | None, typer.Option(help="Run directory (default runs/<config name>).")] = None,
     device: TrainDevice = None,
     max_time: Annotated[
-        float | None, typer.Option(min=0, help="Stop after this many seconds of training (0: no limit).")
+        float | None,
+        typer.Option(
+            min=0,
+            help="Stop after this many seconds of training and validation (0: no limit); the final report "
+            "follows (announced, with its progress; train.final_report=false skips it).",
+        ),
     ] = None,
     max_steps: Annotated[
         int | None, typer.Option(min=0, max=MAX_SIZE, help="Stop after this many updates (0: no limit).")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import BinaryIO, Literal
 
@@ -30,9 +31,11 @@ def translate_ids(
     search: SearchConfig,
     max_source_len: int,
     with_attention: bool = False,
+    progress: Callable[[int], object] | None = None,
 ) -> list[list[Hypothesis]]:
-    """Hypotheses for each source id list (same order), `search.batch_size` sentences a batch; an empty
-    source gives one empty hypothesis (score 0, no attention).
+    """Hypotheses for each source id list (same order), `search.batch_size` sentences a batch, `progress`
+    told how many sentences each batch held; an empty source gives one empty hypothesis (score 0, no
+    attention).
 
     Sources longer than `max_source_len` subwords are cut to it (with a warning), so one overlong line can
     neither crash the model nor exhaust memory; a batch that runs out of GPU memory is retried in halves.
@@ -48,6 +51,8 @@ def translate_ids(
         hyps = _search_fitting(model, [sources[i] for i in indices], search, with_attention)
         for i, hyp in zip(indices, hyps, strict=True):
             outputs[i] = hyp
+        if progress is not None:
+            progress(len(indices))
     return outputs
 
 
@@ -93,17 +98,25 @@ def max_source_len(cfg: Config) -> int:
 
 
 def translate_hypotheses(
-    run: TrainedRun, sentences: list[str], with_attention: bool = False
+    run: TrainedRun,
+    sentences: list[str],
+    with_attention: bool = False,
+    progress: Callable[[int], object] | None = None,
 ) -> list[list[Hypothesis]]:
     """Search raw sentences with a trained run (settings from `run.cfg.search`): hypotheses per sentence."""
     sources = run.tokenizers.src.encode([normalize(s) for s in sentences])
+    limit = max_source_len(run.cfg)
     with torch.inference_mode():
-        return translate_ids(run.model, sources, run.cfg.search, max_source_len(run.cfg), with_attention)
+        return translate_ids(run.model, sources, run.cfg.search, limit, with_attention, progress)
 
 
-def translate(run: TrainedRun, sentences: list[str]) -> list[str]:
-    """Translate raw sentences with a trained run; returns detokenized text, one string per input."""
-    return run.tokenizers.tgt.decode([hyps[0].tokens for hyps in translate_hypotheses(run, sentences)])
+def translate(
+    run: TrainedRun, sentences: list[str], progress: Callable[[int], object] | None = None
+) -> list[str]:
+    """Translate raw sentences with a trained run; returns detokenized text, one string per input
+    (`progress` is told the sentences of each batch searched)."""
+    hypotheses = translate_hypotheses(run, sentences, progress=progress)
+    return run.tokenizers.tgt.decode([hyps[0].tokens for hyps in hypotheses])
 
 
 CHUNK_LINES = 10_000  # lines read, sorted by length and translated at a time
