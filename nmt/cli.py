@@ -393,8 +393,19 @@ def translate(
         bool, typer.Option(help="Translate lines that are not valid UTF-8 as empty lines instead of failing.")
     ] = False,
     engine: Annotated[
-        str, typer.Option(help="torch, or ctranslate2 with RUN_DIR a directory written by `nmt export`.")
-    ] = "torch",
+        str,
+        typer.Option(
+            help="auto: ctranslate2 for a directory written by `nmt export`, torch for run directories."
+        ),
+    ] = "auto",
+    interactive: Annotated[
+        bool | None,
+        typer.Option(
+            "--interactive/--no-interactive",
+            help="Answer each line as soon as it is read (default: when standard input is a terminal); "
+            "otherwise input is read 10,000 lines at a time, whatever --batch-size.",
+        ),
+    ] = None,
 ) -> None:
     """Translate raw sentences, one per line, keeping the line order (empty lines stay empty).
 
@@ -413,11 +424,11 @@ def translate(
              "max_len_b": max_len_b, "batch_size": batch_size, "nbest": nbest}  # fmt: skip
     stream = _translator(run_dirs, engine, device, checkpoint, flags, style)
     bad = 0
-    with _read_input(input) as (source, name, interactive):
+    with _read_input(input) as (source, name, terminal):
 
         def write(out: BinaryIO) -> None:
             nonlocal bad
-            bad = stream(source, name, out, skip_bad_lines, interactive)
+            bad = stream(source, name, out, skip_bad_lines, terminal if interactive is None else interactive)
 
         write_output(output, write)
     if bad:
@@ -428,30 +439,35 @@ def _translator(
     run_dirs: list[Path], engine: str, device: str, checkpoint: str | None, flags: dict[str, Any], style: str
 ) -> Callable[..., int]:
     """`stream(source, name, out, skip_bad_lines, interactive)` translating with the runs (engine torch;
-    several make an ensemble) or with the export (engine ctranslate2) in RUN_DIR; returns the bad lines."""
+    several make an ensemble) or with the export (engine ctranslate2) in RUN_DIR, `auto` telling them apart;
+    returns the bad lines."""
+    from nmt.decode.translate import stream_translations
+    from nmt.export.runtime import is_export
+
+    exports = [path for path in run_dirs if is_export(path)]
+    if engine == "auto":
+        engine = "ctranslate2" if exports else "torch"
     if engine == "ctranslate2":
         from nmt.export.runtime import load_export
 
         if checkpoint is not None:
             raise UserError("--checkpoint: an export holds one checkpoint; choose it at `nmt export`")
-        if len(run_dirs) > 1 or style != "text":
-            raise UserError("--engine ctranslate2 translates with one export, one translation per line")
-        stream = load_export(run_dirs[0], device).translate_stream
-        return functools.partial(_exported_stream, stream, flags["beam_size"], flags["batch_size"])
+        if len(run_dirs) > 1:
+            raise UserError("the ctranslate2 engine translates with one export; an ensemble needs runs")
+        given = {name: value for name, value in flags.items() if value is not None}
+        export = load_export(run_dirs[0], device).with_search(given)
+        return functools.partial(stream_translations, export, export.translate_sentences, style=style)
     if engine != "torch":
-        raise UserError(f"--engine {engine}: unknown; use torch or ctranslate2")
+        raise UserError(f"--engine {engine}: unknown; use auto, torch or ctranslate2")
+    if exports:
+        raise UserError(f"{exports[0]} is a CTranslate2 export (written by `nmt export`), not a run "
+                        f"directory; translate with it without --engine torch")  # fmt: skip
     from nmt.decode.trained_run import load_runs
     from nmt.decode.translate import translate_stream
     from nmt.device import resolve_device
 
     run = load_runs(run_dirs, resolve_device(device), checkpoint, search_overrides(**flags))
     return functools.partial(translate_stream, run, style=style)
-
-
-def _exported_stream(stream: Callable[..., int], beam_size: int | None, batch_size: int | None,
-                     *args: Any) -> int:  # fmt: skip
-    source, name, out, skip_bad_lines, interactive = args
-    return stream(source, name, out, beam_size, batch_size, skip_bad_lines, interactive)
 
 
 @app.command()

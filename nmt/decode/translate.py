@@ -3,11 +3,12 @@ lines are translated a chunk at a time."""
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import BinaryIO, Literal
+from typing import BinaryIO, Literal, Protocol
 
 import torch
 from torch import Tensor
@@ -16,6 +17,7 @@ from nmt.config.schema import Config
 from nmt.config.sections import SearchConfig
 from nmt.data.batching import collate, sorted_groups
 from nmt.data.corpus import decode_lines, line_chunks, normalize
+from nmt.data.tokenizer import Tokenizers
 from nmt.decode.search import Hypothesis, beam_search, greedy
 from nmt.decode.trained_run import TrainedRun
 from nmt.device import autocast
@@ -124,8 +126,15 @@ BAD_LINE_HINT = "pass --skip-bad-lines to translate such lines as empty ones"
 OutputFormat = Literal["text", "moses", "jsonl"]
 
 
+class Translator(Protocol):
+    """What formatting needs of a translator: its tokenizers (a TrainedRun's, or an export's)."""
+
+    @property
+    def tokenizers(self) -> Tokenizers: ...
+
+
 def format_translations(
-    run: TrainedRun, first: int, hypotheses: list[list[Hypothesis]], style: OutputFormat
+    run: Translator, first: int, hypotheses: list[list[Hypothesis]], style: OutputFormat
 ) -> str:
     """Output lines for the hypotheses of input lines `first`, `first + 1`, … (0-based): `text` is the best
     translation alone; `moses` is one `i ||| translation ||| score` line per hypothesis, best first;
@@ -152,16 +161,32 @@ def translate_stream(
     interactive: bool = False,
     style: OutputFormat = "text",
 ) -> int:
-    """Translate the lines of `source` (called `name` in errors) into `out` in the same order, formatted as
-    `style` (`format_translations`), `CHUNK_LINES` at a time (each line as soon as it is read when
-    `interactive`), flushing `out` after every chunk: memory does not grow with the input. Returns how many
-    lines were not valid UTF-8 and were translated as empty lines (with `skip_bad_lines`; otherwise the first
-    one raises UserError).
+    """Translate the lines of `source` (called `name` in errors) into `out` with a trained run:
+    `stream_translations` with the run's search."""
+    search = functools.partial(translate_hypotheses, run)
+    return stream_translations(run, search, source, name, out, skip_bad_lines, interactive, style)
+
+
+def stream_translations(
+    translator: Translator,
+    search: Callable[[list[str]], list[list[Hypothesis]]],
+    source: BinaryIO,
+    name: str,
+    out: BinaryIO,
+    skip_bad_lines: bool = False,
+    interactive: bool = False,
+    style: OutputFormat = "text",
+) -> int:
+    """Translate the lines of `source` (called `name` in errors) with `search` (raw sentences → hypotheses)
+    into `out` in the same order, formatted as `style` (`format_translations`), `CHUNK_LINES` at a time
+    (each line as soon as it is read when `interactive`), flushing `out` after every chunk: memory does not
+    grow with the input. Returns how many lines were not valid UTF-8 and were translated as empty lines (with
+    `skip_bad_lines`; otherwise the first one raises UserError).
     """
     first, bad = 1, 0
     for chunk in line_chunks(source, 1 if interactive else CHUNK_LINES):
         sentences, skipped = decode_lines(chunk, name, first, skip_bad_lines, BAD_LINE_HINT)
-        text = format_translations(run, first - 1, translate_hypotheses(run, sentences), style)
+        text = format_translations(translator, first - 1, search(sentences), style)
         first, bad = first + len(chunk), bad + len(skipped)
         out.write(text.encode("utf-8"))
         out.flush()
