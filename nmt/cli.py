@@ -463,11 +463,12 @@ def _translator(
         raise UserError(f"{exports[0]} is a CTranslate2 export (written by `nmt export`), not a run "
                         f"directory; translate with it without --engine torch")  # fmt: skip
     from nmt.decode.trained_run import load_runs
-    from nmt.decode.translate import translate_stream
+    from nmt.decode.translate import translate_hypotheses
     from nmt.device import resolve_device
 
     run = load_runs(run_dirs, resolve_device(device), checkpoint, search_overrides(**flags))
-    return functools.partial(translate_stream, run, style=style)
+    search = functools.partial(translate_hypotheses, run)
+    return functools.partial(stream_translations, run, search, style=style)
 
 
 @app.command()

@@ -3,7 +3,6 @@ lines are translated a chunk at a time."""
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 from collections.abc import Callable
@@ -150,21 +149,6 @@ def format_translations(
             found = [{"text": text, "score": round(h.score, 4)} for text, h in zip(texts, hyps, strict=True)]
             lines.append(json.dumps({"line": i, "hypotheses": found}, ensure_ascii=False))
     return "".join(line + "\n" for line in lines)
-
-
-def translate_stream(
-    run: TrainedRun,
-    source: BinaryIO,
-    name: str,
-    out: BinaryIO,
-    skip_bad_lines: bool = False,
-    interactive: bool = False,
-    style: OutputFormat = "text",
-) -> int:
-    """Translate the lines of `source` (called `name` in errors) into `out` with a trained run:
-    `stream_translations` with the run's search."""
-    search = functools.partial(translate_hypotheses, run)
-    return stream_translations(run, search, source, name, out, skip_bad_lines, interactive, style)
 
 
 def stream_translations(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import io
 import os
 import select
@@ -18,7 +19,7 @@ import torch
 import nmt.decode.translate
 from nmt.config.schema import replace as config_replace
 from nmt.decode.trained_run import load_run
-from nmt.decode.translate import translate, translate_stream
+from nmt.decode.translate import stream_translations, translate, translate_hypotheses
 from tests.conftest import run_cli
 
 
@@ -55,8 +56,9 @@ def test_a_terminal_gets_each_answer_before_the_next_line(trained_run: Path) -> 
     read, write = os.pipe()
     out = _Written()
     with open(read, "rb") as source:
+        search = functools.partial(translate_hypotheses, run)
         worker = threading.Thread(
-            target=translate_stream, args=(run, source, "stdin", out), kwargs={"interactive": True}
+            target=stream_translations, args=(run, search, source, "stdin", out), kwargs={"interactive": True}
         )
         worker.start()
         os.write(write, b"kalo mi\n")
