@@ -516,7 +516,16 @@ def plot_attention(
     out: Annotated[Path, typer.Option(help="Image file: .png, .svg or .pdf.")],
     layer: Annotated[int, typer.Option(help="Decoder layer, from 0; negative counts from the last.")] = -1,
     head: Annotated[str, typer.Option(help="Attention head (from 0) or 'mean'.")] = "mean",
-    all_heads: Annotated[bool, typer.Option(help="Draw every head of the layer in a grid.")] = False,
+    all_heads: Annotated[
+        bool, typer.Option(help="Draw every head of the layer in a grid (one colour scale for all).")
+    ] = False,
+    scale: Annotated[
+        str,
+        typer.Option(
+            help="figure: colours from 0 to the largest weight drawn (weak attention stays visible); "
+            "fixed: 0 to 1 (comparable across figures)."
+        ),
+    ] = "figure",
     beam_size: BeamSize = None,
     device: Device = "auto",
     checkpoint: Checkpoint = None,
@@ -528,10 +537,11 @@ def plot_attention(
     from nmt.evaluate.plots import check_output_path, save_attention
 
     check_output_path(out)
+    if scale not in ("figure", "fixed"):
+        raise UserError(f"--scale {scale}: expected figure or fixed")
     run = load_run(run_dir, resolve_device(device), checkpoint, search_overrides(beam_size=beam_size))
     alignment = align(run, text)
-    save_attention(alignment.weights, alignment.src_pieces, alignment.tgt_pieces, out, alignment.translation,
-                   layer, head, all_heads)  # fmt: skip
+    save_attention(alignment, out, run.cfg.model, layer, head, all_heads, scale)  # type: ignore[arg-type]
     typer.echo(f"{alignment.translation}\nwrote {out}")
 
 

@@ -81,6 +81,7 @@ def test_translate_file_to_file_with_beam(trained_run: Path, corpus: Path, tmp_p
         (".pdf", []),
         (".png", ["--all-heads", "--layer", "0"]),
         (".png", ["--head", "1"]),
+        (".png", ["--scale", "fixed"]),
     ],
 )
 def test_plot_attention_writes_an_image(
@@ -105,6 +106,7 @@ def test_plot_attention_writes_an_image(
             "--layer 7 is out of range",
         ),
         (["plot-attention", "RUN", "--text", "kaka", "--out", "a.png", "--head", "x"], "--head x"),
+        (["plot-attention", "RUN", "--text", "kaka", "--out", "a.png", "--scale", "x"], "--scale x"),
         (["evaluate", "RUN", "--split", "train"], "expected valid or test"),
         (["evaluate", "RUN", "--src", "only-src.txt"], "--src and --ref go together"),
         (["train", "no-such-config.yaml"], "does not exist"),

@@ -25,7 +25,7 @@ from nmt.decode.translate import searched_alignments
 from nmt.device import resolve_device
 from nmt.errors import UserError
 from nmt.evaluate.evaluation import evaluate
-from nmt.evaluate.plots import save_heatmap, save_learning_curves
+from nmt.evaluate.plots import heatmap_title, save_heatmap, save_learning_curves
 from nmt.run.average import average_run
 from nmt.run.checkpoint_io import load_checkpoint
 from nmt.run.directory import RunDir
@@ -136,11 +136,13 @@ class ReportProgress:
 
 def draw_heatmaps(run: TrainedRun, run_dir: RunDir) -> None:
     """Attention of the first validation sentences, as attention/valid-<i>.png: the attention search paid
-    (the last decoder layer, the mean of its heads)."""
+    (the last decoder layer, the mean of its heads), titled as `nmt plot-attention` titles it."""
     sentences = read_split(run.cfg.data, "valid").src[:HEATMAPS]
+    model = run.cfg.model
     for i, alignment in enumerate(searched_alignments(run, sentences)):
         if alignment is not None:
-            path, title = run_dir.attention_dir / f"valid-{i}.png", f"{alignment.translation} (last layer)"
+            title = heatmap_title(model.attention_name(model.decoder_layers - 1), alignment.translation)
+            path = run_dir.attention_dir / f"valid-{i}.png"
             save_heatmap(alignment.weights[0, 0], alignment.src_pieces, alignment.tgt_pieces, path, title)
 
 
