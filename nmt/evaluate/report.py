@@ -114,8 +114,8 @@ class ReportProgress:
         valid_lines = count_lines(valid, cfg.data.skip_bad_lines)
         test_lines = count_lines(test, cfg.data.skip_bad_lines) if test else 0
         names = " and ".join(f"{name}.pt" for name in checkpoints)
-        then = f", then {test_lines} test sentences with the better one" if len(checkpoints) > 1 else ""
-        then = then or (f", then {test_lines} test sentences" if test else "")
+        better = " with the better one" if len(checkpoints) > 1 else ""
+        then = f", then {test_lines} test sentences{better}" if test else ""
         log.info("final report (after training, outside train.max_time; train.final_report=false skips it): "
                  "beam %d on %d validation sentences with %s%s", cfg.search.beam_size, valid_lines, names,
                  then)  # fmt: skip
