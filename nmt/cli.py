@@ -11,6 +11,7 @@ import functools
 import json
 import logging
 import os
+import re
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,7 +19,7 @@ from typing import Annotated, Any, BinaryIO
 
 import typer
 from tqdm import tqdm
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
 from nmt import interrupts
 from nmt.errors import REPORTS_ENV, Interrupted, PeerFailed, UserError
@@ -31,7 +32,62 @@ def _is_usage_error(err: BaseException) -> bool:
     return isinstance(err, typer.TyperException) and getattr(err, "exit_code", None) == 2
 
 
-class _Commands(TyperGroup):
+def _plain_help(params: list[Any]) -> None:
+    """Help that reads as Click's: arguments named in capitals (`CONFIG`, `RUN_DIRS`), flags without a
+    type (Typer would show `{config}` in the usage line and `<bool>` beside every flag)."""
+    for param in params:
+        if param.param_type_name == "argument" and param.metavar is None:
+            param.metavar = (param.name or "").upper()
+        elif getattr(param, "is_flag", False) and param.metavar is None:
+            param.metavar = ""
+
+
+class _PlainHelp:
+    """Plain help (`_plain_help`) for a command or group, its --help option included."""
+
+    params: list[Any]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _plain_help(self.params)
+
+    def get_help_option(self, ctx: Any) -> Any:
+        option = super().get_help_option(ctx)  # type: ignore[misc]
+        _plain_help([option] if option else [])
+        return option
+
+
+class _Command(_PlainHelp, TyperCommand):
+    """A command with plain help whose `--set KEY VALUE` is a one-line error saying how to write it (Typer
+    would report the value as an unexpected extra argument)."""
+
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:
+        pieces = [self.options_metavar or ""]
+        for param in self.get_params(ctx):
+            if param.param_type_name == "argument":
+                name = param.metavar + ("..." if param.nargs != 1 else "")
+                pieces.append(name if param.required else f"[{name}]")
+        return pieces
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        check_overrides(args)
+        return super().parse_args(ctx, args)
+
+
+def check_overrides(args: list[str]) -> None:
+    """Refuse `--set KEY VALUE` and `--set K=V K2=V2` (one --set for two overrides), naming the fix."""
+    for i, arg in enumerate(args[:-1]):
+        value = args[i + 1]
+        if arg == "--set" and "=" not in value:
+            after = args[i + 2] if i + 2 < len(args) and not args[i + 2].startswith("-") else "VALUE"
+            raise UserError(f"--set {value} {after}: write --set KEY=VALUE, e.g. --set {value}={after}")
+        following = args[i + 2] if i + 2 < len(args) else ""
+        if arg == "--set" and re.fullmatch(r"[A-Za-z_][\w.]*=.*", following):
+            raise UserError(f"--set {value} {following}: each override needs its own --set: "
+                            f"--set {value} --set {following}")  # fmt: skip
+
+
+class _Commands(_PlainHelp, TyperGroup):
     """The command group. Every mistake a user can fix ends the same way, whichever command made it: one line
     `nmt: error: …` on stderr and exit code 2; an interruption exits with 130."""
 
@@ -45,6 +101,13 @@ class _Commands(TyperGroup):
     def invoke(self, ctx: typer.Context) -> Any:
         with _one_line_errors():
             return super().invoke(ctx)
+
+
+class _App(typer.Typer):
+    """The Typer app whose every command is a `_Command`."""
+
+    def command(self, *args: Any, **kwargs: Any) -> Any:
+        return super().command(*args, cls=kwargs.pop("cls", None) or _Command, **kwargs)
 
 
 @contextlib.contextmanager
@@ -88,7 +151,7 @@ def _report(line: str, rank: str, code: int) -> None:
     raise typer.Exit(code=code) from None
 
 
-app = typer.Typer(
+app = _App(
     cls=_Commands,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -97,7 +160,11 @@ app = typer.Typer(
 )
 
 RunDirArgument = Annotated[Path, typer.Argument(help="Run directory written by `nmt train`.")]
-Device = Annotated[str, typer.Option(help="auto, cpu or cuda.")]
+Device = Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N (the GPU numbered N, from 0).")]
+TrainDevice = Annotated[
+    str | None,
+    typer.Option(help="auto, cpu or cuda (train.device; choose GPU N with CUDA_VISIBLE_DEVICES=N)."),
+]
 BeamSize = Annotated[
     int | None,
     typer.Option(
@@ -152,9 +219,12 @@ def main(
 
 
 class _BarSafeHandler(logging.StreamHandler):
-    """Writes each record through tqdm, which lifts a progress bar out of the way and redraws it below."""
+    """Writes each record through tqdm, which lifts a progress bar out of the way and redraws it below; a
+    record that a progress bar already shows (marked `bar_shown`, kept for RUN_DIR/train.log) is left out."""
 
     def emit(self, record: logging.LogRecord) -> None:
+        if getattr(record, "bar_shown", False):
+            return
         try:
             tqdm.write(self.format(record), file=self.stream)
         except Exception:
@@ -162,7 +232,8 @@ class _BarSafeHandler(logging.StreamHandler):
 
 
 def _log_to_stderr(level: int) -> None:
-    """Print the library's log records as `nmt: message` on the current stderr.
+    """Print the library's log records of `level` and above as `nmt: message` on the current stderr (INFO
+    records still reach other handlers, such as a run's train.log, under -q).
 
     An earlier handler is replaced, so that each in-process run (as in the tests) writes to its own stderr.
     """
@@ -171,8 +242,9 @@ def _log_to_stderr(level: int) -> None:
         logger.removeHandler(handler)
     handler = _BarSafeHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("nmt: %(message)s"))
+    handler.setLevel(level)
     logger.addHandler(handler)
-    logger.setLevel(level)
+    logger.setLevel(min(level, logging.INFO))
 
 
 @app.command()
@@ -201,9 +273,14 @@ def train(
     src_lang: Annotated[str | None, typer.Option(help="Source language suffix.")] = None,
     tgt_lang: Annotated[str | None, typer.Option(help="Target language suffix.")] = None,
     out: Annotated[Path | None, typer.Option(help="Run directory (default runs/<config name>).")] = None,
-    device: Annotated[str | None, typer.Option(help="auto, cpu or cuda.")] = None,
+    device: TrainDevice = None,
     max_time: Annotated[
-        float | None, typer.Option(min=0, help="Stop after this many seconds of training (0: no limit).")
+        float | None,
+        typer.Option(
+            min=0,
+            help="Stop after this many seconds of training and validation (0: no limit); the final report "
+            "follows (announced, with its progress; train.final_report=false skips it).",
+        ),
     ] = None,
     max_steps: Annotated[
         int | None, typer.Option(min=0, max=MAX_SIZE, help="Stop after this many updates (0: no limit).")
@@ -316,8 +393,19 @@ def translate(
         bool, typer.Option(help="Translate lines that are not valid UTF-8 as empty lines instead of failing.")
     ] = False,
     engine: Annotated[
-        str, typer.Option(help="torch, or ctranslate2 with RUN_DIR a directory written by `nmt export`.")
-    ] = "torch",
+        str,
+        typer.Option(
+            help="auto: ctranslate2 for a directory written by `nmt export`, torch for run directories."
+        ),
+    ] = "auto",
+    interactive: Annotated[
+        bool | None,
+        typer.Option(
+            "--interactive/--no-interactive",
+            help="Answer each line as soon as it is read (default: when standard input is a terminal); "
+            "otherwise input is read 10,000 lines at a time, whatever --batch-size.",
+        ),
+    ] = None,
 ) -> None:
     """Translate raw sentences, one per line, keeping the line order (empty lines stay empty).
 
@@ -337,11 +425,11 @@ def translate(
              "max_len_b": max_len_b, "batch_size": batch_size, "nbest": nbest}  # fmt: skip
     stream = _translator(run_dirs, engine, device, checkpoint, flags, style)
     bad = 0
-    with _read_input(input) as (source, name, interactive):
+    with _read_input(input) as (source, name, terminal):
 
         def write(out: BinaryIO) -> None:
             nonlocal bad
-            bad = stream(source, name, out, skip_bad_lines, interactive)
+            bad = stream(source, name, out, skip_bad_lines, terminal if interactive is None else interactive)
 
         write_output(output, write)
     if bad:
@@ -352,30 +440,36 @@ def _translator(
     run_dirs: list[Path], engine: str, device: str, checkpoint: str | None, flags: dict[str, Any], style: str
 ) -> Callable[..., int]:
     """`stream(source, name, out, skip_bad_lines, interactive)` translating with the runs (engine torch;
-    several make an ensemble) or with the export (engine ctranslate2) in RUN_DIR; returns the bad lines."""
+    several make an ensemble) or with the export (engine ctranslate2) in RUN_DIR, `auto` telling them apart;
+    returns the bad lines."""
+    from nmt.decode.translate import stream_translations
+    from nmt.export.runtime import is_export
+
+    exports = [path for path in run_dirs if is_export(path)]
+    if engine == "auto":
+        engine = "ctranslate2" if exports else "torch"
     if engine == "ctranslate2":
         from nmt.export.runtime import load_export
 
         if checkpoint is not None:
             raise UserError("--checkpoint: an export holds one checkpoint; choose it at `nmt export`")
-        if len(run_dirs) > 1 or style != "text":
-            raise UserError("--engine ctranslate2 translates with one export, one translation per line")
-        stream = load_export(run_dirs[0], device).translate_stream
-        return functools.partial(_exported_stream, stream, flags["beam_size"], flags["batch_size"])
+        if len(run_dirs) > 1:
+            raise UserError("the ctranslate2 engine translates with one export; an ensemble needs runs")
+        given = {name: value for name, value in flags.items() if value is not None}
+        export = load_export(run_dirs[0], device).with_search(given)
+        return functools.partial(stream_translations, export, export.translate_sentences, style=style)
     if engine != "torch":
-        raise UserError(f"--engine {engine}: unknown; use torch or ctranslate2")
+        raise UserError(f"--engine {engine}: unknown; use auto, torch or ctranslate2")
+    if exports:
+        raise UserError(f"{exports[0]} is a CTranslate2 export (written by `nmt export`), not a run "
+                        f"directory; translate with it without --engine torch")  # fmt: skip
     from nmt.decode.trained_run import load_runs
-    from nmt.decode.translate import translate_stream
+    from nmt.decode.translate import translate_hypotheses
     from nmt.device import resolve_device
 
     run = load_runs(run_dirs, resolve_device(device), checkpoint, search_overrides(**flags))
-    return functools.partial(translate_stream, run, style=style)
-
-
-def _exported_stream(stream: Callable[..., int], beam_size: int | None, batch_size: int | None,
-                     *args: Any) -> int:  # fmt: skip
-    source, name, out, skip_bad_lines, interactive = args
-    return stream(source, name, out, beam_size, batch_size, skip_bad_lines, interactive)
+    search = functools.partial(translate_hypotheses, run)
+    return functools.partial(stream_translations, run, search, style=style)
 
 
 @app.command()
@@ -423,7 +517,16 @@ def plot_attention(
     out: Annotated[Path, typer.Option(help="Image file: .png, .svg or .pdf.")],
     layer: Annotated[int, typer.Option(help="Decoder layer, from 0; negative counts from the last.")] = -1,
     head: Annotated[str, typer.Option(help="Attention head (from 0) or 'mean'.")] = "mean",
-    all_heads: Annotated[bool, typer.Option(help="Draw every head of the layer in a grid.")] = False,
+    all_heads: Annotated[
+        bool, typer.Option(help="Draw every head of the layer in a grid (one colour scale for all).")
+    ] = False,
+    scale: Annotated[
+        str,
+        typer.Option(
+            help="figure: colours from 0 to the largest weight drawn (weak attention stays visible); "
+            "fixed: 0 to 1 (comparable across figures)."
+        ),
+    ] = "figure",
     beam_size: BeamSize = None,
     device: Device = "auto",
     checkpoint: Checkpoint = None,
@@ -435,10 +538,11 @@ def plot_attention(
     from nmt.evaluate.plots import check_output_path, save_attention
 
     check_output_path(out)
+    if scale not in ("figure", "fixed"):
+        raise UserError(f"--scale {scale}: expected figure or fixed")
     run = load_run(run_dir, resolve_device(device), checkpoint, search_overrides(beam_size=beam_size))
     alignment = align(run, text)
-    save_attention(alignment.weights, alignment.src_pieces, alignment.tgt_pieces, out, alignment.translation,
-                   layer, head, all_heads)  # fmt: skip
+    save_attention(alignment, out, run.cfg.model, layer, head, all_heads, scale)  # type: ignore[arg-type]
     typer.echo(f"{alignment.translation}\nwrote {out}")
 
 
@@ -478,7 +582,7 @@ def benchmark(
     ] = None,
     src_lang: Annotated[str | None, typer.Option(help="Source language suffix.")] = None,
     tgt_lang: Annotated[str | None, typer.Option(help="Target language suffix.")] = None,
-    device: Annotated[str | None, typer.Option(help="auto, cpu or cuda.")] = None,
+    device: TrainDevice = None,
     json_path: Annotated[
         Path | None, typer.Option("--json", help="Also write the results as JSON here.")
     ] = None,

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 import torch
+import typer
 
+from nmt.cli import app
 from nmt.config.schema import replace as config_replace
 from nmt.config.yaml_file import load_config
 from nmt.decode.trained_run import load_run
@@ -79,6 +81,7 @@ def test_translate_file_to_file_with_beam(trained_run: Path, corpus: Path, tmp_p
         (".pdf", []),
         (".png", ["--all-heads", "--layer", "0"]),
         (".png", ["--head", "1"]),
+        (".png", ["--scale", "fixed"]),
     ],
 )
 def test_plot_attention_writes_an_image(
@@ -103,6 +106,7 @@ def test_plot_attention_writes_an_image(
             "--layer 7 is out of range",
         ),
         (["plot-attention", "RUN", "--text", "kaka", "--out", "a.png", "--head", "x"], "--head x"),
+        (["plot-attention", "RUN", "--text", "kaka", "--out", "a.png", "--scale", "x"], "--scale x"),
         (["evaluate", "RUN", "--split", "train"], "expected valid or test"),
         (["evaluate", "RUN", "--src", "only-src.txt"], "--src and --ref go together"),
         (["train", "no-such-config.yaml"], "does not exist"),
@@ -140,6 +144,31 @@ def test_training_into_a_finished_run_refuses(trained_run: Path, corpus: Path) -
         "1",
     )
     assert code == 2 and "--resume" in err
+
+
+def test_help_names_arguments_in_capitals_and_shows_no_type_for_flags() -> None:
+    """Usage lines read `CONFIG`, not Typer's `{config}`; flags show no `<bool>` (every command and `nmt`)."""
+    commands = typer.main.get_command(app).commands  # type: ignore[attr-defined]
+    usages = {"train": "CONFIG", "translate": "RUN_DIRS...", "export": "RUN_DIR OUT_DIR"}
+    for command in ["", *commands]:
+        code, out, _ = run_cli(*([command] if command else []), "--help")
+        usage = out.split("Usage:")[1].splitlines()[0].split()[1:]  # after the program's name
+        assert code == 0 and "<bool>" not in out and "{" not in " ".join(usage), out
+        if command in usages:
+            assert usage == [command, "[OPTIONS]", *usages[command].split()], out
+    assert "cuda:N" in run_cli("translate", "--help")[1]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "fragments"),
+    [
+        (["--set", "train.lr", "1.0e-3"], ["--set train.lr 1.0e-3", "write --set KEY=VALUE", "lr=1.0e-3"]),
+        (["--set", "train.lr=1.0e-3", "train.seed=3"], ["each override needs its own --set"]),
+    ],
+)
+def test_a_misspelt_set_says_how_to_write_it(overrides: list[str], fragments: list[str]) -> None:
+    config = str(ROOT / "configs" / "tiny-transformer.yaml")
+    assert_one_line_error(run_cli("train", config, *overrides), *fragments)
 
 
 def test_python_dash_m_runs_the_same_cli() -> None:

@@ -163,7 +163,8 @@ def test_overwrite_leaves_nothing_of_the_old_run(kept_run: Path, tiny: Path, sma
     code, _, err = run_cli(*args)
     assert code == 0, err
     left = {p.name for p in kept_run.iterdir()}
-    assert left == {".lock", "config.yaml", "spm.model", "best.pt", "last.pt", "metrics.jsonl", "notes.txt"}
+    assert left == {".lock", "config.yaml", "spm.model", "best.pt", "last.pt", "metrics.jsonl", "train.log",
+                    "notes.txt"}  # fmt: skip
     assert_one_line_error(run_cli("average", str(kept_run), "--last", "2"), "keeps 0 checkpoint(s)")
 
 

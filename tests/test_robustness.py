@@ -95,7 +95,7 @@ def _bad_corpus(kind: str, corpus: Path, tmp_path: Path) -> tuple[Path, list[str
 def test_bad_corpus_is_one_line(kind: str, corpus: Path, tiny: Path, tmp_path: Path) -> None:
     data, flags, fragments = _bad_corpus(kind, corpus, tmp_path)
     assert_one_line_error(run_cli(*train_args(tiny, data, tmp_path / "run", *flags)), *fragments)
-    assert not (tmp_path / "run" / "last.pt").exists()
+    assert not (tmp_path / "run").exists()  # a refused run leaves no directory behind
 
 
 @pytest.mark.parametrize(
@@ -559,6 +559,8 @@ def test_signal_saves_and_resume_continues_bit_for_bit(
     stopped = re.fullmatch(rf"nmt: training interrupted at step (\d+); {saved}", err.strip().splitlines()[-1])
     assert stopped and "Traceback" not in err, err
     assert load_checkpoint(run / "last.pt")["progress"]["step"] == int(stopped.group(1)) < 30
+    assert load_checkpoint(run / "last.pt")["progress"]["stop_reason"] == "signal"
+    assert "signal (Ctrl-C or SIGTERM)" in (run / "train.log").read_text()
     code, _, err = run_cli(*train_args(tiny, small_corpus, run, "--max-steps", "30", "--resume"))
     assert code == 0, err
     _assert_same_run(run, straight_run)

@@ -91,6 +91,23 @@ def from_dict(cls: type[T], raw: Mapping[str, Any], prefix: str = "") -> T:
         raise ConfigError(f"section '{prefix.rstrip('.')}': {err}") from err
 
 
+# Names other toolkits (fairseq, Joey NMT, OpenNMT, Hugging Face) give settings of ours, too far from ours in
+# spelling for difflib to find: each → our names for it, the first one among a section's keys is suggested
+KNOWN_ALIASES = {
+    "learning_rate": ("lr",), "batch_size": ("batch_tokens",), "max_tokens": ("batch_tokens",),
+    "epochs": ("max_epochs",), "num_epochs": ("max_epochs",), "max_update": ("max_steps",),
+    "train_steps": ("max_steps",), "steps": ("max_steps",), "dropout_rate": ("dropout",),
+    "warmup": ("warmup_steps",), "warmup_updates": ("warmup_steps",), "clip_grad_norm": ("clip_norm",),
+    "max_grad_norm": ("clip_norm",), "num_layers": ("encoder_layers",), "layers": ("encoder_layers",),
+    "num_heads": ("heads",), "attention_heads": ("heads",), "hidden_size": ("d_model",),
+    "embed_dim": ("d_model", "embedding_size"), "emb_size": ("d_model", "embedding_size"),
+    "dim_feedforward": ("ff_dim",), "ffn_dim": ("ff_dim",), "ff_size": ("ff_dim",), "beam": ("beam_size",),
+    "validation_freq": ("eval_every",), "eval_steps": ("eval_every",), "logging_freq": ("log_every",),
+    "max_length": ("max_len",), "max_sent_length": ("max_len",), "vocab": ("vocab_size",),
+    "rnn_type": ("cell",), "scheduling": ("schedule",), "early_stopping_patience": ("patience",),
+}  # fmt: skip
+
+
 def _unknown_key(hints: dict[str, Any], key: str, prefix: str) -> str:
     """The error for an unknown `key` among the fields `hints`: the closest name, looked for among the fields
     and the keys of their sections (`model.dmodel` → `model.transformer.d_model`), and the valid keys."""
@@ -99,7 +116,8 @@ def _unknown_key(hints: dict[str, Any], key: str, prefix: str) -> str:
         section = section_class(hint)
         for inner in typing.get_type_hints(section) if section is not None else ():
             names.setdefault(inner, f"{section_name}.{inner}")
-    guess = difflib.get_close_matches(key, names, n=1)
+    aliases = [name for name in KNOWN_ALIASES.get(key.lower(), ()) if name in names]
+    guess = aliases or difflib.get_close_matches(key, names, n=1)
     tip = f"did you mean '{prefix}{names[guess[0]]}'? " if guess else ""
     return f"unknown key '{prefix}{key}'; {tip}valid keys: {', '.join(sorted(hints))}"
 

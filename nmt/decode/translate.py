@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import BinaryIO, Literal
+from typing import BinaryIO, Literal, Protocol
 
 import torch
 from torch import Tensor
@@ -15,6 +16,7 @@ from nmt.config.schema import Config
 from nmt.config.sections import SearchConfig
 from nmt.data.batching import collate, sorted_groups
 from nmt.data.corpus import decode_lines, line_chunks, normalize
+from nmt.data.tokenizer import Tokenizers
 from nmt.decode.beam import beam_search
 from nmt.decode.search import Hypothesis, greedy
 from nmt.decode.trained_run import TrainedRun
@@ -31,9 +33,11 @@ def translate_ids(
     search: SearchConfig,
     max_source_len: int,
     with_attention: bool = False,
+    progress: Callable[[int], object] | None = None,
 ) -> list[list[Hypothesis]]:
-    """Hypotheses for each source id list (same order), `search.batch_size` sentences a batch; an empty
-    source gives one empty hypothesis (score 0, no attention).
+    """Hypotheses for each source id list (same order), `search.batch_size` sentences a batch, `progress`
+    told how many sentences each batch held; an empty source gives one empty hypothesis (score 0, no
+    attention).
 
     Sources longer than `max_source_len` subwords are cut to it (with a warning), so one overlong line can
     neither crash the model nor exhaust memory; a batch that runs out of GPU memory is retried in halves.
@@ -49,6 +53,8 @@ def translate_ids(
         hyps = _search_fitting(model, [sources[i] for i in indices], search, with_attention)
         for i, hyp in zip(indices, hyps, strict=True):
             outputs[i] = hyp
+        if progress is not None:
+            progress(len(indices))
     return outputs
 
 
@@ -94,17 +100,25 @@ def max_source_len(cfg: Config) -> int:
 
 
 def translate_hypotheses(
-    run: TrainedRun, sentences: list[str], with_attention: bool = False
+    run: TrainedRun,
+    sentences: list[str],
+    with_attention: bool = False,
+    progress: Callable[[int], object] | None = None,
 ) -> list[list[Hypothesis]]:
     """Search raw sentences with a trained run (settings from `run.cfg.search`): hypotheses per sentence."""
     sources = run.tokenizers.src.encode([normalize(s) for s in sentences])
+    limit = max_source_len(run.cfg)
     with torch.inference_mode():
-        return translate_ids(run.model, sources, run.cfg.search, max_source_len(run.cfg), with_attention)
+        return translate_ids(run.model, sources, run.cfg.search, limit, with_attention, progress)
 
 
-def translate(run: TrainedRun, sentences: list[str]) -> list[str]:
-    """Translate raw sentences with a trained run; returns detokenized text, one string per input."""
-    return run.tokenizers.tgt.decode([hyps[0].tokens for hyps in translate_hypotheses(run, sentences)])
+def translate(
+    run: TrainedRun, sentences: list[str], progress: Callable[[int], object] | None = None
+) -> list[str]:
+    """Translate raw sentences with a trained run; returns detokenized text, one string per input
+    (`progress` is told the sentences of each batch searched)."""
+    hypotheses = translate_hypotheses(run, sentences, progress=progress)
+    return run.tokenizers.tgt.decode([hyps[0].tokens for hyps in hypotheses])
 
 
 CHUNK_LINES = 10_000  # lines read, sorted by length and translated at a time
@@ -112,8 +126,15 @@ BAD_LINE_HINT = "pass --skip-bad-lines to translate such lines as empty ones"
 OutputFormat = Literal["text", "moses", "jsonl"]
 
 
+class Translator(Protocol):
+    """What formatting needs of a translator: its tokenizers (a TrainedRun's, or an export's)."""
+
+    @property
+    def tokenizers(self) -> Tokenizers: ...
+
+
 def format_translations(
-    run: TrainedRun, first: int, hypotheses: list[list[Hypothesis]], style: OutputFormat
+    run: Translator, first: int, hypotheses: list[list[Hypothesis]], style: OutputFormat
 ) -> str:
     """Output lines for the hypotheses of input lines `first`, `first + 1`, … (0-based): `text` is the best
     translation alone; `moses` is one `i ||| translation ||| score` line per hypothesis, best first;
@@ -131,8 +152,9 @@ def format_translations(
     return "".join(line + "\n" for line in lines)
 
 
-def translate_stream(
-    run: TrainedRun,
+def stream_translations(
+    translator: Translator,
+    search: Callable[[list[str]], list[list[Hypothesis]]],
     source: BinaryIO,
     name: str,
     out: BinaryIO,
@@ -140,16 +162,16 @@ def translate_stream(
     interactive: bool = False,
     style: OutputFormat = "text",
 ) -> int:
-    """Translate the lines of `source` (called `name` in errors) into `out` in the same order, formatted as
-    `style` (`format_translations`), `CHUNK_LINES` at a time (each line as soon as it is read when
-    `interactive`), flushing `out` after every chunk: memory does not grow with the input. Returns how many
-    lines were not valid UTF-8 and were translated as empty lines (with `skip_bad_lines`; otherwise the first
-    one raises UserError).
+    """Translate the lines of `source` (called `name` in errors) with `search` (raw sentences → hypotheses)
+    into `out` in the same order, formatted as `style` (`format_translations`), `CHUNK_LINES` at a time
+    (each line as soon as it is read when `interactive`), flushing `out` after every chunk: memory does not
+    grow with the input. Returns how many lines were not valid UTF-8 and were translated as empty lines (with
+    `skip_bad_lines`; otherwise the first one raises UserError).
     """
     first, bad = 1, 0
     for chunk in line_chunks(source, 1 if interactive else CHUNK_LINES):
         sentences, skipped = decode_lines(chunk, name, first, skip_bad_lines, BAD_LINE_HINT)
-        text = format_translations(run, first - 1, translate_hypotheses(run, sentences), style)
+        text = format_translations(translator, first - 1, search(sentences), style)
         first, bad = first + len(chunk), bad + len(skipped)
         out.write(text.encode("utf-8"))
         out.flush()

@@ -3,6 +3,7 @@ references (nmt/evaluate/scores.py); the hypotheses are kept in the run director
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -16,16 +17,18 @@ from nmt.errors import UserError
 from nmt.evaluate.scores import score
 
 
-def evaluate(run: TrainedRun, files: SplitFiles, name: str) -> dict[str, Any]:
+def evaluate(
+    run: TrainedRun, files: SplitFiles, name: str, progress: Callable[[int], object] | None = None
+) -> dict[str, Any]:
     """Translate the source side of `files` with a loaded run (settings from `run.cfg.search`) and score it
-    against the target side.
+    against the target side (`progress` is told the sentences of each batch translated).
 
     The hypotheses are written to `RUN_DIR/eval/<name>[.<checkpoint>].beam<k>.hyp`; returns scores,
     signatures and settings.
     """
     text = read_files(files, name, run.cfg.data.skip_bad_lines)
     search = run.cfg.search
-    hypotheses = translate(run, text.src)
+    hypotheses = translate(run, text.src, progress)
     tag = "" if run.checkpoint_name == "best" else f".{run.checkpoint_name}"
     hyp_path = run.directory.eval_dir / f"{name}{tag}.beam{search.beam_size}.hyp"
     atomic_write_text(hyp_path, "".join(h + "\n" for h in hypotheses))

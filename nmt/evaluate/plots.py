@@ -6,6 +6,7 @@ import io
 import re
 import textwrap
 from pathlib import Path
+from typing import Any, Literal
 
 import matplotlib
 
@@ -14,7 +15,9 @@ import matplotlib.pyplot as plt
 from torch import Tensor
 
 from nmt.atomic_files import atomic_write
+from nmt.decode.translate import Alignment
 from nmt.errors import UserError
+from nmt.models.config import ModelConfig
 
 FORMATS = (".png", ".svg", ".pdf")
 MAX_INCHES = 30.0  # per side of a figure: 4500 pixels at 150 dpi, however long the sentence
@@ -25,69 +28,98 @@ def check_output_path(path: Path) -> None:
         raise UserError(f"cannot tell the image format of {path}; use a name ending in .png, .svg or .pdf")
 
 
-def _draw(axes: plt.Axes, weights: Tensor, src: list[str], tgt: list[str], title: str) -> None:
-    image = axes.imshow(weights.numpy(), cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
+Scale = Literal["figure", "fixed"]
+
+
+def _scale(weights: Tensor, scale: Scale) -> tuple[float, str]:
+    """The top of the colour scale and the colour bar's label: 0 to the largest weight drawn ('figure', so
+    that a diffuse head is not uniformly dark), or 0 to 1 ('fixed', comparable across figures)."""
+    if scale == "fixed":
+        return 1.0, "attention weight\n(scale 0 to 1, fixed)"
+    top = max(float(weights.max()), 1e-6)
+    return top, f"attention weight\n(scale 0 to {top:.2f}, this figure's largest)"
+
+
+def _draw(axes: plt.Axes, weights: Tensor, src: list[str], tgt: list[str], title: str, top: float) -> Any:
+    image = axes.imshow(weights.numpy(), cmap="viridis", vmin=0.0, vmax=top, aspect="auto")
     fontsize = min(8.0, max(1.0, 8.0 * 80 / max(len(src), len(tgt), 1)))  # long sentences: smaller labels
     axes.set_xticks(range(len(src)), src, rotation=90, fontsize=fontsize)
     axes.set_yticks(range(len(tgt)), tgt, fontsize=fontsize)
     axes.set_xlabel("source")
     axes.set_ylabel("output")
-    axes.set_title(textwrap.fill(title, 60), fontsize=9)
+    axes.set_title(title, fontsize=9)
     return image
 
 
-def save_attention(weights: Tensor, src: list[str], tgt: list[str], path: Path, title: str, layer: int = -1,
-                   head: str = "mean", all_heads: bool = False) -> None:  # fmt: skip
-    """Heatmap(s) of one layer of `weights` (layers, heads, tgt_len, src_len): the mean of its heads, one
-    head, or every head in a grid. Layers and heads count from 0, negative layers from the last."""
+def heatmap_title(attention: str, translation: str) -> str:
+    """Every heatmap's title: what attention is drawn (ModelConfig.attention_name), then the translation."""
+    return f"{attention}\n{translation}"
+
+
+def _wrapped(title: str, inches: float) -> str:
+    """`title` with each of its lines wrapped to what a figure `inches` wide holds."""
+    width = max(20, int(inches * 11))
+    return "\n".join(textwrap.fill(line, width) for line in title.splitlines())
+
+
+def save_attention(alignment: Alignment, path: Path, model: ModelConfig, layer: int = -1, head: str = "mean",
+                   all_heads: bool = False, scale: Scale = "figure") -> None:  # fmt: skip
+    """Heatmap(s) of one layer of `alignment.weights` (layers, heads, tgt_len, src_len) of a `model`: the
+    mean of its heads, one head, or every head in a grid. Layers and heads count from 0, negative layers
+    from the last."""
+    weights, src, tgt = alignment.weights, alignment.src_pieces, alignment.tgt_pieces
     layers, heads = weights.shape[:2]
     if not -layers <= layer < layers:
         raise UserError(
             f"--layer {layer} is out of range: the model has {layers} decoder layer(s), 0 to {layers - 1}"
         )
-    title = f"layer {layer % layers}: {title}"
+    layer %= layers
     if all_heads:
-        save_head_grid(weights[layer], src, tgt, path, title)
+        title = heatmap_title(model.attention_name(layer, "all"), alignment.translation)
+        save_head_grid(weights[layer], src, tgt, path, title, scale)
     elif head == "mean":
-        save_heatmap(
-            weights[layer].mean(dim=0), src, tgt, path, title + (" (mean of heads)" if heads > 1 else "")
-        )
+        title = heatmap_title(model.attention_name(layer, "mean"), alignment.translation)
+        save_heatmap(weights[layer].mean(dim=0), src, tgt, path, title, scale)
     elif re.fullmatch(r"-?[0-9]+", head) and -heads <= int(head) < heads:
-        save_heatmap(weights[layer, int(head)], src, tgt, path, f"{title} (head {int(head) % heads})")
+        title = heatmap_title(model.attention_name(layer, int(head) % heads), alignment.translation)
+        save_heatmap(weights[layer, int(head)], src, tgt, path, title, scale)
     else:
         raise UserError(f"--head {head} is not 'mean' or a head from 0 to {heads - 1}")
 
 
-def save_heatmap(weights: Tensor, src: list[str], tgt: list[str], path: Path, title: str) -> None:
+def save_heatmap(
+    weights: Tensor, src: list[str], tgt: list[str], path: Path, title: str, scale: Scale = "figure"
+) -> None:
     """One heatmap of `weights` (tgt_len, src_len)."""
     check_output_path(path)
-    size = _bounded(max(4.0, 0.35 * len(src) + 2), max(3.0, 0.3 * len(tgt) + 1.5))
+    top, label = _scale(weights, scale)
+    size = _bounded(max(5.0, 0.35 * len(src) + 3), max(3.5, 0.3 * len(tgt) + 2))
     figure, axes = plt.subplots(figsize=size, layout="constrained")
-    image = _draw(axes, weights, src, tgt, title)
-    figure.colorbar(image, ax=axes, shrink=0.8)
+    image = _draw(axes, weights, src, tgt, _wrapped(title, size[0] - 1.5), top)
+    figure.colorbar(image, ax=axes, shrink=0.8, label=label)
     _save(figure, path)
 
 
-def save_head_grid(weights: Tensor, src: list[str], tgt: list[str], path: Path, title: str) -> None:
-    """A grid with one heatmap per head: `weights` (heads, tgt_len, src_len)."""
+def save_head_grid(
+    weights: Tensor, src: list[str], tgt: list[str], path: Path, title: str, scale: Scale = "figure"
+) -> None:
+    """A grid with one heatmap per head, one colour scale and colour bar for all: `weights` (heads,
+    tgt_len, src_len)."""
     check_output_path(path)
+    top, label = _scale(weights, scale)
     heads = weights.size(0)
     columns = min(4, heads)
     rows = -(-heads // columns)
     cell = (max(3.0, 0.3 * len(src) + 1.5), max(2.5, 0.25 * len(tgt) + 1.2))
-    figure, grid = plt.subplots(
-        rows,
-        columns,
-        figsize=_bounded(cell[0] * columns, cell[1] * rows),
-        layout="constrained",
-        squeeze=False,
-    )
+    size = _bounded(cell[0] * columns + 1.5, cell[1] * rows + 0.8)
+    figure, grid = plt.subplots(rows, columns, figsize=size, layout="constrained", squeeze=False)
     for head, axes in enumerate(grid.flat):
         if head < heads:
-            _draw(axes, weights[head], src, tgt, f"head {head}")
+            image = _draw(axes, weights[head], src, tgt, f"head {head}", top)
         else:
             axes.axis("off")
-    figure.suptitle(textwrap.fill(title, 100), fontsize=10)
+    figure.colorbar(image, ax=grid.ravel().tolist(), shrink=0.8, label=label)
+    figure.suptitle(_wrapped(title, size[0]), fontsize=10)
     _save(figure, path)
 
 

@@ -2,27 +2,30 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
 import statistics
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
 import torch
+from tqdm import tqdm
 
 from nmt import __version__
 from nmt.atomic_files import atomic_write_text
 from nmt.config.schema import Config
 from nmt.config.yaml_file import to_dict
-from nmt.data.corpus import SplitFiles, read_split, split_files
+from nmt.data.corpus import SplitFiles, count_lines, read_split, split_files
 from nmt.decode.trained_run import TrainedRun, load_run
 from nmt.decode.translate import searched_alignments
 from nmt.device import resolve_device
 from nmt.errors import UserError
 from nmt.evaluate.evaluation import evaluate
-from nmt.evaluate.plots import save_heatmap, save_learning_curves
+from nmt.evaluate.plots import heatmap_title, save_heatmap, save_learning_curves
 from nmt.run.average import average_run
 from nmt.run.checkpoint_io import load_checkpoint
 from nmt.run.directory import RunDir
@@ -75,34 +78,71 @@ def average_snapshots(cfg: Config, run_dir: RunDir) -> list[int]:
 
 def final_report(cfg: Config, run_dir: RunDir, device: str) -> dict[str, Any]:
     """Score the best (and the averaged) checkpoint with beam search on the validation split, the better of
-    them on the test split, and write the run's report files."""
+    them on the test split, and write the run's report files. It runs after training, outside
+    `train.max_time`: a log line says first what it will translate, and its progress is shown."""
+    started = time.monotonic()
     averaged_steps = average_snapshots(cfg, run_dir)
     runs = {name: load_run(run_dir, resolve_device(device), name)
             for name in (["best", "averaged"] if averaged_steps else ["best"])}  # fmt: skip
-    valid = {name: evaluate(run, split_files(cfg.data, "valid"), "valid") for name, run in runs.items()}
-    chosen = max(runs, key=lambda name: valid[name]["bleu"])
-    test_files = _test_files(cfg)
-    test = {chosen: evaluate(runs[chosen], test_files, "test")} if test_files else None
+    valid_files, test_files = split_files(cfg.data, "valid"), _test_files(cfg)
+    with contextlib.closing(ReportProgress(cfg, valid_files, test_files, list(runs))) as progress:
+        valid = {name: progress.evaluate(run, valid_files, "valid") for name, run in runs.items()}
+        chosen = max(runs, key=lambda name: valid[name]["bleu"])
+        test = {chosen: progress.evaluate(runs[chosen], test_files, "test")} if test_files else None
     records = read_metrics(run_dir)
     save_learning_curves(records, run_dir.curves)
     draw_heatmaps(runs[chosen], run_dir)
+    seconds = time.monotonic() - started
     report = summary(cfg, run_dir, records, valid, chosen, test) | {
-        "averaging": {"requested": cfg.train.average_checkpoints, "averaged_steps": averaged_steps}
+        "averaging": {"requested": cfg.train.average_checkpoints, "averaged_steps": averaged_steps},
+        "report_seconds": round(seconds, 1),
     }
     atomic_write_text(run_dir.report, json.dumps(report, indent=2) + "\n")
     tested = f", test BLEU {test[chosen]['bleu']:.2f}" if test else ""
-    log.info("valid BLEU %.2f%s (%s checkpoint); report in %s", valid[chosen]["bleu"], tested, chosen,
-             run_dir.report)  # fmt: skip
+    log.info("final report done in %.0f s: valid BLEU %.2f%s (%s checkpoint); report in %s", seconds,
+             valid[chosen]["bleu"], tested, chosen, run_dir.report)  # fmt: skip
     return report
+
+
+class ReportProgress:
+    """What the final report does, said before it starts; then a bar over the sentences it translates (on a
+    terminal) and a log line for each split and checkpoint scored."""
+
+    def __init__(
+        self, cfg: Config, valid: SplitFiles, test: SplitFiles | None, checkpoints: list[str]
+    ) -> None:
+        valid_lines = count_lines(valid, cfg.data.skip_bad_lines)
+        test_lines = count_lines(test, cfg.data.skip_bad_lines) if test else 0
+        names = " and ".join(f"{name}.pt" for name in checkpoints)
+        better = " with the better one" if len(checkpoints) > 1 else ""
+        then = f", then {test_lines} test sentences{better}" if test else ""
+        log.info("final report (after training, outside train.max_time; train.final_report=false skips it): "
+                 "beam %d on %d validation sentences with %s%s", cfg.search.beam_size, valid_lines, names,
+                 then)  # fmt: skip
+        total = valid_lines * len(checkpoints) + test_lines
+        self.bar = tqdm(total=total, unit="sent", desc="final report", disable=None, mininterval=1.0)
+
+    def evaluate(self, run: TrainedRun, files: SplitFiles, split: str) -> dict[str, Any]:
+        """`evaluate` with the bar moving; logs the score and the time it took."""
+        started = time.monotonic()
+        scores = evaluate(run, files, split, self.bar.update)
+        log.info("final report: %s BLEU %.2f with %s.pt (%.0f s)", split, scores["bleu"], run.checkpoint_name,
+                 time.monotonic() - started)  # fmt: skip
+        return scores
+
+    def close(self) -> None:
+        self.bar.close()
 
 
 def draw_heatmaps(run: TrainedRun, run_dir: RunDir) -> None:
     """Attention of the first validation sentences, as attention/valid-<i>.png: the attention search paid
-    (the last decoder layer, the mean of its heads)."""
+    (the last decoder layer, the mean of its heads), titled as `nmt plot-attention` titles it."""
     sentences = read_split(run.cfg.data, "valid").src[:HEATMAPS]
+    model = run.cfg.model
     for i, alignment in enumerate(searched_alignments(run, sentences)):
         if alignment is not None:
-            path, title = run_dir.attention_dir / f"valid-{i}.png", f"{alignment.translation} (last layer)"
+            title = heatmap_title(model.attention_name(model.decoder_layers - 1), alignment.translation)
+            path = run_dir.attention_dir / f"valid-{i}.png"
             save_heatmap(alignment.weights[0, 0], alignment.src_pieces, alignment.tgt_pieces, path, title)
 
 
@@ -128,6 +168,7 @@ def summary(cfg: Config, run_dir: RunDir, records: list[dict[str, Any]], valid: 
         "best_valid_bleu_greedy": progress["best_bleu"],
         "seconds_to_best": at_best["elapsed"] if at_best else None,
         "training_seconds": progress["elapsed"],
+        "stop_reason": progress.get("stop_reason") or None,  # why training stopped (StopReason)
         "steps": progress["step"],
         "batch_tokens": progress.get("batch_tokens") or cfg.train.batch_tokens,  # what `auto` chose
         "parent": progress.get("parent") or None,  # --init-from

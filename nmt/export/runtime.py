@@ -1,5 +1,6 @@
-"""Translating with a directory written by `nmt export --to ctranslate2` (`nmt translate EXPORT_DIR --engine
-ctranslate2`): the export's own sentencepiece models and search settings, `ctranslate2.Translator` for search.
+"""Translating with a directory written by `nmt export --to ctranslate2` (`nmt translate EXPORT_DIR`, which
+recognises one): the export's own sentencepiece models and search settings, `ctranslate2.Translator` for
+search, n-best lists with CTranslate2's scores.
 
 Greedy search gives our greedy output token for token: the same banned outputs (padding, bos), no minimum
 length, and each sentence cut at our limit a * (source length + 1) + b. Beam search is CTranslate2's own, with
@@ -8,19 +9,19 @@ the same beam size and length-penalty alpha but its own length normalisation, so
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import numpy as np
 
 from nmt.config.sections import SearchConfig
-from nmt.data.corpus import decode_lines, line_chunks, normalize
+from nmt.data.corpus import normalize
 from nmt.data.special_tokens import BOS, PAD
 from nmt.data.tokenizer import Tokenizers, load_tokenizers
 from nmt.decode.search import Hypothesis
-from nmt.decode.translate import BAD_LINE_HINT, CHUNK_LINES
 from nmt.errors import UserError
 from nmt.export.ctranslate2 import META, import_ctranslate2
 
@@ -89,26 +90,20 @@ class Exported:
         sources = self.tokenizers.src.encode([normalize(s) for s in sentences])
         return self.tokenizers.tgt.decode(self.translate_ids(sources, beam_size, batch_size))
 
-    def translate_stream(
-        self,
-        source: BinaryIO,
-        name: str,
-        out: BinaryIO,
-        beam_size: int | None = None,
-        batch_size: int | None = None,
-        skip_bad_lines: bool = False,
-        interactive: bool = False,
-    ) -> int:
-        """As nmt.translate.translate_stream: lines of `source` into `out` a chunk at a time; returns how
-        many lines were not valid UTF-8 (translated as empty lines with `skip_bad_lines`)."""
-        first, bad = 1, 0
-        for chunk in line_chunks(source, 1 if interactive else CHUNK_LINES):
-            sentences, skipped = decode_lines(chunk, name, first, skip_bad_lines, BAD_LINE_HINT)
-            first, bad = first + len(chunk), bad + len(skipped)
-            translations = self.translate(sentences, beam_size, batch_size)
-            out.write("".join(line + "\n" for line in translations).encode("utf-8"))
-            out.flush()
-        return bad
+    def translate_sentences(self, sentences: list[str]) -> list[list[Hypothesis]]:
+        """The `search.nbest` best hypotheses of each raw sentence, with the export's search settings."""
+        sources = self.tokenizers.src.encode([normalize(s) for s in sentences])
+        return self.hypotheses(sources, nbest=self.search.nbest)
+
+    def with_search(self, overrides: dict[str, Any]) -> Exported:
+        """This export with other search settings (`beam_size`, `nbest`, … as SearchConfig names them); a
+        value out of range is a ConfigError."""
+        return dataclasses.replace(self, search=dataclasses.replace(self.search, **overrides))
+
+
+def is_export(path: Path) -> bool:
+    """Whether `path` is a directory written by `nmt export` (it holds nmt-export.json)."""
+    return (path / META).is_file()
 
 
 def load_export(
@@ -117,7 +112,7 @@ def load_export(
     """Open an export directory; `threads` = 0 lets CTranslate2 choose, `compute_type` 'default' keeps the
     quantization the weights were exported with."""
     meta_path = path / META
-    if not meta_path.is_file():
+    if not is_export(path):
         raise UserError(
             f"{path} is not a directory written by `nmt export` (no {META}); "
             f"make one with `nmt export RUN_DIR --to ctranslate2 {path}`"

@@ -50,6 +50,21 @@ class ModelConfig:
         """The section of this model type: 'transformer' or 'rnn'."""
         return FAMILIES[self.type]
 
+    def attention_name(self, layer: int, head: int | Literal["mean", "all"] = "mean") -> str:
+        """How figures name the encoder-decoder attention they draw: the mechanism and, for the Transformer,
+        the decoder layer and head (from 0; 'mean': the mean of the heads, 'all': a grid of them), e.g.
+        'Bahdanau attention (additive)', 'Luong attention (general score)', 'Transformer, decoder layer 2
+        (last), mean of 4 heads'."""
+        match self.type:
+            case "rnn-bahdanau":
+                return "Bahdanau attention (additive)"
+            case "rnn-luong":
+                return f"Luong attention ({getattr(self.rnn, 'luong_score', '')} score)"
+        heads = getattr(self.transformer, "heads", 1)
+        which = {"mean": f"mean of {heads} heads", "all": f"{heads} heads"}.get(str(head), f"head {head}")
+        last = " (last)" if layer == self.decoder_layers - 1 else ""
+        return f"Transformer, decoder layer {layer}{last}, {which}"
+
     @property
     def position_limit(self) -> int | None:
         """The most positions a sequence may take (bos/eos included); None for the RNNs: they have none."""

@@ -2,8 +2,8 @@
 (that is nmt/decode/trained_run.py) or a checkpoint (nmt/run/checkpoint.py).
 
 ```
-RUN_DIR/config.yaml  spm.model  best.pt  last.pt  averaged.pt  metrics.jsonl  report.json  curves.png
-        checkpoints/step<N>.pt  eval/  attention/  tensorboard/
+RUN_DIR/config.yaml  spm.model  best.pt  last.pt  averaged.pt  metrics.jsonl  train.log  report.json
+        curves.png  checkpoints/step<N>.pt  eval/  attention/  tensorboard/
 ```
 """
 
@@ -41,6 +41,10 @@ class RunDir:
     @property
     def metrics(self) -> Path:
         return self.path / "metrics.jsonl"
+
+    @property
+    def train_log(self) -> Path:
+        return self.path / "train.log"
 
     @property
     def report(self) -> Path:
@@ -89,11 +93,30 @@ class RunDir:
         """Hold the directory's lock (RUN_DIR/.lock, naming the holder's pid) for the block: a second run
         into the same directory is refused instead of mixing its files with this one's. The kernel drops the
         lock when its process ends, however it ends, so a lock left by a dead process is never in the way.
+        A block that fails before any checkpoint exists (a refused run, one interrupted while preparing)
+        leaves nothing behind: what it added to the directory, and the directories it made, are removed.
         With `hold` false (processes other than the main one) this does nothing."""
         if not hold:
             yield
             return
+        made = [self.path, *self.path.parents][: self._missing_levels()]  # deepest first
+        before = set(self.path.iterdir()) if self.path.is_dir() else set()
         self.create()
+        with self._lock():
+            try:
+                yield
+            except BaseException:
+                if not self.trained():  # cleared while still locked: no other run is in the directory
+                    self._remove_added(before, made)
+                raise
+
+    def _missing_levels(self) -> int:
+        """How many of the run directory and its parents do not exist yet."""
+        return next(i for i, path in enumerate([self.path, *self.path.parents]) if path.exists())
+
+    @contextlib.contextmanager
+    def _lock(self) -> Iterator[None]:
+        """RUN_DIR/.lock held (flock) and naming this process for the block."""
         try:
             handle = open(self.lock_file, "a+", encoding="utf-8")  # noqa: SIM115 (closed by `with` below)
         except OSError as err:
@@ -114,6 +137,22 @@ class RunDir:
             handle.flush()
             yield
 
+    def trained(self) -> bool:
+        """Whether the directory holds a checkpoint (of this run or of the one it resumes)."""
+        return self.checkpoint("last").exists() or self.checkpoint("best").exists()
+
+    def _remove_added(self, before: set[Path], made: list[Path]) -> None:
+        """Remove the entries a failed run added (those not in `before`) and the directories it made (`made`,
+        deepest first, when empty); best effort: the run's own error is the one to report."""
+        with contextlib.suppress(OSError):
+            for entry in set(self.path.iterdir()) - before:
+                if entry.is_dir() and not entry.is_symlink():
+                    shutil.rmtree(entry)
+                else:
+                    entry.unlink()
+            for directory in made:
+                directory.rmdir()
+
     def create(self) -> None:
         if self.path.exists() and not self.path.is_dir():
             raise UserError(f"--out {self} is a file; pass a directory for the run")
@@ -125,8 +164,8 @@ class RunDir:
     def remove_run(self) -> None:
         """Delete everything a run writes (for --overwrite): nothing of the old run may be mistaken for
         the new one's (snapshots averaged, a report, evaluations). Files nmt does not write are kept."""
-        files = [self.config, self.metrics, self.report, self.curves, *map(self.checkpoint, CHECKPOINTS),
-                 *self.path.glob("spm*.model")]  # fmt: skip
+        files = [self.config, self.metrics, self.train_log, self.report, self.curves,
+                 *map(self.checkpoint, CHECKPOINTS), *self.path.glob("spm*.model")]  # fmt: skip
         try:
             for path in files:
                 path.unlink(missing_ok=True)

@@ -4,6 +4,7 @@ processes of a torchrun job joined, the model trained by nmt/train/loop.py (from
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from pathlib import Path
@@ -19,6 +20,7 @@ from nmt.run.checkpoint_io import load_checkpoint
 from nmt.run.directory import RunDir
 from nmt.train.distributed import joined
 from nmt.train.loop import Trainer
+from nmt.train.monitor import run_log
 from nmt.train.warm_start import find_parent
 
 log = logging.getLogger(__name__)
@@ -36,16 +38,19 @@ def train(
     """
     cfg, run_dir = with_absolute_paths(cfg), RunDir(out)
     parent, cfg = find_parent(cfg, init_from) if init_from else (None, cfg)
+    main = os.environ.get("RANK", "0") == "0"
+    logs = contextlib.ExitStack()
 
     def prepare() -> PreparedData:
         prepare_run_dir(run_dir, cfg, resume, overwrite)
+        logs.enter_context(run_log(run_dir.train_log))  # after --overwrite removed the old run's
         if parent and not resume:
             parent.copy_tokenizers(run_dir)
         data = prepare_data(cfg, run_dir.path, reuse_tokenizers=resume or parent is not None)
         save_config(cfg, run_dir.config)
         return data
 
-    with run_dir.locked(hold=os.environ.get("RANK", "0") == "0"):  # the main process holds it, to the end
+    with run_dir.locked(hold=main), logs:  # the main process holds the lock and writes train.log, to the end
         with joined(resolve_device(cfg.train.device)) as (world, device):
             data = world.main_first(prepare) or prepare_data(cfg, run_dir.path, reuse_tokenizers=True)
             trainer = Trainer(cfg, run_dir, data, device, world)
@@ -65,7 +70,6 @@ def train(
                 world.describe_batch(cfg.train, trainer.progress.batch_tokens),
             )
             best = trainer.run()
-            main = world.is_main
         if cfg.train.final_report and main:
             final_report(cfg, run_dir, cfg.train.device)
     return best

@@ -34,8 +34,8 @@ from nmt.run.checkpoint_io import CheckpointWriter, load_checkpoint
 from nmt.run.directory import RunDir
 from nmt.run.metrics import forget_metrics_after
 from nmt.train.distributed import World
-from nmt.train.monitor import LossWindow, Monitor
-from nmt.train.progress import Progress
+from nmt.train.monitor import LossWindow, Monitor, clock
+from nmt.train.progress import Progress, StopReason, describe_stop
 from nmt.train.step import Update
 from nmt.train.token_budget import fit_batch_tokens
 from nmt.train.update_stream import UpdateStream
@@ -87,7 +87,10 @@ class Trainer:
             contextlib.closing(self.writer),
         ):
             with contextlib.closing(self.stream.updates(progress)) as updates:
-                while not self.should_stop() and (batches := next(updates, None)) is not None:
+                while (reason := self.stop_reason()) is None:
+                    if (batches := next(updates, None)) is None:
+                        reason = "max epochs"
+                        break
                     result = self.train_step(batches)
                     if result is None:
                         continue  # skipped: out of GPU memory
@@ -97,12 +100,15 @@ class Trainer:
                         self.log_training(window)
                     if progress.step % cfg.eval_every == 0:
                         self.validate()
-            if progress.validated_step != progress.step and not self.interrupted():
+            progress.stop_reason = reason
+            log.info("training stopped at step %d after %s: %s", progress.step, clock(self.elapsed()),
+                     describe_stop(reason, cfg))  # fmt: skip
+            if progress.validated_step != progress.step and reason != "signal":
                 self.validate()
             progress.elapsed = self.elapsed()
             self.update.guards.check(progress.step, self.run_dir.checkpoint("last"))
             self.save_last()
-        if self.interrupted():  # also a barrier: no process exits while the main one still writes
+        if self.world.any(reason == "signal"):  # also a barrier: no process exits while the main one writes
             raise Interrupted(
                 f"training interrupted at step {progress.step}; "
                 f"{self.run_dir.checkpoint('last')} saved, continue with --resume"
@@ -130,21 +136,20 @@ class Trainer:
         """Training seconds so far, earlier processes of a resumed run included."""
         return self.progress.elapsed + time.monotonic() - self.started
 
-    def should_stop(self) -> bool:
-        """Whether a stopping rule fires; every process takes the same decision (a signal or the clock of any
-        process stops them all)."""
+    def stop_reason(self) -> StopReason | None:
+        """The stopping rule that fires now, None while none does; every process takes the same decision (a
+        signal or the clock of any process stops them all)."""
         cfg, progress = self.cfg.train, self.progress
         time_up = cfg.max_time > 0 and self.elapsed() >= cfg.max_time
-        return (
-            self.world.any(self.stop.signal is not None or time_up)
-            or (cfg.max_steps > 0 and progress.step >= cfg.max_steps)
-            or (cfg.patience > 0 and progress.bad_evals >= cfg.patience)
-            or (cfg.target_bleu > 0 and progress.best_bleu >= cfg.target_bleu)
-        )
-
-    def interrupted(self) -> bool:
-        """Whether SIGINT/SIGTERM reached any process."""
-        return self.world.any(self.stop.signal is not None)
+        if self.world.any(self.stop.signal is not None or time_up):
+            return "signal" if self.world.any(self.stop.signal is not None) else "time budget"
+        if cfg.max_steps > 0 and progress.step >= cfg.max_steps:
+            return "max steps"
+        if cfg.patience > 0 and progress.bad_evals >= cfg.patience:
+            return "early stopping"
+        if cfg.target_bleu > 0 and progress.best_bleu >= cfg.target_bleu:
+            return "target BLEU"
+        return None
 
     # --- validation and checkpoints ----------------------------------------------------------------------
 

@@ -1,11 +1,13 @@
-"""What training shows while it runs: metrics.jsonl, a progress bar on a terminal (log lines without one) and,
-when asked for, TensorBoard event files."""
+"""What training shows while it runs: metrics.jsonl, a progress bar on a terminal (log lines without one),
+RUN_DIR/train.log and, when asked for, TensorBoard event files."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +41,29 @@ def clock(seconds: float | None) -> str:
         return "?"
     minutes, secs = divmod(int(seconds), 60)
     return f"{minutes // 60}:{minutes % 60:02d}:{secs:02d}"
+
+
+@contextlib.contextmanager
+def run_log(path: Path) -> Iterator[None]:
+    """Also write every record of the `nmt` loggers into `path` for the block, each line with its time,
+    appended (a resumed run continues the file); training records are written there also while a progress bar
+    shows them on the terminal instead (`bar_shown`), and so is the user error that ends the block."""
+    try:
+        handler = logging.FileHandler(path, encoding="utf-8")
+    except OSError as err:
+        raise UserError(f"cannot write {path}: {err.strerror}") from err
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s", "%Y-%m-%d %H:%M:%S"))
+    logger = logging.getLogger("nmt")
+    logger.addHandler(handler)
+    try:
+        yield
+    except UserError as err:
+        record = {"levelno": logging.ERROR, "levelname": "ERROR", "msg": str(err)}
+        handler.handle(logging.makeLogRecord(record))
+        raise
+    finally:
+        logger.removeHandler(handler)
+        handler.close()
 
 
 class Monitor:
@@ -86,12 +111,11 @@ class Monitor:
                 lr=f"{record['lr']:.2e}",
                 tok_s=f"{record['target_tokens_per_s']:.0f}",
             )
-            return
         limit = f"/{self.cfg.max_steps}" if self.cfg.max_steps else ""
         log.info(
             "step %d%s: loss %.3f, lr %.2e, %.0f target tok/s, elapsed %s, ETA %s",
             step, limit, record["loss"], record["lr"], record["target_tokens_per_s"],
-            clock(record["elapsed"]), clock(eta),
+            clock(record["elapsed"]), clock(eta), extra={"bar_shown": not self.bar.disable},
         )  # fmt: skip
 
     def valid(self, step: int, epoch: int, record: dict[str, float]) -> None:

@@ -309,6 +309,22 @@ def test_unknown_keys_are_looked_for_in_the_sections() -> None:
     assert "did you mean 'model.transformer.ff_dim'?" in config_error({"model": {"ffdim": 8}})
 
 
+@pytest.mark.parametrize(
+    ("raw", "suggested"),
+    [
+        ({"train": {"learning_rate": 1.0}}, "train.lr"),
+        ({"train": {"batch_size": 4096}}, "train.batch_tokens"),
+        ({"train": {"epochs": 3}}, "train.max_epochs"),
+        ({"model": {"dropout_rate": 0.1}}, "model.dropout"),
+        ({"model": {"transformer": {"hidden_size": 8}}}, "model.transformer.d_model"),
+        ({"model": {"type": "rnn-luong", "rnn": {"embed_dim": 8}}}, "model.rnn.embedding_size"),
+    ],
+)
+def test_other_toolkits_names_suggest_ours(raw: dict, suggested: str) -> None:
+    """Names too far from ours for difflib (learning_rate → lr) come from a table of known aliases."""
+    assert f"did you mean '{suggested}'?" in config_error(raw)
+
+
 def test_flat_model_keys_load_to_the_same_config_with_one_note(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import io
 import os
+import select
+import subprocess
+import sys
 import threading
 import time
 from dataclasses import replace
@@ -15,7 +19,7 @@ import torch
 import nmt.decode.translate
 from nmt.config.schema import replace as config_replace
 from nmt.decode.trained_run import load_run
-from nmt.decode.translate import translate, translate_stream
+from nmt.decode.translate import stream_translations, translate, translate_hypotheses
 from tests.conftest import run_cli
 
 
@@ -52,8 +56,9 @@ def test_a_terminal_gets_each_answer_before_the_next_line(trained_run: Path) -> 
     read, write = os.pipe()
     out = _Written()
     with open(read, "rb") as source:
+        search = functools.partial(translate_hypotheses, run)
         worker = threading.Thread(
-            target=translate_stream, args=(run, source, "stdin", out), kwargs={"interactive": True}
+            target=stream_translations, args=(run, search, source, "stdin", out), kwargs={"interactive": True}
         )
         worker.start()
         os.write(write, b"kalo mi\n")
@@ -65,3 +70,67 @@ def test_a_terminal_gets_each_answer_before_the_next_line(trained_run: Path) -> 
         os.close(write)
         worker.join(timeout=60)
     assert out.getvalue().count(b"\n") == 3 and out.getvalue().split(b"\n")[1] == b""
+
+
+class _Typist:
+    """`nmt translate RUN` reading a real pseudo-terminal, as when a user types into it, or (`terminal` false)
+    a pipe kept open, with `--interactive`; its output is a pipe."""
+
+    def __init__(self, run: Path, terminal: bool) -> None:
+        command = [sys.executable, "-m", "nmt", "translate", str(run), "--beam-size", "1", "--device", "cpu"]
+        self.keyboard, user_side = os.openpty() if terminal else (None, subprocess.PIPE)
+        flags = [] if terminal else ["--interactive"]
+        self.process = subprocess.Popen(
+            [*command, *flags], stdin=user_side, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        if terminal:
+            os.close(user_side)
+
+    def type(self, data: bytes) -> None:
+        if self.keyboard is None:
+            self.process.stdin.write(data)
+            self.process.stdin.flush()
+        else:
+            os.write(self.keyboard, data)
+
+    def answer(self, line: str) -> str:
+        """Type one line and wait for its one line of output; an answer that waits for the end of the input
+        (which stays open) times out."""
+        self.type(line.encode() + b"\n")
+        answer, deadline = b"", time.monotonic() + 60
+        while not answer.endswith(b"\n"):
+            ready, _, _ = select.select([self.process.stdout], [], [], max(0.0, deadline - time.monotonic()))
+            assert ready, f"no answer to {line!r} within 60 s"
+            chunk = os.read(self.process.stdout.fileno(), 4096)
+            assert chunk, self.process.communicate()[1]
+            answer += chunk
+        return answer.decode()
+
+    def finish(self) -> int:
+        """End the input (Ctrl-D on a terminal) and wait for the exit code."""
+        if self.keyboard is None:
+            self.process.stdin.close()
+        else:
+            self.type(b"\x04")
+        code = self.process.wait(timeout=60)
+        if self.keyboard is not None:
+            os.close(self.keyboard)
+        return code
+
+
+@pytest.mark.parametrize("terminal", [True, False], ids=["a terminal", "a pipe with --interactive"])
+def test_each_line_is_answered_before_the_next_is_typed(
+    terminal: bool, trained_run: Path, corpus: Path
+) -> None:
+    """Each line's translation comes back while the input stays open, the same as translating the lines
+    together."""
+    lines = (corpus / "test.src").read_text().splitlines()[:2]
+    typist = _Typist(trained_run, terminal)
+    try:
+        answers = [typist.answer(line) for line in lines]
+        assert typist.finish() == 0, typist.process.stderr.read()
+    finally:
+        typist.process.kill()
+    run = load_run(trained_run, torch.device("cpu"))
+    expected = translate(replace(run, cfg=config_replace(run.cfg, search={"beam_size": 1})), lines)
+    assert answers == [text + "\n" for text in expected]

@@ -45,6 +45,36 @@ def test_greedy_translations_equal_ours(trained_run: Path, corpus: Path, tmp_pat
     assert torch_out[1] == ct2_out[1]
 
 
+def test_an_export_gives_nbest_lists_scores_and_jsonl(
+    trained_run: Path, corpus: Path, tmp_path: Path
+) -> None:
+    """`nmt translate EXPORT_DIR` (no --engine: the export is recognised) with --nbest, --scores and
+    --format jsonl, as the torch engine writes them; the scores are CTranslate2's, best first."""
+    out = tmp_path / "ct2"
+    assert run_cli("export", str(trained_run), str(out))[0] == 0
+    test_src = str(corpus / "test.src")
+    code, moses, err = run_cli("translate", str(out), "-i", test_src, "--beam-size", "4", "--nbest", "3")
+    assert code == 0, err
+    rows = [line.split(" ||| ") for line in moses.splitlines()]
+    assert [int(i) for i, _, _ in rows] == [i for i in range(100) for _ in range(3)]
+    scores = [[float(score) for i, _, score in rows if int(i) == line] for line in range(100)]
+    assert all(line == sorted(line, reverse=True) for line in scores)
+    code, jsonl, err = run_cli("translate", str(out), "-i", test_src, "--beam-size", "4", "--format", "jsonl")
+    assert code == 0, err
+    best = [json.loads(line)["hypotheses"][0] for line in jsonl.splitlines()]
+    assert [(b["text"], b["score"]) for b in best] == [(text, float(score)) for _, text, score in rows[::3]]
+    code, greedy, err = run_cli("translate", str(out), "-i", test_src, "--beam-size", "1", "--scores")
+    assert code == 0 and len(greedy.splitlines()) == 100, err
+    result = run_cli("translate", str(out), "--engine", "torch", input="ka lo\n")
+    assert_one_line_error(result, "is a CTranslate2 export", "without --engine torch")
+    sentences = (corpus / "test.src").read_text().splitlines()[:10]
+    exported = load_export(out, "cpu").with_search({"beam_size": 1})
+    summed = exported.with_search({"length_penalty": 0.0}).translate_sentences(sentences)
+    for (plain,), (normalised,) in zip(summed, exported.translate_sentences(sentences), strict=True):
+        assert normalised.tokens == plain.tokens
+        assert normalised.score * (len(plain.tokens) + 1) == pytest.approx(plain.score, rel=1e-4)
+
+
 def test_post_norm_untied_separate_vocabularies(tiny: Path, small_corpus: Path, tmp_path: Path) -> None:
     """Post-norm (no final norms), an output projection of its own, source and target sentencepiece models."""
     run_dir, out = tmp_path / "run", tmp_path / "ct2"

@@ -1,12 +1,18 @@
-"""What training shows: log lines without a terminal, an ETA from the limits, TensorBoard event files."""
+"""What training shows: log lines without a terminal, an ETA from the limits, train.log, TensorBoard event
+files."""
 
+import io
+import logging
 import re
 from pathlib import Path
 
 import pytest
+from tqdm import tqdm
 
+from nmt.cli import _log_to_stderr
 from nmt.config.sections import TrainConfig
-from nmt.train.monitor import clock, remaining_seconds
+from nmt.run.directory import RunDir
+from nmt.train.monitor import Monitor, clock, remaining_seconds, run_log
 from tests.conftest import run_cli, train_args
 
 
@@ -46,3 +52,22 @@ def test_tensorboard_event_files(small_corpus: Path, tiny: Path, tmp_path: Path)
     assert {"train/loss", "train/lr", "train/target_tokens_per_s", "valid/bleu", "valid/loss"} <= tags
     assert [event.step for event in accumulator.Scalars("train/loss")] == [2, 4, 6, 8, 10]
     assert [event.step for event in accumulator.Scalars("valid/bleu")] == [5, 10]
+
+
+def test_with_a_progress_bar_the_training_lines_go_to_train_log_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a terminal the bar shows loss and speed, so stderr gets no training line; train.log still does."""
+    stderr = io.StringIO()
+    monkeypatch.setattr("sys.stderr", stderr)
+    _log_to_stderr(logging.INFO)
+    run_dir = RunDir(tmp_path)
+    monitor = Monitor(TrainConfig(max_steps=10), run_dir, is_main=True, step=0)
+    monitor.bar = tqdm(total=10, file=io.StringIO())  # drawn, as on a terminal
+    record = {"loss": 2.5, "lr": 1.0e-3, "target_tokens_per_s": 1000.0, "elapsed": 1.0}
+    with run_log(run_dir.train_log):
+        monitor.train(4, 0, record)
+        logging.getLogger("nmt.train").info("step 4: valid loss 2.000, BLEU 1.00")
+    monitor.close()
+    assert "step 4/10: loss 2.500" in run_dir.train_log.read_text()
+    assert "loss 2.500" not in stderr.getvalue() and "valid loss 2.000" in stderr.getvalue()

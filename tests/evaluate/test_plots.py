@@ -1,0 +1,88 @@
+"""Attention heatmaps: a colour scale per figure (or 0 to 1) named on the colour bar, one colour bar for a
+grid of heads, and titles that name the attention mechanism, the same for `plot-attention` and the report."""
+
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import pytest
+import torch
+
+import nmt.evaluate.plots
+from nmt.config.yaml_file import load_config
+from nmt.decode.trained_run import load_run
+from nmt.decode.translate import Alignment
+from nmt.evaluate.plots import save_attention
+from nmt.evaluate.report import draw_heatmaps
+from nmt.models.config import ModelConfig
+from nmt.run.directory import RunDir
+from tests.conftest import run_cli
+
+
+@pytest.fixture
+def figures(monkeypatch: pytest.MonkeyPatch) -> list[plt.Figure]:
+    """The figures the plotting functions would save, kept open instead of written."""
+    kept: list[plt.Figure] = []
+    monkeypatch.setattr(nmt.evaluate.plots, "_save", lambda figure, path: kept.append(figure))
+    return kept
+
+
+def diffuse(layers: int = 2, heads: int = 4) -> Alignment:
+    """Weak, diffuse attention (every weight at most 0.3) over 5 source and 4 output pieces."""
+    scores = torch.randn(layers, heads, 4, 5, generator=torch.Generator().manual_seed(0))
+    weights = torch.softmax(scores / 8, dim=-1)
+    assert weights.max() < 0.3
+    return Alignment("a b c", ["x", "y", "z", "w", "</s>"], ["a", "b", "c", "</s>"], weights)
+
+
+def colour_bars(figure: plt.Figure) -> list[str]:
+    """The labels of a figure's colour bars."""
+    return [axes.get_ylabel() for axes in figure.axes if axes.get_label() == "<colorbar>"]
+
+
+def test_the_colour_scale_ends_at_the_figures_largest_weight(figures: list, tmp_path: Path) -> None:
+    alignment, model = diffuse(), ModelConfig()
+    save_attention(alignment, tmp_path / "a.png", model, layer=1, head="2")
+    save_attention(alignment, tmp_path / "b.png", model, layer=1, head="2", scale="fixed")
+    top = float(alignment.weights[1, 2].max())
+    (by_figure,), (fixed,) = (figure.axes[0].images for figure in figures)
+    assert by_figure.get_clim() == pytest.approx((0.0, top)) and fixed.get_clim() == (0.0, 1.0)
+    assert colour_bars(figures[0]) == [f"attention weight\n(scale 0 to {top:.2f}, this figure's largest)"]
+    assert colour_bars(figures[1]) == ["attention weight\n(scale 0 to 1, fixed)"]
+
+
+def test_a_grid_of_heads_has_one_colour_bar_and_one_scale(figures: list, tmp_path: Path) -> None:
+    alignment = diffuse()
+    model = load_config(None, ["model.transformer.heads=4"]).model
+    save_attention(alignment, tmp_path / "grid.png", model, layer=0, all_heads=True)
+    (figure,) = figures
+    images = [image for axes in figure.axes for image in axes.images]
+    assert len(images) == 4 and len(colour_bars(figure)) == 1
+    top = float(alignment.weights[0].max())  # of all heads
+    assert all(image.get_clim() == pytest.approx((0.0, top)) for image in images)
+    assert figure.get_suptitle().startswith("Transformer, decoder layer 0, 4 heads\na b c")
+
+
+@pytest.mark.parametrize(
+    ("overrides", "layer", "head", "name"),
+    [
+        (["model.type=rnn-bahdanau"], 0, "mean", "Bahdanau attention (additive)"),
+        (["model.type=rnn-luong", "model.rnn.luong_score=dot"], 0, "mean", "Luong attention (dot score)"),
+        ([], 2, "mean", "Transformer, decoder layer 2 (last), mean of 8 heads"),
+        ([], 0, 3, "Transformer, decoder layer 0, head 3"),
+    ],
+)
+def test_titles_name_the_mechanism(overrides: list[str], layer: int, head: int | str, name: str) -> None:
+    assert load_config(None, overrides).model.attention_name(layer, head) == name  # type: ignore[arg-type]
+
+
+def test_the_report_titles_its_heatmaps_as_plot_attention_does(
+    figures: list, trained_run: Path, corpus: Path, tmp_path: Path
+) -> None:
+    sentence = (corpus / "valid.src").read_text().splitlines()[0]
+    out = str(tmp_path / "a.png")
+    code, _, err = run_cli("plot-attention", str(trained_run), "--text", sentence, "--out", out)
+    assert code == 0, err
+    draw_heatmaps(load_run(trained_run, torch.device("cpu")), RunDir(tmp_path / "run"))
+    plotted, reported = (" ".join(figure.axes[0].get_title().split()) for figure in figures[:2])
+    assert plotted.startswith("Transformer, decoder layer 1 (last), mean of 4 heads ")
+    assert reported.startswith("Transformer, decoder layer 1 (last), mean of 4 heads ")
