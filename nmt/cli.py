@@ -643,7 +643,8 @@ def serve(
         typer.Option(min=1, max=MAX_SIZE, help="A batch closes at sentences × longest source × beam size."),
     ] = 8192,
     max_delay_ms: Annotated[
-        float, typer.Option(min=0, max=60_000, help="… or once its oldest request has waited this long.")
+        float,
+        typer.Option(min=0, max=60_000, help="… or this long after its oldest request (or the last batch)."),
     ] = 10.0,
     max_texts: Annotated[int, typer.Option(min=1, max=100_000, help="Texts in one request's q.")] = 128,
     max_chars: Annotated[

@@ -1,8 +1,10 @@
 """Dynamic batching: the sentences of many requests are queued and decoded together by one task that owns the
 model (Triton's and vLLM's pattern, at the scale of one process).
 
-A batch is closed when its sentences reach the token budget (sentences × longest source, eos included, ×
-beam size) or when the oldest waiting request has waited `max_delay` seconds; it then decodes in the batcher's
+A batch is closed when its sentences reach the token budget (sentences × longest source, eos included, × beam
+size) or `max_delay` seconds after the oldest waiting request arrived, or after the previous batch was decoded
+if that is later: the clients just answered send their next sentences within that time and join the ones that
+queued during the decoding, rather than waiting for them to be decoded first. It then decodes in the batcher's
 one thread while new requests queue. Sentences batch only with those of the same key (model and search
 options). A batch takes one sentence of each waiting request in turn, so a request of many lines shares every
 batch with the others rather than holding them up. A batch that fails (out of memory above all) is split in
@@ -74,6 +76,7 @@ class Batcher:
         self._queue: list[_Request] = []  # requests with sources not yet in a batch, oldest first
         self._wake = asyncio.Event()
         self._closing = False
+        self._decoded_at = float("-inf")  # event-loop time when the last batch was decoded
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nmt-decode")
 
     @property
@@ -106,7 +109,7 @@ class Batcher:
                 await self._sleep(None)
                 continue
             head = self._queue[0]
-            deadline = head.arrived + self.max_delay
+            deadline = max(head.arrived, self._decoded_at) + self.max_delay
             while head in self._queue and not self._closing and not self._full(head.key):
                 if loop.time() >= deadline:
                     break
@@ -116,6 +119,7 @@ class Batcher:
             batch = self._take(head.key)
             sources = [request.sources[i] for request, i in batch]
             outcomes = await loop.run_in_executor(self._executor, self._decode_isolated, head.key, sources)
+            self._decoded_at = loop.time()
             self.stats.batches += 1
             self.stats.sentences += len(batch)
             for (request, i), outcome in zip(batch, outcomes, strict=True):

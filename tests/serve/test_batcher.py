@@ -2,6 +2,7 @@
 failing sentence, and how it stops. No model, no timing thresholds: each test checks what happened."""
 
 import asyncio
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -68,6 +69,32 @@ def test_the_token_budget_closes_batches() -> None:
     run(main)
     # 5 subwords with eos × beam 2 = 10 a sentence: three sentences fill a batch of 30
     assert [len(b) for b in script.batches] == [3, 3, 3, 3]
+
+
+def test_clients_answered_together_join_those_that_queued_meanwhile() -> None:
+    """Three clients start; three more come while the first batch decodes. Each client sends its next
+    sentence once answered: after the first batch, every batch holds all six, instead of two groups of three
+    taking turns, each waiting for the other's batch."""
+    script = Script()
+
+    def slow(key: Any, sources: list[list[int]]) -> list[Any]:
+        time.sleep(0.6)
+        return script(key, sources)
+
+    async def client(batcher: Batcher, rounds: int) -> None:
+        for _ in range(rounds):
+            await batcher.translate("k", [[1]], 1)
+
+    async def main() -> None:
+        batcher = Batcher(slow, max_tokens=10_000, max_delay=0.2)
+        task = await started(batcher)
+        first = [asyncio.create_task(client(batcher, 3)) for _ in range(3)]
+        await asyncio.sleep(0.4)  # the first batch closed at 0.2 s and decodes until 0.8 s
+        await asyncio.gather(*first, *(client(batcher, 3) for _ in range(3)))
+        await stop(batcher, task)
+
+    run(main)
+    assert [len(b) for b in script.batches] == [3, 6, 6, 3]
 
 
 def test_only_requests_of_the_same_key_share_a_batch() -> None:
