@@ -26,7 +26,7 @@ pytestmark = pytest.mark.skipif(
     not (dist.is_available() and dist.is_gloo_available()), reason="needs torch.distributed with gloo"
 )
 
-RUN_FILES = {".lock", "config.yaml", "spm.model", "best.pt", "last.pt", "metrics.jsonl"}
+RUN_FILES = {".lock", "config.yaml", "spm.model", "best.pt", "last.pt", "metrics.jsonl", "train.log"}
 
 
 def fast(cfg: Config, **train_fields: object) -> Config:
