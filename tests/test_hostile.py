@@ -430,15 +430,29 @@ def test_a_signal_while_sentencepiece_trains_ends_the_child_too(
 
 
 def test_a_signal_deferred_takes_effect_where_the_block_ends() -> None:
-    """Ctrl-C while a child process starts is held until its handle is kept, then raised at the `with`."""
+    """Ctrl-C while a child process starts is held until its handle is kept, then raised at the `with` to the
+    handler that was there before (one of the test's own: whatever earlier tests left installed in this
+    process does not decide the outcome)."""
+    assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, []), "SIGINT is blocked here"
+    seen: list[int] = []
+
+    def outer(signum: int, _frame: object) -> None:
+        seen.append(signum)
+        raise KeyboardInterrupt
+
     steps = []
-    with pytest.raises(KeyboardInterrupt), interrupts.deferred():
-        # to the main thread itself: a signal to the process may reach another thread (a library's) first
-        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
-        time.sleep(0.05)  # where an undeferred handler would already have raised
-        steps.append("block finished")
-    assert steps == ["block finished"]
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    previous = signal.signal(signal.SIGINT, outer)
+    try:
+        with pytest.raises(KeyboardInterrupt), interrupts.deferred():
+            # to the main thread itself: a signal to the process may reach another thread (a library's) first
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+            time.sleep(0.05)  # where an undeferred handler would already have raised
+            steps.append(f"block finished, {len(seen)} signal(s) seen")
+        assert signal.getsignal(signal.SIGINT) is outer
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert steps == ["block finished, 0 signal(s) seen"]
+    assert seen == [signal.SIGINT]
 
 
 @pytest.mark.slow
