@@ -9,7 +9,10 @@ Starts `nmt serve RUN_DIR --beam-size 1` on 127.0.0.1 (a free port), then measur
 - one request at a time: one client sending the first `--sequential` sentences one after another;
 - concurrent: `--clients` asyncio + httpx clients, each sending one sentence a request (LibreTranslate's
   POST /translate) and the next once answered, `--requests` in all (cycling through the sentences), with a
-  malformed request every `--bad-every` requests when given.
+  malformed request every `--bad-every` requests when given;
+- HTTP only: the same clients sending as many malformed requests, which the server refuses without decoding
+  anything: what the clients and the server's HTTP path alone reach on this machine, a ceiling for the row
+  above when they share its cores.
 Every answer must equal the offline translation of its own sentence, every bad request must get a 4xx:
 the script says how many did not (none lost, none swapped). It prints a Markdown table, the server's
 resident memory before and after the load, and stops the server with SIGTERM (its exit code must be 0).
@@ -123,6 +126,7 @@ class Measured:
     one_batch: float  # seconds for one batch of --clients sentences
     sequential: Load
     concurrent: Load
+    http_only: Load  # every request malformed: refused, nothing decoded
     rss: tuple[float, float]  # MiB before and after the load
     health: dict
     exit_code: int
@@ -166,11 +170,14 @@ def measure(args: argparse.Namespace) -> Measured:
         total = args.requests or len(sentences)
         concurrent = asyncio.run(load(url, pair, sentences, expected, args.clients, total, args.bad_every))
         after = rss_mib(server.pid)
+        http_only = asyncio.run(load(url, pair, sentences, expected, args.clients, len(sentences), 1))
         health = httpx.get(f"{url}/health").json()
     finally:
         server.send_signal(signal.SIGTERM)
         code = server.wait(timeout=120)
-    return Measured(len(sentences), offline, one_batch, sequential, concurrent, (before, after), health, code)
+    return Measured(
+        len(sentences), offline, one_batch, sequential, concurrent, http_only, (before, after), health, code
+    )
 
 
 def report(args: argparse.Namespace, m: Measured) -> None:
@@ -183,13 +190,25 @@ def report(args: argparse.Namespace, m: Measured) -> None:
     print(row("offline (`nmt translate`'s call, batched)", m.sentences, m.offline, None, "reference"))
     print(row("one request at a time", args.sequential, seq.seconds, seq.latencies, str(seq.wrong)))
     print(row(f"{args.clients} concurrent clients", good, conc.seconds, conc.latencies, str(conc.wrong)))
+    http = m.http_only
+    not_refused = str(http.bad_sent - http.bad_refused)
+    print(
+        row(
+            f"HTTP only: {args.clients} clients, refused requests",
+            http.bad_sent,
+            http.seconds,
+            None,
+            not_refused,
+        )
+    )
     seq_rate, conc_rate, offline_rate = (
         args.sequential / seq.seconds,
         good / conc.seconds,
         m.sentences / m.offline,
     )
+    http_rate = http.bad_sent / http.seconds
     print(f"\nconcurrent / offline: {conc_rate / offline_rate:.2f}; concurrent / one at a time: "
-          f"{conc_rate / seq_rate:.1f}")  # fmt: skip
+          f"{conc_rate / seq_rate:.1f}; HTTP only / offline: {http_rate / offline_rate:.2f}")  # fmt: skip
     bound = 2 * args.max_delay_ms / 1000 + m.one_batch
     print(f"p99 {percentile(conc.latencies, 99):.3f} s; 2 × max delay + one batch of {args.clients} offline "
           f"({m.one_batch:.3f} s) = {bound:.3f} s")  # fmt: skip
@@ -199,6 +218,7 @@ def report(args: argparse.Namespace, m: Measured) -> None:
           f"{m.health['batches']} for {m.health['sentences']} sentences; exit code after SIGTERM "
           f"{m.exit_code}")  # fmt: skip
     summary = {"offline_sps": offline_rate, "sequential_sps": seq_rate, "concurrent_sps": conc_rate,
+               "http_only_rps": http_rate,
                "wrong": conc.wrong + seq.wrong, "bad_sent": conc.bad_sent, "bad_refused": conc.bad_refused,
                "rss_mib": m.rss, "exit_code": m.exit_code}  # fmt: skip
     print(json.dumps(summary))
