@@ -496,6 +496,22 @@ def test_repeated_nan_loss_aborts_and_keeps_the_last_good_checkpoint(
     assert [step for step, _ in train_losses(run)] == list(range(1, 9))
 
 
+def test_a_run_that_fails_before_its_first_checkpoint_keeps_its_log(
+    small_corpus: Path, tiny: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only a run refused before training starts leaves nothing behind: one that trained and failed keeps
+    train.log with its error, its training records and its tokenizer."""
+    run = tmp_path / "run"
+    _fail_training_forward(monkeypatch, lambda k: k > 2, _nan)
+    sets = ["--set", "train.max_bad_steps=2", "--set", "train.log_every=1", "--max-steps", "20"]
+    result = run_cli("-q", *train_args(tiny, small_corpus, run, *sets))
+    assert_error_line_last(result, "loss became NaN/inf in 2 consecutive steps")
+    assert not (run / "last.pt").exists()
+    assert "loss became NaN/inf in 2 consecutive steps" in (run / "train.log").read_text()
+    assert [step for step, _ in train_losses(run)] == [1, 2, 3]  # step 3 skipped, step 4 ended it
+    assert (run / "spm.model").exists()
+
+
 def test_a_single_nan_step_is_skipped(
     small_corpus: Path, tiny: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -14,7 +14,7 @@ import fcntl
 import json
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -89,24 +89,32 @@ class RunDir:
     # --- the lock, creating and clearing -------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def locked(self, hold: bool = True) -> Iterator[None]:
+    def locked(self, hold: bool = True) -> Iterator[Callable[[], None]]:
         """Hold the directory's lock (RUN_DIR/.lock, naming the holder's pid) for the block: a second run
         into the same directory is refused instead of mixing its files with this one's. The kernel drops the
         lock when its process ends, however it ends, so a lock left by a dead process is never in the way.
-        A block that fails before any checkpoint exists (a refused run, one interrupted while preparing)
-        leaves nothing behind: what it added to the directory, and the directories it made, are removed.
+        A block that fails before it calls the function it is given (`training_started`) and before any
+        checkpoint exists (a refused run, one interrupted while preparing) leaves nothing behind: what it
+        added to the directory, and the directories it made, are removed. Once training has started, a failure
+        keeps what the run wrote (train.log and metrics.jsonl say what went wrong).
         With `hold` false (processes other than the main one) this does nothing."""
+        started = False
+
+        def training_started() -> None:
+            nonlocal started
+            started = True
+
         if not hold:
-            yield
+            yield training_started
             return
         made = [self.path, *self.path.parents][: self._missing_levels()]  # deepest first
         before = set(self.path.iterdir()) if self.path.is_dir() else set()
         self.create()
         with self._lock():
             try:
-                yield
+                yield training_started
             except BaseException:
-                if not self.trained():  # cleared while still locked: no other run is in the directory
+                if not started and not self.trained():  # cleared while locked: no other run is in there
                     self._remove_added(before, made)
                 raise
 

@@ -50,7 +50,8 @@ def train(
         save_config(cfg, run_dir.config)
         return data
 
-    with run_dir.locked(hold=main), logs:  # the main process holds the lock and writes train.log, to the end
+    # the main process holds the lock and writes train.log, to the end
+    with run_dir.locked(hold=main) as training_started, logs:
         with joined(resolve_device(cfg.train.device)) as (world, device):
             data = world.main_first(prepare) or prepare_data(cfg, run_dir.path, reuse_tokenizers=True)
             trainer = Trainer(cfg, run_dir, data, device, world)
@@ -69,6 +70,7 @@ def train(
                 f" in each of {world.size} processes" if world.size > 1 else "",
                 world.describe_batch(cfg.train, trainer.progress.batch_tokens),
             )
+            training_started()  # from here on, a failure keeps what the run wrote
             best = trainer.run()
         if cfg.train.final_report and main:
             final_report(cfg, run_dir, cfg.train.device)
@@ -84,7 +86,7 @@ def prepare_run_dir(run_dir: RunDir, cfg: Config, resume: bool, overwrite: bool)
                 f"--resume: {run_dir} holds no last.pt to resume from; drop --resume to start a new run"
             )
         check_same_setup(run_dir, cfg)
-    elif run_dir.checkpoint("last").exists() or run_dir.checkpoint("best").exists():
+    elif run_dir.trained():
         if not overwrite:
             raise UserError(
                 f"{run_dir} already holds a trained run; pass --resume to continue it or --overwrite"
