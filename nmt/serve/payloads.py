@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import math
+import re
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl
@@ -83,11 +85,13 @@ def _json_object(body: bytes) -> Fields:
 
 
 def _depth(value: Any) -> int:
-    if isinstance(value, dict):
-        return 1 + max(map(_depth, value.values()), default=0)
-    if isinstance(value, list):
-        return 1 + max(map(_depth, value), default=0)
-    return 0
+    """Levels of objects and lists, counted a level at a time (no recursion: a body nested deep enough would
+    exhaust Python's stack)."""
+    depth, level = 0, [value]
+    while containers := [v for v in level if isinstance(v, dict | list)]:
+        depth += 1
+        level = [child for v in containers for child in (v.values() if isinstance(v, dict) else v)]
+    return depth
 
 
 def _form(data: bytes, what: str) -> Fields:
@@ -97,7 +101,7 @@ def _form(data: bytes, what: str) -> Fields:
         raise ApiError(400, f"{what} is not valid UTF-8 once percent-decoded") from err
     fields = dict(pairs)
     if len(fields) < len(pairs):
-        twice = sorted({k for k, _ in pairs if sum(key == k for key, _ in pairs) > 1})
+        twice = sorted(k for k, count in Counter(k for k, _ in pairs).items() if count > 1)
         raise ApiError(400, f"{', '.join(twice)} given more than once in {what}")
     return fields
 
@@ -149,7 +153,7 @@ def string(fields: Fields, name: str, required: bool = True) -> str | None:
 def integer(fields: Fields, name: str, default: int, low: int, high: int) -> int:
     """An integer field (a JSON number, or digits in a form) within [low, high]."""
     value = fields.get(name, default)
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit() and len(value) < 12:
+    if isinstance(value, str) and re.fullmatch(r"-?[0-9]{1,11}", value.strip()):
         value = int(value)
     if isinstance(value, float) and math.isfinite(value) and value.is_integer():
         value = int(value)

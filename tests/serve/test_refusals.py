@@ -80,6 +80,8 @@ BAD = [  # (path, body bytes, headers, status, words the error names)
     ),
     ("/translate", b"q=a", {"content-type": "text/plain"}, 415, "text/plain"),
     ("/translate", b"[" * 100 + b"]" * 100, JSON, 400, "JSON"),
+    ("/translate", b'{"q": ' + b"[" * 600 + b"]" * 600 + b"}", JSON, 400, "nested deeper"),
+    ("/translate", "q=a&source=src&target=tgt&alternatives=²".encode(), FORM, 400, "alternatives"),
     (
         "/v1/translate",
         b'{"q": "a", "source": "src", "target": "tgt", "nbets": 2}',
