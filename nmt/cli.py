@@ -674,9 +674,7 @@ def serve(
         raise UserError(f"--engine {engine}: unknown; use torch or ctranslate2")
     keys = read_keys(api_key_file) if api_key_file is not None else None
     listen(host, port).close()  # a busy port is reported before the models load
-    catalog = load_catalog(
-        run_dirs, engine, resolve_device(device), checkpoint, search_overrides(beam_size=beam_size)
-    )
+    catalog = load_catalog(run_dirs, engine, resolve_device(device), checkpoint, beam_size)
     beams = [e.beam_size for e in catalog.engines.values()]
     limits = Limits(max_texts=max_texts, max_chars=max_chars, max_beam=max(16, *beams))
     run_server(catalog, Settings(host, port, max_batch_tokens, max_delay_ms, limits, keys))

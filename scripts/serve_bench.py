@@ -28,6 +28,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -65,7 +66,8 @@ def start_server(run_dir: Path, args: argparse.Namespace) -> tuple[subprocess.Po
     assert server.stderr is not None
     for line in server.stderr:
         found = re.search(r"on (http://[0-9.]+:[0-9]+)", line)
-        if found:
+        if found:  # keep the pipe drained: a server blocked writing a warning would stall the benchmark
+            threading.Thread(target=server.stderr.read, daemon=True).start()
             return server, found.group(1)
     raise SystemExit(f"the server did not start (exit code {server.wait()})")
 

@@ -157,19 +157,23 @@ class Catalog:
 
 
 def load_catalog(paths: list[Path], engine: str, device: torch.device, which: str | None,
-                 overrides: list[str]) -> Catalog:  # fmt: skip
-    """Load every directory (`engine` torch: run directories, with `which` checkpoint and `overrides` of their
-    config; ctranslate2: exports) and name each after its directory (`name-2`, … for repeated names)."""
+                 beam_size: int | None) -> Catalog:  # fmt: skip
+    """Load every directory (`engine` torch: run directories, with `which` checkpoint; ctranslate2: exports)
+    and name each after its directory (`name-2`, … for repeated names); `beam_size`, when given, replaces
+    each model's own."""
     names = _unique_names(paths)
     if engine == "ctranslate2":
         from nmt.export.runtime import load_export
 
         if which is not None:
             raise UserError("--checkpoint: an export holds one checkpoint; choose it at `nmt export`")
+        search = {"beam_size": beam_size} if beam_size is not None else {}
         exports: list[Engine] = [
-            ExportedEngine(n, load_export(p, device.type)) for n, p in zip(names, paths, strict=True)
+            ExportedEngine(n, load_export(p, device.type).with_search(search))
+            for n, p in zip(names, paths, strict=True)
         ]
         return _catalog(exports, [])
+    overrides = [f"search.beam_size={beam_size}"] if beam_size is not None else []
     runs = [load_run(path, device, which, overrides) for path in paths]
     engines: list[Engine] = [TorchEngine(name, run, [run]) for name, run in zip(names, runs, strict=True)]
     ensembles: list[Engine] = []

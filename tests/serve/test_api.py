@@ -17,13 +17,6 @@ from tests.serve.conftest import make_client, sentences_of
 PAIR = {"source": "src", "target": "tgt"}
 
 
-@pytest.fixture(scope="module")
-def offline(trained_run: Path, corpus: Path) -> dict[str, str]:
-    run = load_run(trained_run, torch.device("cpu"))
-    sentences = sentences_of(corpus)
-    return dict(zip(sentences, translate(run, sentences), strict=True))
-
-
 def test_libretranslate_translate_equals_offline_translation(
     client: TestClient, offline: dict[str, str]
 ) -> None:
@@ -135,7 +128,7 @@ def test_v1_models_and_health(client: TestClient, trained_run: Path) -> None:
 
 
 def test_runs_of_one_pair_are_also_served_as_their_ensemble(trained_run: Path) -> None:
-    catalog = load_catalog([trained_run, trained_run], "torch", torch.device("cpu"), None, [])
+    catalog = load_catalog([trained_run, trained_run], "torch", torch.device("cpu"), None, None)
     name = trained_run.name
     assert list(catalog.engines) == [name, f"{name}-2", "ensemble-src-tgt"]
     assert catalog.defaults == {("src", "tgt"): "ensemble-src-tgt"}
@@ -191,7 +184,7 @@ def test_a_ctranslate2_export_is_served_with_nbest_and_no_attention(
     from tests.conftest import run_cli
 
     assert run_cli("export", str(trained_run), str(tmp_path / "ct2"), "--to", "ctranslate2")[0] == 0
-    catalog = load_catalog([tmp_path / "ct2"], "ctranslate2", torch.device("cpu"), None, [])
+    catalog = load_catalog([tmp_path / "ct2"], "ctranslate2", torch.device("cpu"), None, None)
     greedy = load_run(trained_run, torch.device("cpu"), overrides=["search.beam_size=1"])
     sentences = sentences_of(corpus, 4)
     with make_client(catalog) as client:
@@ -204,3 +197,5 @@ def test_a_ctranslate2_export_is_served_with_nbest_and_no_attention(
         assert refused.status_code == 400 and "no attention" in refused.json()["error"]
         (model,) = client.get("/v1/models").json()["models"]
         assert (model["engine"], model["name"]) == ("ctranslate2", "ct2")
+    (beam_2,) = load_catalog([tmp_path / "ct2"], "ctranslate2", torch.device("cpu"), None, 2).engines.values()
+    assert beam_2.beam_size == 2 and beam_2.exported.search.beam_size == 2  # type: ignore[attr-defined]

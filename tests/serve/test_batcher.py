@@ -1,5 +1,6 @@
 """The dynamic batcher against a scripted decode function: what it batches, in which order, how it isolates a
-failing sentence, and how it stops. No model, no timing thresholds: each test checks what happened."""
+failing sentence, and how it stops. No model and no timing thresholds: each test checks what happened (the one
+that needs arrivals during a decoding leaves half a second on either side)."""
 
 import asyncio
 import time
@@ -9,6 +10,7 @@ from typing import Any
 import pytest
 import torch
 
+from nmt.errors import UserError
 from nmt.serve.batcher import Batcher, Closed, SentenceFailed
 
 
@@ -78,7 +80,7 @@ def test_clients_answered_together_join_those_that_queued_meanwhile() -> None:
     script = Script()
 
     def slow(key: Any, sources: list[list[int]]) -> list[Any]:
-        time.sleep(0.6)
+        time.sleep(1.0)
         return script(key, sources)
 
     async def client(batcher: Batcher, rounds: int) -> None:
@@ -86,10 +88,10 @@ def test_clients_answered_together_join_those_that_queued_meanwhile() -> None:
             await batcher.translate("k", [[1]], 1)
 
     async def main() -> None:
-        batcher = Batcher(slow, max_tokens=10_000, max_delay=0.2)
+        batcher = Batcher(slow, max_tokens=10_000, max_delay=0.3)
         task = await started(batcher)
         first = [asyncio.create_task(client(batcher, 3)) for _ in range(3)]
-        await asyncio.sleep(0.4)  # the first batch closed at 0.2 s and decodes until 0.8 s
+        await asyncio.sleep(0.8)  # the first batch closed at 0.3 s and decodes until 1.3 s
         await asyncio.gather(*first, *(client(batcher, 3) for _ in range(3)))
         await stop(batcher, task)
 
@@ -212,8 +214,22 @@ def test_closing_answers_the_queued_requests_then_refuses_new_ones() -> None:
     assert isinstance(late, Closed)
 
 
+def _raised_for(cause: BaseException) -> BaseException:
+    """The one-line error translate_ids raises for a sentence that does not fit even alone."""
+    try:
+        raise UserError("out of GPU memory translating one sentence") from cause
+    except UserError as err:
+        return err
+
+
 @pytest.mark.parametrize(
-    "error", [torch.cuda.OutOfMemoryError("x"), MemoryError(), RuntimeError("CUDA out of memory")]
+    "error",
+    [
+        torch.cuda.OutOfMemoryError("x"),
+        MemoryError(),
+        RuntimeError("CUDA out of memory"),
+        _raised_for(torch.cuda.OutOfMemoryError("x")),
+    ],
 )
 def test_memory_errors_are_told_apart(error: BaseException) -> None:
     assert SentenceFailed(error).memory

@@ -4,15 +4,12 @@ translation, and checks the heatmap's cells against the attention /v1/translate 
 
 import json
 import shutil
-import signal
 import tempfile
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from tests.serve.test_process import start
 
 pytestmark = pytest.mark.slow
 
@@ -41,14 +38,6 @@ def browser() -> Iterator[object]:
     driver.implicitly_wait(0)
     yield driver
     driver.quit()
-
-
-@pytest.fixture(scope="module")
-def server(trained_run: Path) -> Iterator[str]:
-    process, url = start(trained_run)
-    yield url
-    process.send_signal(signal.SIGTERM)
-    assert process.wait(timeout=60) == 0
 
 
 def api_attention(url: str, model: str) -> dict:

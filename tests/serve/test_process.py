@@ -2,37 +2,17 @@
 gets the offline translations, and SIGTERM or Ctrl-C answers the requests in flight, then exits with 0."""
 
 import json
-import re
 import signal
-import subprocess
-import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import torch
 
-from nmt.decode.trained_run import load_run
-from nmt.decode.translate import translate
-from tests.serve.conftest import sentences_of
+from tests.serve.conftest import start
 
 pytestmark = pytest.mark.slow
-
-
-def start(run_dir: Path, *flags: str) -> tuple[subprocess.Popen, str]:
-    """`nmt serve RUN_DIR --port 0 FLAGS` and the address it logged once listening."""
-    command = [sys.executable, "-m", "nmt", "serve", str(run_dir), "--port", "0", "--device", "cpu", *flags]
-    server = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
-    assert server.stderr is not None
-    for line in server.stderr:
-        found = re.search(r"on (http://[^ ]+) \(", line)
-        if found:
-            threading.Thread(target=server.stderr.read, daemon=True).start()  # keep the pipe drained
-            return server, found.group(1)
-    raise AssertionError(f"nmt serve did not start: exit code {server.wait()}")
 
 
 def call(url: str, path: str, body: dict | None = None) -> tuple[int, dict]:
@@ -43,21 +23,6 @@ def call(url: str, path: str, body: dict | None = None) -> tuple[int, dict]:
             return response.status, json.loads(response.read())
     except urllib.error.HTTPError as err:
         return err.code, json.loads(err.read())
-
-
-@pytest.fixture(scope="module")
-def server(trained_run: Path) -> Iterator[str]:
-    process, url = start(trained_run)
-    yield url
-    process.send_signal(signal.SIGTERM)
-    assert process.wait(timeout=60) == 0
-
-
-@pytest.fixture(scope="module")
-def offline(trained_run: Path, corpus: Path) -> dict[str, str]:
-    run = load_run(trained_run, torch.device("cpu"))
-    sentences = sentences_of(corpus)
-    return dict(zip(sentences, translate(run, sentences), strict=True))
 
 
 def test_it_listens_on_127_0_0_1_by_default(server: str) -> None:
