@@ -58,8 +58,8 @@ class _PlainHelp:
 
 
 class _Command(_PlainHelp, TyperCommand):
-    """A command with plain help whose `--set KEY VALUE` is a one-line error saying how to write it (Typer
-    would report the value as an unexpected extra argument)."""
+    """A command with plain help; where it has --set, `--set KEY VALUE` is a one-line error saying how to
+    write it (Typer would report the value as an unexpected extra argument)."""
 
     def collect_usage_pieces(self, ctx: Any) -> list[str]:
         pieces = [self.options_metavar or ""]
@@ -70,7 +70,8 @@ class _Command(_PlainHelp, TyperCommand):
         return pieces
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
-        check_overrides(args)
+        if any("--set" in param.opts for param in self.params):
+            check_overrides(args)
         return super().parse_args(ctx, args)
 
 

@@ -171,6 +171,10 @@ def test_a_misspelt_set_says_how_to_write_it(overrides: list[str], fragments: li
     assert_one_line_error(run_cli("train", config, *overrides), *fragments)
 
 
+def test_set_on_a_command_without_it_is_an_unknown_option(tmp_path: Path) -> None:
+    assert_one_line_error(run_cli("translate", str(tmp_path), "--set", "train.lr"), "No such option: --set")
+
+
 def test_python_dash_m_runs_the_same_cli() -> None:
     import subprocess
     import sys

@@ -20,6 +20,7 @@ from nmt.decode.search import (
     banned_tokens,
     hypotheses,
     is_check_step,
+    length_penalty,
     output_limits,
     part,
     step_attention,
@@ -109,7 +110,7 @@ def beam_step(model: Seq2Seq, k: int, alpha: float, buffers: Buffers) -> None:
     finished[:, k:] = False
     if "attention" in buffers:
         buffers["attention"].index_copy_(1, t.view(1), step_attention(step).unsqueeze(1).float())
-    record_finished(buffers, finished, top_scores / ((6.0 + t) / 6.0) ** alpha, rows)  # length t + 1
+    record_finished(buffers, finished, top_scores / length_penalty(t + 1, alpha), rows)  # t tokens and eos
     buffers["finished_count"].index_add_(0, active, finished.sum(dim=1))
     live_scores, live = top_scores.masked_fill(is_eos, float("-inf")).topk(k, dim=1)  # (active, k)
     live_rows, tokens = rows.gather(1, live).view(-1), top_token.gather(1, live).view(-1)  # (active * k,)

@@ -155,8 +155,9 @@ def greedy_step(model: Seq2Seq, buffers: Buffers) -> None:
     t += 1
 
 
-def length_penalty(length: int, alpha: float) -> float:
-    """GNMT length normalisation (Wu et al. 2016): ((5 + length) / 6) ** alpha."""
+def length_penalty(length: int | Tensor, alpha: float) -> float | Tensor:
+    """GNMT length normalisation (Wu et al. 2016): ((5 + length) / 6) ** alpha; a tensor `length` (beam
+    search's step counter, on the device) gives a tensor."""
     return ((5.0 + length) / 6.0) ** alpha
 
 

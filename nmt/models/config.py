@@ -59,8 +59,8 @@ class ModelConfig:
             case "rnn-bahdanau":
                 return "Bahdanau attention (additive)"
             case "rnn-luong":
-                return f"Luong attention ({getattr(self.rnn, 'luong_score', '')} score)"
-        heads = getattr(self.transformer, "heads", 1)
+                return f"Luong attention ({self.rnn.luong_score} score)"
+        heads = self.transformer.heads
         which = {"mean": f"mean of {heads} heads", "all": f"{heads} heads"}.get(str(head), f"head {head}")
         last = " (last)" if layer == self.decoder_layers - 1 else ""
         return f"Transformer, decoder layer {layer}{last}, {which}"

@@ -43,11 +43,11 @@ class RNNConfig:
         check_at_least_one(self, "model.rnn.", ("embedding_size", "hidden_size"))
 
 
-def make_rnn(cfg: ModelConfig, input_size: int, layers: int, bidirectional: bool = False) -> nn.RNNBase:
+def make_rnn(cfg: ModelConfig, input_size: int, layers: int) -> nn.RNNBase:
     """A batch-first GRU or LSTM stack (`cfg.rnn.cell`) with dropout between its layers."""
     rnn = nn.LSTM if cfg.rnn.cell == "lstm" else nn.GRU
     dropout, hidden = (cfg.dropout if layers > 1 else 0.0), cfg.rnn.hidden_size
-    return rnn(input_size, hidden, layers, batch_first=True, dropout=dropout, bidirectional=bidirectional)
+    return rnn(input_size, hidden, layers, batch_first=True, dropout=dropout)
 
 
 def run_rnn(rnn: nn.RNNBase, x: Tensor, hx: Tensor | tuple[Tensor, Tensor] | None = None) -> tuple:

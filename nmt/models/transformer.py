@@ -287,12 +287,12 @@ class TransformerSeq2Seq(Seq2Seq):
         slots = (own * max_len + position).view(sentences, 1, hypotheses, 1)
         slots = slots.expand(-1, heads, -1, memory["cross_k0"].size(3))  # (sentences, heads, hyps, d_head)
         visible = self.visible_slots(history, position, sentences)
-        new_state, last = {"position": position + 1, "history": history}, len(self.decoder_layers) - 1
+        new_state = {"position": position + 1, "history": history}
         for i, layer in enumerate(self.decoder_layers):
             cross_kv = memory[f"cross_k{i}"], memory[f"cross_v{i}"]
             cache = Cache(state[f"self_k{i}"], state[f"self_v{i}"], slots, visible)
             x, (new_state[f"self_k{i}"], new_state[f"self_v{i}"]), weights = layer(
-                x, cross_kv, memory["src_mask"], cache, need_weights=i == last
+                x, cross_kv, memory["src_mask"], cache
             )
         log_probs = self.logits(x).float().log_softmax(dim=-1).view(rows, -1)  # (rows, tgt_vocab)
         attention = weights.mean(dim=1).reshape(rows, -1)  # mean of heads: (rows, src_len)

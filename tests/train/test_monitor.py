@@ -60,6 +60,9 @@ def test_with_a_progress_bar_the_training_lines_go_to_train_log_only(
     """On a terminal the bar shows loss and speed, so stderr gets no training line; train.log still does."""
     stderr = io.StringIO()
     monkeypatch.setattr("sys.stderr", stderr)
+    logger = logging.getLogger("nmt")  # its handlers and level come back after the test
+    monkeypatch.setattr(logger, "handlers", [])
+    monkeypatch.setattr(logger, "level", logger.level)
     _log_to_stderr(logging.INFO)
     run_dir = RunDir(tmp_path)
     monitor = Monitor(TrainConfig(max_steps=10), run_dir, is_main=True, step=0)
