@@ -22,9 +22,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
+from host_overhead import counting_steps  # scripts/ is on the path of a script run from it
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 
+from nmt.bench.benchmark import synchronize
 from nmt.bench.profiling import CUDA_GRAPH_LAUNCHES, CUDA_LAUNCHES, CUDA_SYNCS
 from nmt.config.schema import Config, replace
 from nmt.config.yaml_file import load_config
@@ -35,24 +37,21 @@ from nmt.device import resolve_device
 from nmt.run.directory import RunDir
 from nmt.train.loop import Trainer
 
-
-def synchronize() -> None:
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
+DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
 def profiled(work: Callable[[], object], top: int) -> dict[str, object]:
     """Wall seconds of `work` (after one warm-up run), and its profile: launches, syncs, kernel time, top
     kernels."""
     work()
-    synchronize()
+    synchronize(DEVICE)
     started = time.perf_counter()
     work()
-    synchronize()
+    synchronize(DEVICE)
     wall = time.perf_counter() - started
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         work()
-        synchronize()
+        synchronize(DEVICE)
     events = prof.events()
     kernels: Counter[str] = Counter()
     calls: Counter[str] = Counter()
@@ -135,13 +134,7 @@ def main() -> None:
 def decoding_steps(model: torch.nn.Module, sources: list[list[int]], cfg: Config) -> int:
     """How many decoding steps one eager search of all `sources` in one batch takes."""
     search = replace(cfg, search={"nbest": 1, "batch_size": len(sources), "cuda_graphs": False}).search
-    steps, step = [], model.decode_step
-    model.decode_step = lambda *args: steps.append(1) or step(*args)
-    try:
-        translate_ids(model, sources, search, max_source_len(cfg))
-    finally:
-        del model.decode_step  # the instance attribute shadowed the method
-    return len(steps)
+    return counting_steps(model, lambda: translate_ids(model, sources, search, max_source_len(cfg)))()
 
 
 if __name__ == "__main__":
