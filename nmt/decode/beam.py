@@ -22,13 +22,12 @@ from nmt.decode.search import (
     is_check_step,
     length_penalty,
     output_limits,
-    part,
     step_attention,
     store_state,
     with_model_tensors,
 )
 from nmt.decode.step_graphs import Buffers, run_step
-from nmt.models.base import Memory, Seq2Seq, hypothesis_rows
+from nmt.models.base import Memory, Seq2Seq, hypothesis_rows, unprefixed
 
 
 @torch.inference_mode()
@@ -100,7 +99,7 @@ def best_extensions(scores: Tensor, log_probs: Tensor, width: int) -> tuple[Tens
 
 def beam_step(model: Seq2Seq, k: int, alpha: float, buffers: Buffers) -> None:
     """One beam step, in place: extend, record the finished hypotheses, keep the k best live ones."""
-    step = model.decode_step(buffers["last"], part(buffers, "memory."), part(buffers, "state."))
+    step = model.decode_step(buffers["last"], unprefixed(buffers, "memory."), unprefixed(buffers, "state."))
     t, active = buffers["t"], buffers["active"]
     at_limit = (buffers["limits"] <= t).repeat_interleave(k).unsqueeze(1)  # (active * k, 1)
     log_probs = torch.where(at_limit, only_eos(step.log_probs), allowed(step.log_probs, buffers["banned"]))
@@ -155,7 +154,8 @@ def keep_sentences(model: Seq2Seq, buffers: Buffers, searched: Tensor, left: int
     found on the device by a stable sort."""
     keep = torch.argsort((~searched).to(torch.uint8), stable=True)[:left]  # (left,)
     rows = hypothesis_rows(keep, k)  # (left * k,)
-    memory, state = model.select_sentences(part(buffers, "memory."), part(buffers, "state."), keep)
+    memory, state = unprefixed(buffers, "memory."), unprefixed(buffers, "state.")
+    memory, state = model.select_sentences(memory, state, keep)
     moved = {name: buffers[name].index_select(0, keep) for name in ("active", "limits", "scores")}
     moved |= {
         name: buffers[name].index_select(0, rows)

@@ -19,7 +19,7 @@ from torch import Tensor
 from nmt.config.sections import SearchConfig
 from nmt.data.special_tokens import BOS, EOS, PAD
 from nmt.decode.step_graphs import Buffers, run_step
-from nmt.models.base import Memory, Seq2Seq, State, Step
+from nmt.models.base import Memory, Seq2Seq, State, Step, prefixed, unprefixed
 
 CHECK_EVERY = 8  # decoding steps between two reads of "is every sentence finished?"
 
@@ -85,14 +85,7 @@ def is_check_step(t: int) -> bool:
 
 def with_model_tensors(memory: Memory, state: State, **buffers: Tensor) -> Buffers:
     """The buffers of a search: the model's memory and state (keys prefixed) and the search's own tensors."""
-    return (
-        {f"memory.{k}": v for k, v in memory.items()} | {f"state.{k}": v for k, v in state.items()} | buffers
-    )
-
-
-def part(buffers: Buffers, prefix: str) -> dict[str, Tensor]:
-    """The model's memory ('memory.') or state ('state.') among the buffers."""
-    return {name.removeprefix(prefix): t for name, t in buffers.items() if name.startswith(prefix)}
+    return prefixed(memory, "memory.") | prefixed(state, "state.") | buffers
 
 
 def store_state(buffers: Buffers, state: State) -> None:
@@ -140,7 +133,7 @@ def greedy(
 
 def greedy_step(model: Seq2Seq, buffers: Buffers) -> None:
     """One greedy step, in place: every unfinished sentence takes its most probable token."""
-    step = model.decode_step(buffers["last"], part(buffers, "memory."), part(buffers, "state."))
+    step = model.decode_step(buffers["last"], unprefixed(buffers, "memory."), unprefixed(buffers, "state."))
     t = buffers["t"]
     log_probs = allowed(step.log_probs, buffers["banned"])  # (batch, vocab)
     stop = buffers["finished"] | (buffers["limits"] <= t)

@@ -25,6 +25,16 @@ def select_rows(tensors: dict[str, Tensor], index: Tensor) -> dict[str, Tensor]:
     return {name: tensor.index_select(0, index) for name, tensor in tensors.items()}
 
 
+def prefixed(tensors: dict[str, Tensor], prefix: str) -> dict[str, Tensor]:
+    """The entries with `prefix` before their names (an ensemble member's `0.`, a search's `memory.`)."""
+    return {prefix + name: t for name, t in tensors.items()}
+
+
+def unprefixed(tensors: dict[str, Tensor], prefix: str) -> dict[str, Tensor]:
+    """The entries whose names start with `prefix`, without it: what `prefixed` stored."""
+    return {name.removeprefix(prefix): t for name, t in tensors.items() if name.startswith(prefix)}
+
+
 def hypothesis_rows(sentences: Tensor, per_sentence: int) -> Tensor:
     """The state rows of the hypotheses of `sentences` (indices), `per_sentence` consecutive rows each."""
     offsets = torch.arange(per_sentence, device=sentences.device)
