@@ -6,9 +6,10 @@
 
 It opens the page in Debian's headless Chromium (chromium + chromium-driver, driven by selenium: the `dev`
 extra) with a viewport of exactly --width × --height CSS pixels, types --text, translates with every panel the
-page opens, and saves a PNG: the viewport, or with --full-page the whole page at that width. --scrolled END
-scrolls each heatmap to its last columns first. The PNG is stored with a 256-colour palette (Pillow, which
-matplotlib installs) to keep it small.
+page opens, and saves a PNG: the viewport, or with --full-page the whole page at that width (the page is then
+laid out for a window that tall). --scrolled end scrolls each heatmap to its last columns first; --at-heatmap
+scrolls the page down to the first heatmap (its colour legend at the top of the window). The PNG is stored
+with a 256-colour palette (Pillow, which matplotlib installs) to keep it small.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
          "--disable-component-update", "--no-first-run"]  # fmt: skip
+AT_HEATMAP = "document.querySelector('.panel .view').scrollIntoView({block: 'start'})"
 TO_THE_END = "for (const frame of document.querySelectorAll('.heatmap-frame')) frame.scrollLeft = 1e6"
 DONE = "return [...document.querySelectorAll('.panel .message')].every(m => m.textContent !== 'translating…')"
 
@@ -43,7 +45,8 @@ def viewport(driver: webdriver.Chrome, width: int, height: int) -> None:
     driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", metrics)
 
 
-def screenshot(url: str, text: str, width: int, height: int, full_page: bool, scrolled: str) -> bytes:
+def screenshot(url: str, text: str, width: int, height: int, full_page: bool, scrolled: str,
+               at_heatmap: bool) -> bytes:  # fmt: skip
     """The page's PNG after translating `text` in every panel."""
     driver = open_browser()
     try:
@@ -56,9 +59,13 @@ def screenshot(url: str, text: str, width: int, height: int, full_page: bool, sc
         wait.until(lambda d: d.execute_script(DONE))
         if scrolled == "end":
             driver.execute_script(TO_THE_END)
+        if at_heatmap:
+            driver.execute_script(AT_HEATMAP)
         if full_page:
             viewport(driver, width, max(height, driver.execute_script("return document.body.scrollHeight")))
         driver.execute_script("document.activeElement.blur()")  # no text cursor in the picture
+        pointer = {"type": "mouseMoved", "x": 1, "y": 1}  # nor a row lit by the pointer resting on it
+        driver.execute_cdp_cmd("Input.dispatchMouseEvent", pointer)
         return driver.get_screenshot_as_png()
     finally:
         driver.quit()
@@ -81,8 +88,10 @@ def main() -> None:
     parser.add_argument("--full-page", action="store_true", help="the whole page, not only the viewport")
     parser.add_argument("--scrolled", choices=["start", "end"], default="start",
                         help="each heatmap scrolled to its first or its last columns")  # fmt: skip
+    parser.add_argument("--at-heatmap", action="store_true", help="the page scrolled to the first heatmap")
     args = parser.parse_args()
-    png = screenshot(args.url, args.text, args.width, args.height, args.full_page, args.scrolled)
+    shot = (args.width, args.height, args.full_page, args.scrolled, args.at_heatmap)
+    png = screenshot(args.url, args.text, *shot)
     small_png(png, args.out)
     print(f"wrote {args.out} ({args.out.stat().st_size / 1024:.0f} KiB)")
 

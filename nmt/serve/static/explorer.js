@@ -3,6 +3,8 @@
 // data-w, exactly as /v1/translate returned it (the mean of heads is computed here, to 5 decimals).
 // A heatmap fits its panel where cells of MIN_CELL pixels do; else the panels stack, one to a row, and a
 // heatmap still too wide scrolls inside its frame, with its row labels kept in view and a line saying so.
+// Cells are as large as the panel's width and the window's height allow (up to MAX_CELL), so that a heatmap
+// is seen whole where it can be.
 "use strict";
 
 const SVG = "http://www.w3.org/2000/svg";
@@ -11,7 +13,7 @@ const MIN_CELL = 16;  // pixels: column labels, set upright, are about 14 pixels
 const MAX_CELL = 34;
 const GAP = 8;  // pixels between labels and cells, and around the heatmap
 const LINE = 16;  // pixels: a line of the axis titles
-const state = { models: [], panels: [], width: 0 };
+const state = { models: [], panels: [], size: "" };
 
 // What the text box shows before anything is typed: one sentence in the served source language.
 const PLACEHOLDERS = {
@@ -225,8 +227,10 @@ function draw(panel) {
   const left = Math.ceil(Math.max(longest(labels.rows), longest(titles))) + 2 * GAP;
   const top = Math.ceil(Math.max(longest(labels.cols), titles.length * LINE)) + GAP;
   const room = frame.clientWidth - left - GAP;
+  const roomHigh = window.innerHeight - top - 6 * LINE;  // the colour legend above, the scroll line below
   panel.fits = room >= MIN_CELL * src.length;
-  const cell = Math.max(MIN_CELL, Math.min(MAX_CELL, Math.floor(room / Math.max(src.length, 1))));
+  const cell = Math.max(MIN_CELL, Math.min(MAX_CELL, Math.floor(room / Math.max(src.length, 1)),
+                                           Math.floor(roomHigh / Math.max(tgt.length, 1))));
   const height = top + cell * tgt.length + GAP;
   size(axis, left, height);
   size(svg, cell * src.length + GAP, height);
@@ -339,12 +343,14 @@ async function start() {
     const panel = addPanel(next.name);
     if (panel && $("#text").value.trim()) translatePanel(panel);
   });
-  new ResizeObserver(() => {  // a window resized, a scroll bar come or gone: the heatmaps are drawn again
-    const width = $("#panels").clientWidth;
-    if (width === state.width) return;
-    state.width = width;
+  const redrawIfResized = () => {  // a window resized, a scroll bar come or gone: the heatmaps are drawn again
+    const size = `${$("#panels").clientWidth}×${window.innerHeight}`;
+    if (size === state.size) return;
+    state.size = size;
     requestAnimationFrame(layOut);
-  }).observe($("#panels"));
+  };
+  new ResizeObserver(redrawIfResized).observe($("#panels"));
+  window.addEventListener("resize", redrawIfResized);
 }
 
 document.addEventListener("DOMContentLoaded", start);
