@@ -12,6 +12,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+from matplotlib.colors import LinearSegmentedColormap
 from torch import Tensor
 
 from nmt.atomic_files import atomic_write
@@ -21,6 +22,15 @@ from nmt.models.config import ModelConfig
 
 FORMATS = (".png", ".svg", ".pdf")
 MAX_INCHES = 30.0  # per side of a figure: 4500 pixels at 150 dpi, however long the sentence
+# The colour scale, white (no weight) through blues to dark indigo: the explorer's (STOPS in
+# nmt/serve/static/explorer.js, kept equal by a test), so that a weight has one colour in both.
+ATTENTION_STOPS = (
+    (255, 255, 255), (198, 219, 239), (107, 174, 214), (33, 113, 181), (8, 48, 107), (20, 10, 60)
+)  # fmt: skip
+ATTENTION_COLOURS = LinearSegmentedColormap.from_list(
+    "attention", [tuple(channel / 255 for channel in stop) for stop in ATTENTION_STOPS]
+)
+WORD_START = "▁"  # sentencepiece's mark on a subword that starts a word
 
 
 def check_output_path(path: Path) -> None:
@@ -40,12 +50,17 @@ def _scale(weights: Tensor, scale: Scale) -> tuple[float, str]:
     return top, f"attention weight\n(scale 0 to {top:.2f}, this figure's largest)"
 
 
+def shown_piece(piece: str) -> str:
+    """A subword as a label shows it, in these images and in the explorer: a word start as a middle dot."""
+    return "·" + piece[1:] if piece.startswith(WORD_START) else piece
+
+
 def _draw(axes: plt.Axes, weights: Tensor, src: list[str], tgt: list[str], title: str, top: float) -> Any:
-    image = axes.imshow(weights.numpy(), cmap="viridis", vmin=0.0, vmax=top, aspect="auto")
+    image = axes.imshow(weights.numpy(), cmap=ATTENTION_COLOURS, vmin=0.0, vmax=top, aspect="auto")
     fontsize = min(8.0, max(1.0, 8.0 * 80 / max(len(src), len(tgt), 1)))  # long sentences: smaller labels
-    axes.set_xticks(range(len(src)), src, rotation=90, fontsize=fontsize)
-    axes.set_yticks(range(len(tgt)), tgt, fontsize=fontsize)
-    axes.set_xlabel("source")
+    axes.set_xticks(range(len(src)), [shown_piece(p) for p in src], rotation=90, fontsize=fontsize)
+    axes.set_yticks(range(len(tgt)), [shown_piece(p) for p in tgt], fontsize=fontsize)
+    axes.set_xlabel("source  (· starts a word)")
     axes.set_ylabel("output")
     axes.set_title(title, fontsize=9)
     return image

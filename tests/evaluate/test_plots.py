@@ -1,6 +1,9 @@
 """Attention heatmaps: a colour scale per figure (or 0 to 1) named on the colour bar, one colour bar for a
-grid of heads, and titles that name the attention mechanism, the same for `plot-attention` and the report."""
+grid of heads, and titles that name the attention mechanism, the same for `plot-attention` and the report;
+the explorer's colours and subword labels."""
 
+import json
+import re
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -11,11 +14,11 @@ import nmt.evaluate.plots
 from nmt.config.yaml_file import load_config
 from nmt.decode.trained_run import load_run
 from nmt.decode.translate import Alignment
-from nmt.evaluate.plots import save_attention
+from nmt.evaluate.plots import ATTENTION_COLOURS, ATTENTION_STOPS, save_attention
 from nmt.evaluate.report import draw_heatmaps
 from nmt.models.config import ModelConfig
 from nmt.run.directory import RunDir
-from tests.conftest import run_cli
+from tests.conftest import ROOT, run_cli
 
 
 @pytest.fixture
@@ -86,3 +89,22 @@ def test_the_report_titles_its_heatmaps_as_plot_attention_does(
     plotted, reported = (" ".join(figure.axes[0].get_title().split()) for figure in figures[:2])
     assert plotted.startswith("Transformer, decoder layer 1 (last), mean of 4 heads ")
     assert reported.startswith("Transformer, decoder layer 1 (last), mean of 4 heads ")
+
+
+def test_the_colours_are_the_explorers() -> None:
+    script = (ROOT / "nmt" / "serve" / "static" / "explorer.js").read_text()
+    stops = json.loads(re.search(r"const STOPS = (\[.*\]);", script).group(1))  # type: ignore[union-attr]
+    assert [tuple(stop) for stop in stops] == list(ATTENTION_STOPS)
+    assert ATTENTION_COLOURS(0.0) == (1.0, 1.0, 1.0, 1.0)  # no weight: white, as in the explorer
+    assert ATTENTION_COLOURS(1.0) == pytest.approx((20 / 255, 10 / 255, 60 / 255, 1.0))
+
+
+def test_labels_mark_a_word_start_with_a_dot_as_the_explorer_does(figures: list, tmp_path: Path) -> None:
+    weights = torch.full((1, 1, 3, 4), 0.25)
+    alignment = Alignment("ab c", ["▁ab", "▁c", "d", "</s>"], ["▁ab", "c", "</s>"], weights)
+    save_attention(alignment, tmp_path / "a.png", ModelConfig())
+    (figure,) = figures
+    axes = figure.axes[0]
+    assert [label.get_text() for label in axes.get_xticklabels()] == ["·ab", "·c", "d", "</s>"]
+    assert [label.get_text() for label in axes.get_yticklabels()] == ["·ab", "c", "</s>"]
+    assert axes.get_xlabel() == "source  (· starts a word)" and axes.get_ylabel() == "output"

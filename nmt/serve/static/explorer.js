@@ -1,11 +1,31 @@
 // The attention explorer: one text, translated by one or more served models side by side, each with its n-best
-// list and an SVG heatmap of the attention (target subwords × source subwords). Each cell carries its weight in
+// list and an SVG heatmap of the attention (output subwords × source subwords). Each cell carries its weight in
 // data-w, exactly as /v1/translate returned it (the mean of heads is computed here, to 5 decimals).
+// A heatmap fits its panel where cells of MIN_CELL pixels do; else the panels stack, one to a row, and a
+// heatmap still too wide scrolls inside its frame, with its row labels kept in view and a line saying so.
+// Cells are as large as the panel's width and the window's height allow (up to MAX_CELL), so that a heatmap
+// is seen whole where it can be.
 "use strict";
 
 const SVG = "http://www.w3.org/2000/svg";
 const MAX_PANELS = 4;
-const state = { models: [], panels: [] };
+const MIN_CELL = 16;  // pixels: column labels, set upright, are about 14 pixels thick
+const MAX_CELL = 34;
+const GAP = 8;  // pixels between labels and cells, and around the heatmap
+const LINE = 16;  // pixels: a line of the axis titles
+const state = { models: [], panels: [], size: "" };
+
+// What the text box shows before anything is typed: one sentence in the served source language.
+const PLACEHOLDERS = {
+  de: "Zwei junge Männer spielen auf einer Wiese Fußball.",
+  en: "Two young men are playing football on a meadow.",
+  fr: "Deux jeunes hommes jouent au football dans un pré.",
+  cs: "Dva mladí muži hrají fotbal na louce.",
+};
+
+function placeholderFor(language) {  // 'de', 'de-AT', 'de_DE' → German; a language without one → English
+  return PLACEHOLDERS[String(language).toLowerCase().split(/[-_]/)[0]] || PLACEHOLDERS.en;
+}
 
 const $ = (selector, root = document) => root.querySelector(selector);
 
@@ -26,11 +46,12 @@ async function api(path, body) {
   return answer;
 }
 
-// Colour scale: white → blue → dark indigo, for weights in [0, 1].
+// Colour scale: white → blue → dark indigo, from 0 to `top` (the largest weight shown, or 1). plot-attention's
+// images use the same stops (nmt/evaluate/plots.py ATTENTION_STOPS; a test keeps the two equal).
 const STOPS = [[255, 255, 255], [198, 219, 239], [107, 174, 214], [33, 113, 181], [8, 48, 107], [20, 10, 60]];
 
-function colour(w) {
-  const x = Math.min(Math.max(w, 0), 1) * (STOPS.length - 1);
+function colour(w, top) {
+  const x = Math.min(Math.max(w / top, 0), 1) * (STOPS.length - 1);
   const i = Math.min(Math.floor(x), STOPS.length - 2);
   const f = x - i;
   const rgb = STOPS[i].map((c, k) => Math.round(c + f * (STOPS[i + 1][k] - c)));
@@ -64,8 +85,11 @@ function addPanel(modelName) {
     state.panels.splice(state.panels.indexOf(panel), 1);
     node.remove();
     updateButtons();
+    layOut();
   });
-  for (const picker of [".layer", ".head"]) $(picker, node).addEventListener("change", () => draw(panel));
+  for (const picker of [".layer", ".head", ".scale"]) $(picker, node).addEventListener("change", layOut);
+  $(".bar", node).style.background = `linear-gradient(to right, ${STOPS.map((c) => `rgb(${c})`).join(", ")})`;
+  $(".heatmap-frame", node).addEventListener("scroll", () => showScroll(panel));
   $("#panels").append(node);
   state.panels.push(panel);
   showMeta(panel);
@@ -101,9 +125,11 @@ async function translatePanel(panel) {
     $(".result", panel.node).hidden = false;
     showLines(panel);
   } catch (error) {
+    panel.result = null;
     message.textContent = error.message;
     message.className = "message error";
     $(".result", panel.node).hidden = true;
+    layOut();
   }
 }
 
@@ -134,10 +160,10 @@ function showHypotheses(panel) {
     list.append(item);
   });
   fillPickers(panel);
-  draw(panel);
+  layOut();
 }
 
-function fillPickers(panel) {
+function fillPickers(panel) {  // a model with one layer or one head (an RNN) shows no picker for it
   const hyp = panel.result.lines[panel.line].hypotheses[panel.hypothesis];
   const layer = $(".layer", panel.node), head = $(".head", panel.node);
   const view = $(".view", panel.node);
@@ -150,8 +176,8 @@ function fillPickers(panel) {
                        ...[...Array(heads).keys()].map((i) => el("option", { value: i }, String(i))));
   layer.value = keepLayer !== "" && keepLayer < layers ? keepLayer : layers - 1;  // default: the last layer
   head.value = keepHead !== "" && (keepHead === "mean" || keepHead < heads) ? keepHead : "mean";
-  layer.disabled = layers === 1;
-  head.disabled = heads === 1;
+  layer.closest(".picker").hidden = layers === 1;
+  head.closest(".picker").hidden = heads === 1;
 }
 
 function weightsShown(panel) {  // (tgt, src) for the chosen line, hypothesis, layer and head
@@ -161,59 +187,110 @@ function weightsShown(panel) {  // (tgt, src) for the chosen line, hypothesis, l
   return head === "mean" ? (layer.length === 1 ? layer[0] : meanOfHeads(layer)) : layer[Number(head)];
 }
 
-function draw(panel) {
-  const svg = $(".heatmap", panel.node);
-  svg.replaceChildren();
-  const line = panel.result.lines[panel.line];
-  const hyp = line.hypotheses[panel.hypothesis];
-  if (!hyp.attention) {
-    svg.setAttribute("width", 0);
-    svg.setAttribute("height", 0);
-    return;
-  }
-  const weights = weightsShown(panel), src = line.source_pieces, tgt = hyp.target_pieces;
-  const left = labelWidth(tgt), top = labelWidth(src) * 0.75 + 12;
-  const room = $(".heatmap-frame", panel.node).clientWidth - left - 12;  // cells fit the panel if they can
-  const cell = Math.max(16, Math.min(34, Math.floor(room / Math.max(src.length, 1))));
-  svg.setAttribute("width", left + cell * src.length + 8);
-  svg.setAttribute("height", top + cell * tgt.length + 8);
-  svg.setAttribute("data-rows", tgt.length);
-  svg.setAttribute("data-cols", src.length);
-  const labels = { rows: [], cols: [] }, cells = [];
-  src.forEach((piece, s) => {
-    const x = left + s * cell + cell / 2;
-    const label = el("svg:text", { class: "col-label", x: 0, y: 0, "data-col": s,
-                                   transform: `translate(${x + 4},${top - 6}) rotate(-50)` }, show(piece));
-    labels.cols.push(label);
-    svg.append(label);
-  });
-  tgt.forEach((piece, t) => {
-    const label = el("svg:text", { class: "row-label", x: left - 6, y: top + t * cell + cell / 2 + 4,
-                                   "data-row": t }, show(piece));
-    labels.rows.push(label);
-    svg.append(label);
-    src.forEach((_, s) => {
-      const w = weights[t][s];
-      const rect = el("svg:rect", { class: "cell", x: left + s * cell, y: top + t * cell, width: cell - 1,
-                                    height: cell - 1, fill: colour(w), "data-row": t, "data-col": s, "data-w": w });
-      rect.append(el("svg:title", {}, `${show(piece)} → ${show(src[s])}: ${w.toFixed(3)}`));
-      cells.push(rect);
-      svg.append(rect);
-    });
-  });
-  connectHover(svg, labels, cells, weights);
+function hasHeatmap(panel) {
+  return panel.result !== null && Boolean(panel.result.lines[panel.line].hypotheses[panel.hypothesis].attention);
 }
 
-function show(piece) {  // sentencepiece marks a word start with ▁; the label shows it as a thin space
+function layOut() {  // draw every heatmap: side by side where each fits its panel, else one panel to a row
+  const drawn = state.panels.filter(hasHeatmap);
+  for (const panel of state.panels) if (!hasHeatmap(panel)) clear(panel);
+  const panels = $("#panels");
+  panels.classList.remove("stacked");
+  for (const panel of drawn) draw(panel);
+  if (drawn.some((panel) => !panel.fits)) {
+    panels.classList.add("stacked");
+    for (const panel of drawn) draw(panel);
+  }
+}
+
+function clear(panel) {
+  for (const svg of panel.node.querySelectorAll("svg")) {
+    svg.replaceChildren();
+    svg.setAttribute("width", 0);
+    svg.setAttribute("height", 0);
+  }
+  $(".scroll-hint", panel.node).hidden = true;
+}
+
+function draw(panel) {
+  clear(panel);
+  const line = panel.result.lines[panel.line];
+  const hyp = line.hypotheses[panel.hypothesis];
+  const weights = weightsShown(panel), src = line.source_pieces, tgt = hyp.target_pieces;
+  const axis = $(".row-axis", panel.node), svg = $(".heatmap", panel.node), frame = $(".heatmap-frame", panel.node);
+  const labels = {
+    cols: src.map((piece, s) => svg.appendChild(el("svg:text", { class: "col-label", "data-col": s }, show(piece)))),
+    rows: tgt.map((piece, t) => axis.appendChild(el("svg:text", { class: "row-label", "data-row": t }, show(piece)))),
+  };
+  const titles = ["source →", "output ↓"].map((text) => axis.appendChild(el("svg:text", { class: "axis-title" }, text)));
+  const longest = (texts) => Math.max(0, ...texts.map((text) => text.getComputedTextLength()));
+  const left = Math.ceil(Math.max(longest(labels.rows), longest(titles))) + 2 * GAP;
+  const top = Math.ceil(Math.max(longest(labels.cols), titles.length * LINE)) + GAP;
+  const room = frame.clientWidth - left - GAP;
+  const roomHigh = window.innerHeight - top - 6 * LINE;  // the colour legend above, the scroll line below
+  panel.fits = room >= MIN_CELL * src.length;
+  const cell = Math.max(MIN_CELL, Math.min(MAX_CELL, Math.floor(room / Math.max(src.length, 1)),
+                                           Math.floor(roomHigh / Math.max(tgt.length, 1))));
+  const height = top + cell * tgt.length + GAP;
+  size(axis, left, height);
+  size(svg, cell * src.length + GAP, height);
+  svg.setAttribute("data-rows", tgt.length);
+  svg.setAttribute("data-cols", src.length);
+  titles.forEach((title, i) => {  // in the corner: "source →" beside the column labels, "output ↓" above the rows
+    title.setAttribute("x", left - GAP);
+    title.setAttribute("y", top - GAP + 2 - LINE * (titles.length - 1 - i));
+  });
+  labels.cols.forEach((label, s) => {  // upright, reading upwards, centred on its column
+    label.setAttribute("transform", `translate(${s * cell + cell / 2 + 4},${top - GAP / 2}) rotate(-90)`);
+  });
+  labels.rows.forEach((label, t) => {
+    label.setAttribute("x", left - GAP);
+    label.setAttribute("y", top + t * cell + cell / 2 + 4);
+  });
+  const scaleTop = $(".scale", panel.node).value === "fixed" ? 1 : weights.flat().reduce((a, b) => Math.max(a, b), 1e-6);
+  $(".legend .top", panel.node).textContent = scaleTop === 1 ? "1" : scaleTop.toFixed(2);
+  const cells = [];
+  tgt.forEach((piece, t) => src.forEach((_, s) => {
+    const w = weights[t][s];
+    const rect = el("svg:rect", { class: "cell", x: s * cell, y: top + t * cell, width: cell - 1, height: cell - 1,
+                                  fill: colour(w, scaleTop), "data-row": t, "data-col": s, "data-w": w });
+    rect.append(el("svg:title", {}, `${show(piece)} → ${show(src[s])}: ${w.toFixed(3)}`));
+    cells.push(svg.appendChild(rect));
+  }));
+  panel.cell = cell;
+  panel.columns = src.length;
+  connectHover(frame, labels, cells, weights);
+  showScroll(panel);
+}
+
+function size(svg, width, height) {
+  svg.setAttribute("width", width);
+  svg.setAttribute("height", height);
+}
+
+function showScroll(panel) {  // a heatmap wider than its frame: which columns are in view, and which way to go
+  const frame = $(".heatmap-frame", panel.node), hint = $(".scroll-hint", panel.node);
+  const box = $(".heatmap-box", panel.node);
+  const hidden = frame.scrollWidth - frame.clientWidth;
+  const before = frame.scrollLeft > 1, after = frame.scrollLeft < hidden - 1;
+  box.classList.toggle("more-before", hidden > 0 && before);
+  box.classList.toggle("more-after", hidden > 0 && after);
+  const axis = $(".row-axis", panel.node).getBoundingClientRect().width;  // the row labels, kept in view
+  box.style.setProperty("--axis-width", `${axis}px`);
+  hint.hidden = hidden <= 0;
+  if (hidden <= 0) return;
+  const seen = frame.clientWidth - axis;
+  const first = Math.floor(frame.scrollLeft / panel.cell) + 1;
+  const last = Math.min(panel.columns, Math.floor((frame.scrollLeft + seen) / panel.cell));
+  const way = before && after ? "← scroll →" : before ? "← scroll" : "scroll →";
+  hint.textContent = `source columns ${first}–${last} of ${panel.columns} in view · ${way}`;
+}
+
+function show(piece) {  // sentencepiece marks a word start with ▁; the label shows it as a middle dot
   return piece.replace(/^▁/, "·");
 }
 
-function labelWidth(pieces) {
-  const longest = Math.max(1, ...pieces.map((p) => p.length));
-  return Math.min(160, 14 + longest * 7.5);
-}
-
-function connectHover(svg, labels, cells, weights) {
+function connectHover(frame, labels, cells, weights) {
   const clear = () => {
     for (const label of [...labels.rows, ...labels.cols]) { label.style.fill = ""; label.classList.remove("lit", "focus"); }
     for (const rect of cells) rect.classList.remove("dim");
@@ -237,7 +314,7 @@ function connectHover(svg, labels, cells, weights) {
   labels.rows.forEach((label, t) => label.addEventListener("mouseenter", () => fromRow(t)));
   labels.cols.forEach((label, s) => label.addEventListener("mouseenter", () => fromCol(s)));
   for (const rect of cells) rect.addEventListener("mouseenter", () => fromRow(Number(rect.dataset.row)));
-  svg.addEventListener("mouseleave", clear);
+  frame.onmouseleave = clear;
 }
 
 async function start() {
@@ -252,7 +329,7 @@ async function start() {
   const samePair = state.models.filter((m) => m.source === first.source && m.target === first.target);
   const shown = samePair.filter((m) => m.type !== "ensemble").slice(0, 3);
   for (const model of shown.length ? shown : [first]) addPanel(model.name);
-  $("#text").placeholder = `a sentence in ${first.source}`;
+  $("#text").placeholder = placeholderFor(first.source);
   $("#ask").addEventListener("submit", (event) => {
     event.preventDefault();
     for (const panel of state.panels) translatePanel(panel);
@@ -266,6 +343,14 @@ async function start() {
     const panel = addPanel(next.name);
     if (panel && $("#text").value.trim()) translatePanel(panel);
   });
+  const redrawIfResized = () => {  // a window resized, a scroll bar come or gone: the heatmaps are drawn again
+    const size = `${$("#panels").clientWidth}×${window.innerHeight}`;
+    if (size === state.size) return;
+    state.size = size;
+    requestAnimationFrame(layOut);
+  };
+  new ResizeObserver(redrawIfResized).observe($("#panels"));
+  window.addEventListener("resize", redrawIfResized);
 }
 
 document.addEventListener("DOMContentLoaded", start);
