@@ -3,6 +3,8 @@
 import os
 import pickle
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,7 @@ from nmt.decode.trained_run import load_run
 from nmt.errors import UserError
 from nmt.run.checkpoint import vocabulary_record
 from nmt.run.checkpoint_io import CheckpointWriter, load_checkpoint, save_checkpoint
+from tests.conftest import ROOT
 
 CONFIG = {"data": {}, "model": {}, "train": {}}  # the sections a checkpoint's config must have
 
@@ -63,6 +66,61 @@ def test_a_failed_background_write_is_raised_by_wait_and_keeps_the_old_file(
     with pytest.raises(UserError, match=r"cannot write .*c\.pt: disk full"):
         writer.close()
     assert load_checkpoint(path)["step"] == 1
+
+
+def test_an_interrupt_right_after_the_temporary_file_is_made_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C lands the moment the temporary file exists, before anything is written into it."""
+    path, real_open = tmp_path / "c.pt", os.open
+    save_checkpoint(path, {"model": {}, "config": CONFIG, "step": 1})
+
+    def interrupted_open(name: object, *args: object, **kwargs: object) -> int:
+        descriptor = real_open(name, *args, **kwargs)  # type: ignore[arg-type]
+        if str(name).endswith(".tmp"):
+            raise KeyboardInterrupt
+        return descriptor
+
+    monkeypatch.setattr(os, "open", interrupted_open)
+    with pytest.raises(KeyboardInterrupt):
+        save_checkpoint(path, {"model": {}, "config": CONFIG, "step": 2})
+    monkeypatch.undo()
+    assert os.listdir(tmp_path) == ["c.pt"] and load_checkpoint(path)["step"] == 1
+
+
+SECOND_CTRL_C_WHILE_WRITING = """
+import signal, sys, threading
+from pathlib import Path
+import torch
+from nmt import interrupts
+from nmt.run import checkpoint_io
+
+writing, never = threading.Event(), threading.Event()
+
+def stuck_save(payload, handle):  # half a checkpoint written, then the writer thread waits
+    handle.write(b"half a checkpoint")
+    handle.flush()
+    writing.set()
+    never.wait()
+
+checkpoint_io.torch.save = stuck_save
+writer, request = checkpoint_io.CheckpointWriter(), interrupts.StopRequest()
+with interrupts.after_the_step(request):  # as in the training loop
+    writer.save(Path(sys.argv[1]) / "last.pt", {"model": {}})
+    writing.wait()
+    signal.raise_signal(signal.SIGINT)  # the first Ctrl-C: stop after the step
+    signal.raise_signal(signal.SIGINT)  # the second: stop at once
+print("still running")
+"""
+
+
+def test_a_second_ctrl_c_while_the_background_writer_writes_leaves_no_temporary_file(tmp_path: Path) -> None:
+    """The second Ctrl-C ends the process at once (os._exit) while the writer thread is half-way through
+    last.pt: its temporary file goes with it."""
+    command = [sys.executable, "-c", SECOND_CTRL_C_WHILE_WRITING, str(tmp_path)]
+    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=120, check=False)
+    assert done.returncode == 130 and done.stderr == "nmt: interrupted\n", done.stderr
+    assert os.listdir(tmp_path) == []
 
 
 class _Exploit:
