@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
-from nmt.errors import REPORTS_ENV
+from nmt.errors import REPORTS_ENV, process_rank
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 EXIT_CODE = 130
@@ -66,7 +66,7 @@ def interrupt(_signum: int, _frame: FrameType | None) -> None:
 def stop_now(_signum: int, _frame: FrameType | None) -> None:
     """A signal while the process already stops: one line and exit code 130, without any cleanup. Under
     torchrun only the main process prints it; under `nmt … --nproc` the launching process does."""
-    if os.environ.get("RANK", "0") == "0" and REPORTS_ENV not in os.environ:
+    if process_rank() == 0 and REPORTS_ENV not in os.environ:
         os.write(2, b"nmt: interrupted\n")
     exit_now(EXIT_CODE)
 

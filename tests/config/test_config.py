@@ -18,9 +18,7 @@ from nmt.config.yaml_file import (
     to_dict,
 )
 from nmt.errors import ConfigError, UserError
-from nmt.models.config import ModelConfig
-from nmt.models.rnn import RNNConfig
-from nmt.models.transformer import TransformerConfig
+from nmt.models.config import ModelConfig, RNNConfig, TransformerConfig
 
 
 def load_yaml(tmp_path: Path, text: str, overrides: list[str] | None = None) -> Config:
