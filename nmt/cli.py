@@ -22,6 +22,7 @@ from tqdm import tqdm
 from typer.core import TyperCommand, TyperGroup
 
 from nmt import interrupts
+from nmt.data.corpus import data_layout
 from nmt.errors import REPORTS_ENV, Interrupted, PeerFailed, UserError, process_rank
 from nmt.limits import MAX_BEAM, MAX_SIZE
 
@@ -142,7 +143,9 @@ RunDirs = Annotated[
 ConfigFile = Annotated[Path, typer.Argument(help="Experiment YAML file, e.g. configs/tiny-transformer.yaml.")]
 DataDir = Annotated[
     Path | None,
-    typer.Option(help="Corpus directory with train.<lang>, valid.<lang>, test.<lang>."),
+    typer.Option(
+        help=f"Corpus directory: {data_layout('<lang>')}, for <lang> the source and the target language."
+    ),
 ]
 SrcLang = Annotated[str | None, typer.Option(help="Source language: its files' suffix (data.src_lang).")]
 TgtLang = Annotated[str | None, typer.Option(help="Target language: its files' suffix (data.tgt_lang).")]
@@ -387,6 +390,8 @@ def translate(
     stream = _translator(run_dirs, engine, device, checkpoint, flags, style)
     bad = 0
     with _read_input(input) as (source, name, terminal):
+        if terminal:  # the model is loaded: a user at the keyboard learns when to type, and how to stop
+            logging.getLogger(__name__).info("ready: type a sentence and press Enter; Ctrl-D ends")
 
         def write(out: BinaryIO) -> None:
             nonlocal bad

@@ -13,6 +13,7 @@ import typer
 from nmt.cli import app
 from nmt.config.schema import replace as config_replace
 from nmt.config.yaml_file import load_config
+from nmt.data.corpus import SPLIT_NAMES
 from nmt.decode.trained_run import load_run
 from nmt.decode.translate import translate
 from nmt.evaluate.scores import score
@@ -155,6 +156,14 @@ def test_every_command_has_help_and_a_bare_nmt_shows_it() -> None:
     code, out, err = run_cli()
     assert code == 2 and not err and all(command in out for command in commands), out + err
     assert "cuda:N" in run_cli("translate", "--help")[1]
+
+
+@pytest.mark.parametrize("command", ["train", "benchmark"])
+def test_help_of_data_names_every_file_name_a_corpus_directory_may_have(command: str) -> None:
+    shown = " ".join(re.sub("[│─╭╮╰╯]", " ", run_cli(command, "--help")[1]).split())  # unwrapped
+    for stems in SPLIT_NAMES.values():
+        for stem in stems:
+            assert f"{stem}.<lang>" in shown, (stem, shown)
 
 
 @pytest.mark.parametrize(

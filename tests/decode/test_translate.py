@@ -93,6 +93,17 @@ class _Typist:
         else:
             os.write(self.keyboard, data)
 
+    def wait_ready(self) -> str:
+        """The first line on stderr, which a terminal gets once the model is loaded."""
+        said, deadline = b"", time.monotonic() + 120
+        while not said.endswith(b"\n"):
+            ready, _, _ = select.select([self.process.stderr], [], [], max(0.0, deadline - time.monotonic()))
+            assert ready, f"nothing on stderr within 120 s (so far {said!r})"
+            chunk = os.read(self.process.stderr.fileno(), 1)
+            assert chunk, self.process.communicate()
+            said += chunk
+        return said.decode()
+
     def answer(self, line: str) -> str:
         """Type one line and wait for its one line of output; an answer that waits for the end of the input
         (which stays open) times out."""
@@ -123,12 +134,16 @@ def test_each_line_is_answered_before_the_next_is_typed(
     terminal: bool, trained_run: Path, corpus: Path
 ) -> None:
     """Each line's translation comes back while the input stays open, the same as translating the lines
-    together."""
+    together. A terminal is told when the model is ready and how to end the input; a pipe is not."""
     lines = (corpus / "test.src").read_text().splitlines()[:2]
     typist = _Typist(trained_run, terminal)
     try:
+        if terminal:
+            assert typist.wait_ready() == "nmt: ready: type a sentence and press Enter; Ctrl-D ends\n"
         answers = [typist.answer(line) for line in lines]
-        assert typist.finish() == 0, typist.process.stderr.read()
+        assert typist.finish() == 0
+        said = typist.process.stderr.read().decode()
+        assert "ready" not in said and "Traceback" not in said, said
     finally:
         typist.process.kill()
     run = load_run(trained_run, torch.device("cpu"))
