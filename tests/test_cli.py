@@ -1,8 +1,11 @@
 """End to end through the CLI: train → evaluate → translate → plot-attention, and one-line errors."""
 
 import json
+import os
 import re
 import shutil
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -132,20 +135,6 @@ def test_user_errors_are_one_line_with_exit_code_2(trained_run: Path, args: list
     code, out, err = run_cli(*args)
     assert code == 2
     assert message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err + out
-
-
-def test_training_into_a_finished_run_refuses(trained_run: Path, corpus: Path) -> None:
-    code, _, err = run_cli(
-        "train",
-        str(ROOT / "configs" / "tiny-transformer.yaml"),
-        "--data",
-        str(corpus),
-        "--out",
-        str(trained_run),
-        "--max-steps",
-        "1",
-    )
-    assert code == 2 and "--resume" in err
 
 
 def test_every_command_has_help_and_a_bare_nmt_shows_it() -> None:
@@ -312,3 +301,59 @@ def test_translate_jsonl_and_scores(trained_run: Path, corpus: Path) -> None:
 def test_nbest_above_the_beam_size_is_one_line(trained_run: Path) -> None:
     result = run_cli("translate", str(trained_run), "--beam-size", "2", "--nbest", "3", input="x\n")
     assert_one_line_error(result, "search.nbest=3 exceeds search.beam_size=2")
+
+
+def _nmt(*args: str, **kwargs: object) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "nmt", *args], capture_output=False, text=True, **kwargs)
+
+
+@pytest.mark.slow
+def test_translate_with_stdin_closed_or_stdout_full_is_one_line(trained_run: Path) -> None:
+    closed = _nmt("translate", str(trained_run), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                  preexec_fn=lambda: os.close(0))  # fmt: skip
+    assert_one_line_error((closed.returncode, closed.stdout, closed.stderr), "standard input is closed")
+    with open("/dev/full", "w") as full:
+        result = _nmt("translate", str(trained_run), input="a b\n", stdout=full, stderr=subprocess.PIPE)
+    assert_one_line_error((result.returncode, "", result.stderr), "standard output", "No space left")
+
+
+@pytest.mark.parametrize(
+    ("args", "fragments"),
+    [
+        (["--beam-size", "0"], ["--beam-size"]),
+        (["--beam-size", "1000000"], ["--beam-size", "256"]),
+        (["--batch-size", "0"], ["--batch-size"]),
+        (["--bogus"], ["--bogus"]),
+        (["--device", "mps"], ["unknown device 'mps'"]),
+        (["--device", "cuda:99"], ["cuda:99"]),
+        (["--device", "meta"], ["unknown device 'meta'"]),
+    ],
+)
+def test_translate_option_mistakes_are_one_line(
+    trained_run: Path, args: list[str], fragments: list[str]
+) -> None:
+    assert_one_line_error(run_cli("translate", str(trained_run), *args, input="a b\n"), *fragments)
+
+
+def test_a_missing_argument_is_one_line() -> None:
+    assert_one_line_error(run_cli("translate"), "Missing argument", "nmt translate --help")
+
+
+@pytest.mark.parametrize(
+    ("command", "args"),
+    [
+        ("train", ["--max-steps", "-1"]),
+        ("train", ["--max-time", "-1"]),
+        ("train", ["--max-epochs", "-2"]),
+        ("benchmark", ["--steps", "0"]),
+        ("benchmark", ["--warmup-steps", "-1"]),
+        ("benchmark", ["--bleu-budget", "-5"]),
+        ("benchmark", ["--bleu-target", "101"]),
+    ],
+)
+def test_option_limits_are_checked_before_work(
+    command: str, args: list[str], tiny: Path, tmp_path: Path
+) -> None:
+    out = ["--out", str(tmp_path / "run")] if command == "train" else []
+    assert_one_line_error(run_cli(command, str(tiny), *out, *args), args[0])
+    assert not (tmp_path / "run").exists()

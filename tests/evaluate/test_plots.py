@@ -6,6 +6,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pytest
 import torch
+from PIL import Image
 
 import nmt.evaluate.plots
 from nmt.config.yaml_file import load_config
@@ -15,7 +16,7 @@ from nmt.evaluate.plots import save_attention
 from nmt.evaluate.report import draw_heatmaps
 from nmt.models.config import ModelConfig
 from nmt.run.directory import RunDir
-from tests.conftest import run_cli
+from tests.conftest import assert_one_line_error, run_cli
 
 
 @pytest.fixture
@@ -86,3 +87,28 @@ def test_the_report_titles_its_heatmaps_as_plot_attention_does(
     plotted, reported = (" ".join(figure.axes[0].get_title().split()) for figure in figures[:2])
     assert plotted.startswith("Transformer, decoder layer 1 (last), mean of 4 heads ")
     assert reported.startswith("Transformer, decoder layer 1 (last), mean of 4 heads ")
+
+
+@pytest.mark.parametrize(
+    ("head", "fragment"), [("²", "--head ²"), ("1e3", "--head 1e3"), ("99", "--head 99")]
+)
+def test_plot_attention_head_must_be_a_head(
+    trained_run: Path, tmp_path: Path, head: str, fragment: str
+) -> None:
+    result = run_cli("plot-attention", str(trained_run), "--text", "a b", "--out", str(tmp_path / "a.png"),
+                     "--head", head)  # fmt: skip
+    assert_one_line_error(result, fragment)
+    assert not (tmp_path / "a.png").exists()
+
+
+def test_plot_attention_of_a_long_text_is_bounded_and_says_what_was_cut(
+    trained_run: Path, corpus: Path, tmp_path: Path
+) -> None:
+    words = " ".join((corpus / "test.src").read_text().split())
+    text = " ".join([words] * (2000 // len(words.split()) + 1))
+    out = tmp_path / "long.png"
+    code, _, err = run_cli("plot-attention", str(trained_run), "--text", text, "--out", str(out))
+    assert code == 0, err
+    assert "only the first" in err and "subwords" in err
+    width, height = Image.open(out).size
+    assert width <= 30 * 150 and height <= 30 * 150

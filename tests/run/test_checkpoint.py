@@ -5,6 +5,7 @@ import pickle
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ from nmt.decode.trained_run import load_run
 from nmt.errors import UserError
 from nmt.run.checkpoint import vocabulary_record
 from nmt.run.checkpoint_io import CheckpointWriter, load_checkpoint, save_checkpoint
-from tests.conftest import ROOT
+from tests.conftest import ROOT, assert_one_line_error, run_cli
 
 CONFIG = {"data": {}, "model": {}, "train": {}}  # the sections a checkpoint's config must have
 
@@ -128,11 +129,15 @@ class _Exploit:
         return (os.system, ("touch pwned",))
 
 
-def test_malicious_pickle_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("container", ["torch.save", "plain pickle"])
+def test_malicious_pickle_is_refused(container: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    path = tmp_path / "evil.pt"
+    path, payload = tmp_path / "evil.pt", {"model": _Exploit(), "config": CONFIG}
     with open(path, "wb") as handle:
-        torch.save({"model": _Exploit(), "config": CONFIG}, handle, pickle_module=pickle)
+        if container == "torch.save":
+            torch.save(payload, handle, pickle_module=pickle)
+        else:
+            pickle.dump(payload, handle)
     with pytest.raises(UserError, match="unsafe"):
         load_checkpoint(path)
     assert not (tmp_path / "pwned").exists()
@@ -156,3 +161,21 @@ def test_checkpoints_of_older_runs_still_load(trained_run: Path, tmp_path: Path)
     checkpoint["vocab"] = vocabulary_record(tokenizers, legacy=True)
     save_checkpoint(copy / "best.pt", checkpoint)
     load_run(copy, torch.device("cpu"))
+
+
+@pytest.mark.parametrize(
+    ("change", "fragment"),
+    [
+        (lambda c: c.update(model=[1, 2]), "'model' is a list"),
+        (lambda c: c.update(model={"w": "not a tensor"}), "parameter names to tensors"),
+        (lambda c: c.update(config={"model": {}}), "config"),
+    ],
+)
+def test_a_malformed_best_checkpoint_is_one_line(
+    trained_run: Path, tmp_path: Path, change: Callable[[dict], None], fragment: str
+) -> None:
+    run = Path(shutil.copytree(trained_run, tmp_path / "copy"))
+    checkpoint = torch.load(run / "best.pt", weights_only=True)
+    change(checkpoint)
+    torch.save(checkpoint, run / "best.pt")
+    assert_one_line_error(run_cli("translate", str(run), input="a b c\n"), "best.pt", fragment)
