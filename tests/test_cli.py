@@ -336,7 +336,7 @@ def test_translate_option_mistakes_are_one_line(
 
 
 def test_a_missing_argument_is_one_line() -> None:
-    assert_one_line_error(run_cli("translate"), "Missing argument", "nmt translate --help")
+    assert_one_line_error(run_cli("translate"), "Missing argument", "translate --help")
 
 
 @pytest.mark.parametrize(
