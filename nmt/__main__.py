@@ -32,7 +32,7 @@ def main() -> None:
     if int(os.environ.get("WORLD_SIZE", "1")) > 1 or code == interrupts.EXIT_CODE:
         sys.stdout.flush()
         sys.stderr.flush()
-        os._exit(code if isinstance(code, int) else 0 if code is None else 1)
+        interrupts.exit_now(code if isinstance(code, int) else 0 if code is None else 1)
     sys.exit(code)
 
 

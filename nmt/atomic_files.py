@@ -3,41 +3,38 @@
 from __future__ import annotations
 
 import os
+import secrets
 import stat
 import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from nmt import interrupts
 from nmt.errors import UserError
 
 
 def atomic_write(path: Path, write: Any) -> None:
     """Write `path` through `write(file_object)` into a temporary sibling, fsync it, rename it over `path`.
 
-    A crash at any moment leaves either the old file or the new one, never a torn one. The new file gets the
-    mode of the file it replaces, or the mode the umask gives a new file (as `open` would), not the
-    owner-only mode of a temporary file. An OSError (a missing permission, a full disk, `path` being a
+    A crash at any moment leaves either the old file or the new one, never a torn one; an interruption (also
+    a second Ctrl-C that ends the process at once while another thread writes) leaves no temporary file. The
+    new file gets the mode of the file it replaces, or the mode the umask gives a new file (as `open` would),
+    not the owner-only mode of a temporary file. An OSError (a missing permission, a full disk, `path` being a
     directory) raises UserError and leaves the old file as it was.
     """
+    tmp = path.parent / f".{path.name}.{secrets.token_hex(8)}.tmp"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        with interrupts.unfinished(tmp):
+            with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as handle:
+                os.fchmod(handle.fileno(), _mode_for(path))
+                write(handle)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp, path)
     except OSError as err:
         raise UserError(f"cannot write {path}: {err.strerror or err}") from err
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            os.fchmod(handle.fileno(), _mode_for(path))
-            write(handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException as err:
-        Path(tmp).unlink(missing_ok=True)
-        if isinstance(err, OSError):
-            raise UserError(f"cannot write {path}: {err.strerror or err}") from err
-        raise
 
 
 def atomic_write_text(path: Path, text: str) -> None:

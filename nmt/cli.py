@@ -22,7 +22,8 @@ from tqdm import tqdm
 from typer.core import TyperCommand, TyperGroup
 
 from nmt import interrupts
-from nmt.errors import REPORTS_ENV, Interrupted, PeerFailed, UserError
+from nmt.data.corpus import data_layout
+from nmt.errors import REPORTS_ENV, Interrupted, PeerFailed, UserError, process_rank
 from nmt.limits import MAX_BEAM, MAX_SIZE
 
 
@@ -32,46 +33,25 @@ def _is_usage_error(err: BaseException) -> bool:
     return isinstance(err, typer.TyperException) and getattr(err, "exit_code", None) == 2
 
 
-def _plain_help(params: list[Any]) -> None:
-    """Help that reads as Click's: arguments named in capitals (`CONFIG`, `RUN_DIRS`), flags without a
-    type (Typer would show `{config}` in the usage line and `<bool>` beside every flag)."""
-    for param in params:
-        if param.param_type_name == "argument" and param.metavar is None:
-            param.metavar = (param.name or "").upper()
-        elif getattr(param, "is_flag", False) and param.metavar is None:
-            param.metavar = ""
+class _Commands(TyperGroup):
+    """The command group. Every mistake a user can fix ends the same way, whichever command made it: one line
+    `nmt: error: …` on stderr and exit code 2; an interruption exits with 130."""
+
+    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
+        with _one_line_errors():
+            return super().parse_args(ctx, args)
+
+    def invoke(self, ctx: typer.Context) -> Any:
+        with _one_line_errors():
+            return super().invoke(ctx)
 
 
-class _PlainHelp:
-    """Plain help (`_plain_help`) for a command or group, its --help option included."""
+class _WithOverrides(TyperCommand):
+    """A command with --set: `--set KEY VALUE` is a one-line error saying how to write it (Typer would report
+    the value as an unexpected extra argument)."""
 
-    params: list[Any]
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        _plain_help(self.params)
-
-    def get_help_option(self, ctx: Any) -> Any:
-        option = super().get_help_option(ctx)  # type: ignore[misc]
-        _plain_help([option] if option else [])
-        return option
-
-
-class _Command(_PlainHelp, TyperCommand):
-    """A command with plain help; where it has --set, `--set KEY VALUE` is a one-line error saying how to
-    write it (Typer would report the value as an unexpected extra argument)."""
-
-    def collect_usage_pieces(self, ctx: Any) -> list[str]:
-        pieces = [self.options_metavar or ""]
-        for param in self.get_params(ctx):
-            if param.param_type_name == "argument":
-                name = param.metavar + ("..." if param.nargs != 1 else "")
-                pieces.append(name if param.required else f"[{name}]")
-        return pieces
-
-    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
-        if any("--set" in param.opts for param in self.params):
-            check_overrides(args)
+    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
+        check_overrides(args)
         return super().parse_args(ctx, args)
 
 
@@ -88,56 +68,33 @@ def check_overrides(args: list[str]) -> None:
                             f"--set {value} --set {following}")  # fmt: skip
 
 
-class _Commands(_PlainHelp, TyperGroup):
-    """The command group. Every mistake a user can fix ends the same way, whichever command made it: one line
-    `nmt: error: …` on stderr and exit code 2; an interruption exits with 130."""
-
-    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
-        if not args and self.no_args_is_help:  # bare `nmt`: the help, as Click would show it
-            typer.echo(ctx.get_help())
-            raise typer.Exit(code=2)
-        with _one_line_errors():
-            return super().parse_args(ctx, args)
-
-    def invoke(self, ctx: typer.Context) -> Any:
-        with _one_line_errors():
-            return super().invoke(ctx)
-
-
-class _App(typer.Typer):
-    """The Typer app whose every command is a `_Command`."""
-
-    def command(self, *args: Any, **kwargs: Any) -> Any:
-        return super().command(*args, cls=kwargs.pop("cls", None) or _Command, **kwargs)
-
-
 @contextlib.contextmanager
 def _one_line_errors() -> Iterator[None]:
     """Usage errors and UserError as one line with exit code 2; Ctrl-C/SIGTERM as one line with 130. Under
     torchrun a process reports its own user errors (naming its rank when not the main one), only the main one
     reports an interruption, and an error that only says another process failed is not reported at all."""
-    rank = os.environ.get("RANK", "0")
+    rank = process_rank()
     try:
         yield
     except PeerFailed:
         raise typer.Exit(code=2) from None
     except UserError as err:
-        where = "" if rank == "0" else f" (rank {rank})"
+        where = "" if rank == 0 else f" (rank {rank})"
         _report(f"nmt: error{where}: {err}", rank, code=2)
     except Interrupted as err:
         _report(f"nmt: {err}", rank, code=130)
     except KeyboardInterrupt:
         _report("nmt: interrupted", rank, code=130)
     except Exception as err:
-        if not _is_usage_error(err):
-            raise
+        if not _is_usage_error(err) or type(err).__name__ == "NoArgsIsHelpError":  # bare `nmt`: Typer shows
+            raise  # the help (and exits with code 2); the error's own message is empty
         ctx = getattr(err, "ctx", None)
         command = ctx.command_path if ctx is not None else "nmt"
         message = err.format_message().rstrip(".")  # type: ignore[attr-defined]
         _report(f"nmt: error: {message} (see `{command} --help`)", rank, code=2)
 
 
-def _report(line: str, rank: str, code: int) -> None:
+def _report(line: str, rank: int, code: int) -> None:
     """Print `line` and exit with `code`. Under `--nproc` a process leaves it to the launching process
     instead, which prints one line for the job (nmt/train/distributed.py `launch`); under torchrun only the
     main process reports an interruption. After an interruption a further signal ends the process quietly."""
@@ -145,14 +102,14 @@ def _report(line: str, rank: str, code: int) -> None:
     if reports and "RANK" in os.environ:
         with contextlib.suppress(OSError):  # the launching process is gone: nobody to tell
             Path(reports, f"rank{rank}").write_text(line)
-    elif code == 2 or rank == "0":
+    elif code == 2 or rank == 0:
         typer.echo(line, err=True)
     if code == 130:
         interrupts.reported()
     raise typer.Exit(code=code) from None
 
 
-app = _App(
+app = typer.Typer(
     cls=_Commands,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -183,6 +140,16 @@ MaxLenB = Annotated[int | None, typer.Option(help="Output length limit: a * sour
 RunDirs = Annotated[
     list[Path], typer.Argument(help="Run directories written by `nmt train`; several decode as an ensemble.")
 ]
+ConfigFile = Annotated[Path, typer.Argument(help="Experiment YAML file, e.g. configs/tiny-transformer.yaml.")]
+DataDir = Annotated[
+    Path | None,
+    typer.Option(
+        help=f"Corpus directory: {data_layout('<lang>')}, for <lang> the source and the target language."
+    ),
+]
+SrcLang = Annotated[str | None, typer.Option(help="Source language: its files' suffix (data.src_lang).")]
+TgtLang = Annotated[str | None, typer.Option(help="Target language: its files' suffix (data.tgt_lang).")]
+Overrides = Annotated[list[str] | None, typer.Option("--set", help="KEY=VALUE, e.g. --set train.lr=3.0e-4")]
 
 
 def search_overrides(**flags: Any) -> list[str]:
@@ -197,6 +164,17 @@ def flag_overrides(flags: dict[str, Any]) -> list[str]:
         for key, v in flags.items()
         if v is not None
     ]
+
+
+def _experiment(config: Path, overrides: list[str]) -> Any:
+    """The config of a model to train: loaded, and the model's size checked before any data work (a model
+    too large to allocate is a one-line error at once, not after the tokenizer trained)."""
+    from nmt.config.yaml_file import load_config
+    from nmt.models.build import check_model_size
+
+    cfg = load_config(config, overrides)
+    check_model_size(cfg.model, cfg.tokenizer.vocab_size, cfg.tokenizer.joint)
+    return cfg
 
 
 def _print_version(value: bool) -> None:
@@ -265,14 +243,12 @@ def download(
     typer.echo(" ".join(f"{split}={n}" for split, n in counts.items()) + f" pairs written to {out}")
 
 
-@app.command()
+@app.command(cls=_WithOverrides)
 def train(
-    config: Annotated[Path, typer.Argument(help="Experiment YAML file.")],
-    data: Annotated[
-        Path | None, typer.Option(help="Directory with train.<lang>, valid.<lang>, test.<lang>.")
-    ] = None,
-    src_lang: Annotated[str | None, typer.Option(help="Source language suffix.")] = None,
-    tgt_lang: Annotated[str | None, typer.Option(help="Target language suffix.")] = None,
+    config: ConfigFile,
+    data: DataDir = None,
+    src_lang: SrcLang = None,
+    tgt_lang: TgtLang = None,
     out: Annotated[Path | None, typer.Option(help="Run directory (default runs/<config name>).")] = None,
     device: TrainDevice = None,
     max_time: Annotated[
@@ -301,9 +277,7 @@ def train(
     tensorboard: Annotated[
         Path | None, typer.Option(help="Also write TensorBoard event files into this directory.")
     ] = None,
-    overrides: Annotated[
-        list[str] | None, typer.Option("--set", help="KEY=VALUE, e.g. --set train.lr=3.0e-4")
-    ] = None,
+    overrides: Overrides = None,
     nproc: Annotated[
         int, typer.Option(min=1, help="Data-parallel processes on this machine (one per GPU), via torchrun.")
     ] = 1,
@@ -312,7 +286,6 @@ def train(
 
     Under `torchrun --nproc_per_node N -m nmt train …` (or with --nproc N) N processes train together.
     """
-    from nmt.config.yaml_file import load_config
     from nmt.train.command import train as run_training
 
     flags = {
@@ -326,7 +299,7 @@ def train(
         "train.tensorboard": True if tensorboard else None,
         "train.tensorboard_dir": tensorboard,
     }
-    cfg = load_config(config, flag_overrides(flags) + (overrides or []))
+    cfg = _experiment(config, flag_overrides(flags) + (overrides or []))
     if nproc > 1:
         from nmt.train.distributed import launch
 
@@ -336,7 +309,7 @@ def train(
         raise typer.Exit(code=code)
     run_dir = out or Path("runs") / config.stem
     best = run_training(cfg, run_dir, resume=resume, overwrite=overwrite, init_from=init_from)
-    if os.environ.get("RANK", "0") == "0":
+    if process_rank() == 0:
         typer.echo(best)
 
 
@@ -355,16 +328,6 @@ def _read_input(path: Path | None) -> Iterator[tuple[BinaryIO, str, bool]]:
         raise UserError(f"cannot read {path}: {err.strerror}") from err
     with handle:
         yield handle, str(path), False
-
-
-def _read_stdin() -> bytes:
-    """All of standard input; a closed or unreadable one is a UserError."""
-    if sys.stdin is None:
-        raise UserError("standard input is closed; pass --input FILE")
-    try:
-        return sys.stdin.buffer.read()
-    except (OSError, ValueError) as err:
-        raise UserError(f"cannot read standard input: {getattr(err, 'strerror', None) or err}") from err
 
 
 @app.command()
@@ -427,6 +390,8 @@ def translate(
     stream = _translator(run_dirs, engine, device, checkpoint, flags, style)
     bad = 0
     with _read_input(input) as (source, name, terminal):
+        if terminal:  # the model is loaded: a user at the keyboard learns when to type, and how to stop
+            logging.getLogger(__name__).info("ready: type a sentence and press Enter; Ctrl-D ends")
 
         def write(out: BinaryIO) -> None:
             nonlocal bad
@@ -575,14 +540,12 @@ def export(
     typer.echo(export_run(run_dir, out_dir, to, quantization, checkpoint))
 
 
-@app.command()
+@app.command(cls=_WithOverrides)
 def benchmark(
-    config: Annotated[Path, typer.Argument(help="Experiment YAML file naming the model to measure.")],
-    data: Annotated[
-        Path | None, typer.Option(help="Corpus directory (default: a synthetic Multi30k-sized one).")
-    ] = None,
-    src_lang: Annotated[str | None, typer.Option(help="Source language suffix.")] = None,
-    tgt_lang: Annotated[str | None, typer.Option(help="Target language suffix.")] = None,
+    config: ConfigFile,
+    data: DataDir = None,
+    src_lang: SrcLang = None,
+    tgt_lang: TgtLang = None,
     device: TrainDevice = None,
     json_path: Annotated[
         Path | None, typer.Option("--json", help="Also write the results as JSON here.")
@@ -610,18 +573,16 @@ def benchmark(
     decode_sentences: Annotated[
         int, typer.Option(min=0, max=MAX_SIZE, help="Test sentences decoded in one batch (0: no decoding).")
     ] = 1000,
-    overrides: Annotated[
-        list[str] | None, typer.Option("--set", help="KEY=VALUE, e.g. --set train.compile=true")
-    ] = None,
+    overrides: Overrides = None,
 ) -> None:
-    """Measure training and decoding speed, peak memory and time to a validation BLEU; print a table."""
+    """Measure training and decoding speed, peak memory and time to a validation BLEU of the model CONFIG
+    describes; print a table. Without --data, on a synthetic corpus of Multi30k's size."""
     from nmt.atomic_files import atomic_write_text
     from nmt.bench.benchmark import benchmark as run_benchmark
     from nmt.bench.benchmark import format_table
-    from nmt.config.yaml_file import load_config
 
     flags = {"data.src_lang": src_lang, "data.tgt_lang": tgt_lang, "train.device": device}
-    cfg = load_config(config, flag_overrides(flags) + (overrides or []))
+    cfg = _experiment(config, flag_overrides(flags) + (overrides or []))
     result = run_benchmark(cfg, data, warmup_steps, steps, bleu_target, bleu_budget, decode_sentences)
     typer.echo(format_table(result))
     if json_path is not None:

@@ -1,4 +1,7 @@
-"""Exceptions the CLI turns into one line: mistakes a user can fix (exit code 2) and interruptions (130)."""
+"""Exceptions the CLI turns into one line: mistakes a user can fix (exit code 2) and interruptions (130); and
+which process of a torchrun job reports them."""
+
+import os
 
 
 class UserError(Exception):
@@ -21,3 +24,9 @@ class Interrupted(Exception):
 # Under `nmt … --nproc N` each process writes the line it would print into this directory (named by the
 # environment variable) instead; the launching process prints one of them.
 REPORTS_ENV = "NMT_REPORTS"
+
+
+def process_rank() -> int:
+    """This process's rank in a torchrun job; 0, the main process (the one that reports for the job), when
+    torchrun did not start it."""
+    return int(os.environ.get("RANK", "0"))

@@ -4,7 +4,8 @@ The first signal raises KeyboardInterrupt (training instead stops after the step
 `finally` blocks and context managers clean up. A further signal stops the process at once: raised again it
 could land in a finalizer or a generator being closed, where Python prints "Exception ignored …" with a
 traceback and carries on. Files are written under temporary names and renamed, so stopping at once leaves
-nothing half-written under a real name.
+nothing half-written under a real name; the temporary files being written (`unfinished`), in any thread, are
+removed on the way out.
 """
 
 from __future__ import annotations
@@ -16,14 +17,43 @@ import signal
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from types import FrameType
 
-from nmt.errors import REPORTS_ENV
+from nmt.errors import REPORTS_ENV, process_rank
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 EXIT_CODE = 130
 
 log = logging.getLogger(__name__)
+
+# Process state, as the signal handlers are: the temporary files being written, by any thread, which an exit
+# at once removes. A set of str: adding, discarding and copying it run no Python code, so a signal handler
+# in the main thread sees it whole while another thread changes it.
+_UNFINISHED: set[str] = set()
+
+
+@contextlib.contextmanager
+def unfinished(path: Path) -> Iterator[None]:
+    """`path` is a temporary file that the block creates and renames (or fails): it is removed when the block
+    ends without renaming it, and when the process stops at once meanwhile (a second Ctrl-C, whatever thread
+    writes it). Registered before the block creates it, so that no moment leaves it unknown."""
+    name = str(path)
+    _UNFINISHED.add(name)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(FileNotFoundError):  # renamed into place, or never created
+            os.unlink(name)
+        _UNFINISHED.discard(name)
+
+
+def exit_now(code: int) -> None:
+    """End the process with `code` at once, without any cleanup but removing unfinished temporary files."""
+    for name in list(_UNFINISHED):
+        with contextlib.suppress(OSError):
+            os.unlink(name)
+    os._exit(code)
 
 
 def interrupt(_signum: int, _frame: FrameType | None) -> None:
@@ -36,14 +66,14 @@ def interrupt(_signum: int, _frame: FrameType | None) -> None:
 def stop_now(_signum: int, _frame: FrameType | None) -> None:
     """A signal while the process already stops: one line and exit code 130, without any cleanup. Under
     torchrun only the main process prints it; under `nmt … --nproc` the launching process does."""
-    if os.environ.get("RANK", "0") == "0" and REPORTS_ENV not in os.environ:
+    if process_rank() == 0 and REPORTS_ENV not in os.environ:
         os.write(2, b"nmt: interrupted\n")
-    os._exit(EXIT_CODE)
+    exit_now(EXIT_CODE)
 
 
 def exit_silently(_signum: int, _frame: FrameType | None) -> None:
     """A signal after the process reported how it ends: exit code 130, and no second line."""
-    os._exit(EXIT_CODE)
+    exit_now(EXIT_CODE)
 
 
 def reported() -> None:

@@ -1,13 +1,22 @@
-"""Shared fixtures: a synthetic reordering corpus and one tiny trained run reused by the CLI tests."""
+"""Shared fixtures: a synthetic reordering corpus and tiny trained runs reused by the CLI tests; and the
+helpers the tests of several packages use (the CLI in-process or in a process of its own, its errors, a run's
+records)."""
 
-from collections.abc import Iterator
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+import torch
 from typer.testing import CliRunner
 
 from nmt.cli import app
 from nmt.data.synthetic import write_reordering_corpus
+from nmt.run.checkpoint_io import load_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -105,3 +114,69 @@ def copy_corpus(corpus: Path, to: Path, lines: int = 300) -> Path:
     for path in corpus.iterdir():
         (to / path.name).write_text("".join(path.read_text().splitlines(keepends=True)[:lines]))
     return to
+
+
+FAST = ["--max-steps", "10", "--set", "train.final_report=false"]
+
+
+@pytest.fixture
+def kept_run(tiny: Path, small_corpus: Path, tmp_path: Path) -> Path:
+    """10 steps validated every 5, both validations kept as snapshots and averaged."""
+    run = tmp_path / "kept"
+    keep = ["--set", "train.keep_checkpoints=2", "--set", "train.average_checkpoints=2"]
+    code, _, err = run_cli(*train_args(tiny, small_corpus, run, *FAST, *keep))
+    assert code == 0, err
+    return run
+
+
+def train_losses(run_dir: Path) -> list[tuple[int, float]]:
+    """(step, loss) of every training record in the run's metrics.jsonl."""
+    records = map(json.loads, (run_dir / "metrics.jsonl").read_text().splitlines())
+    return [(r["step"], r["loss"]) for r in records if r["kind"] == "train"]
+
+
+def finite_weights(path: Path) -> bool:
+    checkpoint = load_checkpoint(path)
+    return all(torch.isfinite(t).all() for t in checkpoint["model"].values() if t.is_floating_point())
+
+
+def assert_error_line_last(result: tuple[int, str, str], *fragments: str) -> None:
+    """For errors after training started: exit code 2, the error is the last stderr line, no traceback."""
+    code, out, err = result
+    assert code == 2, err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("nmt: error: ") and "Traceback" not in out + err, err
+    assert sum("error" in line for line in err.splitlines()) == 1, err
+    for fragment in fragments:
+        assert fragment in last, (fragment, last)
+
+
+def start_nmt(*args: str) -> subprocess.Popen:
+    """`python -m nmt -q ARGS` in a process of its own, its standard streams pipes."""
+    env = os.environ | {"PYTHONPATH": str(ROOT)}
+    command = [sys.executable, "-m", "nmt", "-q", *args]
+    return subprocess.Popen(
+        command, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+def wait_until(
+    condition: Callable[[], object], process: subprocess.Popen, poll: float = 0.005, timeout: float = 120
+) -> None:
+    """Poll `condition` until it holds; the process must still run meanwhile."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(poll)
+
+
+def assert_interrupted(process: subprocess.Popen, *lines: str) -> str:
+    """Exit code 130 and one line on stderr, one of `lines` (or starting with 'nmt: training interrupted')."""
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 130, err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err and "Exception ignored" not in err, (
+        err
+    )
+    assert err.strip() in lines or err.startswith("nmt: training interrupted at step "), err
+    return err.strip()

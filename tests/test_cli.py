@@ -1,7 +1,11 @@
 """End to end through the CLI: train → evaluate → translate → plot-attention, and one-line errors."""
 
 import json
+import os
+import re
 import shutil
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -12,6 +16,7 @@ import typer
 from nmt.cli import app
 from nmt.config.schema import replace as config_replace
 from nmt.config.yaml_file import load_config
+from nmt.data.corpus import SPLIT_NAMES
 from nmt.decode.trained_run import load_run
 from nmt.decode.translate import translate
 from nmt.evaluate.scores import score
@@ -132,31 +137,22 @@ def test_user_errors_are_one_line_with_exit_code_2(trained_run: Path, args: list
     assert message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err + out
 
 
-def test_training_into_a_finished_run_refuses(trained_run: Path, corpus: Path) -> None:
-    code, _, err = run_cli(
-        "train",
-        str(ROOT / "configs" / "tiny-transformer.yaml"),
-        "--data",
-        str(corpus),
-        "--out",
-        str(trained_run),
-        "--max-steps",
-        "1",
-    )
-    assert code == 2 and "--resume" in err
-
-
-def test_help_names_arguments_in_capitals_and_shows_no_type_for_flags() -> None:
-    """Usage lines read `CONFIG`, not Typer's `{config}`; flags show no `<bool>` (every command and `nmt`)."""
+def test_every_command_has_help_and_a_bare_nmt_shows_it() -> None:
     commands = typer.main.get_command(app).commands  # type: ignore[attr-defined]
-    usages = {"train": "CONFIG", "translate": "RUN_DIRS...", "export": "RUN_DIR OUT_DIR"}
-    for command in ["", *commands]:
-        code, out, _ = run_cli(*([command] if command else []), "--help")
-        usage = out.split("Usage:")[1].splitlines()[0].split()[1:]  # after the program's name
-        assert code == 0 and "<bool>" not in out and "{" not in " ".join(usage), out
-        if command in usages:
-            assert usage == [command, "[OPTIONS]", *usages[command].split()], out
+    for command in commands:
+        code, out, _ = run_cli(command, "--help")
+        assert code == 0 and re.search(rf"Usage: \S+ {command} \[OPTIONS\]", out), out
+    code, out, err = run_cli()
+    assert code == 2 and not err and all(command in out for command in commands), out + err
     assert "cuda:N" in run_cli("translate", "--help")[1]
+
+
+@pytest.mark.parametrize("command", ["train", "benchmark"])
+def test_help_of_data_names_every_file_name_a_corpus_directory_may_have(command: str) -> None:
+    shown = " ".join(re.sub("[│─╭╮╰╯]", " ", run_cli(command, "--help")[1]).split())  # unwrapped
+    for stems in SPLIT_NAMES.values():
+        for stem in stems:
+            assert f"{stem}.<lang>" in shown, (stem, shown)
 
 
 @pytest.mark.parametrize(
@@ -219,7 +215,9 @@ def untrained_bleu(run_dir: Path, corpus: Path) -> float:
     run = load_run(run_dir, torch.device("cpu"))
     torch.manual_seed(0)
     tokenizers = run.tokenizers
-    model = build_model(run.cfg.model, len(tokenizers.src), len(tokenizers.tgt), tokenizers.joint).eval()
+    model = build_model(
+        run.cfg.model, len(tokenizers.src), len(tokenizers.tgt), tokenizers.joint, tokenizers.pad
+    ).eval()
     sources = (corpus / "test.src").read_text().splitlines()
     hypotheses = translate(
         replace(run, model=model, cfg=config_replace(run.cfg, search={"beam_size": 3})), sources
@@ -303,3 +301,59 @@ def test_translate_jsonl_and_scores(trained_run: Path, corpus: Path) -> None:
 def test_nbest_above_the_beam_size_is_one_line(trained_run: Path) -> None:
     result = run_cli("translate", str(trained_run), "--beam-size", "2", "--nbest", "3", input="x\n")
     assert_one_line_error(result, "search.nbest=3 exceeds search.beam_size=2")
+
+
+def _nmt(*args: str, **kwargs: object) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "nmt", *args], capture_output=False, text=True, **kwargs)
+
+
+@pytest.mark.slow
+def test_translate_with_stdin_closed_or_stdout_full_is_one_line(trained_run: Path) -> None:
+    closed = _nmt("translate", str(trained_run), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                  preexec_fn=lambda: os.close(0))  # fmt: skip
+    assert_one_line_error((closed.returncode, closed.stdout, closed.stderr), "standard input is closed")
+    with open("/dev/full", "w") as full:
+        result = _nmt("translate", str(trained_run), input="a b\n", stdout=full, stderr=subprocess.PIPE)
+    assert_one_line_error((result.returncode, "", result.stderr), "standard output", "No space left")
+
+
+@pytest.mark.parametrize(
+    ("args", "fragments"),
+    [
+        (["--beam-size", "0"], ["--beam-size"]),
+        (["--beam-size", "1000000"], ["--beam-size", "256"]),
+        (["--batch-size", "0"], ["--batch-size"]),
+        (["--bogus"], ["--bogus"]),
+        (["--device", "mps"], ["unknown device 'mps'"]),
+        (["--device", "cuda:99"], ["cuda:99"]),
+        (["--device", "meta"], ["unknown device 'meta'"]),
+    ],
+)
+def test_translate_option_mistakes_are_one_line(
+    trained_run: Path, args: list[str], fragments: list[str]
+) -> None:
+    assert_one_line_error(run_cli("translate", str(trained_run), *args, input="a b\n"), *fragments)
+
+
+def test_a_missing_argument_is_one_line() -> None:
+    assert_one_line_error(run_cli("translate"), "Missing argument", "translate --help")
+
+
+@pytest.mark.parametrize(
+    ("command", "args"),
+    [
+        ("train", ["--max-steps", "-1"]),
+        ("train", ["--max-time", "-1"]),
+        ("train", ["--max-epochs", "-2"]),
+        ("benchmark", ["--steps", "0"]),
+        ("benchmark", ["--warmup-steps", "-1"]),
+        ("benchmark", ["--bleu-budget", "-5"]),
+        ("benchmark", ["--bleu-target", "101"]),
+    ],
+)
+def test_option_limits_are_checked_before_work(
+    command: str, args: list[str], tiny: Path, tmp_path: Path
+) -> None:
+    out = ["--out", str(tmp_path / "run")] if command == "train" else []
+    assert_one_line_error(run_cli(command, str(tiny), *out, *args), args[0])
+    assert not (tmp_path / "run").exists()

@@ -1,5 +1,5 @@
-"""The tree is the map: no import cycle among nmt's modules, arrows that point down the pipeline, few modules
-directly in nmt/, and translating a sentence loads no training code."""
+"""The tree is the map: no import cycle among nmt's modules, packages that import only down the pipeline,
+few modules directly in nmt/, and translating a sentence loads no training code."""
 
 import ast
 import subprocess
@@ -9,6 +9,29 @@ from pathlib import Path
 from tests.conftest import ROOT
 
 PACKAGE = ROOT / "nmt"
+
+# The pipeline, bottom to top: a module imports (when it runs) only from its own layer and the layers below.
+# The flat modules that everything uses come first; the models own their config sections, so the config
+# reader builds on them; `cli` and `__main__` sit on top, and nothing imports them.
+LAYERS = [
+    "nmt.errors",
+    "nmt.limits",
+    "nmt.interrupts",
+    "nmt.atomic_files",
+    "nmt.device",
+    "nmt.models",
+    "nmt.config",
+    "nmt.data",
+    "nmt.run",
+    "nmt.decode",
+    "nmt.evaluate",
+    "nmt.train",
+    "nmt.export",
+    "nmt.bench",
+    "nmt.serve",
+    "nmt.cli",
+    "nmt.__main__",
+]
 
 
 def module_name(path: Path) -> str:
@@ -78,6 +101,31 @@ def test_arrows_point_down_the_pipeline() -> None:
         if target.startswith(forbidden)
     ]
     assert not wrong, wrong
+
+
+def layer(module: str) -> int:
+    """The position in LAYERS of the package or flat module that `module` belongs to."""
+    found = [i for i, name in enumerate(LAYERS) if module == name or module.startswith(name + ".")]
+    assert found, f"{module} is in no layer: add its package to LAYERS, where the pipeline has it"
+    return found[0]
+
+
+def test_every_import_between_packages_points_down_the_pipeline() -> None:
+    graph = runtime_imports()
+    graph.pop("nmt")  # the package's own __init__: its version string
+    upward = sorted(
+        f"{name} -> {target}  ({LAYERS[layer(name)]} is below {LAYERS[layer(target)]})"
+        for name, targets in graph.items()
+        for target in targets
+        if layer(target) > layer(name)
+    )
+    assert not upward, upward
+
+
+def test_reading_a_config_needs_no_torch() -> None:
+    """The config reader builds on the models' config sections, not on the models."""
+    probe = "import sys, nmt.config.yaml_file; print('torch' in sys.modules)"
+    assert python(probe) == "False"
 
 
 def test_few_modules_sit_directly_in_the_package() -> None:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from nmt.errors import ConfigError
-from nmt.limits import MAX_BEAM, MAX_SIZE, check_range
+from nmt.limits import MAX_BEAM, MAX_SIZE, check_at_least_one, check_range
 
 
 @dataclass(frozen=True)
@@ -30,8 +30,7 @@ class DataConfig:
     skip_bad_lines: bool = False  # skip lines that are not valid UTF-8 (with a count) instead of failing
 
     def __post_init__(self) -> None:
-        if self.max_len < 1:
-            raise ConfigError(f"data.max_len={self.max_len} must be at least 1")
+        check_at_least_one(self, "data.", ("max_len",))
 
 
 @dataclass(frozen=True)
@@ -108,9 +107,7 @@ class TrainConfig:
             "max_bad_steps",
             "max_shapes",
         )
-        for name in at_least_one:
-            if getattr(self, name) < 1:
-                raise ConfigError(f"train.{name}={getattr(self, name)} must be at least 1")
+        check_at_least_one(self, "train.", at_least_one)
         for name in ("max_steps", "max_epochs", "max_time"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"train.{name}={getattr(self, name)} must be 0 (no limit) or positive")
@@ -157,9 +154,7 @@ class SearchConfig:
     nbest: int = 1  # hypotheses beam search returns per sentence, best first
 
     def __post_init__(self) -> None:
-        for name in ("beam_size", "batch_size", "nbest"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"search.{name}={getattr(self, name)} must be at least 1")
+        check_at_least_one(self, "search.", ("beam_size", "batch_size", "nbest"))
         check_range("search.beam_size", self.beam_size, 1, MAX_BEAM)
         check_range("search.batch_size", self.batch_size, 1, MAX_SIZE)
         check_range("search.length_penalty", self.length_penalty, 0.0, 10.0)

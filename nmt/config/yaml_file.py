@@ -22,7 +22,6 @@ import yaml
 from nmt.atomic_files import atomic_write_text
 from nmt.config.schema import Config, section_class
 from nmt.errors import ConfigError, UserError
-from nmt.models.build import check_model_size
 from nmt.models.config import FAMILIES, FAMILY_NAMES, ModelConfig
 
 T = TypeVar("T")
@@ -261,9 +260,7 @@ def load_config(path: Path | None, overrides: list[str] | None = None, saved: bo
     note = nest_old_model_keys(raw["model"]) if isinstance(raw.get("model"), dict) else None
     if note and not saved:
         log.warning("%s", note)
-    cfg = from_dict(Config, raw)
-    check_model_size(cfg.model, cfg.tokenizer.vocab_size, cfg.tokenizer.joint)
-    return cfg
+    return from_dict(Config, raw)
 
 
 def load_saved_config(path: Path, overrides: list[str] | None = None) -> Config:

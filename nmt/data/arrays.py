@@ -9,6 +9,7 @@ same files share the operating system's page cache.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 from collections.abc import Sequence
@@ -85,19 +86,20 @@ class EncodedCorpus:
 
 class ArrayWriter:
     """Writes one side's `<name>.tokens` and `<name>.offsets` chunk by chunk into a directory: nothing is held
-    per sentence, whatever the corpus size."""
+    per sentence, whatever the corpus size. Written through Python's file objects (not `ndarray.tofile`, whose
+    short write on a full disk is an OSError without its errno), so a full disk raises ENOSPC."""
 
     def __init__(self, directory: Path, name: str, dtype: np.dtype) -> None:
         self.dtype = dtype
         self.tokens: BinaryIO = open(directory / f"{name}.tokens", "wb")  # noqa: SIM115 (closed in finish)
         self.offsets: BinaryIO = open(directory / f"{name}.offsets", "wb")  # noqa: SIM115 (closed in finish)
-        np.zeros(1, np.int64).tofile(self.offsets)
+        self.offsets.write(np.zeros(1, np.int64).data)
         self.total, self.sentences = 0, 0
 
     def append(self, tokens: np.ndarray, lengths: np.ndarray) -> None:
         """Add sentences: their tokens one after another, and the length of each."""
-        tokens.astype(self.dtype, copy=False).tofile(self.tokens)
-        (self.total + np.cumsum(lengths, dtype=np.int64)).tofile(self.offsets)
+        self.tokens.write(np.ascontiguousarray(tokens, dtype=self.dtype).data)
+        self.offsets.write((self.total + np.cumsum(lengths, dtype=np.int64)).data)
         self.total += len(tokens)
         self.sentences += len(lengths)
 
@@ -108,9 +110,11 @@ class ArrayWriter:
         return {"dtype": self.dtype.name, "tokens": self.total, "sentences": self.sentences}
 
     def close(self) -> None:
-        """Stop writing without finishing (the directory is being discarded)."""
-        self.tokens.close()
-        self.offsets.close()
+        """Stop writing without finishing (the directory is being discarded): what is still buffered may not
+        fit on a full disk, and is not needed."""
+        for handle in (self.tokens, self.offsets):
+            with contextlib.suppress(OSError):
+                handle.close()
 
 
 def _sync_close(handle: BinaryIO) -> None:

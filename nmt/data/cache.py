@@ -16,6 +16,7 @@ entry that does not. Removing the root, or any entry, is always safe.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import logging
@@ -41,6 +42,7 @@ FORMAT = 1  # raise when the content of an entry changes for the same inputs
 MANIFEST = "manifest.json"
 _EDGE = 1 << 20  # bytes hashed at each end of a data file
 _HASHED = 1 << 26  # files up to this size have their sha256 in the manifest
+_DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 
 
 def cache_root() -> Path:
@@ -113,6 +115,8 @@ class Entry:
             _remove_abandoned(parent)
             work = Path(tempfile.mkdtemp(prefix=f".{self.key}.{os.getpid()}.", dir=parent))
         except OSError as err:
+            if _disk_full(err):
+                raise self.disk_full() from err
             raise UserError(
                 f"cannot write the data cache in {parent}: {err.strerror}; set {CACHE_ENV} to a writable "
                 f"directory"
@@ -123,10 +127,18 @@ class Entry:
             manifest["files"] = {path.name: _describe(path) for path in sorted(work.iterdir())}
             atomic_write_text(work / MANIFEST, json.dumps(manifest, indent=1) + "\n")
             _replace_directory(work, self.directory)
-        except BaseException:
+        except BaseException as err:
             shutil.rmtree(work, ignore_errors=True)
+            if _disk_full(err):
+                raise self.disk_full() from err
             raise
         return manifest
+
+    def disk_full(self) -> UserError:
+        return UserError(
+            f"disk full while building the corpus cache in {self.root} ({CACHE_ENV}); free space there or "
+            f"point {CACHE_ENV} at a disk with room"
+        )
 
 
 def cached(
@@ -157,6 +169,12 @@ def cached(
         time.perf_counter() - started,
     )
     return use(entry.directory, manifest)
+
+
+def _disk_full(err: BaseException) -> bool:
+    """Whether `err` (or the OSError it was raised from, as by atomic_write) says the disk is full."""
+    cause = err if isinstance(err, OSError) else err.__cause__
+    return isinstance(cause, OSError) and cause.errno in _DISK_FULL
 
 
 def _describe(path: Path) -> dict[str, Any] | None:

@@ -23,6 +23,13 @@ log = logging.getLogger(__name__)
 SPLIT_NAMES = {"train": ("train",), "valid": ("valid", "val", "dev"), "test": ("test", "test2016")}
 
 
+def data_layout(lang: str) -> str:
+    """The names a corpus directory's files of language `lang` may have, in words, e.g. 'train.de, valid.de
+    (or val.de, dev.de), test.de (or test2016.de)'."""
+    splits = [[f"{stem}.{lang}" for stem in stems] for stems in SPLIT_NAMES.values()]
+    return ", ".join(first + (f" (or {', '.join(others)})" if others else "") for first, *others in splits)
+
+
 @dataclass(frozen=True)
 class ParallelText:
     """Aligned sentences: `src[i]` translates to `tgt[i]`."""

@@ -14,7 +14,7 @@ from typing import Any, BinaryIO
 from urllib.parse import urlparse
 
 from nmt.atomic_files import atomic_write
-from nmt.data.corpus import normalize
+from nmt.data.corpus import data_layout, normalize
 from nmt.errors import UserError
 
 log = logging.getLogger(__name__)
@@ -56,7 +56,13 @@ def resolve(name: str, src: str, tgt: str, hf_config: str | None) -> tuple[HubCo
     return corpus, config
 
 
-def _check_hub_reachable(path: str) -> None:
+def _local_data(src: str, tgt: str) -> str:
+    """How to train on files instead: the command and every file name its data directory may hold."""
+    layout = f"{data_layout(src)}, and the same names ending in .{tgt}"
+    return f"for local files use `nmt train CONFIG --data DIR`, DIR holding {layout}"
+
+
+def _check_hub_reachable(path: str, src: str, tgt: str) -> None:
     """Fail at once, instead of after minutes of retries, when the hub's host cannot even be resolved."""
     if Path(path).exists() or os.environ.get("HF_HUB_OFFLINE", "").upper() in {"1", "ON", "YES", "TRUE"}:
         return
@@ -67,8 +73,7 @@ def _check_hub_reachable(path: str) -> None:
         socket.getaddrinfo(host, 443)
     except OSError as err:
         raise UserError(
-            f"cannot reach the Hugging Face hub ({host}) to download '{path}'; "
-            f"for local files use `nmt train CONFIG --data DIR` with DIR/train.<lang> files"
+            f"cannot reach the Hugging Face hub ({host}) to download '{path}'; {_local_data(src, tgt)}"
         ) from err
 
 
@@ -110,14 +115,14 @@ def download(name: str, out: Path, src: str, tgt: str, hf_config: str | None = N
     import datasets  # heavy import, only needed here
 
     corpus, config = resolve(name, src, tgt, hf_config)
-    _check_hub_reachable(corpus.path)
+    _check_hub_reachable(corpus.path, src, tgt)
     try:
         dataset = datasets.load_dataset(corpus.path, config, revision=corpus.revision)
     except Exception as err:  # datasets raises many types for 'not found', 'offline', 'bad config'
         reason = str(err).strip().splitlines()[0][:200] if str(err).strip() else type(err).__name__
         raise UserError(
             f"could not load dataset '{corpus.path}'{f' ({config})' if config else ''}: {reason}; "
-            f"for local files use `nmt train CONFIG --data DIR`"
+            f"{_local_data(src, tgt)}"
         ) from err
     counts = {}
     for hf_split, rows in dataset.items():

@@ -104,6 +104,11 @@ class Tokenizers:
     def joint(self) -> bool:
         return self.src.path == self.tgt.path
 
+    @property
+    def pad(self) -> int:
+        """The padding id of both vocabularies (every tokenizer nmt loads has pad=0)."""
+        return self.tgt.sp.pad_id()
+
 
 def tokenizer_paths(run_dir: Path, joint: bool) -> tuple[Path, Path]:
     """Paths of the source and target sentencepiece models inside a run directory."""

@@ -55,7 +55,7 @@ def load_run(
             f"{checkpoint_path} was trained with another vocabulary than {tokenizers.src.path}; "
             f"use the checkpoint and sentencepiece model of the same run"
         )
-    model = build_model(cfg.model, len(tokenizers.src), len(tokenizers.tgt), tokenizers.joint)
+    model = build_model(cfg.model, len(tokenizers.src), len(tokenizers.tgt), tokenizers.joint, tokenizers.pad)
     try:
         model.load_state_dict(checkpoint["model"])
     except RuntimeError as err:

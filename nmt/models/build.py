@@ -1,4 +1,5 @@
-"""Model construction: the one place that maps `model.type` to a class, and the size check before it."""
+"""Model construction: the one place that maps `model.type` to a class, and the size check that `nmt train`
+and `nmt benchmark` make before any data work."""
 
 from __future__ import annotations
 
@@ -12,21 +13,23 @@ from nmt.models.rnn import RNNSeq2Seq
 from nmt.models.transformer import TransformerSeq2Seq
 
 
-def build_model(cfg: ModelConfig, src_vocab: int, tgt_vocab: int, joint_vocab: bool) -> Seq2Seq:
-    """A freshly initialised model of the configured type."""
+def build_model(cfg: ModelConfig, src_vocab: int, tgt_vocab: int, joint_vocab: bool, pad: int) -> Seq2Seq:
+    """A freshly initialised model of the configured type for vocabularies of the given sizes, whose padding
+    id is `pad` (its embedding row stays zero)."""
     match cfg.type:
         case "transformer":
-            return TransformerSeq2Seq(cfg, src_vocab, tgt_vocab, joint_vocab)
+            return TransformerSeq2Seq(cfg, src_vocab, tgt_vocab, joint_vocab, pad)
         case "rnn-bahdanau" | "rnn-luong":
-            return RNNSeq2Seq(cfg, src_vocab, tgt_vocab, joint_vocab)
+            return RNNSeq2Seq(cfg, src_vocab, tgt_vocab, joint_vocab, pad)
     raise ValueError(f"unknown model type {cfg.type!r}")
 
 
 def check_model_size(cfg: ModelConfig, vocab_size: int, joint_vocab: bool) -> None:
-    """Refuse a model whose weights could not be allocated (counted on the meta device: nothing allocated)."""
+    """Refuse a model whose weights could not be allocated (counted on the meta device: nothing allocated),
+    for vocabularies of at most `vocab_size` pieces."""
     try:
         with torch.device("meta"):
-            model = build_model(cfg, vocab_size, vocab_size, joint_vocab)
+            model = build_model(cfg, vocab_size, vocab_size, joint_vocab, pad=0)  # the count ignores the pad
         count = sum(p.numel() for p in model.parameters())
     except (RuntimeError, ValueError, OverflowError, TypeError) as err:  # sizes past what torch can index
         raise ConfigError(f"the model cannot be built: {(str(err).splitlines() or [''])[0][:160]}") from err

@@ -1,6 +1,7 @@
-"""The model section of a config: the settings every model type shares, and the section of the type's family,
-whose settings its own module defines (`TransformerConfig` in nmt/models/transformer.py, `RNNConfig` in
-nmt/models/rnn.py)."""
+"""The model section of a config: the settings every model type shares, and the section of the type's family
+(`TransformerConfig` for nmt/models/transformer.py, `RNNConfig` for nmt/models/rnn.py). Defined beside the
+models, as nanoGPT keeps `GPTConfig` beside `GPT`, and importing nothing of them: the config reader needs no
+torch, and the models import their settings from here."""
 
 from __future__ import annotations
 
@@ -9,9 +10,49 @@ from dataclasses import dataclass
 from typing import Literal
 
 from nmt.errors import ConfigError
-from nmt.limits import check_at_least_one, check_dropout
-from nmt.models.rnn import RNNConfig
-from nmt.models.transformer import TransformerConfig
+from nmt.limits import MAX_SIZE, check_at_least_one, check_dropout, check_range
+
+
+@dataclass(frozen=True)
+class TransformerConfig:
+    """The Transformer's settings (`model.transformer`)."""
+
+    d_model: int = 512  # width of the embeddings and of every layer
+    heads: int = 8
+    ff_dim: int = 2048
+    attention_dropout: float = 0.0
+    norm: Literal["pre", "post"] = "pre"
+    max_positions: int = 1024  # longest sequence (subwords + bos/eos) the position table holds
+
+    def check(self) -> None:
+        """Raise ConfigError for a value out of range (run by ModelConfig for the section of its type, so that
+        a section of the other type is reported as such first)."""
+        check_at_least_one(self, "model.transformer.", ("d_model", "heads", "ff_dim"))
+        if self.d_model % self.heads:
+            raise ConfigError(
+                f"model.transformer.d_model={self.d_model} must be divisible by "
+                f"model.transformer.heads={self.heads}"
+            )
+        check_dropout(self, "model.transformer.", ("attention_dropout",))
+        check_range("model.transformer.max_positions", self.max_positions, 1, MAX_SIZE)
+
+
+@dataclass(frozen=True)
+class RNNConfig:
+    """The settings of the RNN models (`model.rnn`); the Luong ones do not apply to rnn-bahdanau."""
+
+    cell: Literal["gru", "lstm"] = "gru"
+    embedding_size: int = 512
+    hidden_size: int = 512  # per direction in the encoder
+    bridge: Literal["learned", "zero", "last"] = "learned"
+    luong_score: Literal["dot", "general", "concat"] = "general"
+    input_feeding: bool = True
+    scale_scores: bool = False  # Luong dot/general scores divided by sqrt(d)
+
+    def check(self) -> None:
+        """Raise ConfigError for a value out of range (run by ModelConfig, as TransformerConfig.check is)."""
+        check_at_least_one(self, "model.rnn.", ("embedding_size", "hidden_size"))
+
 
 FAMILIES = {"transformer": "transformer", "rnn-bahdanau": "rnn", "rnn-luong": "rnn"}  # model.type → section
 SECTIONS = {"transformer": TransformerConfig, "rnn": RNNConfig}

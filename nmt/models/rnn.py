@@ -9,38 +9,14 @@ recurrent cell and what the output layer sees.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from nmt.data.special_tokens import PAD
 from nmt.errors import ConfigError
-from nmt.limits import check_at_least_one
 from nmt.models.attention import AdditiveAttention, Attention, luong_attention
 from nmt.models.base import Memory, Output, Seq2Seq, State, Step, make_embeddings
-
-if TYPE_CHECKING:  # the model section holds this family's section: a type hint only, not an import cycle
-    from nmt.models.config import ModelConfig
-
-
-@dataclass(frozen=True)
-class RNNConfig:
-    """The settings of the RNN models (`model.rnn`); the Luong ones do not apply to rnn-bahdanau."""
-
-    cell: Literal["gru", "lstm"] = "gru"
-    embedding_size: int = 512
-    hidden_size: int = 512  # per direction in the encoder
-    bridge: Literal["learned", "zero", "last"] = "learned"
-    luong_score: Literal["dot", "general", "concat"] = "general"
-    input_feeding: bool = True
-    scale_scores: bool = False  # Luong dot/general scores divided by sqrt(d)
-
-    def check(self) -> None:
-        """Raise ConfigError for a value out of range (run by ModelConfig, as TransformerConfig.check is)."""
-        check_at_least_one(self, "model.rnn.", ("embedding_size", "hidden_size"))
+from nmt.models.config import ModelConfig
 
 
 def make_rnn(cfg: ModelConfig, input_size: int, layers: int) -> nn.RNNBase:
@@ -349,10 +325,10 @@ class RNNSeq2Seq(Seq2Seq):
     the source.
     """
 
-    def __init__(self, cfg: ModelConfig, src_vocab: int, tgt_vocab: int, joint_vocab: bool) -> None:
+    def __init__(self, cfg: ModelConfig, src_vocab: int, tgt_vocab: int, joint_vocab: bool, pad: int) -> None:
         super().__init__()
         share, embedding = cfg.tie_embeddings and joint_vocab, cfg.rnn.embedding_size
-        src_embedding, tgt_embedding = make_embeddings(embedding, src_vocab, tgt_vocab, share, PAD)
+        src_embedding, tgt_embedding = make_embeddings(embedding, src_vocab, tgt_vocab, share, pad)
         self.encoder = Encoder(cfg, src_embedding)
         self.decoder = LuongDecoder(cfg) if cfg.type == "rnn-luong" else BahdanauDecoder(cfg)
         self.tgt_embedding, self.tgt_dropout = tgt_embedding, nn.Dropout(cfg.dropout)

@@ -8,15 +8,11 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from nmt.data.special_tokens import PAD
-from nmt.errors import ConfigError
-from nmt.limits import MAX_SIZE, check_at_least_one, check_dropout, check_range
 from nmt.models.attention import MultiHeadAttention, SelfAttention
 from nmt.models.base import (
     Memory,
@@ -28,33 +24,7 @@ from nmt.models.base import (
     make_embeddings,
     select_rows,
 )
-
-if TYPE_CHECKING:  # the model section holds this family's section: a type hint only, not an import cycle
-    from nmt.models.config import ModelConfig
-
-
-@dataclass(frozen=True)
-class TransformerConfig:
-    """The Transformer's settings (`model.transformer`)."""
-
-    d_model: int = 512  # width of the embeddings and of every layer
-    heads: int = 8
-    ff_dim: int = 2048
-    attention_dropout: float = 0.0
-    norm: Literal["pre", "post"] = "pre"
-    max_positions: int = 1024  # longest sequence (subwords + bos/eos) the position table holds
-
-    def check(self) -> None:
-        """Raise ConfigError for a value out of range (run by ModelConfig for the section of its type, so that
-        a section of the other type is reported as such first)."""
-        check_at_least_one(self, "model.transformer.", ("d_model", "heads", "ff_dim"))
-        if self.d_model % self.heads:
-            raise ConfigError(
-                f"model.transformer.d_model={self.d_model} must be divisible by "
-                f"model.transformer.heads={self.heads}"
-            )
-        check_dropout(self, "model.transformer.", ("attention_dropout",))
-        check_range("model.transformer.max_positions", self.max_positions, 1, MAX_SIZE)
+from nmt.models.config import ModelConfig, TransformerConfig
 
 
 def sinusoidal_positions(length: int, d_model: int) -> Tensor:
@@ -211,10 +181,10 @@ class TransformerSeq2Seq(Seq2Seq):
 
     Built from the shared model settings and their `transformer` section."""
 
-    def __init__(self, cfg: ModelConfig, src_vocab: int, tgt_vocab: int, joint_vocab: bool) -> None:
+    def __init__(self, cfg: ModelConfig, src_vocab: int, tgt_vocab: int, joint_vocab: bool, pad: int) -> None:
         super().__init__()
         arch, share = cfg.transformer, cfg.tie_embeddings and joint_vocab
-        src_embedding, tgt_embedding = make_embeddings(arch.d_model, src_vocab, tgt_vocab, share, PAD)
+        src_embedding, tgt_embedding = make_embeddings(arch.d_model, src_vocab, tgt_vocab, share, pad)
         self.src_embed = Embedder(src_embedding, arch.max_positions, cfg.dropout)
         self.tgt_embed = Embedder(tgt_embedding, arch.max_positions, cfg.dropout)
         self.encoder_layers = nn.ModuleList(

@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 from pathlib import Path
 
 from nmt.config.schema import Config, with_absolute_paths
 from nmt.config.yaml_file import load_saved_config, save_config
 from nmt.data.prepare import PreparedData, prepare_data
 from nmt.device import resolve_device
-from nmt.errors import UserError
+from nmt.errors import UserError, process_rank
 from nmt.evaluate.report import final_report
 from nmt.run.checkpoint import check_training_state, trained_batch_tokens
 from nmt.run.checkpoint_io import load_checkpoint
@@ -38,7 +37,7 @@ def train(
     """
     cfg, run_dir = with_absolute_paths(cfg), RunDir(out)
     parent, cfg = find_parent(cfg, init_from) if init_from else (None, cfg)
-    main = os.environ.get("RANK", "0") == "0"
+    main = process_rank() == 0
     logs = contextlib.ExitStack()
 
     def prepare() -> PreparedData:

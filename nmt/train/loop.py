@@ -60,7 +60,7 @@ class Trainer:
         torch.manual_seed(cfg.train.seed)
         random.seed(cfg.train.seed)
         tok = data.tokenizers
-        self.model = build_model(cfg.model, len(tok.src), len(tok.tgt), tok.joint).to(device)
+        self.model = build_model(cfg.model, len(tok.src), len(tok.tgt), tok.joint, tok.pad).to(device)
         if self.world.rank:  # the same weights (DDP copies rank 0's), but other dropout in every process
             torch.manual_seed(cfg.train.seed + self.world.rank)
         self.update = Update(self.model, cfg.train, device, self.world)

@@ -18,9 +18,8 @@ from nmt.config.yaml_file import (
     to_dict,
 )
 from nmt.errors import ConfigError, UserError
-from nmt.models.config import ModelConfig
-from nmt.models.rnn import RNNConfig
-from nmt.models.transformer import TransformerConfig
+from nmt.models.config import ModelConfig, RNNConfig, TransformerConfig
+from tests.conftest import assert_one_line_error, run_cli
 
 
 def load_yaml(tmp_path: Path, text: str, overrides: list[str] | None = None) -> Config:
@@ -386,3 +385,97 @@ def test_the_max_positions_check_applies_to_transformers_only() -> None:
     assert load_config(None, ["model.type=rnn-luong", "data.max_len=2000"]).model.position_limit is None
     with pytest.raises(ConfigError, match=r"model\.rnn\.hidden_size=0 must be at least 1"):
         load_config(None, ["model.type=rnn-luong", "model.rnn.hidden_size=0"])
+
+
+# --- through `nmt train`: one line, before any work -----------------------------------------------------
+
+
+def _write_config(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "hostile.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_a_section_given_twice_is_an_error(tmp_path: Path) -> None:
+    text = "train: {lr: 1.0e-3}\nmodel: {transformer: {d_model: 32, heads: 2}}\ntrain: {seed: 3}\n"
+    config = _write_config(tmp_path, text)
+    assert_one_line_error(run_cli("train", str(config)), "'train' appears twice", "line 3")
+
+
+ALIAS_BOMB = 'a: &a ["x","x","x","x","x","x","x","x","x"]\n' + "".join(
+    f"{c}: &{c} [{', '.join([f'*{p}'] * 9)}]\n" for p, c in zip("abcdefgh", "bcdefghi", strict=True)
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        (ALIAS_BOMB, "aliases"),
+        ("train: {lr: &x 1.0e-3, clip_norm: *x}\n", "aliases"),
+        ("train: " + "[" * 50_000 + "]" * 50_000 + "\n", "nested over"),
+        ("train:\n  lr: !!python/object/apply:os.system [echo hi]\n", "constructor"),
+        ("train: {lr: 1.0e-3, lr: 2.0e-3}\n", "'lr' appears twice"),
+    ],
+)
+def test_yaml_that_is_not_a_plain_document_is_one_line(tmp_path: Path, text: str, fragment: str) -> None:
+    assert_one_line_error(run_cli("train", str(_write_config(tmp_path, text))), "not valid YAML", fragment)
+
+
+@pytest.mark.parametrize(
+    ("override", "fragment"),
+    [
+        ("train.lr=[", "expected"),
+        ("train.lr=!!python/name:os.system", "constructor"),
+        ("train.lr=*a", "aliases"),
+        ("model.transformer.d_model=!custom 3", "!custom"),
+        ("train.lr={a: 1, a: 2}", "appears twice"),
+    ],
+)
+def test_override_with_a_yaml_error_is_one_line(tiny: Path, override: str, fragment: str) -> None:
+    assert_one_line_error(run_cli("train", str(tiny), "--set", override), f"override '{override}'", fragment)
+
+
+@pytest.mark.parametrize(
+    ("override", "fragments"),
+    [
+        (
+            "model.dmodel=64",
+            ["unknown key 'model.dmodel'", "did you mean 'model.transformer.d_model'", "valid keys:"],
+        ),
+        ("train.xyz=1", ["unknown key 'train.xyz'", "valid keys:", "batch_tokens", "warmup_steps"]),
+        ("train.batch_tokens=lots", ["train.batch_tokens='lots'; expected int or 'auto'"]),
+        ("train.lr=[1]", ["train.lr=[1] is not a float"]),
+        ("model.type=lstm", ["model.type='lstm'", "'transformer', 'rnn-bahdanau', 'rnn-luong'"]),
+        ("train.max_steps=-1", ["train.max_steps=-1 must be 0 (no limit) or positive"]),
+        ("tokenizer.vocab_size=0", ["tokenizer.vocab_size=0"]),
+        (
+            "model.transformer.max_positions=16",
+            ["model.transformer.max_positions=16 is too small for data.max_len=64"],
+        ),
+        ("train.lr=.nan", ["train.lr=nan", "finite"]),
+        ("train.lr=.inf", ["train.lr=inf", "finite"]),
+        ("train.betas=[1.5, 0.98]", ["train.betas[0]=1.5", "[0.0, 1.0)"]),
+        ("train.label_smoothing=1.5", ["train.label_smoothing=1.5"]),
+        ("train.seed=-1", ["train.seed=-1"]),
+        ("train.weight_decay=-0.1", ["train.weight_decay=-0.1"]),
+        ("search.beam_size=100000", ["search.beam_size=100000", "256"]),
+        ("model.transformer.ff_dim=10000000000", ["1,300,000,019,584 parameters", "GiB"]),
+        ("model.transformer.d_model=1000000000000000000000", ["model"]),
+    ],
+)
+def test_a_bad_config_value_is_one_line_before_any_work(
+    override: str, fragments: list[str], tiny: Path, tmp_path: Path
+) -> None:
+    """Mistyped, unknown and out-of-range values, and models too large to allocate: refused before the data
+    is read (no --data given) and before the run directory is made."""
+    run = tmp_path / "run"
+    assert_one_line_error(run_cli("train", str(tiny), "--out", str(run), "--set", override), *fragments)
+    assert not run.exists()
+
+
+def test_luong_settings_of_another_value_are_one_line(tiny: Path) -> None:
+    overrides = ["model.type=rnn-luong", "model.transformer=", "model.rnn.luong_score=bilinear"]
+    sets = [arg for override in overrides for arg in ("--set", override)]
+    assert_one_line_error(
+        run_cli("train", str(tiny), *sets), "model.rnn.luong_score='bilinear'", "'dot', 'general', 'concat'"
+    )

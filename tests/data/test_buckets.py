@@ -15,9 +15,7 @@ from nmt.data.buckets import Buckets, batch_shapes, pad_batch, padded_tokens, pl
 from nmt.data.prepare import prepare_data
 from nmt.data.special_tokens import BOS, EOS, PAD
 from nmt.models.build import build_model
-from nmt.models.config import ModelConfig
-from nmt.models.rnn import RNNConfig
-from nmt.models.transformer import TransformerConfig
+from nmt.models.config import ModelConfig, RNNConfig, TransformerConfig
 from nmt.train.loop import Trainer
 from nmt.train.loss import sequence_loss
 from tests.conftest import ROOT
@@ -94,7 +92,7 @@ MODELS = [
 def test_padding_to_a_bucket_changes_neither_loss_nor_gradients(fields: dict) -> None:
     torch.manual_seed(0)
     cfg = ModelConfig(encoder_layers=2, decoder_layers=2, dropout=0.0, **fields)
-    model = build_model(cfg, 20, 20, joint_vocab=True)
+    model = build_model(cfg, 20, 20, joint_vocab=True, pad=PAD)
     rng = np.random.default_rng(0)
     src = [rng.integers(4, 20, n) for n in (5, 2, 7)]
     tgt = [rng.integers(4, 20, n) for n in (3, 6, 4)]

@@ -21,6 +21,7 @@ from nmt.data.corpus import (
 )
 from nmt.data.synthetic import reordering_pairs, write_reordering_corpus
 from nmt.errors import UserError
+from tests.conftest import assert_one_line_error, copy_corpus, run_cli, train_args
 
 
 def write(path: Path, content: str | bytes) -> Path:
@@ -248,3 +249,80 @@ def test_chunks_read_like_the_whole(tmp_path: Path) -> None:
         assert [s for c in chunks for s in c.src] == whole.src == ["eins", "vier", "f\xfcnf"]
         assert [t for c in chunks for t in c.tgt] == whole.tgt == ["one", "four", "five"]
         assert sum(c.lines for c in chunks) == 6 and all(len(c.src) == len(c.tgt) for c in chunks)
+
+
+# --- through `nmt train`: one line for each bad corpus, every dropped line counted ----------------------
+
+
+def _bad_corpus(kind: str, corpus: Path, tmp_path: Path) -> tuple[Path, list[str], list[str]]:
+    """A corpus directory with one problem, the extra CLI flags and the fragments the error must name."""
+    data = copy_corpus(corpus, tmp_path / "data")
+    train_src, train_tgt = data / "train.src", data / "train.tgt"
+    if kind == "missing directory":
+        return tmp_path / "nowhere", [], [str(tmp_path / "nowhere"), "does not exist", "--data"]
+    if kind == "directory is a file":
+        return train_src, [], [str(train_src), "is a file"]
+    if kind == "missing file":
+        train_tgt.unlink()
+        return data, [], [str(train_tgt), "does not exist", "--tgt-lang"]
+    if kind == "language suffix without files":
+        return data, ["--src-lang", "fr"], [str(data / "train.fr"), "does not exist", "--src-lang"]
+    if kind == "unequal line counts":
+        train_tgt.write_text("".join(train_tgt.read_text().splitlines(keepends=True)[:-2]))
+        return data, [], [str(train_src), "300 lines", str(train_tgt), "298"]
+    if kind == "invalid UTF-8":
+        with open(train_src, "ab") as handle:
+            handle.write(b"ka lo\nmi \xff\xfe su\n")
+        with open(train_tgt, "a") as handle:
+            handle.write("OK\nBAD\n")
+        return data, [], [str(train_src), "line 302", "not valid UTF-8", "data.skip_bad_lines=true"]
+    if kind == "no pairs at all":
+        train_src.write_text("\n  \n")
+        train_tgt.write_text("a\nb\n")
+        return data, [], [str(train_src), "holds no sentence pairs"]
+    raise AssertionError(kind)
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "missing directory",
+        "directory is a file",
+        "missing file",
+        "language suffix without files",
+        "unequal line counts",
+        "invalid UTF-8",
+        "no pairs at all",
+    ],
+)
+def test_bad_corpus_is_one_line(kind: str, corpus: Path, tiny: Path, tmp_path: Path) -> None:
+    data, flags, fragments = _bad_corpus(kind, corpus, tmp_path)
+    assert_one_line_error(run_cli(*train_args(tiny, data, tmp_path / "run", *flags)), *fragments)
+    assert not (tmp_path / "run").exists()  # a refused run leaves no directory behind
+
+
+@pytest.mark.parametrize(
+    ("append_src", "append_tgt", "flags", "warning"),
+    [
+        (b"\n   \nka lo\n\t\xc2\xa0\n", "A\nB\n\nC\n", [], "dropped 4 of 304 pairs with an empty side"),
+        (b"ka \xff lo\nmi su\n", "X\nY\n", ["--set", "data.skip_bad_lines=true"], "skipped 1 lines"),
+    ],
+    ids=["empty and whitespace lines", "invalid UTF-8 skipped"],
+)
+def test_dropped_training_lines_are_counted(
+    append_src: bytes,
+    append_tgt: str,
+    flags: list[str],
+    warning: str,
+    corpus: Path,
+    tiny: Path,
+    tmp_path: Path,
+) -> None:
+    data = copy_corpus(corpus, tmp_path / "data")
+    with open(data / "train.src", "ab") as handle:
+        handle.write(append_src)
+    with open(data / "train.tgt", "a") as handle:
+        handle.write(append_tgt)
+    code, _, err = run_cli(*train_args(tiny, data, tmp_path / "run", "--max-steps", "1", *flags))
+    assert code == 0, err
+    assert warning in err

@@ -21,17 +21,22 @@ ROWS = {  # HF split name → (de, en) pairs
 
 
 @pytest.fixture(autouse=True)
-def no_network(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """Every host name fails to resolve, and `datasets` caches inside the test's directory."""
+def lookups(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[str]:
+    """Every host name fails to resolve (those tried are listed), and `datasets` caches inside the test's
+    directory: the tests behave alike with or without a network."""
     import datasets
 
-    def unreachable(*args: Any, **kwargs: Any) -> Any:
+    tried: list[str] = []
+
+    def unreachable(host: str, *args: Any, **kwargs: Any) -> Any:
+        tried.append(host)
         raise OSError("no network in tests")
 
     monkeypatch.setattr(socket, "getaddrinfo", unreachable)
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.delenv("HF_ENDPOINT", raising=False)
     monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "hf-cache")
+    return tried
 
 
 def write_jsonl(directory: Path, record: Any) -> Path:
@@ -125,20 +130,30 @@ def test_unreachable_hub_fails_fast_and_points_to_local_data(
     assert time.monotonic() - start < 5
     assert loads == []  # no minutes of retries inside `datasets`
     message = str(info.value)
-    assert "cannot reach the Hugging Face hub (huggingface.co)" in message and "--data" in message
+    assert "cannot reach the Hugging Face hub (huggingface.co)" in message and "--data DIR" in message
+    for name in ("train.de", "valid.de", "val.de", "dev.de", "test.de", "test2016.de", ".en"):
+        assert name in message, name  # every file name --data accepts
     assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize("value", ["1", "true", "YES", "on"])
-def test_offline_mode_skips_the_reachability_check(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+def test_offline_mode_skips_the_reachability_check(
+    monkeypatch: pytest.MonkeyPatch, lookups: list[str], value: str
+) -> None:
+    """No host lookup (which would fail here) and no error: the cache may hold it, `datasets` decides."""
     monkeypatch.setenv("HF_HUB_OFFLINE", value)
-    _check_hub_reachable("bentrevett/multi30k")  # the cache may hold it: let `datasets` decide
+    _check_hub_reachable("bentrevett/multi30k", "de", "en")
+    assert lookups == []
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    with pytest.raises(UserError, match="cannot reach"):
+        _check_hub_reachable("bentrevett/multi30k", "de", "en")
+    assert lookups == ["huggingface.co"]
 
 
 def test_hub_check_names_a_custom_endpoint(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_ENDPOINT", "https://hub.example.org")
     with pytest.raises(UserError, match=r"\(hub\.example\.org\)"):
-        _check_hub_reachable("bentrevett/multi30k")
+        _check_hub_reachable("bentrevett/multi30k", "de", "en")
 
 
 def test_missing_local_path_is_reported_as_such(tmp_path: Path) -> None:

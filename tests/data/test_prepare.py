@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import gc
 import json
 import logging
@@ -11,13 +12,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import nmt.data.arrays
+import nmt.data.sample
 from nmt.config.schema import Config
 from nmt.config.yaml_file import load_config
 from nmt.data.corpus import read_split
 from nmt.data.prepare import PreparedData, encode, prepare_data
 from nmt.errors import UserError
-from tests.conftest import ROOT
-from tests.test_robustness import copy_corpus
+from tests.conftest import ROOT, assert_one_line_error, copy_corpus, run_cli, train_args
 
 
 @pytest.fixture
@@ -182,3 +184,30 @@ def test_an_abandoned_build_is_cleared(data: Path, tmp_path: Path, caplog: pytes
     prepare(config(data), tmp_path / "a", cache, caplog)
     assert not abandoned.exists()
     assert [p.name.startswith(".") for p in (cache / "encoded").iterdir()] == [False]
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full, always full")
+@pytest.mark.parametrize("module", [nmt.data.sample, nmt.data.arrays], ids=["tokenizer sample", "encoding"])
+def test_a_full_disk_while_building_the_cache_is_one_line(
+    module: object, small_corpus: Path, tiny: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every file the module writes goes to /dev/full (its writes fail as on a full disk: ENOSPC, or a
+    short write); the run says so in one line, leaves nothing half-built in the cache, and runs once there is
+    room."""
+    cache, run = tmp_path / "cache", tmp_path / "run"
+    monkeypatch.setenv("NMT_CACHE", str(cache))
+    args = train_args(tiny, small_corpus, run, "--max-steps", "1", "--set", "train.final_report=false")
+
+    def full_disk(path: Path, mode: str = "r", *args: object, **kwargs: object) -> object:
+        return builtins.open("/dev/full" if "w" in mode else path, mode, *args, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(module, "open", full_disk, raising=False)
+        result = run_cli("-q", *args)
+    assert_one_line_error(result, f"disk full while building the corpus cache in {cache} (NMT_CACHE)",
+                          "free space", "NMT_CACHE")  # fmt: skip
+    assert not [path for path in cache.rglob("*") if path.name.startswith(".")]  # no temporary directory
+    assert not (cache / "encoded").exists() or not any((cache / "encoded").iterdir())
+    assert not run.exists()
+    code, _, err = run_cli(*args)
+    assert code == 0, err

@@ -6,20 +6,33 @@ import logging
 import os
 import random
 import re
+import shutil
+import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import sentencepiece as spm
 
 from nmt.config.sections import TokenizerConfig
+from nmt.data import tokenizer
 from nmt.data.special_tokens import BOS, EOS, PAD, UNK
-from nmt.data.synthetic import reordering_pairs
+from nmt.data.synthetic import reordering_pairs, write_reordering_corpus
 from nmt.data.tokenizer import Tokenizer, Tokenizers, load_tokenizers, train_sentencepiece, train_tokenizers
 from nmt.errors import UserError
-from tests.conftest import ROOT
+from tests.conftest import (
+    FAST,
+    ROOT,
+    assert_interrupted,
+    assert_one_line_error,
+    run_cli,
+    start_nmt,
+    train_args,
+    wait_until,
+)
 
 SMALL = TokenizerConfig(vocab_size=120, model_type="bpe")
 
@@ -88,12 +101,19 @@ def test_oversized_vocabulary_shrinks_with_a_warning(
     assert len(Tokenizer(tmp_path / "spm.model")) == int(match.group(1)) < 5000
 
 
-def test_oversized_vocabulary_without_auto_shrink_is_an_error(
-    pairs: tuple[list[str], list[str]], tmp_path: Path
+@pytest.mark.parametrize(
+    ("size", "pattern"),
+    [
+        (5000, r"tokenizer\.vocab_size=5000 is too large.*auto_shrink"),
+        (10, r"vocab_size=10 is smaller than.*raise it"),
+    ],
+)
+def test_a_vocabulary_size_that_does_not_fit_the_corpus_is_an_error(
+    pairs: tuple[list[str], list[str]], tmp_path: Path, size: int, pattern: str
 ) -> None:
-    with pytest.raises(UserError, match=r"tokenizer\.vocab_size=5000 is too large.*auto_shrink"):
+    with pytest.raises(UserError, match=pattern):
         train_sentencepiece(
-            TokenizerConfig(vocab_size=5000, auto_shrink=False), pairs[0], tmp_path / "spm.model"
+            TokenizerConfig(vocab_size=size, auto_shrink=False), pairs[0], tmp_path / "spm.model"
         )
     assert not (tmp_path / "spm.model").exists()
 
@@ -231,3 +251,68 @@ def test_model_with_other_special_ids_is_refused(pairs: tuple[list[str], list[st
     )
     with pytest.raises(UserError, match="not trained by nmt"):
         Tokenizer(tmp_path / "foreign.model")
+
+
+# --- through `nmt train` and `nmt translate` ------------------------------------------------------------
+
+
+def test_a_tokenizer_of_random_bytes_is_one_line(trained_run: Path, tmp_path: Path) -> None:
+    run = Path(shutil.copytree(trained_run, tmp_path / "copy"))
+    (run / "spm.model").write_bytes(random.Random(0).randbytes(4096))
+    assert_one_line_error(run_cli("translate", str(run), input="a b c\n"), "spm.model", "sentencepiece")
+
+
+def test_a_tokenizer_written_short_is_never_saved(
+    tiny: Path, small_corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = tokenizer._in_child
+
+    def disk_full(task: Callable[[], tuple[bytes, int]]) -> tuple[bytes, int]:
+        model, vocab_size = real(task)
+        return model[:100], vocab_size  # a model cut short on its way back from the training process
+
+    monkeypatch.setattr(tokenizer, "_in_child", disk_full)
+    monkeypatch.setenv("NMT_CACHE", str(tmp_path / "cache"))  # trained here, not found in the cache
+    run = tmp_path / "run"
+    result = run_cli("-q", *train_args(tiny, small_corpus, run, *FAST))
+    assert_one_line_error(result, "tokenizer", "sentencepiece")
+    assert not (run / "spm.model").exists()
+
+
+def _children(process: subprocess.Popen) -> list[int]:
+    try:
+        return [
+            int(pid) for pid in Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text().split()
+        ]
+    except OSError:
+        return []
+
+
+@pytest.fixture(scope="module")
+def tokenizer_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Enough text that training a 2000-piece sentencepiece model takes a while."""
+    return write_reordering_corpus(
+        tmp_path_factory.mktemp("spm") / "data",
+        train=60000,
+        valid=20,
+        test=20,
+        vocab=3000,
+        min_len=5,
+        max_len=20,
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="finds the child process in /proc")
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_while_sentencepiece_trains_ends_the_child_too(
+    signum: int, tokenizer_corpus: Path, tiny: Path, tmp_path: Path
+) -> None:
+    run = tmp_path / "run"
+    process = start_nmt(*train_args(tiny, tokenizer_corpus, run, "--set", "tokenizer.vocab_size=2000"))
+    wait_until(lambda: _children(process), process)
+    child = _children(process)[0]
+    process.send_signal(signum)
+    assert assert_interrupted(process, "nmt: interrupted") == "nmt: interrupted"
+    assert not Path(f"/proc/{child}").exists()
+    assert not list(run.glob("spm*")) and not (run / "config.yaml").exists()

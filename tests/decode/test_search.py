@@ -9,7 +9,7 @@ from torch import Tensor
 from torch.profiler import ProfilerActivity, profile
 
 from nmt.config.sections import SearchConfig
-from nmt.data.special_tokens import BOS, EOS
+from nmt.data.special_tokens import BOS, EOS, PAD
 from nmt.decode.beam import beam_search, only_eos
 from nmt.decode.search import (
     CHECK_EVERY,
@@ -23,9 +23,9 @@ from nmt.decode.search import (
 )
 from nmt.errors import ConfigError
 from nmt.models.base import Memory, Seq2Seq, State, Step
-from nmt.models.config import ModelConfig
-from nmt.models.rnn import RNNConfig, RNNSeq2Seq
-from nmt.models.transformer import TransformerConfig, TransformerSeq2Seq
+from nmt.models.config import ModelConfig, RNNConfig, TransformerConfig
+from nmt.models.rnn import RNNSeq2Seq
+from nmt.models.transformer import TransformerSeq2Seq
 
 A, B = 4, 5
 # next-token probabilities after each prefix; anything unlisted ends with eos
@@ -103,7 +103,7 @@ def random_transformer(seed: int) -> TransformerSeq2Seq:
     torch.manual_seed(seed)
     arch = TransformerConfig(d_model=16, heads=2, ff_dim=32)
     cfg = ModelConfig(encoder_layers=1, decoder_layers=2, dropout=0.0, transformer=arch)
-    return TransformerSeq2Seq(cfg, 12, 12, joint_vocab=True).eval()
+    return TransformerSeq2Seq(cfg, 12, 12, joint_vocab=True, pad=PAD).eval()
 
 
 def random_batch(seed: int) -> tuple[Tensor, Tensor]:
@@ -228,7 +228,7 @@ def random_model(kind: str, seed: int) -> Seq2Seq:
     torch.manual_seed(seed)
     rnn = RNNConfig(embedding_size=16, hidden_size=12)
     cfg = ModelConfig(type=kind, encoder_layers=1, decoder_layers=1, dropout=0.0, rnn=rnn)
-    return RNNSeq2Seq(cfg, 12, 12, joint_vocab=True).eval()
+    return RNNSeq2Seq(cfg, 12, 12, joint_vocab=True, pad=PAD).eval()
 
 
 @pytest.mark.parametrize("kind", ["transformer", "rnn-bahdanau", "rnn-luong"])

@@ -18,16 +18,18 @@ import torch
 
 import nmt.decode.translate
 from nmt.config.schema import replace as config_replace
+from nmt.config.yaml_file import load_config
+from nmt.decode.search import Hypothesis
 from nmt.decode.trained_run import load_run
-from nmt.decode.translate import stream_translations, translate, translate_hypotheses
-from tests.conftest import run_cli
+from nmt.decode.translate import stream_translations, translate, translate_hypotheses, translate_ids
+from tests.conftest import assert_one_line_error, run_cli
 
 
 def test_chunks_keep_the_order_and_the_empty_lines(
     trained_run: Path, corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     s = (corpus / "test.src").read_text().splitlines()[:7]
-    lines = [s[0], "", s[1], " \t ", s[2], s[3], "", s[4], s[5], s[6]]
+    lines = [s[0], "", s[1], " \t ", s[2], s[3], "\u00a0\r", s[4], s[5], s[6]]  # NBSP and CR are spaces
     run = load_run(trained_run, torch.device("cpu"))
     whole = translate(replace(run, cfg=config_replace(run.cfg, search={"beam_size": 1})), lines)
     monkeypatch.setattr(nmt.decode.translate, "CHUNK_LINES", 3)  # chunks cut through the empty lines
@@ -93,6 +95,17 @@ class _Typist:
         else:
             os.write(self.keyboard, data)
 
+    def wait_ready(self) -> str:
+        """The first line on stderr, which a terminal gets once the model is loaded."""
+        said, deadline = b"", time.monotonic() + 120
+        while not said.endswith(b"\n"):
+            ready, _, _ = select.select([self.process.stderr], [], [], max(0.0, deadline - time.monotonic()))
+            assert ready, f"nothing on stderr within 120 s (so far {said!r})"
+            chunk = os.read(self.process.stderr.fileno(), 1)
+            assert chunk, self.process.communicate()
+            said += chunk
+        return said.decode()
+
     def answer(self, line: str) -> str:
         """Type one line and wait for its one line of output; an answer that waits for the end of the input
         (which stays open) times out."""
@@ -123,14 +136,86 @@ def test_each_line_is_answered_before_the_next_is_typed(
     terminal: bool, trained_run: Path, corpus: Path
 ) -> None:
     """Each line's translation comes back while the input stays open, the same as translating the lines
-    together."""
+    together. A terminal is told when the model is ready and how to end the input; a pipe is not."""
     lines = (corpus / "test.src").read_text().splitlines()[:2]
     typist = _Typist(trained_run, terminal)
     try:
+        if terminal:
+            assert typist.wait_ready() == "nmt: ready: type a sentence and press Enter; Ctrl-D ends\n"
         answers = [typist.answer(line) for line in lines]
-        assert typist.finish() == 0, typist.process.stderr.read()
+        assert typist.finish() == 0
+        said = typist.process.stderr.read().decode()
+        assert "ready" not in said and "Traceback" not in said, said
     finally:
         typist.process.kill()
     run = load_run(trained_run, torch.device("cpu"))
     expected = translate(replace(run, cfg=config_replace(run.cfg, search={"beam_size": 1})), lines)
     assert answers == [text + "\n" for text in expected]
+
+
+@pytest.mark.parametrize("source", ["stdin", "file"])
+def test_translate_names_an_invalid_utf8_line_or_skips_it(
+    source: str, trained_run: Path, tmp_path: Path
+) -> None:
+    text = b"kalo\nmi \xe9 su\nkalo\n"
+    path = tmp_path / "in.txt"
+    path.write_bytes(text)
+    args = ["translate", str(trained_run), "--beam-size", "1"] + (
+        ["-i", str(path)] if source == "file" else []
+    )
+    name = "standard input" if source == "stdin" else str(path)
+    result = run_cli(*args, input=text if source == "stdin" else None)
+    assert_one_line_error(result, f"{name} line 2 is not valid UTF-8", "--skip-bad-lines")
+    code, out, err = run_cli(*args, "--skip-bad-lines", input=text if source == "stdin" else None)
+    assert code == 0, err
+    assert "1 lines that are not valid UTF-8 translated as empty lines" in err
+    lines = out.split("\n")
+    assert len(lines) == 4 and lines[1] == "" and lines[0] == lines[2] != ""
+
+
+def test_a_10000_token_line_gives_a_bounded_translation(trained_run: Path, corpus: Path) -> None:
+    words = " ".join(corpus.joinpath("train.src").read_text().split())
+    huge = " ".join((words.split() * 10)[:10_000])
+    code, out, err = run_cli("translate", str(trained_run), "--beam-size", "2", input=f"{huge}\nkalo\n")
+    assert code == 0, err
+    lines = out.split("\n")
+    assert len(lines) == 3 and lines[2] == ""
+    cfg = load_config(trained_run / "config.yaml")
+    limit = cfg.search.max_len_a * 4 * cfg.data.max_len + cfg.search.max_len_b  # output subwords at most
+    assert 0 < len(lines[0].split()) <= limit
+    assert "exceed" in err and "truncated" in err
+
+
+def test_out_of_memory_in_translation_retries_in_halves(
+    trained_run: Path, corpus: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    run = load_run(trained_run, torch.device("cpu"))
+    sources = run.tokenizers.src.encode((corpus / "test.src").read_text().splitlines()[:12])
+    search = config_replace(run.cfg, search={"beam_size": 1, "nbest": 1, "batch_size": 12}).search
+    expected = translate_ids(run.model, sources, search, 256)
+    real_greedy, sizes = nmt.decode.translate.greedy, []
+
+    def greedy(model: object, src: torch.Tensor, *args: object) -> list[list[Hypothesis]]:
+        sizes.append(src.size(0))
+        if src.size(0) > 3:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory.")
+        return real_greedy(model, src, *args)
+
+    monkeypatch.setattr(nmt.decode.translate, "greedy", greedy)
+    got = translate_ids(run.model, sources, search, 256)
+    assert [[h.tokens for h in hyps] for hyps in got] == [[h.tokens for h in hyps] for hyps in expected]
+    scores = [h.score for hyps in got for h in hyps]  # other batches, other padding: equal up to rounding
+    assert scores == pytest.approx([h.score for hyps in expected for h in hyps], abs=1e-4)
+    assert sizes == [12, 6, 3, 3, 6, 3, 3]
+    assert "out of GPU memory decoding 12 sentences; retrying in batches of 6" in caplog.text
+
+
+def test_out_of_memory_on_one_sentence_is_one_line(
+    trained_run: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def out_of_memory(*_: object) -> None:
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    monkeypatch.setattr(nmt.decode.translate, "greedy", out_of_memory)
+    result = run_cli("translate", str(trained_run), "--beam-size", "1", input="kalo mi su\n")
+    assert_one_line_error(result, "out of GPU memory translating one sentence", "--beam-size")

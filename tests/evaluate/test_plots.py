@@ -9,6 +9,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pytest
 import torch
+from PIL import Image
 
 import nmt.evaluate.plots
 from nmt.config.yaml_file import load_config
@@ -18,7 +19,7 @@ from nmt.evaluate.plots import ATTENTION_COLOURS, ATTENTION_STOPS, save_attentio
 from nmt.evaluate.report import draw_heatmaps
 from nmt.models.config import ModelConfig
 from nmt.run.directory import RunDir
-from tests.conftest import ROOT, run_cli
+from tests.conftest import ROOT, assert_one_line_error, run_cli
 
 
 @pytest.fixture
@@ -108,3 +109,28 @@ def test_labels_mark_a_word_start_with_a_dot_as_the_explorer_does(figures: list,
     assert [label.get_text() for label in axes.get_xticklabels()] == ["·ab", "·c", "d", "</s>"]
     assert [label.get_text() for label in axes.get_yticklabels()] == ["·ab", "c", "</s>"]
     assert axes.get_xlabel() == "source  (· starts a word)" and axes.get_ylabel() == "output"
+
+
+@pytest.mark.parametrize(
+    ("head", "fragment"), [("²", "--head ²"), ("1e3", "--head 1e3"), ("99", "--head 99")]
+)
+def test_plot_attention_head_must_be_a_head(
+    trained_run: Path, tmp_path: Path, head: str, fragment: str
+) -> None:
+    result = run_cli("plot-attention", str(trained_run), "--text", "a b", "--out", str(tmp_path / "a.png"),
+                     "--head", head)  # fmt: skip
+    assert_one_line_error(result, fragment)
+    assert not (tmp_path / "a.png").exists()
+
+
+def test_plot_attention_of_a_long_text_is_bounded_and_says_what_was_cut(
+    trained_run: Path, corpus: Path, tmp_path: Path
+) -> None:
+    words = " ".join((corpus / "test.src").read_text().split())
+    text = " ".join([words] * (2000 // len(words.split()) + 1))
+    out = tmp_path / "long.png"
+    code, _, err = run_cli("plot-attention", str(trained_run), "--text", text, "--out", str(out))
+    assert code == 0, err
+    assert "only the first" in err and "subwords" in err
+    width, height = Image.open(out).size
+    assert width <= 30 * 150 and height <= 30 * 150

@@ -9,9 +9,7 @@ from torch import Tensor
 from nmt.data.special_tokens import BOS, EOS, PAD
 from nmt.models.base import Seq2Seq
 from nmt.models.build import build_model
-from nmt.models.config import ModelConfig
-from nmt.models.rnn import RNNConfig
-from nmt.models.transformer import TransformerConfig
+from nmt.models.config import ModelConfig, RNNConfig, TransformerConfig
 
 VOCAB = 15
 
@@ -24,7 +22,7 @@ def random_model(kind: str, cell: str = "gru") -> Seq2Seq:
         else {"rnn": RNNConfig(embedding_size=8, hidden_size=6, cell=cell)}
     )
     cfg = ModelConfig(type=kind, encoder_layers=2, decoder_layers=2, dropout=0.0, **family)
-    return build_model(cfg, VOCAB, VOCAB, joint_vocab=True).eval()
+    return build_model(cfg, VOCAB, VOCAB, joint_vocab=True, pad=PAD).eval()
 
 
 def sources() -> tuple[Tensor, Tensor]:

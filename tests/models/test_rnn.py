@@ -16,8 +16,8 @@ from nmt.data.special_tokens import BOS, EOS, PAD
 from nmt.errors import ConfigError
 from nmt.models.attention import AdditiveAttention, MultiplicativeAttention, luong_attention
 from nmt.models.build import build_model
-from nmt.models.config import ModelConfig
-from nmt.models.rnn import Decoder, RNNConfig, RNNSeq2Seq
+from nmt.models.config import ModelConfig, RNNConfig
+from nmt.models.rnn import Decoder, RNNSeq2Seq
 
 VOCAB = 13
 QUERIES = [[1.0, 2.0], [-1.0, 1.0]]  # 2 target positions, d = 2
@@ -35,7 +35,7 @@ def tiny(**fields: object) -> ModelConfig:
 
 def make_model(seed: int = 0, **fields: object) -> RNNSeq2Seq:
     torch.manual_seed(seed)
-    return RNNSeq2Seq(tiny(**fields), VOCAB, VOCAB, joint_vocab=True).eval()
+    return RNNSeq2Seq(tiny(**fields), VOCAB, VOCAB, joint_vocab=True, pad=PAD).eval()
 
 
 def padded_batch() -> tuple[Tensor, Tensor, Tensor]:
@@ -274,16 +274,16 @@ def test_bridge_shapes(cell: str, bridge: str) -> None:
 )
 def test_impossible_configs_raise(fields: dict) -> None:
     with pytest.raises(ConfigError):
-        RNNSeq2Seq(tiny(**fields), VOCAB, VOCAB, joint_vocab=True)
+        RNNSeq2Seq(tiny(**fields), VOCAB, VOCAB, joint_vocab=True, pad=PAD)
 
 
 @pytest.mark.parametrize("joint", [True, False])
 def test_tied_embeddings(joint: bool) -> None:
-    model = build_model(tiny(tie_embeddings=True), VOCAB, VOCAB + 2, joint_vocab=joint)
+    model = build_model(tiny(tie_embeddings=True), VOCAB, VOCAB + 2, joint_vocab=joint, pad=PAD)
     assert model.output is None
     assert (model.encoder.embedding is model.tgt_embedding) == joint
     assert model.tgt_embedding.weight[PAD].eq(0).all()
-    untied = build_model(tiny(tie_embeddings=False), VOCAB, VOCAB, joint_vocab=True)
+    untied = build_model(tiny(tie_embeddings=False), VOCAB, VOCAB, joint_vocab=True, pad=PAD)
     assert untied.encoder.embedding is not untied.tgt_embedding and untied.output is not None
 
 

@@ -3,17 +3,18 @@
 import pytest
 import torch
 
+from nmt.data.special_tokens import PAD
 from nmt.models.attention import SelfAttention
 from nmt.models.build import build_model
-from nmt.models.config import ModelConfig
-from nmt.models.transformer import TransformerConfig, TransformerSeq2Seq, sinusoidal_positions
+from nmt.models.config import ModelConfig, TransformerConfig
+from nmt.models.transformer import TransformerSeq2Seq, sinusoidal_positions
 
 
 def tiny(norm: str = "pre", tie: bool = True) -> TransformerSeq2Seq:
     torch.manual_seed(0)
     arch = TransformerConfig(d_model=16, heads=4, ff_dim=32, norm=norm)
     cfg = ModelConfig(encoder_layers=2, decoder_layers=2, dropout=0.0, tie_embeddings=tie, transformer=arch)
-    return TransformerSeq2Seq(cfg, 30, 30, joint_vocab=True).eval()
+    return TransformerSeq2Seq(cfg, 30, 30, joint_vocab=True, pad=PAD).eval()
 
 
 def source() -> tuple[torch.Tensor, torch.Tensor]:
@@ -72,7 +73,7 @@ def test_sinusoidal_positions() -> None:
 
 def test_build_model_picks_the_type() -> None:
     arch = TransformerConfig(d_model=16, heads=2, ff_dim=16)
-    model = build_model(ModelConfig(type="transformer", transformer=arch), 20, 20, True)
+    model = build_model(ModelConfig(type="transformer", transformer=arch), 20, 20, True, PAD)
     assert isinstance(model, TransformerSeq2Seq)
 
 

@@ -1,9 +1,11 @@
-"""The run directory: its file names, which checkpoint a run chose, its metrics, and run directories that
-older versions wrote."""
+"""The run directory: its file names, which checkpoint a run chose, its metrics, run directories that older
+versions wrote, its lock (one writer at a time) and --overwrite."""
 
+import fcntl
 import json
 import shutil
 from pathlib import Path
+from typing import IO
 
 import yaml
 
@@ -13,7 +15,7 @@ from nmt.run.directory import RunDir
 from nmt.run.metrics import append_metrics, forget_metrics_after, read_metrics
 from nmt.train.command import check_same_setup
 from nmt.train.warm_start import find_parent
-from tests.conftest import run_cli
+from tests.conftest import FAST, assert_one_line_error, run_cli, train_args
 
 
 def flat_model_config(config: dict) -> dict:
@@ -74,3 +76,59 @@ def test_the_chosen_checkpoint_comes_from_the_report(tmp_path: Path) -> None:
     save_checkpoint(run_dir.checkpoint("averaged"), {"model": {}, "config": {}})
     assert run_dir.chosen_checkpoint() == "averaged"
     assert run_dir.find_checkpoint() == run_dir.checkpoint("averaged")
+
+
+def _flock(path: Path, pid: str) -> IO[str]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle = open(path, "a+")  # noqa: SIM115
+    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    handle.truncate(0)
+    handle.write(pid)
+    handle.flush()
+    return handle
+
+
+def test_a_second_run_into_a_locked_directory_names_the_holder(
+    tiny: Path, small_corpus: Path, tmp_path: Path
+) -> None:
+    run = tmp_path / "run"
+    with _flock(run / ".lock", "4242"):
+        result = run_cli(*train_args(tiny, small_corpus, run, *FAST))
+    assert_one_line_error(result, str(run), "pid 4242")
+    assert sorted(p.name for p in run.iterdir()) == [".lock"]  # the holder's files are left alone
+
+
+def test_a_lock_left_by_a_dead_process_is_no_obstacle_and_every_exit_releases_it(
+    tiny: Path, small_corpus: Path, tmp_path: Path
+) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / ".lock").write_text("999999\n")  # a killed run's lock file: the kernel released its lock
+    assert_one_line_error(run_cli(*train_args(tiny, small_corpus, run, "--tgt-lang", "xx", *FAST)), "xx")
+    code, _, err = run_cli(*train_args(tiny, small_corpus, run, *FAST))  # the failed run let it go
+    assert code == 0, err
+    _flock(run / ".lock", "1").close()  # and so did the finished one
+
+
+def test_training_into_a_file_is_one_line(small_corpus: Path, tiny: Path, tmp_path: Path) -> None:
+    (tmp_path / "run").write_text("")
+    result = run_cli(*train_args(tiny, small_corpus, tmp_path / "run"))
+    assert_one_line_error(result, f"--out {tmp_path / 'run'} is a file")
+
+
+def test_overwrite_leaves_nothing_of_the_old_run(kept_run: Path, tiny: Path, small_corpus: Path) -> None:
+    for name in ("eval", "attention"):
+        (kept_run / name).mkdir(exist_ok=True)
+        (kept_run / name / "old.txt").write_text("old")
+    (kept_run / "report.json").write_text("{}")
+    (kept_run / "averaged.pt").write_bytes(b"old")
+    (kept_run / "notes.txt").write_text("mine")  # not nmt's: kept
+    args = train_args(
+        tiny, small_corpus, kept_run, *FAST, "--overwrite", "--set", "model.transformer.d_model=16"
+    )
+    code, _, err = run_cli(*args)
+    assert code == 0, err
+    left = {p.name for p in kept_run.iterdir()}
+    assert left == {".lock", "config.yaml", "spm.model", "best.pt", "last.pt", "metrics.jsonl", "train.log",
+                    "notes.txt"}  # fmt: skip
+    assert_one_line_error(run_cli("average", str(kept_run), "--last", "2"), "keeps 0 checkpoint(s)")

@@ -1,10 +1,12 @@
 """`nmt train` and its run directory: a refused run leaves nothing behind, RUN_DIR/train.log keeps every log
-line (appended across --resume), and the run says why training stopped."""
+line (appended across --resume), the run says why training stopped, and --resume refuses what it cannot
+continue."""
 
 import json
 from pathlib import Path
 
 import pytest
+import torch
 
 from nmt.run.checkpoint_io import load_checkpoint
 from tests.conftest import assert_one_line_error, copy_corpus, run_cli, train_args
@@ -73,3 +75,39 @@ def test_the_run_says_why_training_stopped(
     assert f": {reason} (" in err and setting in err, err
     assert load_checkpoint(run / "last.pt")["progress"]["stop_reason"] == reason
     assert f"{reason} (" in (run / "train.log").read_text()
+
+
+def test_training_into_an_existing_run_refuses(trained_run: Path, small_corpus: Path, tiny: Path) -> None:
+    before = (trained_run / "last.pt").stat().st_mtime_ns
+    result = run_cli(*train_args(tiny, small_corpus, trained_run, "--max-steps", "1"))
+    assert_one_line_error(result, str(trained_run), "--resume", "--overwrite")
+    assert (trained_run / "last.pt").stat().st_mtime_ns == before
+
+
+def test_resume_with_another_batch_size_is_refused(kept_run: Path, tiny: Path, small_corpus: Path) -> None:
+    config = (kept_run / "config.yaml").read_bytes()
+    args = train_args(tiny, small_corpus, kept_run, "--resume", "--max-steps", "20")
+    assert_one_line_error(run_cli(*args, "--set", "train.batch_tokens=900"), "batch_tokens=900", "600")
+    assert (kept_run / "config.yaml").read_bytes() == config
+
+
+@pytest.mark.parametrize("key", ["optimizer", "progress", "rng"])
+def test_resuming_from_a_last_checkpoint_without_training_state_is_one_line(
+    kept_run: Path, tiny: Path, small_corpus: Path, key: str
+) -> None:
+    checkpoint = torch.load(kept_run / "last.pt", weights_only=True)
+    del checkpoint[key]
+    torch.save(checkpoint, kept_run / "last.pt")
+    args = train_args(tiny, small_corpus, kept_run, "--resume", "--max-steps", "20")
+    assert_one_line_error(run_cli(*args), "last.pt", f"no '{key}'")
+
+
+def test_a_checkpoint_without_a_log_window_still_resumes(
+    kept_run: Path, tiny: Path, small_corpus: Path
+) -> None:
+    checkpoint = torch.load(kept_run / "last.pt", weights_only=False)
+    for key in ("window_loss", "window_tokens", "window_seconds"):
+        del checkpoint["progress"][key]
+    torch.save(checkpoint, kept_run / "last.pt")
+    code, _, err = run_cli(*train_args(tiny, small_corpus, kept_run, "--resume", "--max-steps", "8"))
+    assert code == 0, err

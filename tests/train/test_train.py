@@ -1,6 +1,10 @@
-"""Training: the loss falls, the schedule warms up and decays, and a resumed run continues bit for bit."""
+"""Training: the loss falls, the schedule warms up and decays, and a resumed run continues bit for bit, also
+after a signal or a kill -9 at any moment."""
 
 import json
+import re
+import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -16,7 +20,16 @@ from nmt.run.metrics import read_metrics
 from nmt.train.command import train
 from nmt.train.loss import sequence_loss
 from nmt.train.step import learning_rate_factor
-from tests.conftest import ROOT
+from tests.conftest import (
+    ROOT,
+    assert_interrupted,
+    finite_weights,
+    run_cli,
+    start_nmt,
+    train_args,
+    train_losses,
+    wait_until,
+)
 
 
 def tiny_config(corpus: Path, **train_fields: object) -> Config:
@@ -120,7 +133,113 @@ def test_checkpoints_keep_float_learning_rates_whatever_the_optimizer_holds() ->
 
 
 def test_resuming_a_finished_run_validates_no_step_twice(corpus: Path, tmp_path: Path) -> None:
-    train(tiny_config(corpus, max_steps=4), tmp_path / "run")
-    train(tiny_config(corpus, max_steps=4), tmp_path / "run", resume=True)  # nothing left to do
-    steps = [r["step"] for r in read_metrics(RunDir(tmp_path / "run")) if r["kind"] == "valid"]
-    assert steps and len(steps) == len(set(steps))
+    run = RunDir(tmp_path / "run")
+    train(tiny_config(corpus, max_steps=4), run.path)
+    validated = [r["step"] for r in read_metrics(run) if r["kind"] == "valid"]
+    progress = load_checkpoint(run.checkpoint("last"))["progress"]
+    train(tiny_config(corpus, max_steps=4), run.path, resume=True)  # nothing left to do
+    assert validated and [r["step"] for r in read_metrics(run) if r["kind"] == "valid"] == validated
+    assert load_checkpoint(run.checkpoint("last"))["progress"]["bad_evals"] == progress["bad_evals"]
+
+
+# --- interrupted (signals, kill -9) and resumed ---------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def straight_run(small_corpus: Path, tiny: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """30 uninterrupted steps of the tiny config: the reference for resumed runs."""
+    run = tmp_path_factory.mktemp("straight") / "run"
+    code, _, err = run_cli(*train_args(tiny, small_corpus, run, "--max-steps", "30"))
+    assert code == 0, err
+    return run
+
+
+def _assert_same_run(resumed: Path, straight: Path) -> None:
+    assert train_losses(resumed) == train_losses(straight)
+    a, b = load_checkpoint(resumed / "last.pt"), load_checkpoint(straight / "last.pt")
+    assert a["progress"]["step"] == b["progress"]["step"] == 30
+    for name, tensor in b["model"].items():
+        assert torch.equal(a["model"][name], tensor), name
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_signal_saves_and_resume_continues_bit_for_bit(
+    signum: int, straight_run: Path, small_corpus: Path, tiny: Path, tmp_path: Path
+) -> None:
+    run = tmp_path / "run"
+    process = start_nmt(*train_args(tiny, small_corpus, run, "--max-steps", "30"))
+    wait_until(lambda: (run / "last.pt").exists(), process)
+    process.send_signal(signum)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 130, err
+    saved = re.escape(f"{run / 'last.pt'} saved, continue with --resume")
+    stopped = re.fullmatch(rf"nmt: training interrupted at step (\d+); {saved}", err.strip().splitlines()[-1])
+    assert stopped and "Traceback" not in err, err
+    assert load_checkpoint(run / "last.pt")["progress"]["step"] == int(stopped.group(1)) < 30
+    assert load_checkpoint(run / "last.pt")["progress"]["stop_reason"] == "signal"
+    assert "signal (Ctrl-C or SIGTERM)" in (run / "train.log").read_text()
+    code, _, err = run_cli(*train_args(tiny, small_corpus, run, "--max-steps", "30", "--resume"))
+    assert code == 0, err
+    _assert_same_run(run, straight_run)
+
+
+def _temporary_files(run: Path) -> set[str]:
+    return {path.name for path in run.glob(".*.tmp")}
+
+
+def _kill(run: Path, args: list[str], moment: str, since: int) -> int:
+    """Start training and SIGKILL it once it wrote a checkpoint newer than `since` (an mtime), then either
+    as soon as it starts writing the next one ('writing') or 50 ms later ('between'); returns last.pt's mtime.
+    """
+    process = start_nmt(*args)
+
+    def modified() -> int:
+        return (run / "last.pt").stat().st_mtime_ns if (run / "last.pt").exists() else 0
+
+    wait_until(lambda: modified() > since, process)
+    if moment == "writing":
+        stale = _temporary_files(run)  # left by an earlier kill: removed at start, so only before this
+        wait_until(lambda: bool(_temporary_files(run) - stale), process, poll=0.0005)
+    else:
+        time.sleep(0.05)
+    process.kill()
+    process.wait(timeout=60)
+    return modified()
+
+
+@pytest.mark.slow
+def test_kill_9_at_any_moment_leaves_loadable_checkpoints(
+    straight_run: Path, small_corpus: Path, tiny: Path, tmp_path: Path
+) -> None:
+    """Killed while writing a checkpoint (one after every step) and between writes, each time resumed:
+    every checkpoint still loads, and the resumed run matches an uninterrupted one."""
+    run, since, steps = tmp_path / "run", 0, []
+    args = train_args(tiny, small_corpus, run, "--max-steps", "30", "--set", "train.eval_every=1")
+    for attempt, moment in enumerate(["writing", "between", "writing"]):
+        since = _kill(run, args + (["--resume"] if attempt else []), moment, since)
+        for name in ("last.pt", "best.pt"):
+            assert finite_weights(run / name), name
+        steps.append(load_checkpoint(run / "last.pt")["progress"]["step"])
+    assert steps == sorted(steps) and steps[-1] < 28
+    code, _, err = run_cli(*args, "--resume", "--max-steps", str(steps[-1] + 2))
+    assert code == 0, err
+    assert not _temporary_files(run)
+    assert [step for step, _ in train_losses(run)] == list(range(1, steps[-1] + 3))
+    assert train_losses(run) == train_losses(straight_run)[: steps[-1] + 2]
+
+
+@pytest.mark.slow
+def test_a_log_window_survives_a_resume(tiny: Path, small_corpus: Path, tmp_path: Path) -> None:
+    """With a record every 7 updates, the records of a run stopped by SIGTERM and resumed equal those of a
+    run never stopped (the checkpoint carries the window's partial sums)."""
+    straight, run = tmp_path / "straight", tmp_path / "run"
+    args = ("--max-steps", "30", "--set", "train.log_every=7")
+    assert run_cli(*train_args(tiny, small_corpus, straight, *args))[0] == 0
+    process = start_nmt(*train_args(tiny, small_corpus, run, *args))
+    wait_until(lambda: (run / "last.pt").exists(), process)
+    process.send_signal(signal.SIGTERM)
+    assert_interrupted(process)
+    code, _, err = run_cli(*train_args(tiny, small_corpus, run, *args, "--resume"))
+    assert code == 0, err
+    assert train_losses(run) == train_losses(straight) and len(train_losses(run)) == 4
