@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from nmt.errors import ConfigError
-from nmt.limits import check_at_least_one, check_dropout
+from nmt.limits import check_settings, setting
 from nmt.models.rnn import RNNConfig
 from nmt.models.transformer import TransformerConfig
 
@@ -23,17 +23,21 @@ class ModelConfig:
     """Architecture: the settings all model types share, and the section of the type's family
     (`transformer` or `rnn`; the other one is None)."""
 
-    type: Literal["transformer", "rnn-bahdanau", "rnn-luong"] = "transformer"
-    encoder_layers: int = 3
-    decoder_layers: int = 3
-    dropout: float = 0.1
-    tie_embeddings: bool = True
-    transformer: TransformerConfig | None = None  # defaults when model.type is transformer
-    rnn: RNNConfig | None = None  # defaults when model.type is rnn-bahdanau or rnn-luong
+    type: Literal["transformer", "rnn-bahdanau", "rnn-luong"] = setting(
+        "transformer", "the architecture: a Transformer, or an RNN with Bahdanau's or Luong's attention"
+    )
+    encoder_layers: int = setting(3, "layers of the encoder", low=1)
+    decoder_layers: int = setting(3, "layers of the decoder", low=1)
+    dropout: float = setting(0.1, "dropout probability on embeddings and between layers", low=0, high=1,
+                             high_open=True)  # fmt: skip
+    tie_embeddings: bool = setting(
+        True, "share the target embedding with the output projection (and the source one when joint)"
+    )
+    transformer: TransformerConfig | None = setting(None, "the Transformer's section (defaults when absent)")
+    rnn: RNNConfig | None = setting(None, "the RNNs' section (defaults when absent)")
 
     def __post_init__(self) -> None:
-        check_at_least_one(self, "model.", ("encoder_layers", "decoder_layers"))
-        check_dropout(self, "model.", ("dropout",))
+        check_settings(self, "model.")
         family, (other,) = self.family, SECTIONS.keys() - {self.family}
         if getattr(self, other) is not None:
             raise ConfigError(

@@ -18,7 +18,7 @@ from torch import Tensor, nn
 
 from nmt.data.special_tokens import PAD
 from nmt.errors import ConfigError
-from nmt.limits import check_at_least_one
+from nmt.limits import check_settings, setting
 from nmt.models.attention import AdditiveAttention, Attention, luong_attention
 from nmt.models.base import Memory, Output, Seq2Seq, State, Step, make_embeddings
 
@@ -30,17 +30,25 @@ if TYPE_CHECKING:  # the model section holds this family's section: a type hint 
 class RNNConfig:
     """The settings of the RNN models (`model.rnn`); the Luong ones do not apply to rnn-bahdanau."""
 
-    cell: Literal["gru", "lstm"] = "gru"
-    embedding_size: int = 512
-    hidden_size: int = 512  # per direction in the encoder
-    bridge: Literal["learned", "zero", "last"] = "learned"
-    luong_score: Literal["dot", "general", "concat"] = "general"
-    input_feeding: bool = True
-    scale_scores: bool = False  # Luong dot/general scores divided by sqrt(d)
+    cell: Literal["gru", "lstm"] = setting("gru", "the recurrent cell")
+    embedding_size: int = setting(512, "width of the word embeddings", low=1)
+    hidden_size: int = setting(512, "width of the recurrent state (per direction in the encoder)", low=1)
+    bridge: Literal["learned", "zero", "last"] = setting(
+        "learned", "the decoder's first state: learned from the encoder's final states, zeros, or those "
+        "states layer by layer (last: needs decoder_layers ≤ encoder_layers)",
+    )  # fmt: skip
+    luong_score: Literal["dot", "general", "concat"] = setting(
+        "general", "Luong only: how a decoder state h scores a source state s (dot: hᵀs, general: hᵀWs, "
+        "concat: vᵀtanh(W₁h + W₂s))",
+    )  # fmt: skip
+    input_feeding: bool = setting(
+        True, "Luong only: feed the previous attentional state into the next decoder step"
+    )
+    scale_scores: bool = setting(False, "Luong only: divide dot/general scores by sqrt(d)")
 
     def check(self) -> None:
         """Raise ConfigError for a value out of range (run by ModelConfig, as TransformerConfig.check is)."""
-        check_at_least_one(self, "model.rnn.", ("embedding_size", "hidden_size"))
+        check_settings(self, "model.rnn.")
 
 
 def make_rnn(cfg: ModelConfig, input_size: int, layers: int) -> nn.RNNBase:

@@ -16,7 +16,7 @@ from torch import Tensor, nn
 
 from nmt.data.special_tokens import PAD
 from nmt.errors import ConfigError
-from nmt.limits import MAX_SIZE, check_at_least_one, check_dropout, check_range
+from nmt.limits import MAX_SIZE, check_settings, setting
 from nmt.models.attention import MultiHeadAttention, SelfAttention
 from nmt.models.base import (
     Memory,
@@ -37,24 +37,26 @@ if TYPE_CHECKING:  # the model section holds this family's section: a type hint 
 class TransformerConfig:
     """The Transformer's settings (`model.transformer`)."""
 
-    d_model: int = 512  # width of the embeddings and of every layer
-    heads: int = 8
-    ff_dim: int = 2048
-    attention_dropout: float = 0.0
-    norm: Literal["pre", "post"] = "pre"
-    max_positions: int = 1024  # longest sequence (subwords + bos/eos) the position table holds
+    d_model: int = setting(512, "width of the embeddings and of every layer (a multiple of heads)", low=1)
+    heads: int = setting(8, "attention heads per layer; each attends in d_model / heads dimensions", low=1)
+    ff_dim: int = setting(2048, "inner width of each layer's feed-forward network", low=1)
+    attention_dropout: float = setting(0.0, "dropout on the attention weights", low=0, high=1, high_open=True)
+    norm: Literal["pre", "post"] = setting(
+        "pre", "layer norm before each sublayer (pre: stabler) or after it (post: the original paper's)"
+    )
+    max_positions: int = setting(
+        1024, "longest sequence (subwords + bos/eos) the position table holds", low=1, high=MAX_SIZE
+    )
 
     def check(self) -> None:
         """Raise ConfigError for a value out of range (run by ModelConfig for the section of its type, so that
         a section of the other type is reported as such first)."""
-        check_at_least_one(self, "model.transformer.", ("d_model", "heads", "ff_dim"))
+        check_settings(self, "model.transformer.")
         if self.d_model % self.heads:
             raise ConfigError(
                 f"model.transformer.d_model={self.d_model} must be divisible by "
                 f"model.transformer.heads={self.heads}"
             )
-        check_dropout(self, "model.transformer.", ("attention_dropout",))
-        check_range("model.transformer.max_positions", self.max_positions, 1, MAX_SIZE)
 
 
 def sinusoidal_positions(length: int, d_model: int) -> Tensor:
