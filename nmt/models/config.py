@@ -21,7 +21,7 @@ FAMILY_NAMES = {"transformer": "a Transformer", "rnn": "an RNN"}
 @dataclass(frozen=True)
 class ModelConfig:
     """Architecture: the settings all model types share, and the section of the type's family
-    (`transformer` or `rnn`; the other one is None)."""
+    (`transformer` or `rnn`; the other family's section stays empty)."""
 
     type: Literal["transformer", "rnn-bahdanau", "rnn-luong"] = setting(
         "transformer", "the architecture: a Transformer, or an RNN with Bahdanau's or Luong's attention"

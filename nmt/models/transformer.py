@@ -45,8 +45,9 @@ class TransformerConfig:
         "pre", "layer norm before each sublayer (pre: stabler) or after it (post: the original paper's)"
     )
     max_positions: int = setting(
-        1024, "longest sequence (subwords + bos/eos) the position table holds", low=1, high=MAX_SIZE
-    )
+        1024, "longest sequence (subwords + bos/eos) the position table holds; at least data.max_len + 1, "
+        "rounded up to train.pad_to_multiple", low=1, high=MAX_SIZE,
+    )  # fmt: skip
 
     def check(self) -> None:
         """Raise ConfigError for a value out of range (run by ModelConfig for the section of its type, so that
