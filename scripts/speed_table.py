@@ -1,11 +1,12 @@
 """Speed of nmt beside the plain-PyTorch ceiling, measured in one run on one machine, as a Markdown table.
 
-    python scripts/speed_table.py --ceiling ../shared/bench/ceiling_bench.py --data DIR --out bench/ \
+    python scripts/speed_table.py --data DIR --out bench/ \
         configs/multi30k-transformer.yaml configs/multi30k-rnn-bahdanau.yaml configs/multi30k-rnn-luong.yaml
 
-runs `ceiling_bench.py` and then `nmt benchmark` for each config (options after `--` go to every `nmt
-benchmark`), keeps every JSON in --out, and prints the table with each model's training speed as a fraction
-of the ceiling's compiled figure. `--table-only` rebuilds the table from the JSON files already in --out.
+runs the plain-PyTorch ceiling (scripts/ceiling_bench.py, or the script --ceiling names) and then `nmt
+benchmark` for each config (options after `--` go to every `nmt benchmark`), keeps every JSON in --out, and
+prints the table with each model's training speed as a fraction of the ceiling's compiled figure.
+`--table-only` rebuilds the table from the JSON files already in --out.
 
 A config may be a variant, `NAME=CONFIG+KEY=VALUE+KEY=VALUE`: the column NAME, CONFIG with those `--set`s,
 e.g. `graphs=configs/multi30k-transformer.yaml+train.cuda_graphs=true`.
@@ -100,7 +101,7 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("configs", nargs="+", help="CONFIG or NAME=CONFIG+KEY=VALUE+…")
-    parser.add_argument("--ceiling", type=Path, default=Path("../shared/bench/ceiling_bench.py"))
+    parser.add_argument("--ceiling", type=Path, default=Path(__file__).with_name("ceiling_bench.py"))
     parser.add_argument("--ceiling-budget", type=float, default=120.0, help="seconds for ceiling_bench.py")
     parser.add_argument("--smoke", action="store_true", help="ceiling_bench.py at its tiny CPU sizes")
     parser.add_argument("--data", type=Path, help="corpus directory (default: nmt benchmark's synthetic one)")

@@ -60,6 +60,17 @@ def section_class(hint: Any) -> Any:
     return hint if is_dataclass(hint) else None
 
 
+def sections(cls: type, prefix: str = "") -> list[tuple[str, type]]:
+    """The section dataclasses inside dataclass `cls`, each with its dotted name, in the order of their fields
+    (`model.transformer` right after `model`)."""
+    found = []
+    for name, hint in typing.get_type_hints(cls).items():
+        inner = section_class(hint)
+        if inner is not None:
+            found += [(f"{prefix}{name}", inner), *sections(inner, f"{prefix}{name}.")]
+    return found
+
+
 def replace(cfg: Config, **sections: Mapping[str, Any]) -> Config:
     """A copy of `cfg` with some fields of some sections changed: replace(cfg, train={"max_steps": 5}); a
     mapping changes fields of a subsection, replace(cfg, model={"transformer": {"d_model": 32}})."""

@@ -10,48 +10,59 @@ from dataclasses import dataclass
 from typing import Literal
 
 from nmt.errors import ConfigError
-from nmt.limits import MAX_SIZE, check_at_least_one, check_dropout, check_range
+from nmt.limits import MAX_SIZE, check_settings, setting
 
 
 @dataclass(frozen=True)
 class TransformerConfig:
     """The Transformer's settings (`model.transformer`)."""
 
-    d_model: int = 512  # width of the embeddings and of every layer
-    heads: int = 8
-    ff_dim: int = 2048
-    attention_dropout: float = 0.0
-    norm: Literal["pre", "post"] = "pre"
-    max_positions: int = 1024  # longest sequence (subwords + bos/eos) the position table holds
+    d_model: int = setting(512, "width of the embeddings and of every layer (a multiple of heads)", low=1)
+    heads: int = setting(8, "attention heads per layer; each attends in d_model / heads dimensions", low=1)
+    ff_dim: int = setting(2048, "inner width of each layer's feed-forward network", low=1)
+    attention_dropout: float = setting(0.0, "dropout on the attention weights", low=0, high=1, high_open=True)
+    norm: Literal["pre", "post"] = setting(
+        "pre", "layer norm before each sublayer (pre: stabler) or after it (post: the original paper's)"
+    )
+    max_positions: int = setting(
+        1024, "longest sequence (subwords + bos/eos) the position table holds; at least data.max_len + 1, "
+        "rounded up to train.pad_to_multiple", low=1, high=MAX_SIZE,
+    )  # fmt: skip
 
     def check(self) -> None:
         """Raise ConfigError for a value out of range (run by ModelConfig for the section of its type, so that
         a section of the other type is reported as such first)."""
-        check_at_least_one(self, "model.transformer.", ("d_model", "heads", "ff_dim"))
+        check_settings(self, "model.transformer.")
         if self.d_model % self.heads:
             raise ConfigError(
                 f"model.transformer.d_model={self.d_model} must be divisible by "
                 f"model.transformer.heads={self.heads}"
             )
-        check_dropout(self, "model.transformer.", ("attention_dropout",))
-        check_range("model.transformer.max_positions", self.max_positions, 1, MAX_SIZE)
 
 
 @dataclass(frozen=True)
 class RNNConfig:
     """The settings of the RNN models (`model.rnn`); the Luong ones do not apply to rnn-bahdanau."""
 
-    cell: Literal["gru", "lstm"] = "gru"
-    embedding_size: int = 512
-    hidden_size: int = 512  # per direction in the encoder
-    bridge: Literal["learned", "zero", "last"] = "learned"
-    luong_score: Literal["dot", "general", "concat"] = "general"
-    input_feeding: bool = True
-    scale_scores: bool = False  # Luong dot/general scores divided by sqrt(d)
+    cell: Literal["gru", "lstm"] = setting("gru", "the recurrent cell")
+    embedding_size: int = setting(512, "width of the word embeddings", low=1)
+    hidden_size: int = setting(512, "width of the recurrent state (per direction in the encoder)", low=1)
+    bridge: Literal["learned", "zero", "last"] = setting(
+        "learned", "the decoder's first state: learned from the encoder's final states, zeros, or those "
+        "states layer by layer (last: needs decoder_layers ≤ encoder_layers)",
+    )  # fmt: skip
+    luong_score: Literal["dot", "general", "concat"] = setting(
+        "general", "Luong only: how a decoder state h scores a source state s (dot: hᵀs, general: hᵀWs, "
+        "concat: vᵀtanh(W₁h + W₂s))",
+    )  # fmt: skip
+    input_feeding: bool = setting(
+        True, "Luong only: feed the previous attentional state into the next decoder step"
+    )
+    scale_scores: bool = setting(False, "Luong only: divide dot/general scores by sqrt(d)")
 
     def check(self) -> None:
         """Raise ConfigError for a value out of range (run by ModelConfig, as TransformerConfig.check is)."""
-        check_at_least_one(self, "model.rnn.", ("embedding_size", "hidden_size"))
+        check_settings(self, "model.rnn.")
 
 
 FAMILIES = {"transformer": "transformer", "rnn-bahdanau": "rnn", "rnn-luong": "rnn"}  # model.type → section
@@ -62,19 +73,23 @@ FAMILY_NAMES = {"transformer": "a Transformer", "rnn": "an RNN"}
 @dataclass(frozen=True)
 class ModelConfig:
     """Architecture: the settings all model types share, and the section of the type's family
-    (`transformer` or `rnn`; the other one is None)."""
+    (`transformer` or `rnn`; the other family's section stays empty)."""
 
-    type: Literal["transformer", "rnn-bahdanau", "rnn-luong"] = "transformer"
-    encoder_layers: int = 3
-    decoder_layers: int = 3
-    dropout: float = 0.1
-    tie_embeddings: bool = True
-    transformer: TransformerConfig | None = None  # defaults when model.type is transformer
-    rnn: RNNConfig | None = None  # defaults when model.type is rnn-bahdanau or rnn-luong
+    type: Literal["transformer", "rnn-bahdanau", "rnn-luong"] = setting(
+        "transformer", "the architecture: a Transformer, or an RNN with Bahdanau's or Luong's attention"
+    )
+    encoder_layers: int = setting(3, "layers of the encoder", low=1)
+    decoder_layers: int = setting(3, "layers of the decoder", low=1)
+    dropout: float = setting(0.1, "dropout probability on embeddings and between layers", low=0, high=1,
+                             high_open=True)  # fmt: skip
+    tie_embeddings: bool = setting(
+        True, "share the target embedding with the output projection (and the source one when joint)"
+    )
+    transformer: TransformerConfig | None = setting(None, "the Transformer's section (defaults when absent)")
+    rnn: RNNConfig | None = setting(None, "the RNNs' section (defaults when absent)")
 
     def __post_init__(self) -> None:
-        check_at_least_one(self, "model.", ("encoder_layers", "decoder_layers"))
-        check_dropout(self, "model.", ("dropout",))
+        check_settings(self, "model.")
         family, (other,) = self.family, SECTIONS.keys() - {self.family}
         if getattr(self, other) is not None:
             raise ConfigError(
