@@ -5,11 +5,14 @@ translation, and checks the heatmap's cells against the attention /v1/translate 
 import json
 import shutil
 import tempfile
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.serve.conftest import start
 
 pytestmark = pytest.mark.slow
 
@@ -100,3 +103,27 @@ def test_the_heatmap_shows_the_attention_the_api_returns(
         "return [...document.querySelectorAll('.panel .col-label')].map(l => l.classList.contains('lit'))"
     )
     assert lit == [w >= 0.1 for w in head[0]]
+
+
+def test_the_explorer_opened_with_a_base64_key_translates(
+    browser: object, trained_run: Path, tmp_path: Path
+) -> None:
+    """A key as `openssl rand -base64 16` prints it (with / + =): the page opened as /?api_key=KEY keeps it in
+    its cookie, and its own requests (the models, the translation) carry it."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    key = "q0Vd5m/7Xo+3zJwLb9k2hA=="
+    (tmp_path / "keys").write_text(f"{key}\n")
+    served = start(trained_run, "--api-key-file", str(tmp_path / "keys"))
+    try:
+        driver = browser
+        driver.get(f"{served.url}/?api_key={urllib.parse.quote(key, safe='')}")  # type: ignore[attr-defined]
+        wait = WebDriverWait(driver, 30)
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, ".panel select.model option"))
+        driver.find_element(By.ID, "text").send_keys(SENTENCE)  # type: ignore[attr-defined]
+        driver.find_element(By.ID, "translate").click()  # type: ignore[attr-defined]
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, ".panel rect.cell"))
+        assert driver.find_elements(By.CSS_SELECTOR, ".panel .nbest li .text")  # type: ignore[attr-defined]
+    finally:
+        assert served.stop() == 0
