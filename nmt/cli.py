@@ -654,7 +654,8 @@ def serve(
     access_log: Annotated[bool, typer.Option(help="Log every request (uvicorn's access log).")] = False,
 ) -> None:
     """Serve translation over HTTP: the LibreTranslate API (POST /translate, GET /languages), nmt's own
-    (POST /v1/translate, GET /v1/models, GET /health) and the attention explorer at /.
+    (POST /v1/translate, GET /v1/models, GET /health), the attention explorer at / and the OpenAPI
+    document of them all at /openapi.json.
 
     Runs of the same language pair that share a vocabulary are also served as their ensemble, the pair's
     default unless --default names another. Requests from all clients are decoded together in batches.
