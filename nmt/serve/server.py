@@ -28,7 +28,8 @@ ACCESS_LOG = {  # uvicorn's access log on stderr, when asked; nmt's own logging 
     "disable_existing_loggers": False,
     "formatters": {"access": {"()": "uvicorn.logging.AccessFormatter", "use_colors": False,
                               "fmt": 'nmt: %(client_addr)s "%(request_line)s" %(status_code)s'}},
-    "handlers": {"access": {"class": "logging.StreamHandler", "formatter": "access", "stream": "ext://sys.stderr"}},
+    "handlers": {"access": {"class": "logging.StreamHandler", "formatter": "access",
+                            "stream": "ext://sys.stderr"}},
     "loggers": {"uvicorn.access": {"handlers": ["access"], "level": "INFO", "propagate": False}},
 }  # fmt: skip
 
