@@ -409,26 +409,16 @@ def _translator(
     several make an ensemble) or with the export (engine ctranslate2) in RUN_DIR, `auto` telling them apart;
     returns the bad lines."""
     from nmt.decode.translate import stream_translations
-    from nmt.export.runtime import is_export
+    from nmt.export.runtime import choose_engine
 
-    exports = [path for path in run_dirs if is_export(path)]
-    if engine == "auto":
-        engine = "ctranslate2" if exports else "torch"
-    if engine == "ctranslate2":
+    if choose_engine(engine, run_dirs, checkpoint) == "ctranslate2":
         from nmt.export.runtime import load_export
 
-        if checkpoint is not None:
-            raise UserError("--checkpoint: an export holds one checkpoint; choose it at `nmt export`")
         if len(run_dirs) > 1:
             raise UserError("the ctranslate2 engine translates with one export; an ensemble needs runs")
         given = {name: value for name, value in flags.items() if value is not None}
         export = load_export(run_dirs[0], device).with_search(given)
         return functools.partial(stream_translations, export, export.translate_sentences, style=style)
-    if engine != "torch":
-        raise UserError(f"--engine {engine}: unknown; use auto, torch or ctranslate2")
-    if exports:
-        raise UserError(f"{exports[0]} is a CTranslate2 export (written by `nmt export`), not a run "
-                        f"directory; translate with it without --engine torch")  # fmt: skip
     from nmt.decode.trained_run import load_runs
     from nmt.decode.translate import translate_hypotheses
     from nmt.device import resolve_device
@@ -595,8 +585,11 @@ def serve(
     host: Annotated[str, typer.Option(help="Address to listen on (0.0.0.0: every interface).")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=0, max=65535, help="Port (0: any free one, logged).")] = 8000,
     engine: Annotated[
-        str, typer.Option(help="torch, or ctranslate2 with each RUN_DIR a directory written by `nmt export`.")
-    ] = "torch",
+        str,
+        typer.Option(
+            help="auto: ctranslate2 for directories written by `nmt export`, torch for run directories."
+        ),
+    ] = "auto",
     device: Device = "auto",
     beam_size: BeamSize = None,
     checkpoint: Checkpoint = None,
@@ -615,28 +608,34 @@ def serve(
     api_key_file: Annotated[
         Path | None, typer.Option(help="Keys, one a line: every request must carry one (else 403).")
     ] = None,
+    default: Annotated[
+        list[str] | None,
+        typer.Option("--default", help="A served model (as /v1/models names it): its pair's default."),
+    ] = None,
+    access_log: Annotated[bool, typer.Option(help="Log every request (uvicorn's access log).")] = False,
 ) -> None:
     """Serve translation over HTTP: the LibreTranslate API (POST /translate, GET /languages), nmt's own
-    (POST /v1/translate, GET /v1/models, GET /health) and the attention explorer at /.
+    (POST /v1/translate, GET /v1/models, GET /health), the attention explorer at / and the OpenAPI
+    document of them all at /openapi.json.
 
     Runs of the same language pair that share a vocabulary are also served as their ensemble, the pair's
-    default. Requests from all clients are decoded together in batches. SIGTERM or Ctrl-C answers the
-    requests in flight, then exits with code 0.
+    default unless --default names another. Requests from all clients are decoded together in batches.
+    SIGTERM or Ctrl-C answers the requests in flight, then exits with code 0.
     """
     from nmt.serve.server import check_installed
 
     check_installed()
     from nmt.device import resolve_device
+    from nmt.export.runtime import choose_engine
     from nmt.serve.engines import load_catalog
     from nmt.serve.payloads import Limits
     from nmt.serve.server import Settings, listen, read_keys
     from nmt.serve.server import serve as run_server
 
-    if engine not in ("torch", "ctranslate2"):
-        raise UserError(f"--engine {engine}: unknown; use torch or ctranslate2")
+    engine = choose_engine(engine, run_dirs, checkpoint)
     keys = read_keys(api_key_file) if api_key_file is not None else None
     listen(host, port).close()  # a busy port is reported before the models load
-    catalog = load_catalog(run_dirs, engine, resolve_device(device), checkpoint, beam_size)
+    catalog = load_catalog(run_dirs, engine, resolve_device(device), checkpoint, beam_size, default)
     beams = [e.beam_size for e in catalog.engines.values()]
     limits = Limits(max_texts=max_texts, max_chars=max_chars, max_beam=max(16, *beams))
-    run_server(catalog, Settings(host, port, max_batch_tokens, max_delay_ms, limits, keys))
+    run_server(catalog, Settings(host, port, max_batch_tokens, max_delay_ms, limits, keys, access_log))

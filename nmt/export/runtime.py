@@ -106,6 +106,23 @@ def is_export(path: Path) -> bool:
     return (path / META).is_file()
 
 
+def choose_engine(engine: str, paths: list[Path], checkpoint: str | None) -> str:
+    """The engine that decodes with `paths`: 'torch' (run directories) or 'ctranslate2' (exports of
+    `nmt export`), as `engine` names it, or for 'auto' as the directories are; a choice that cannot work
+    with them (or with `checkpoint`, which only runs have several of) is a UserError."""
+    exports = [path for path in paths if is_export(path)]
+    if engine == "auto":
+        engine = "ctranslate2" if exports else "torch"
+    if engine not in ("torch", "ctranslate2"):
+        raise UserError(f"--engine {engine}: unknown; use auto, torch or ctranslate2")
+    if engine == "ctranslate2" and checkpoint is not None:
+        raise UserError("--checkpoint: an export holds one checkpoint; choose it at `nmt export`")
+    if engine == "torch" and exports:
+        raise UserError(f"{exports[0]} is a CTranslate2 export (written by `nmt export`), not a run "
+                        f"directory; use it without --engine torch")  # fmt: skip
+    return engine
+
+
 def load_export(
     path: Path, device: str = "auto", threads: int = 0, compute_type: str = "default"
 ) -> Exported:

@@ -18,13 +18,15 @@ import logging
 from collections.abc import Callable, Hashable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Generic, TypeVar
 
 import torch
 
 log = logging.getLogger(__name__)
 
-Decode = Callable[[Any, list[list[int]]], list[Any]]  # (key, source id lists) -> one result per source
+K = TypeVar("K", bound=Hashable)  # what to decode and how: sentences batch only with those of an equal key
+R = TypeVar("R")  # the result of decoding one sentence
+Decode = Callable[[K, list[list[int]]], list[R]]  # (key, source id lists) -> one result per source
 
 
 class Closed(Exception):
@@ -50,15 +52,14 @@ def is_out_of_memory(err: BaseException) -> bool:
 
 
 @dataclass(eq=False)
-class _Request:
-    key: Hashable
+class _Request(Generic[K, R]):
+    key: K
     sources: list[list[int]]
     beam: int
-    future: asyncio.Future[list[Any]]
+    future: asyncio.Future[list[R]]
     arrived: float
-    results: list[Any] = field(default_factory=list)
+    results: dict[int, R] = field(default_factory=dict)  # by the source's position
     handed: int = 0  # sources put into batches so far
-    answered: int = 0
 
 
 @dataclass
@@ -70,13 +71,13 @@ class Stats:
     split_batches: int = 0
 
 
-class Batcher:
+class Batcher(Generic[K, R]):
     """Queues requests' sentences and decodes them in batches with `decode`, in one thread of its own."""
 
-    def __init__(self, decode: Decode, max_tokens: int, max_delay: float) -> None:
+    def __init__(self, decode: Decode[K, R], max_tokens: int, max_delay: float) -> None:
         self.decode, self.max_tokens, self.max_delay = decode, max_tokens, max_delay
         self.stats = Stats()
-        self._queue: list[_Request] = []  # requests with sources not yet in a batch, oldest first
+        self._queue: list[_Request[K, R]] = []  # requests with sources not yet in a batch, oldest first
         self._wake = asyncio.Event()
         self._closing = False
         self._decoded_at = float("-inf")  # event-loop time when the last batch was decoded
@@ -87,7 +88,7 @@ class Batcher:
         """Sentences queued and not yet in a batch."""
         return sum(len(r.sources) - r.handed for r in self._queue)
 
-    async def translate(self, key: Hashable, sources: list[list[int]], beam: int) -> list[Any]:
+    async def translate(self, key: K, sources: list[list[int]], beam: int) -> list[R]:
         """The decode results of `sources` (same order), batched with other requests of the same `key`.
         Raises Closed once the server stops, SentenceFailed when one of them cannot be decoded."""
         if self._closing:
@@ -95,7 +96,7 @@ class Batcher:
         if not sources:
             return []
         loop = asyncio.get_running_loop()
-        request = _Request(key, sources, beam, loop.create_future(), loop.time(), [None] * len(sources))
+        request: _Request[K, R] = _Request(key, sources, beam, loop.create_future(), loop.time())
         self._queue.append(request)
         self._wake.set()
         try:
@@ -133,9 +134,10 @@ class Batcher:
         self._closing = True
         self._wake.set()
 
-    def shutdown(self) -> None:
-        """Release the decoding thread (after `run` has ended)."""
-        self._executor.shutdown(wait=True)
+    def shutdown(self, wait: bool = True) -> None:
+        """Release the decoding thread (after `run` has ended; `wait` False: not waiting for a batch that is
+        being decoded, which is then the last)."""
+        self._executor.shutdown(wait=wait, cancel_futures=True)
 
     async def _sleep(self, timeout: float | None) -> None:
         """Until a request arrives or `close` is called, at most `timeout` seconds."""
@@ -145,7 +147,7 @@ class Batcher:
             return
         self._wake.clear()
 
-    def _full(self, key: Hashable) -> bool:
+    def _full(self, key: K) -> bool:
         """Whether the queued sentences of `key` fill a batch."""
         count, longest, beam = 0, 0, 1
         for request in self._queue:
@@ -155,11 +157,11 @@ class Batcher:
                 beam = request.beam
         return count * longest * beam >= self.max_tokens
 
-    def _take(self, key: Hashable) -> list[tuple[_Request, int]]:
+    def _take(self, key: K) -> list[tuple[_Request[K, R], int]]:
         """Sentences of `key` for one batch, one from each waiting request in turn, within the budget (at
         least one sentence); requests whose every sentence is taken leave the queue."""
         requests = [r for r in self._queue if r.key == key]
-        batch: list[tuple[_Request, int]] = []
+        batch: list[tuple[_Request[K, R], int]] = []
         longest = 0
         while requests:
             for request in list(requests):
@@ -173,11 +175,11 @@ class Batcher:
                     self._queue.remove(request)
         return batch
 
-    def _decode_isolated(self, key: Hashable, sources: list[list[int]]) -> list[Any]:
+    def _decode_isolated(self, key: K, sources: list[list[int]]) -> list[R | SentenceFailed]:
         """`decode` of one batch; when it fails, of each half (recursively): one result or SentenceFailed per
         source."""
         try:
-            return self.decode(key, sources)
+            return list(self.decode(key, sources))
         except Exception as err:  # narrowed down to the sentence that causes it
             if len(sources) == 1:
                 log.error("a sentence of %d subwords failed: %s", len(sources[0]), err)
@@ -190,7 +192,7 @@ class Batcher:
         return self._decode_isolated(key, sources[:half]) + self._decode_isolated(key, sources[half:])
 
 
-def _answer(request: _Request, i: int, outcome: Any) -> None:
+def _answer(request: _Request[K, R], i: int, outcome: R | SentenceFailed) -> None:
     """Record one sentence's outcome; the request is answered once all its sentences are, or fails at once."""
     if request.future.done():  # failed already, or the client went away
         return
@@ -198,6 +200,5 @@ def _answer(request: _Request, i: int, outcome: Any) -> None:
         request.future.set_exception(outcome)
         return
     request.results[i] = outcome
-    request.answered += 1
-    if request.answered == len(request.sources):
-        request.future.set_result(request.results)
+    if len(request.results) == len(request.sources):
+        request.future.set_result([request.results[i] for i in range(len(request.sources))])

@@ -2,7 +2,8 @@
 
 Each run directory is served as itself, named after its directory; the runs of one language pair that share a
 vocabulary are also served as their ensemble, which is then the pair's default (as `nmt translate RUN RUN`
-decodes). With `--engine ctranslate2` each directory is an export of `nmt export` instead.
+decodes) unless `--default NAME` chooses another; the default of each pair is logged at startup. With
+`--engine ctranslate2` each directory is an export of `nmt export` instead.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import os
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
@@ -24,8 +25,15 @@ from nmt.decode.search import Hypothesis
 from nmt.decode.trained_run import TrainedRun, ensemble, load_run
 from nmt.decode.translate import max_source_len, teacher_forced_attention, translate_ids
 from nmt.errors import UserError
+from nmt.models.config import ModelConfig
+from nmt.serve.answers import ModelFacts, ReportedBleu
+
+if TYPE_CHECKING:
+    from nmt.export.runtime import Exported
 
 log = logging.getLogger(__name__)
+
+ENSEMBLE_ATTENTION = "one layer, one head: what search collected, the mean of the members' last layers' heads"
 
 
 @dataclass(frozen=True)
@@ -35,6 +43,15 @@ class Options:
     beam_size: int
     nbest: int
     attention: bool
+
+
+@dataclass(frozen=True)
+class Decoding:
+    """What to decode and how: the served model's name and the search options. The batcher's key: sentences
+    batch only with others decoded alike."""
+
+    model: str
+    options: Options
 
 
 @dataclass(frozen=True)
@@ -61,7 +78,7 @@ class Engine(ABC):
         """Search source id lists (each at most `max_source_len` long) as one batch; blocking."""
 
     @abstractmethod
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> ModelFacts:
         """What /v1/models says of the model beyond its name and pair."""
 
 
@@ -98,26 +115,34 @@ class TorchEngine(Engine):
             return Translated(hyps, [h.attention[None, None] for h in hyps])  # type: ignore[index]
         return Translated(hyps, teacher_forced_attention(self.run.model, src, [h.tokens for h in hyps]))
 
-    def describe(self) -> dict[str, Any]:
-        model = self.run.cfg.model
-        return {
-            "engine": "torch",
-            "type": model.type if len(self.members) == 1 else "ensemble",
-            "runs": [member.directory.path.name for member in self.members],
-            "checkpoint": self.run.checkpoint_name,
-            "parameters": sum(p.numel() for p in self.run.model.parameters()),
-            "test_bleu": _test_bleu(self.run) if len(self.members) == 1 else None,
-            "beam_size": self.beam_size,
-            "attention": "searched: mean of members" if len(self.members) > 1 else "every layer and head",
-        }
+    def describe(self) -> ModelFacts:
+        alone = len(self.members) == 1
+        return ModelFacts(
+            engine="torch",
+            type=self.run.cfg.model.type if alone else "ensemble",
+            runs=[member.directory.path.name for member in self.members],
+            checkpoint=self.run.checkpoint_name,
+            parameters=sum(p.numel() for p in self.run.model.parameters()),
+            test_bleu=_test_bleu(self.run) if alone else None,
+            beam_size=self.beam_size,
+            attention=attention_layout(self.run.cfg.model) if alone else ENSEMBLE_ATTENTION,
+        )
 
 
-def _test_bleu(run: TrainedRun) -> dict[str, Any] | None:
+def attention_layout(model: ModelConfig) -> str:
+    """The encoder-decoder attention a trained model returns: a Transformer's layers and heads, an RNN's one
+    attention."""
+    if model.transformer is None:
+        return f"one layer, one head: {model.attention_name(0)}"
+    return f"{model.decoder_layers} decoder layers × {model.transformer.heads} heads (scaled dot-product)"
+
+
+def _test_bleu(run: TrainedRun) -> ReportedBleu | None:
     """The test BLEU in the run's report.json and the checkpoint it scored, if the report has one."""
     try:
         report = json.loads(run.directory.report.read_text(encoding="utf-8"))
         chosen = report["checkpoint"]
-        return {"bleu": report["test"][chosen]["bleu"], "checkpoint": chosen}
+        return ReportedBleu(bleu=report["test"][chosen]["bleu"], checkpoint=chosen)
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -127,7 +152,7 @@ class ExportedEngine(Engine):
 
     has_attention = False
 
-    def __init__(self, name: str, exported: Any) -> None:  # exported: nmt.export.runtime.Exported
+    def __init__(self, name: str, exported: Exported) -> None:
         if exported.languages is None:
             raise UserError(f"{name}: the export names no language pair; export the run again with this nmt")
         super().__init__(name, exported.languages, exported.tokenizers, exported.max_source_len,
@@ -138,14 +163,11 @@ class ExportedEngine(Engine):
         found = self.exported.hypotheses(sources, options.beam_size, len(sources) or 1, options.nbest)
         return [Translated(hyps) for hyps in found]
 
-    def describe(self) -> dict[str, Any]:
-        unknown = dict.fromkeys(("checkpoint", "parameters", "test_bleu", "attention"))
-        return {
-            "engine": "ctranslate2",
-            "type": "transformer",
-            "runs": [self.name],
-            "beam_size": self.beam_size,
-        } | unknown
+    def describe(self) -> ModelFacts:
+        return ModelFacts(
+            engine="ctranslate2", type="transformer", runs=[self.name], checkpoint=None, parameters=None,
+            test_bleu=None, beam_size=self.beam_size, attention=None,
+        )  # fmt: skip
 
 
 @dataclass
@@ -155,24 +177,26 @@ class Catalog:
     engines: dict[str, Engine]
     defaults: dict[tuple[str, str], str]
 
+    def search(self, decoding: Decoding, sources: list[list[int]]) -> list[Translated]:
+        """Decode source id lists as `decoding` says (the batcher's decode function); blocking."""
+        return self.engines[decoding.model].search(sources, decoding.options)
+
 
 def load_catalog(paths: list[Path], engine: str, device: torch.device, which: str | None,
-                 beam_size: int | None) -> Catalog:  # fmt: skip
+                 beam_size: int | None, defaults: list[str] | None = None) -> Catalog:  # fmt: skip
     """Load every directory (`engine` torch: run directories, with `which` checkpoint; ctranslate2: exports)
     and name each after its directory (`name-2`, … for repeated names); `beam_size`, when given, replaces
-    each model's own."""
+    each model's own; `defaults`: served names that become the default of their pair."""
     names = _unique_names(paths)
     if engine == "ctranslate2":
         from nmt.export.runtime import load_export
 
-        if which is not None:
-            raise UserError("--checkpoint: an export holds one checkpoint; choose it at `nmt export`")
         search = {"beam_size": beam_size} if beam_size is not None else {}
         exports: list[Engine] = [
             ExportedEngine(n, load_export(p, device.type).with_search(search))
             for n, p in zip(names, paths, strict=True)
         ]
-        return _catalog(exports, [])
+        return _catalog(exports, [], defaults or [])
     overrides = [f"search.beam_size={beam_size}"] if beam_size is not None else []
     runs = [load_run(path, device, which, overrides) for path in paths]
     engines: list[Engine] = [TorchEngine(name, run, [run]) for name, run in zip(names, runs, strict=True)]
@@ -182,19 +206,34 @@ def load_catalog(paths: list[Path], engine: str, device: torch.device, which: st
             try:
                 ensembles.append(TorchEngine(f"ensemble-{pair[0]}-{pair[1]}", ensemble(group), group))
             except UserError as err:
-                log.warning(
-                    "%s; serving %s → %s with %s by default", err, *pair, group[0].directory.path.name
-                )
-    return _catalog(engines, ensembles)
+                log.warning("%s; no ensemble of %s → %s", err, *pair)
+    return _catalog(engines, ensembles, defaults or [])
 
 
-def _catalog(engines: list[Engine], ensembles: list[Engine]) -> Catalog:
-    """Each pair's default is its ensemble, else its first model."""
+def _catalog(engines: list[Engine], ensembles: list[Engine], chosen: list[str]) -> Catalog:
+    """Each pair's default is the model `chosen` names for it, else its ensemble, else its first model; each
+    pair's default is logged with the other models of the pair."""
+    served = {e.name: e for e in engines + ensembles}
     defaults: dict[tuple[str, str], str] = {}
     for engine in engines:
         defaults.setdefault((engine.source, engine.target), engine.name)
     defaults |= {(e.source, e.target): e.name for e in ensembles}
-    return Catalog({e.name: e for e in engines + ensembles}, defaults)
+    picked: dict[tuple[str, str], str] = {}
+    for name in chosen:
+        if name not in served:
+            raise UserError(f"--default {name}: no such model; served: {', '.join(served)}")
+        pair = (served[name].source, served[name].target)
+        if pair in picked and picked[pair] != name:
+            raise UserError(f"--default {picked[pair]} and --default {name} both translate {pair[0]} → "
+                            f"{pair[1]}: choose one")  # fmt: skip
+        picked[pair] = name
+    defaults |= picked
+    for (source, target), name in defaults.items():
+        others = [e.name for e in served.values() if (e.source, e.target, e.name) != (source, target, name)
+                  and (e.source, e.target) == (source, target)]  # fmt: skip
+        also = f" (also served: {', '.join(others)}; --default NAME chooses)" if others else ""
+        log.info("%s → %s: %s by default%s", source, target, name, also)
+    return Catalog(served, defaults)
 
 
 def _by_pair(runs: list[TrainedRun]) -> dict[tuple[str, str], list[TrainedRun]]:

@@ -7,12 +7,20 @@ into the target), /translate_file, /suggest, and `format: html` (refused with 40
 
 from __future__ import annotations
 
-from typing import Any
-
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import Response
 
-from nmt.serve.payloads import ApiError, integer, string, texts
+from nmt.serve.answers import (
+    Detected,
+    FrontendSettings,
+    Language,
+    Languages,
+    PairOfLanguages,
+    ServedLanguage,
+    Translation,
+    json_answer,
+)
+from nmt.serve.fields import validated
 from nmt.serve.service import Line, Service
 
 NAMES = {  # ISO 639-1 codes of the languages LibreTranslate serves most; others are named by their code
@@ -23,77 +31,70 @@ NAMES = {  # ISO 639-1 codes of the languages LibreTranslate serves most; others
 }  # fmt: skip
 
 
-def language(code: str) -> dict[str, str]:
-    return {"code": code, "name": NAMES.get(code, code)}
+def language(code: str) -> Language:
+    return Language(code=code, name=NAMES.get(code, code))
 
 
-async def translate(request: Request) -> JSONResponse:
-    """POST /translate: `q` (a string or a list), `source`, `target`, `format` (text), `alternatives` →
-    `translatedText` (a string or a list, as `q`), `alternatives` when asked, `detectedLanguage` for auto."""
+async def translate(request: Request) -> Response:
+    """Translate `q` (a string or a list) from `source` to `target`, with `alternatives` other translations
+    when asked; `detectedLanguage` answers a source of auto."""
     service: Service = request.app.state.service
-    fields = request.state.fields
-    found, many = texts(fields, service.limits)
-    source, target = string(fields, "source"), string(fields, "target")
-    if (string(fields, "format", required=False) or "text") != "text":
-        raise ApiError(400, f"{fields['format']} format is not supported; nmt serve translates text")
-    alternatives = integer(fields, "alternatives", 0, 0, service.limits.max_beam - 1)
-    engine = service.choose(source, target, None)
-    options = service.options(engine, None, alternatives + 1, False)
-    results = await service.translate(engine, found, options)
-    decode = engine.tokenizers.tgt.decode
-    best = [_joined(decode, lines, 0) for lines in results]
-    body: dict[str, Any] = {"translatedText": best if many else best[0]}
-    if alternatives:
-        other = [
-            _alternatives(decode, lines, alternatives, text)
-            for lines, text in zip(results, best, strict=True)
-        ]
-        body["alternatives"] = other if many else other[0]
-    if source == "auto":
-        detected = {"confidence": 100.0, "language": engine.source}
-        body["detectedLanguage"] = [detected] * len(found) if many else detected
-    return JSONResponse(body)
+    asked = validated(service.requests.translate, request.state.fields)
+    many = isinstance(asked.q, list)
+    found = asked.q if isinstance(asked.q, list) else [asked.q]
+    engine = service.choose(asked.source, asked.target, None)
+    decoding = service.decoding(engine, None, asked.alternatives + 1, False)
+    results = await service.translate(engine, found, decoding)
+    best = [_joined(lines, 0) for lines in results]
+    other = [_alternatives(lines, asked.alternatives, b) for lines, b in zip(results, best, strict=True)]
+    detected = [Detected(confidence=100.0, language=engine.source)] * len(found)
+    answer = Translation(
+        translatedText=best if many else best[0],
+        alternatives=(other if many else other[0]) if asked.alternatives else None,
+        detectedLanguage=(detected if many else detected[0]) if asked.source == "auto" else None,
+    )
+    return json_answer(answer, omit_none=True)
 
 
-def _joined(decode: Any, lines: list[Line], rank: int) -> str:
+def _joined(lines: list[Line], rank: int) -> str:
     """The text of each line's `rank`-th hypothesis (its last one where it has fewer), one line each."""
-    chosen = [line.found.hypotheses[min(rank, len(line.found.hypotheses) - 1)].tokens for line in lines]
-    return "\n".join(decode(chosen))
+    return "\n".join(line.hypotheses[min(rank, len(line.hypotheses) - 1)].text for line in lines)
 
 
-def _alternatives(decode: Any, lines: list[Line], count: int, best: str) -> list[str]:
+def _alternatives(lines: list[Line], count: int, best: str) -> list[str]:
     """Up to `count` other translations, distinct and unlike the best one, as LibreTranslate gives them."""
     found: list[str] = []
     for rank in range(1, count + 1):
-        text = _joined(decode, lines, rank)
+        text = _joined(lines, rank)
         if text != best and text not in found:
             found.append(text)
     return found
 
 
-async def languages(request: Request) -> JSONResponse:
-    """GET /languages: every source language with the targets it is served into."""
-    defaults = request.app.state.service.catalog.defaults
-    sources = sorted({source for source, _ in defaults})
-    return JSONResponse(
-        [language(s) | {"targets": sorted(t for src, t in defaults if src == s)} for s in sources]
+async def languages(request: Request) -> Response:
+    """Every language of the served pairs, each with the languages it is translated into (none for a language
+    that is only a target): clients build both their menus from it."""
+    pairs = request.app.state.service.catalog.defaults
+    codes = sorted({code for pair in pairs for code in pair})
+    targets = {code: sorted(t for s, t in pairs if s == code) for code in codes}
+    return json_answer(
+        Languages([ServedLanguage(code=c, name=NAMES.get(c, c), targets=targets[c]) for c in codes])
     )
 
 
-async def frontend_settings(request: Request) -> JSONResponse:
-    """GET /frontend/settings: the limits and the first pair, as LibreTranslate's web page reads them."""
+async def frontend_settings(request: Request) -> Response:
+    """The limits and the first pair, as LibreTranslate's web page reads them."""
     service: Service = request.app.state.service
     source, target = next(iter(service.catalog.defaults))
     keys = request.app.state.keys is not None
-    return JSONResponse(
-        {
-            "charLimit": service.limits.max_chars,
-            "frontendTimeout": 500,
-            "apiKeys": keys,
-            "keyRequired": keys,
-            "suggestions": False,
-            "filesTranslation": False,
-            "supportedFilesFormat": [],
-            "language": {"source": language(source), "target": language(target)},
-        }
+    settings = FrontendSettings(
+        charLimit=service.limits.max_chars,
+        frontendTimeout=500,
+        apiKeys=keys,
+        keyRequired=keys,
+        suggestions=False,
+        filesTranslation=False,
+        supportedFilesFormat=[],
+        language=PairOfLanguages(source=language(source), target=language(target)),
     )
+    return json_answer(settings)

@@ -3,107 +3,97 @@ layer and head), GET /v1/models and GET /health."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import Response
 from torch import Tensor
 
-from nmt.serve.engines import Engine
-from nmt.serve.payloads import boolean, integer, only, string, texts
+from nmt.serve.answers import (
+    Health,
+    HypothesisAnswer,
+    LineAnswer,
+    Models,
+    ServedModel,
+    TextAnswer,
+    V1Translation,
+    Weights,
+    json_answer,
+)
+from nmt.serve.fields import validated
 from nmt.serve.service import Line, Service
 
-FIELDS = {"q", "source", "target", "model", "nbest", "beam_size", "attention", "api_key"}
 DIGITS = 5  # attention weights are rounded to this many decimals
 
 
-async def translate(request: Request) -> JSONResponse:
-    """POST /v1/translate: `q` (a string or a list of texts, each split into lines), `source` and `target` or
-    `model`, `nbest`, `beam_size`, `attention` → per text its best translation and per line the hypotheses."""
+async def translate(request: Request) -> Response:
+    """Translate `q` (a string or a list of texts, each split into lines) with the model `model`, or the
+    default one of `source` → `target` (without either: the one pair served): per text its best translation,
+    and per line its `nbest` hypotheses with their scores, subwords and (with `attention`) attention."""
     service: Service = request.app.state.service
-    fields = request.state.fields
-    only(fields, FIELDS)
-    found, _ = texts(fields, service.limits)
-    engine = service.choose(
-        string(fields, "source", required=False),
-        string(fields, "target", required=False),
-        string(fields, "model", required=False),
+    asked = validated(service.requests.v1_translate, request.state.fields)
+    engine = service.choose(asked.source, asked.target, asked.model)
+    beam = asked.beam_size or None  # 0: the model's own
+    decoding = service.decoding(engine, beam, asked.nbest, asked.attention)
+    texts = asked.q if isinstance(asked.q, list) else [asked.q]
+    results = await service.translate(engine, texts, decoding)
+    answer = V1Translation(
+        model=engine.name,
+        source=engine.source,
+        target=engine.target,
+        beam_size=decoding.options.beam_size,
+        translations=[_text(lines) for lines in results],
     )
-    high = service.limits.max_beam
-    nbest = integer(fields, "nbest", 1, 1, high)
-    beam = integer(fields, "beam_size", 0, 0, high) or None  # 0: the model's own
-    options = service.options(engine, beam, nbest, boolean(fields, "attention", False))
-    results = await service.translate(engine, found, options)
-    return JSONResponse(
-        {
-            "model": engine.name,
-            "source": engine.source,
-            "target": engine.target,
-            "beam_size": options.beam_size,
-            "translations": [_text(engine, lines) for lines in results],
-        }
+    return json_answer(answer, omit_none=True)
+
+
+def _text(lines: list[Line]) -> TextAnswer:
+    best = "\n".join(line.hypotheses[0].text for line in lines)
+    return TextAnswer(translatedText=best, lines=[_line(line) for line in lines])
+
+
+def _line(line: Line) -> LineAnswer:
+    """A line's source subwords and hypotheses (text, score, target subwords, attention when asked)."""
+    return LineAnswer(
+        source_pieces=line.source_pieces,
+        hypotheses=[
+            HypothesisAnswer(
+                text=found.text,
+                score=round(found.score, 4),
+                target_pieces=found.pieces,
+                attention=None if found.attention is None else _rounded(found.attention),
+            )
+            for found in line.hypotheses
+        ],
     )
 
 
-def _text(engine: Engine, lines: list[Line]) -> dict[str, Any]:
-    described = [_line(engine, line) for line in lines]
-    best = "\n".join(line["hypotheses"][0]["text"] for line in described)
-    return {"translatedText": best, "lines": described}
-
-
-def _line(engine: Engine, line: Line) -> dict[str, Any]:
-    """A line's source subwords and hypotheses (text, score, target subwords, attention when asked). The
-    subword lists end with '</s>': the attention has a row per target subword and a column per source one."""
-    tokenizers, hyps = engine.tokenizers, line.found.hypotheses
-    texts_ = tokenizers.tgt.decode([h.tokens for h in hyps])
-    described = []
-    for i, (hyp, text) in enumerate(zip(hyps, texts_, strict=True)):
-        entry = {
-            "text": text,
-            "score": round(hyp.score, 4),
-            "target_pieces": _pieces(tokenizers.tgt, hyp.tokens),
-        }
-        if line.found.attention is not None:
-            entry["attention"] = _rounded(line.found.attention[i])
-        described.append(entry)
-    return {"source_pieces": _pieces(tokenizers.src, line.ids), "hypotheses": described}
-
-
-def _pieces(tokenizer: Any, ids: list[int]) -> list[str]:
-    return [*tokenizer.pieces(ids), "</s>"] if ids else []
-
-
-def _rounded(weights: Tensor) -> list[Any]:
+def _rounded(weights: Tensor) -> Weights:
     """(layers, heads, tgt, src) weights as nested lists of numbers with `DIGITS` decimals."""
     return weights.double().mul(10**DIGITS).round().div(10**DIGITS).tolist()
 
 
-async def models(request: Request) -> JSONResponse:
-    """GET /v1/models: every served model, its pair, whether it is the pair's default, what it is."""
+async def models(request: Request) -> Response:
+    """Every served model: its pair, whether it is the pair's default, what it is."""
     catalog = request.app.state.service.catalog
     defaults = set(catalog.defaults.values())
-    return JSONResponse(
-        {
-            "models": [
-                {"name": name, "source": e.source, "target": e.target, "default": name in defaults}
-                | e.describe()
-                for name, e in catalog.engines.items()
-            ]
-        }
-    )
+    served = [
+        ServedModel(name=name, source=e.source, target=e.target, default=name in defaults,
+                    **e.describe().model_dump())
+        for name, e in catalog.engines.items()
+    ]  # fmt: skip
+    return json_answer(Models(models=served))
 
 
-async def health(request: Request) -> JSONResponse:
-    """GET /health: the server answers; its models, sentences waiting, batches decoded so far."""
+async def health(request: Request) -> Response:
+    """The server answers: its models, sentences waiting, batches and sentences decoded so far."""
     service: Service = request.app.state.service
     stats = service.batcher.stats
-    return JSONResponse(
-        {
-            "status": "ok",
-            "models": list(service.catalog.engines),
-            "waiting": service.batcher.waiting,
-            "batches": stats.batches,
-            "sentences": stats.sentences,
-            "split_batches": stats.split_batches,
-        }
+    return json_answer(
+        Health(
+            status="ok",
+            models=list(service.catalog.engines),
+            waiting=service.batcher.waiting,
+            batches=stats.batches,
+            sentences=stats.sentences,
+            split_batches=stats.split_batches,
+        )
     )

@@ -1,11 +1,10 @@
-"""What clients send, checked: the body (JSON, or a form as LibreTranslate clients send), then each field's
-type and range. Every problem is an ApiError whose message names it, answered as `{"error": message}`."""
+"""What clients send, read into fields: the query string, then the body (JSON, or a form as LibreTranslate
+clients send) over it; fields.py checks each operation's fields. Every problem is an ApiError whose message
+names it, answered as `{"error": message}`."""
 
 from __future__ import annotations
 
 import json
-import math
-import re
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
@@ -78,20 +77,42 @@ def _json_object(body: bytes) -> Fields:
     except (ValueError, RecursionError) as err:
         raise ApiError(400, f"the body is not valid JSON: {str(err)[:200]}") from err
     if not isinstance(value, dict):
-        raise ApiError(400, f"the JSON body must be an object, not {_kind(value)}")
-    if _depth(value) > MAX_JSON_DEPTH:
-        raise ApiError(400, f"the JSON body is nested deeper than {MAX_JSON_DEPTH} levels")
+        raise ApiError(400, f"the JSON body must be an object, not {kind(value)}")
+    _check_json(value)
     return value
 
 
-def _depth(value: Any) -> int:
-    """Levels of objects and lists, counted a level at a time (no recursion: a body nested deep enough would
-    exhaust Python's stack)."""
-    depth, level = 0, [value]
-    while containers := [v for v in level if isinstance(v, dict | list)]:
-        depth += 1
-        level = [child for v in containers for child in (v.values() if isinstance(v, dict) else v)]
-    return depth
+def _check_json(body: Fields) -> None:
+    """Refuse a body nested deeper than MAX_JSON_DEPTH levels, or with an unpaired surrogate in a string or a
+    name: a \\ud800 escape is valid JSON but no text (it cannot be encoded, translated or named in an answer).
+    Level by level, without recursion: a body nested deep enough would exhaust Python's stack."""
+    depth, level = 0, [("", body)]
+    while level:
+        depth += any(isinstance(value, dict | list) for _, value in level)
+        if depth > MAX_JSON_DEPTH:
+            raise ApiError(400, f"the JSON body is nested deeper than {MAX_JSON_DEPTH} levels")
+        below: list[tuple[str, Any]] = []
+        for where, value in level:
+            if isinstance(value, str) and not _is_text(value):
+                raise ApiError(400, f"{where} holds an unpaired surrogate; send UTF-8 text")
+            if isinstance(value, dict):
+                for name, child in value.items():
+                    if not _is_text(name):
+                        shown = name.encode("utf-8", "backslashreplace").decode()
+                        raise ApiError(400, f"the field name {shown!r} holds an unpaired surrogate")
+                    below.append((f"{where}.{name}" if where else name, child))
+            elif isinstance(value, list):
+                below.extend((f"{where}[{i}]", child) for i, child in enumerate(value))
+        level = below
+
+
+def _is_text(value: str) -> bool:
+    """Whether `value` can be encoded as UTF-8 (it holds no unpaired surrogate)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _form(data: bytes, what: str) -> Fields:
@@ -106,78 +127,13 @@ def _form(data: bytes, what: str) -> Fields:
     return fields
 
 
-def _kind(value: Any) -> str:
+def kind(value: Any) -> str:
+    """What a JSON value is, in words: 'an object', 'a string', 'null', …"""
     return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(
         type(value), "a number"
     )
 
 
-def texts(fields: Fields, limits: Limits) -> tuple[list[str], bool]:
-    """`q`: a string or a non-empty list of strings, within the limits; returns the texts and whether `q` was
-    a list."""
-    q = fields.get("q")
-    if q is None or q == "":
-        raise ApiError(400, "Invalid request: missing q parameter")
-    many = isinstance(q, list)
-    found = q if many else [q]
-    if not found:
-        raise ApiError(400, "q is an empty list; send at least one text")
-    if len(found) > limits.max_texts:
-        raise ApiError(400, f"q holds {len(found)} texts; this server takes at most {limits.max_texts}")
-    for i, text in enumerate(found):
-        where = f"q[{i}]" if many else "q"
-        if not isinstance(text, str):
-            raise ApiError(400, f"{where} must be a string, not {_kind(text)}")
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError as err:
-            raise ApiError(400, f"{where} holds an unpaired surrogate ({text[err.start]!r})") from err
-    chars = sum(map(len, found))
-    if chars > limits.max_chars:
-        raise ApiError(400, f"q holds {chars} characters; this server takes at most {limits.max_chars}")
-    return found, many
-
-
-def string(fields: Fields, name: str, required: bool = True) -> str | None:
-    """A string field; a missing required one → 400."""
-    value = fields.get(name)
-    if value is None or value == "":
-        if required:
-            raise ApiError(400, f"Invalid request: missing {name} parameter")
-        return None
-    if not isinstance(value, str):
-        raise ApiError(400, f"{name} must be a string, not {_kind(value)}")
-    return value
-
-
-def integer(fields: Fields, name: str, default: int, low: int, high: int) -> int:
-    """An integer field (a JSON number, or digits in a form) within [low, high]."""
-    value = fields.get(name, default)
-    if isinstance(value, str) and re.fullmatch(r"-?[0-9]{1,11}", value.strip()):
-        value = int(value)
-    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
-        value = int(value)
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise ApiError(400, f"{name} must be a whole number, not {_kind(value)}")
-    if not low <= value <= high:
-        raise ApiError(400, f"{name}={value} must be between {low} and {high}")
-    return value
-
-
-def boolean(fields: Fields, name: str, default: bool) -> bool:
-    """A boolean field (JSON true/false, or true/false/1/0 in a form)."""
-    value = fields.get(name, default)
-    if isinstance(value, str) and value.lower() in ("true", "false", "1", "0"):
-        value = value.lower() in ("true", "1")
-    if not isinstance(value, bool):
-        raise ApiError(400, f"{name} must be true or false, not {_kind(value)}")
-    return value
-
-
-def only(fields: Fields, known: set[str]) -> None:
-    """Refuse fields the endpoint does not know (a typo would otherwise be ignored silently)."""
-    unknown = sorted(set(fields) - known)
-    if unknown:
-        raise ApiError(
-            400, f"unknown field(s) {', '.join(unknown)}; expected some of {', '.join(sorted(known))}"
-        )
+def clipped(text: str, most: int = 40) -> str:
+    """`text`, cut to `most` characters (an ellipsis says so): a client's value quoted in a message."""
+    return text if len(text) <= most else f"{text[: most - 1]}…"

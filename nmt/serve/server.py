@@ -1,5 +1,6 @@
 """`nmt serve`: the listening socket, the API keys, and uvicorn running the app until SIGINT or SIGTERM,
-after which the requests in flight are answered and the process exits with code 0 (a 2nd Ctrl-C: at once)."""
+after which the requests in flight are answered (for at most GRACE seconds; a body that stops arriving is
+refused after the gate's BODY_TIMEOUT) and the process exits with code 0. A second Ctrl-C stops at once."""
 
 from __future__ import annotations
 
@@ -20,7 +21,17 @@ from nmt.serve.payloads import Limits
 
 log = logging.getLogger(__name__)
 
-INSTALL_HINT = 'nmt serve needs starlette and uvicorn: pip install -e ".[serve]"'
+INSTALL_HINT = 'nmt serve needs fastapi and uvicorn: pip install -e ".[serve]"'
+GRACE = 30  # seconds the requests in flight have to be answered after SIGINT or SIGTERM
+ACCESS_LOG = {  # uvicorn's access log on stderr, when asked; nmt's own logging stays as it is
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"access": {"()": "uvicorn.logging.AccessFormatter", "use_colors": False,
+                              "fmt": 'nmt: %(client_addr)s "%(request_line)s" %(status_code)s'}},
+    "handlers": {"access": {"class": "logging.StreamHandler", "formatter": "access",
+                            "stream": "ext://sys.stderr"}},
+    "loggers": {"uvicorn.access": {"handlers": ["access"], "level": "INFO", "propagate": False}},
+}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -33,12 +44,13 @@ class Settings:
     max_delay_ms: float = 10.0
     limits: Limits = field(default_factory=Limits)
     keys: frozenset[str] | None = None
+    access_log: bool = False
 
 
 def check_installed() -> None:
     """A one-line UserError naming the install command when the web packages are missing."""
     try:
-        import starlette  # noqa: F401
+        import fastapi  # noqa: F401
         import uvicorn  # noqa: F401
     except ImportError as err:
         raise UserError(f"{INSTALL_HINT} ({err})") from err
@@ -89,7 +101,9 @@ def serve(catalog: Catalog, settings: Settings) -> None:
     sock = listen(settings.host, settings.port)
     app = create_app(catalog, settings.limits, settings.keys, settings.max_batch_tokens,
                      settings.max_delay_ms / 1000)  # fmt: skip
-    config = uvicorn.Config(app, log_config=None, access_log=False, lifespan="on", timeout_keep_alive=30)
+    config = uvicorn.Config(app, log_config=ACCESS_LOG if settings.access_log else None,
+                            access_log=settings.access_log, lifespan="on", timeout_keep_alive=30,
+                            timeout_graceful_shutdown=GRACE)  # fmt: skip
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
     log.info(
@@ -97,9 +111,13 @@ def serve(catalog: Catalog, settings: Settings) -> None:
     )
     if settings.keys is None and not _loopback(host):
         log.warning("listening on %s without --api-key-file: anyone who reaches it can use it", host)
+    server = _server(config)
     with sock:
-        _server(config).run(sockets=[sock])
-    log.info("stopped")
+        server.run(sockets=[sock])
+    if server.force_exit:
+        log.info("stopped at once (a second Ctrl-C): the requests in flight were answered 503")
+    else:
+        log.info("stopped")
 
 
 def _loopback(host: str) -> bool:

@@ -8,12 +8,13 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import torch
 
-pytest.importorskip("starlette", reason="nmt serve's packages are not installed (pip install -e '.[serve]')")
+pytest.importorskip("fastapi", reason="nmt serve's packages are not installed (pip install -e '.[serve]')")
 
 from starlette.testclient import TestClient
 
@@ -53,22 +54,44 @@ def offline(trained_run: Path, corpus: Path) -> dict[str, str]:
     return dict(zip(sentences, translate(run, sentences), strict=True))
 
 
-def start(run_dir: Path, *flags: str) -> tuple[subprocess.Popen, str]:
-    """`nmt serve RUN_DIR --port 0 FLAGS` and the address it logged once listening."""
+@dataclass
+class Served:
+    """`nmt serve` running as a process: the process, its address, and the lines it writes to stderr."""
+
+    process: subprocess.Popen
+    url: str
+    log: list[str]
+    drain: threading.Thread  # reads stderr into `log` until the process ends
+
+    def stop(self, sig: signal.Signals = signal.SIGTERM) -> int:
+        """Send `sig`; the exit code (the process must end within a minute)."""
+        self.process.send_signal(sig)
+        return self.process.wait(timeout=60)
+
+    def stderr(self) -> str:
+        """All the process wrote to stderr (once it has ended)."""
+        self.drain.join(timeout=30)
+        return "".join(self.log)
+
+
+def start(run_dir: Path, *flags: str) -> Served:
+    """`nmt serve RUN_DIR --port 0 FLAGS`, once it has logged the address it listens on."""
     command = [sys.executable, "-m", "nmt", "serve", str(run_dir), "--port", "0", "--device", "cpu", *flags]
-    server = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
-    assert server.stderr is not None
-    for line in server.stderr:
+    process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+    log: list[str] = []
+    assert process.stderr is not None
+    for line in process.stderr:
+        log.append(line)
         found = re.search(r"on (http://[^ ]+) \(", line)
         if found:
-            threading.Thread(target=server.stderr.read, daemon=True).start()  # keep the pipe drained
-            return server, found.group(1)
-    raise AssertionError(f"nmt serve did not start: exit code {server.wait()}")
+            drain = threading.Thread(target=log.extend, args=(process.stderr,), daemon=True)
+            drain.start()
+            return Served(process, found.group(1), log, drain)
+    raise AssertionError(f"nmt serve did not start: exit code {process.wait()}: {''.join(log)}")
 
 
 @pytest.fixture(scope="module")
 def server(trained_run: Path) -> Iterator[str]:
-    process, url = start(trained_run)
-    yield url
-    process.send_signal(signal.SIGTERM)
-    assert process.wait(timeout=60) == 0
+    served = start(trained_run)
+    yield served.url
+    assert served.stop() == 0

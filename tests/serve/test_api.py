@@ -1,7 +1,9 @@
 """The HTTP APIs on the session's tiny trained run, in-process: LibreTranslate's /translate, /languages and
 /frontend/settings, nmt's /v1/translate, /v1/models and /health; answers equal offline translation."""
 
+import copy
 import dataclasses
+import logging
 import threading
 from pathlib import Path
 
@@ -11,6 +13,7 @@ from starlette.testclient import TestClient
 
 from nmt.decode.trained_run import load_run
 from nmt.decode.translate import align, translate, translate_hypotheses
+from nmt.errors import UserError
 from nmt.serve.engines import Catalog, load_catalog
 from tests.serve.conftest import make_client, sentences_of
 
@@ -56,8 +59,11 @@ def test_libretranslate_source_auto_is_the_one_source_served(
     }
 
 
-def test_languages_and_frontend_settings(client: TestClient) -> None:
-    assert client.get("/languages").json() == [{"code": "src", "name": "src", "targets": ["tgt"]}]
+def test_languages_lists_every_language_with_its_targets_and_frontend_settings(client: TestClient) -> None:
+    assert client.get("/languages").json() == [
+        {"code": "src", "name": "src", "targets": ["tgt"]},
+        {"code": "tgt", "name": "tgt", "targets": []},  # clients build their target menu from it too
+    ]
     settings = client.get("/frontend/settings").json()
     assert settings["charLimit"] == 20_000 and settings["keyRequired"] is False
     assert settings["language"]["source"]["code"] == "src" and settings["language"]["target"]["code"] == "tgt"
@@ -108,9 +114,51 @@ def test_v1_attention_is_every_layer_and_head_of_each_hypothesis(
     torch.testing.assert_close(best, alignment.weights.double(), atol=1e-4, rtol=0)
 
 
+def test_v1_translate_without_a_pair_uses_the_one_served(client: TestClient, trained_run: Path) -> None:
+    body = client.post("/v1/translate", json={"q": "nopaju kaju"}).json()
+    assert (body["model"], body["source"], body["target"]) == (trained_run.name, "src", "tgt")
+
+
+def test_v1_translate_without_a_pair_among_several_says_which_to_send(catalog: Catalog) -> None:
+    (engine,) = catalog.engines.values()
+    other = copy.copy(engine)
+    other.name, other.source = "other", "xx"
+    pairs = {("src", "tgt"): engine.name, ("xx", "tgt"): "other"}
+    two = Catalog({engine.name: engine, "other": other}, pairs)
+    with make_client(two) as client:
+        refused = client.post("/v1/translate", json={"q": "nopaju kaju"})
+        named = client.post("/v1/translate", json={"q": "nopaju kaju", "source": "xx"})
+    message = refused.json()["error"]
+    assert refused.status_code == 400 and "src→tgt" in message and "xx→tgt" in message
+    assert "send source and target" in message
+    assert named.status_code == 200 and named.json()["model"] == "other"
+
+
+@pytest.mark.parametrize(
+    ("body", "form"),
+    [({"attention": "yes", "nbest": "2"}, False), ({"attention": "on", "nbest": "2"}, True),
+     ({"attention": "TRUE", "nbest": "2.0"}, True), ({"attention": 1, "nbest": 2.0}, False)],
+)  # fmt: skip
+def test_numbers_and_booleans_may_come_as_strings_that_spell_them(
+    client: TestClient, body: dict, form: bool
+) -> None:
+    """One rule in JSON and forms alike: a string spelling a number or a boolean is taken."""
+    fields = {"q": "nopaju kaju", **PAIR, **body}
+    response = client.post("/v1/translate", **{"data" if form else "json": fields})
+    assert response.status_code == 200, response.text
+    hyps = response.json()["translations"][0]["lines"][0]["hypotheses"]
+    assert len(hyps) == 2 and all("attention" in h for h in hyps)
+    off = client.post("/v1/translate", json={"q": "nopaju kaju", **PAIR, "attention": "no"}).json()
+    assert "attention" not in off["translations"][0]["lines"][0]["hypotheses"][0]
+
+
 def test_v1_models_and_health(client: TestClient, trained_run: Path) -> None:
     (model,) = client.get("/v1/models").json()["models"]
     report = __import__("json").loads((trained_run / "report.json").read_text())
+    cfg = load_run(trained_run, torch.device("cpu")).cfg.model
+    assert model["attention"] == f"{cfg.decoder_layers} decoder layers × {cfg.transformer.heads} heads " + (
+        "(scaled dot-product)"
+    )
     assert model["name"] == trained_run.name and model["default"] is True
     assert (model["source"], model["target"], model["type"], model["engine"]) == (
         "src",
@@ -127,11 +175,17 @@ def test_v1_models_and_health(client: TestClient, trained_run: Path) -> None:
     assert health["status"] == "ok" and health["models"] == [trained_run.name] and health["waiting"] == 0
 
 
-def test_runs_of_one_pair_are_also_served_as_their_ensemble(trained_run: Path) -> None:
-    catalog = load_catalog([trained_run, trained_run], "torch", torch.device("cpu"), None, None)
+def test_runs_of_one_pair_are_also_served_as_their_ensemble(
+    trained_run: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.INFO, logger="nmt"):
+        catalog = load_catalog([trained_run, trained_run], "torch", torch.device("cpu"), None, None)
     name = trained_run.name
     assert list(catalog.engines) == [name, f"{name}-2", "ensemble-src-tgt"]
     assert catalog.defaults == {("src", "tgt"): "ensemble-src-tgt"}
+    said = [r.getMessage() for r in caplog.records if "by default" in r.getMessage()]
+    also = f"(also served: {name}, {name}-2; --default NAME chooses)"
+    assert said == [f"src → tgt: ensemble-src-tgt by default {also}"]
     with make_client(catalog) as client:
         sentence = "nopaju kaju zufete giholo"
         alone = client.post("/v1/translate", json={"q": sentence, "model": name}).json()
@@ -142,6 +196,29 @@ def test_runs_of_one_pair_are_also_served_as_their_ensemble(trained_run: Path) -
     )  # twice the same model
     hyp = both["translations"][0]["lines"][0]["hypotheses"][0]
     assert torch.tensor(hyp["attention"]).shape[:2] == (1, 1)  # search's attention: one layer, one head
+
+
+def test_default_chooses_the_model_of_a_pair(trained_run: Path) -> None:
+    name, cpu, runs = trained_run.name, torch.device("cpu"), [trained_run, trained_run]
+    chosen = load_catalog(runs, "torch", cpu, None, None, [f"{name}-2"])
+    assert chosen.defaults == {("src", "tgt"): f"{name}-2"}
+    with pytest.raises(UserError, match="--default nope: no such model; served: "):
+        load_catalog([trained_run], "torch", cpu, None, None, ["nope"])
+    with pytest.raises(UserError, match="choose one"):
+        load_catalog(runs, "torch", cpu, None, None, [name, f"{name}-2"])
+
+
+@pytest.mark.parametrize(
+    ("kind", "expected"),
+    [("rnn-bahdanau", "one layer, one head: Bahdanau attention (additive)"),
+     ("rnn-luong", "one layer, one head: Luong attention (general score)"),
+     ("transformer", "3 decoder layers × 8 heads (scaled dot-product)")],
+)  # fmt: skip
+def test_v1_models_says_what_attention_each_model_type_returns(kind: str, expected: str) -> None:
+    from nmt.models.config import ModelConfig
+    from nmt.serve.engines import attention_layout
+
+    assert attention_layout(ModelConfig(type=kind)) == expected  # type: ignore[arg-type]
 
 
 def test_a_batch_out_of_memory_is_split_and_every_request_answered(

@@ -6,8 +6,8 @@ overlap and that a heatmap wider than its panel says it scrolls."""
 
 import json
 import shutil
-import signal
 import tempfile
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -164,10 +164,9 @@ def german_rnn(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def two_models(german_rnn: Path, trained_run: Path) -> Iterator[str]:
     """`nmt serve` with the German RNN (listed first: the page opens on its pair) and the Transformer."""
-    process, url = start(german_rnn, str(trained_run))
-    yield url
-    process.send_signal(signal.SIGTERM)
-    assert process.wait(timeout=60) == 0
+    served = start(german_rnn, str(trained_run))
+    yield served.url
+    assert served.stop() == 0
 
 
 def long_sentence(run_dir: Path, corpus: Path) -> str:
@@ -285,3 +284,27 @@ def test_the_placeholder_is_a_sentence_in_the_source_language(browser: object, t
     sentences = driver.execute_script(f"return {languages}.map(placeholderFor)")  # type: ignore[attr-defined]
     assert len(set(sentences)) == len(languages) and all(len(s.split()) >= 4 for s in sentences)
     assert driver.execute_script("return placeholderFor('src')") == sentences[1]  # type: ignore[attr-defined]
+
+
+def test_the_explorer_opened_with_a_base64_key_translates(
+    browser: object, trained_run: Path, tmp_path: Path
+) -> None:
+    """A key as `openssl rand -base64 16` prints it (with / + =): the page opened as /?api_key=KEY keeps it in
+    its cookie, and its own requests (the models, the translation) carry it."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    key = "q0Vd5m/7Xo+3zJwLb9k2hA=="
+    (tmp_path / "keys").write_text(f"{key}\n")
+    served = start(trained_run, "--api-key-file", str(tmp_path / "keys"))
+    try:
+        driver = browser
+        driver.get(f"{served.url}/?api_key={urllib.parse.quote(key, safe='')}")  # type: ignore[attr-defined]
+        wait = WebDriverWait(driver, 30)
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, ".panel select.model option"))
+        driver.find_element(By.ID, "text").send_keys(SENTENCE)  # type: ignore[attr-defined]
+        driver.find_element(By.ID, "translate").click()  # type: ignore[attr-defined]
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, ".panel rect.cell"))
+        assert driver.find_elements(By.CSS_SELECTOR, ".panel .nbest li .text")  # type: ignore[attr-defined]
+    finally:
+        assert served.stop() == 0

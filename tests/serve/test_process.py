@@ -1,11 +1,14 @@
 """`nmt serve` as a real process on 127.0.0.1 (slow layer): a real LibreTranslate client (libretranslatepy)
-gets the offline translations, and SIGTERM or Ctrl-C answers the requests in flight, then exits with 0."""
+gets the offline translations; SIGTERM or Ctrl-C answers the requests in flight, then exits with 0, whatever
+a stalled client does; a client that hangs up costs no decoding; a second Ctrl-C ends quietly."""
 
 import json
 import signal
+import socket
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -13,6 +16,7 @@ import pytest
 from tests.serve.conftest import start
 
 pytestmark = pytest.mark.slow
+PAIR = {"source": "src", "target": "tgt"}
 
 
 def call(url: str, path: str, body: dict | None = None) -> tuple[int, dict]:
@@ -32,7 +36,10 @@ def test_it_listens_on_127_0_0_1_by_default(server: str) -> None:
 def test_libretranslatepy_works_unchanged_against_nmt_serve(server: str, offline: dict[str, str]) -> None:
     libretranslatepy = pytest.importorskip("libretranslatepy")
     client = libretranslatepy.LibreTranslateAPI(server)
-    assert client.languages() == [{"code": "src", "name": "src", "targets": ["tgt"]}]
+    assert client.languages() == [
+        {"code": "src", "name": "src", "targets": ["tgt"]},
+        {"code": "tgt", "name": "tgt", "targets": []},
+    ]
     for sentence, expected in offline.items():
         assert client.translate(sentence, "src", "tgt") == expected
 
@@ -40,7 +47,8 @@ def test_libretranslatepy_works_unchanged_against_nmt_serve(server: str, offline
 def test_libretranslatepy_with_an_api_key(trained_run: Path, tmp_path: Path, offline: dict[str, str]) -> None:
     libretranslatepy = pytest.importorskip("libretranslatepy")
     (tmp_path / "keys").write_text("# keys\nkey-of-the-test-1\n")
-    process, url = start(trained_run, "--api-key-file", str(tmp_path / "keys"))
+    served = start(trained_run, "--api-key-file", str(tmp_path / "keys"))
+    url = served.url
     try:
         sentence = next(iter(offline))
         with pytest.raises(urllib.error.HTTPError) as refused:
@@ -50,8 +58,7 @@ def test_libretranslatepy_with_an_api_key(trained_run: Path, tmp_path: Path, off
         assert client.translate(sentence, "src", "tgt") == offline[sentence]
         assert client.languages()[0]["code"] == "src"  # its GET carries the key in a form body
     finally:
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=60) == 0
+        assert served.stop() == 0
 
 
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT])
@@ -60,7 +67,8 @@ def test_a_signal_answers_the_requests_in_flight_then_exits_0(
 ) -> None:
     """Requests wait in the queue (a 3 s batching delay) when the signal comes: each is still answered,
     correctly, and the process then exits with code 0 and refuses new connections."""
-    process, url = start(trained_run, "--max-delay-ms", "3000", "--max-batch-tokens", "1000000")
+    served = start(trained_run, "--max-delay-ms", "3000", "--max-batch-tokens", "1000000")
+    url = served.url
     answers: dict[str, tuple[int, dict]] = {}
 
     def ask(sentence: str) -> None:
@@ -73,10 +81,87 @@ def test_a_signal_answers_the_requests_in_flight_then_exits_0(
     while call(url, "/health")[1]["waiting"] < len(offline):  # every request queued, none answered yet
         assert time.monotonic() < deadline, "the requests never reached the queue"
         time.sleep(0.05)
-    process.send_signal(stop)
+    served.process.send_signal(stop)
     for thread in threads:
         thread.join(timeout=120)
-    assert process.wait(timeout=60) == 0
+    assert served.process.wait(timeout=60) == 0
     assert {s: a for s, a in answers.items()} == {s: (200, {"translatedText": t}) for s, t in offline.items()}
     with pytest.raises(urllib.error.URLError):
         call(url, "/health")
+
+
+def open_request(url: str, body: bytes, sent: int | None = None) -> socket.socket:
+    """A connection that sends a JSON POST /translate of `body` (its first `sent` bytes), then nothing."""
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    connection = socket.create_connection((host, int(port)), timeout=120)
+    head = f"POST /translate HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+    connection.sendall(f"{head}Content-Length: {len(body)}\r\n\r\n".encode() + body[:sent])
+    return connection
+
+
+def waiting(url: str) -> int:
+    return call(url, "/health")[1]["waiting"]
+
+
+def wait_until(condition: Callable[[], bool], what: str, seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
+
+
+def test_a_stalled_upload_holds_neither_requests_nor_the_shutdown(trained_run: Path) -> None:
+    """A client sends its headers and half of a 400-byte body, then nothing: the others are answered, SIGTERM
+    still stops the server (the stalled body is refused with 408 and the connection closed), with code 0."""
+    served = start(trained_run)
+    stalled = open_request(served.url, b'{"q": "' + b"a" * 390 + b'"}', sent=200)
+    try:
+        assert call(served.url, "/translate", {"q": "nopaju kaju", **PAIR})[0] == 200
+        served.process.send_signal(signal.SIGTERM)
+        assert served.process.wait(timeout=60) == 0
+        answer = stalled.recv(1000)
+        assert answer == b"" or answer.startswith(b"HTTP/1.1 408 "), answer
+    finally:
+        stalled.close()
+        served.process.kill()
+
+
+def test_a_client_that_disconnects_cancels_the_decoding_of_its_lines(trained_run: Path) -> None:
+    """60 lines wait in the queue (a 30 s batching delay); their client hangs up: they leave the queue at
+    once, and none of them is decoded."""
+    served = start(trained_run, "--max-delay-ms", "30000", "--max-batch-tokens", "1000000")
+    try:
+        body = json.dumps({"q": "\n".join(["nopaju kaju zufete"] * 60), **PAIR})
+        connection = open_request(served.url, body.encode())
+        wait_until(lambda: waiting(served.url) == 60, "the lines never reached the queue")
+        connection.close()
+        wait_until(lambda: waiting(served.url) == 0, "the lines stayed queued", 20)
+        assert call(served.url, "/health")[1]["sentences"] == 0
+    finally:
+        assert served.stop() == 0
+
+
+def test_a_second_ctrl_c_stops_at_once_and_quietly(trained_run: Path) -> None:
+    """Ctrl-C twice while a request waits: the request is answered 503, the server ends with one line and
+    no traceback."""
+    served = start(trained_run, "--max-delay-ms", "30000")
+    answers: list[tuple[int, dict]] = []
+    ask = {"q": "ka", **PAIR}
+    client = threading.Thread(target=lambda: answers.append(call(served.url, "/translate", ask)))
+    client.start()
+    wait_until(lambda: waiting(served.url) == 1, "the request never reached the queue")
+    served.process.send_signal(signal.SIGINT)
+    time.sleep(0.5)
+    assert served.stop(signal.SIGINT) == 0
+    client.join(timeout=60)
+    log = served.stderr()
+    assert "Traceback" not in log and "Exception" not in log, log
+    assert log.splitlines()[-1].startswith("nmt: stopped at once (a second Ctrl-C)")
+    assert answers and answers[0][0] == 503
+
+
+def test_the_access_log_is_offered_by_a_flag(trained_run: Path) -> None:
+    served = start(trained_run, "--access-log")
+    assert call(served.url, "/health")[0] == 200
+    assert served.stop() == 0
+    assert '"GET /health HTTP/1.1" 200' in served.stderr()

@@ -12,6 +12,8 @@ from nmt.serve.engines import Catalog
 from nmt.serve.payloads import Limits
 from tests.serve.conftest import KEY, make_client
 
+KEY_COOKIE = "nmt_api_key"
+
 PAIR = {"source": "src", "target": "tgt"}
 GOOD = {"q": "nopaju kaju", **PAIR}
 JSON = {"content-type": "application/json"}
@@ -76,7 +78,7 @@ BAD = [  # (path, body bytes, headers, status, words the error names)
         b'{"q": "a", "source": "src", "target": "tgt", "format": "html"}',
         JSON,
         400,
-        "html format",
+        "format must be 'text', not 'html'",
     ),
     ("/translate", b"q=a", {"content-type": "text/plain"}, 415, "text/plain"),
     ("/translate", b"[" * 100 + b"]" * 100, JSON, 400, "JSON"),
@@ -100,12 +102,20 @@ BAD = [  # (path, body bytes, headers, status, words the error names)
     ),
     (
         "/v1/translate",
-        b'{"q": "a", "source": "src", "target": "tgt", "attention": "yes"}',
+        b'{"q": "a", "source": "src", "target": "tgt", "attention": "maybe"}',
         JSON,
         400,
         "attention",
     ),
     ("/v1/translate", b'{"q": "a", "source": "src", "target": "tgt", "nbest": 1e400}', JSON, 400, "nbest"),
+    (
+        "/v1/translate",
+        b'{"q": "a", "source": "src", "target": "tgt", "nbest": 1.5}',
+        JSON,
+        400,
+        "nbest must be a whole number, not 1.5",
+    ),
+    ("/v1/translate", b"q=a&source=src&target=tgt&attention=maybe", FORM, 400, "attention must be true or"),
 ]
 
 
@@ -117,6 +127,35 @@ def test_bad_requests_get_a_4xx_json_error_naming_the_problem(
     assert response.status_code == status, response.text
     assert named in response.json()["error"]
     assert small.post("/translate", json=GOOD).status_code == 200  # and the server keeps serving
+
+
+UNPAIRED = [  # a \ud800 escape is valid JSON but no text: in a value, a list, a field's name, a nested name
+    ("/translate", rb'{"q": "paho", "source": "\ud800", "target": "tgt"}'),
+    ("/translate", rb'{"q": "paho", "source": "src", "target": "\ud800"}'),
+    ("/translate", rb'{"q": "paho", "source": "src", "target": "tgt", "format": "\ud800"}'),
+    ("/translate", rb'{"q": ["paho", "\udfff"], "source": "src", "target": "tgt"}'),
+    ("/v1/translate", rb'{"q": "paho", "\ud800": 1}'),
+    ("/v1/translate", rb'{"q": "paho", "model": "\ud800x"}'),
+    ("/v1/translate", rb'{"q": "paho", "source": "src", "target": "tgt", "nbest": "\ud800"}'),
+    ("/v1/translate", rb'{"q": "paho", "source": "src", "target": "tgt", "attention": {"\ud800": [1]}}'),
+]
+
+
+@pytest.mark.parametrize(("path", "body"), UNPAIRED)
+def test_an_unpaired_surrogate_anywhere_in_json_is_a_400(small: TestClient, path: str, body: bytes) -> None:
+    response = small.post(path, content=body, headers=JSON)
+    assert response.status_code == 400, response.text
+    assert "unpaired surrogate" in response.json()["error"]
+
+
+@pytest.mark.parametrize(
+    ("query", "form"),
+    [("?source=%ED%A0%80", b"q=paho&target=tgt"), ("", b"q=paho&source=src&target=%ED%A0%80"),
+     ("?%ED%A0%80=1", b"q=paho&source=src&target=tgt")],
+)  # fmt: skip
+def test_a_surrogate_in_the_query_or_a_form_is_a_400(small: TestClient, query: str, form: bytes) -> None:
+    response = small.post(f"/translate{query}", content=form, headers=FORM)
+    assert response.status_code == 400 and "UTF-8" in response.json()["error"]
 
 
 def test_an_oversized_body_is_refused_with_413(small: TestClient) -> None:
@@ -217,6 +256,27 @@ def test_the_key_may_come_as_a_field_a_form_field_or_in_the_query(locked: TestCl
     assert (
         locked.post("/translate", content=b'{"q": ', headers=JSON).status_code == 403
     )  # no details for strangers
+
+
+def test_a_key_with_an_unpaired_surrogate_is_refused_with_403(locked: TestClient) -> None:
+    body = rb'{"q": "paho", "source": "src", "target": "tgt", "api_key": "\ud800abcdefgh"}'
+    assert locked.post("/translate", content=body, headers=JSON).status_code == 403
+
+
+BASE64_KEY = "q0Vd5m/7Xo+3zJwLb9k2hA=="  # what `openssl rand -base64 16` prints
+
+
+def test_a_base64_key_in_the_explorers_cookie_opens_every_request(catalog: Catalog) -> None:
+    """The cookie comes back as a browser sends it: its value exactly as set (quotes included, if any)."""
+    with make_client(catalog, keys=frozenset({BASE64_KEY})) as client:
+        page = client.get("/", params={"api_key": BASE64_KEY})
+        assert page.status_code == 200
+        cookie = page.headers["set-cookie"].split(";")[0]
+        client.cookies.clear()
+        assert client.get("/v1/models", headers={"Cookie": cookie}).status_code == 200
+        older = f'{KEY_COOKIE}="{BASE64_KEY}"'  # as servers before this one set it: quoted
+        assert client.get("/v1/models", headers={"Cookie": older}).status_code == 200
+        assert client.get("/v1/models", headers={"Cookie": f"{KEY_COOKIE}=q0Vd5m"}).status_code == 403
 
 
 def test_the_explorer_opened_with_its_key_keeps_it_in_a_cookie(catalog: Catalog) -> None:

@@ -49,6 +49,11 @@ def test_an_unknown_engine_or_host(trained_run: Path) -> None:
     assert_one_line_error(run_cli("serve", str(trained_run), "--host", "no.such.host.invalid"), "--host")
 
 
+def test_an_unknown_default_model(trained_run: Path) -> None:
+    result = run_cli("serve", str(trained_run), "--port", "0", "--default", "nope")
+    assert_one_line_error(result, "--default nope: no such model; served: ")
+
+
 def test_without_the_web_packages_it_says_how_to_install_them(
     trained_run: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

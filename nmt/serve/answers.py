@@ -1,0 +1,149 @@
+"""What the server answers, as pydantic models: the routes build their answers from them (so each answer is
+checked against its model as it is made) and the OpenAPI document describes them. Field names are the
+clients' (LibreTranslate's are camelCase)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Literal
+
+from pydantic import BaseModel, Field, RootModel
+from starlette.responses import Response
+
+Weights = list[list[list[list[float]]]]  # (layers, heads, target subwords, source subwords)
+
+
+class Error(BaseModel):
+    """Every refusal and failure: 4xx for a request the server refuses, 5xx for one it could not answer."""
+
+    error: str = Field(description="What went wrong, in one line.")
+
+
+def json_answer(answer: BaseModel, omit_none: bool = False, status: int = 200,
+                headers: Mapping[str, str] | None = None) -> Response:  # fmt: skip
+    """`answer` as a JSON response; `omit_none`: fields without a value are left out rather than null."""
+    body = answer.model_dump_json(exclude_none=omit_none)
+    return Response(body, status_code=status, headers=headers, media_type="application/json")
+
+
+def error_answer(status: int, message: str, headers: Mapping[str, str] | None = None) -> Response:
+    """The answer `{"error": message}` with HTTP `status`."""
+    return json_answer(Error(error=message), status=status, headers=headers)
+
+
+class Detected(BaseModel):
+    confidence: float = Field(description="Always 100: the one source language served into the target.")
+    language: str
+
+
+class Translation(BaseModel):
+    """POST /translate: as `q`, a string or a list."""
+
+    translatedText: str | list[str]
+    alternatives: list[str] | list[list[str]] | None = Field(
+        None, description="Other translations, distinct and unlike translatedText (when asked)."
+    )
+    detectedLanguage: Detected | list[Detected] | None = Field(None, description="With source auto.")
+
+
+class Language(BaseModel):
+    code: str = Field(description="The code the model was trained with, as `source` and `target` take it.")
+    name: str
+
+
+class ServedLanguage(Language):
+    targets: list[str] = Field(description="The languages it is translated into (empty: a target only).")
+
+
+class Languages(RootModel[list[ServedLanguage]]):
+    """GET /languages: each language of the served pairs."""
+
+
+class PairOfLanguages(BaseModel):
+    source: Language
+    target: Language
+
+
+class FrontendSettings(BaseModel):
+    """GET /frontend/settings: what LibreTranslate's web page reads."""
+
+    charLimit: int
+    frontendTimeout: int
+    apiKeys: bool
+    keyRequired: bool
+    suggestions: bool
+    filesTranslation: bool
+    supportedFilesFormat: list[str]
+    language: PairOfLanguages
+
+
+class HypothesisAnswer(BaseModel):
+    text: str
+    score: float = Field(description="Length-normalised log-probability (CTranslate2's own for an export).")
+    target_pieces: list[str] = Field(description="The output's subwords, ending with '</s>'.")
+    attention: Weights | None = Field(
+        None, description="With attention: (layers, heads, target_pieces, source_pieces) weights, each row "
+        "summing to 1, rounded to 5 decimals.",
+    )  # fmt: skip
+
+
+class LineAnswer(BaseModel):
+    source_pieces: list[str] = Field(description="The line's subwords and '</s>' (a blank line: none).")
+    hypotheses: list[HypothesisAnswer] = Field(description="Best first.")
+
+
+class TextAnswer(BaseModel):
+    translatedText: str = Field(description="The best hypothesis of each line, one line each.")
+    lines: list[LineAnswer]
+
+
+class V1Translation(BaseModel):
+    """POST /v1/translate: per text of `q`, its lines and their hypotheses."""
+
+    model: str
+    source: str
+    target: str
+    beam_size: int
+    translations: list[TextAnswer]
+
+
+class ReportedBleu(BaseModel):
+    bleu: float
+    checkpoint: str
+
+
+class ModelFacts(BaseModel):
+    """What a served model is, beyond its name and pair (null: not known, as for an export)."""
+
+    engine: Literal["torch", "ctranslate2"]
+    type: str = Field(description="transformer, rnn-bahdanau, rnn-luong or ensemble.")
+    runs: list[str]
+    checkpoint: str | None
+    parameters: int | None
+    test_bleu: ReportedBleu | None = Field(description="The test BLEU of the run's report, for one run.")
+    beam_size: int
+    attention: str | None = Field(description="The attention /v1/translate returns (null: none).")
+
+
+class ServedModel(ModelFacts):
+    name: str
+    source: str
+    target: str
+    default: bool = Field(description="Whether it translates its pair when no model is named.")
+
+
+class Models(BaseModel):
+    """GET /v1/models."""
+
+    models: list[ServedModel]
+
+
+class Health(BaseModel):
+    """GET /health: the server answers; its models, sentences waiting, batches decoded so far."""
+
+    status: Literal["ok"]
+    models: list[str]
+    waiting: int
+    batches: int
+    sentences: int
+    split_batches: int

@@ -1,0 +1,186 @@
+"""What clients may send to the translating routes: each operation's fields as a pydantic model, bounded by
+this server's limits (texts, characters, beam), and each refusal as one line naming the field. The gate
+gathers the fields (the query string, then a JSON or form body over it); these models check them, and give
+the OpenAPI document its request bodies.
+
+One rule for values, in JSON and in forms alike: a number or a boolean may also be sent as a string that
+spells it ("3"; true/false, yes/no, on/off, 1/0 in any case), as forms send only strings; a boolean is no
+number; an empty value ("") is a field not sent.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal, TypeVar
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    ValidationError,
+    model_validator,
+)
+from pydantic_core import ErrorDetails, PydanticCustomError
+
+from nmt.serve.payloads import ApiError, Fields, Limits, clipped, kind
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def _no_boolean(value: Any) -> Any:
+    if isinstance(value, bool):
+        raise PydanticCustomError("int_type", "must be a whole number")
+    return value
+
+
+NO_BOOLEAN = BeforeValidator(_no_boolean)  # last in a field's Annotated, after its bounds
+KEY = "A key of the server's --api-key-file (or send `Authorization: Bearer KEY`, or ?api_key=KEY)."
+
+
+class Asked(BaseModel):
+    """The fields every translating operation shares; `q` is bounded by the server's limits (`bounded`)."""
+
+    q: str | list[str]
+    api_key: str | None = Field(None, description=KEY)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _blanks_are_missing(cls, fields: Any) -> Any:
+        return {k: v for k, v in fields.items() if v != ""} if isinstance(fields, dict) else fields
+
+
+class TranslateAsked(Asked):
+    """POST /translate, LibreTranslate's fields (others are ignored, as LibreTranslate does)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    source: str = Field(min_length=1, description="The source language, or auto: the one source served into "
+                        "target.")  # fmt: skip
+    target: str = Field(min_length=1, description="The target language.")
+    format: Literal["text"] = Field("text", description="Only text (LibreTranslate's html is not served).")
+    alternatives: int = 0
+
+
+class V1TranslateAsked(Asked):
+    """POST /v1/translate; an unknown field is refused (a typo would otherwise be ignored silently)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    source: str | None = Field(None, description="The source language (with target; or auto).")
+    target: str | None = Field(None, description="The target language; without source, target and model: "
+                               "the one pair served, if there is one.")  # fmt: skip
+    model: str | None = Field(None, description="A model of /v1/models (default: the pair's default).")
+    nbest: int = 1
+    beam_size: int = 0
+    attention: bool = Field(False, description="Return the attention of each hypothesis.")
+
+
+@dataclass(frozen=True)
+class RequestModels:
+    """The models of the translating operations, bounded by one server's limits."""
+
+    translate: type[TranslateAsked]
+    v1_translate: type[V1TranslateAsked]
+
+
+def bounded(limits: Limits) -> RequestModels:
+    """The request models with `limits` in their fields (and so in the OpenAPI document)."""
+    chars, beam = limits.max_chars, limits.max_beam
+
+    class BoundedTexts(Asked):
+        q: Annotated[
+            Annotated[str, Field(min_length=1, max_length=chars), Tag("text")]
+            | Annotated[list[Annotated[str, Field(max_length=chars)]], Field(min_length=1,
+                        max_length=limits.max_texts), Tag("texts")],
+            Discriminator(_shape),
+            AfterValidator(functools.partial(_within, chars)),
+        ] = Field(description=f"A text, or a list of at most {limits.max_texts} texts ({chars} characters in "
+                  "all); each line of a text is translated alone (blank lines stay blank).")  # fmt: skip
+
+    class Translate(BoundedTexts, TranslateAsked):
+        alternatives: Annotated[int, Field(ge=0, le=beam - 1), NO_BOOLEAN] = Field(
+            0, description="How many other translations to return besides the best one."
+        )
+
+    class V1Translate(BoundedTexts, V1TranslateAsked):
+        nbest: Annotated[int, Field(ge=1, le=beam), NO_BOOLEAN] = Field(1, description="Hypotheses per line.")
+        beam_size: Annotated[int, Field(ge=0, le=beam), NO_BOOLEAN] = Field(
+            0, description="The beam (0: the model's own; widened to nbest)."
+        )
+
+    return RequestModels(Translate, V1Translate)
+
+
+def _shape(value: Any) -> str:
+    """Which member of q's union checks `value`: a list is texts, anything else must be a text."""
+    return "texts" if isinstance(value, list) else "text"
+
+
+def _within(chars: int, q: str | list[str]) -> str | list[str]:
+    found = sum(map(len, q)) if isinstance(q, list) else len(q)
+    if found > chars:
+        raise PydanticCustomError(
+            "too_many_characters",
+            "q holds {found} characters; this server takes at most {chars}",
+            {"found": found, "chars": chars},
+        )
+    return q
+
+
+def validated(model: type[M], fields: Fields) -> M:
+    """`fields` checked by `model`; the first problem is an ApiError (400) naming the field."""
+    try:
+        return model.model_validate(fields)
+    except ValidationError as err:
+        raise ApiError(400, _message(err.errors(include_url=False), model)) from err
+
+
+def _message(errors: list[ErrorDetails], model: type[BaseModel]) -> str:
+    unknown = [clipped(str(e["loc"][0])) for e in errors if e["type"] == "extra_forbidden"]
+    if unknown:
+        return f"unknown field(s) {', '.join(unknown)}; expected some of {', '.join(model.model_fields)}"
+    error = errors[0]
+    name = _name(error["loc"])
+    value, context = error.get("input"), error.get("ctx", {})
+    match error["type"]:
+        case "too_many_characters":
+            return error["msg"]
+        case "missing":
+            return f"Invalid request: missing {name} parameter"  # LibreTranslate's words
+        case "string_type":
+            return f"{name} must be a string, not {kind(value)}"
+        case "int_type" | "int_parsing" | "int_from_float" | "finite_number":
+            return f"{name} must be a whole number, not {_shown(value)}"
+        case "bool_type" | "bool_parsing":
+            return f"{name} must be true or false (or yes/no, on/off, 1/0), not {_shown(value)}"
+        case "greater_than_equal":
+            return f"{name}={value} must be at least {context['ge']}"
+        case "less_than_equal":
+            return f"{name}={value} must be at most {context['le']}"
+        case "literal_error":
+            return f"{name} must be {context['expected']}, not {_shown(value)}"
+        case "too_short":
+            return f"{name} is an empty list; send at least one text"
+        case "too_long":
+            found, most = context["actual_length"], context["max_length"]
+            return f"{name} holds {found} texts; this server takes at most {most}"
+        case "string_too_long":
+            return f"{name} holds {len(value)} characters; this server takes at most {context['max_length']}"
+    return f"{name}: {error['msg']}"
+
+
+def _name(loc: tuple[int | str, ...]) -> str:
+    """A field as the client wrote it: `q`, `q[1]` (pydantic's names of union members left out)."""
+    return f"{loc[0]}" + "".join(f"[{part}]" for part in loc[1:] if isinstance(part, int))
+
+
+def _shown(value: Any) -> str:
+    """A number or a string as the client wrote it (clipped), anything else by its kind."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return kind(value)
+    return clipped(repr(value))

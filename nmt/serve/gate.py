@@ -1,0 +1,142 @@
+"""The gate every HTTP request passes first: its body is read within the size limit (413) and in time (408),
+its fields are parsed from the query and the body (400, 415), its API key is checked (403). The route then
+finds the fields in `request.state.fields`; it is cancelled when its client disconnects before the answer
+(its sentences leave the batcher's queue), and answered 503 when the server stops without waiting for it."""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+from urllib.parse import quote, unquote
+
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from nmt.serve.answers import error_answer
+from nmt.serve.payloads import ApiError, Limits, parse_fields
+
+KEY_COOKIE = "nmt_api_key"  # the explorer's key, set by GET /?api_key=KEY
+BODY_TIMEOUT = 10.0  # seconds a body may pause before the request is refused (408)
+
+
+class Gate:
+    """Reads, parses and admits each HTTP request (see the module's docstring); `keys` None: no key needed."""
+
+    def __init__(self, app: ASGIApp, limits: Limits, keys: frozenset[str] | None,
+                 body_timeout: float = BODY_TIMEOUT) -> None:  # fmt: skip
+        self.app, self.limits, self.keys, self.body_timeout = app, limits, keys, body_timeout
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        try:
+            body = await _read_body(headers, receive, self.limits.max_body, self.body_timeout)
+            fields = parse_fields(body, headers.get("content-type", ""), scope.get("query_string", b""))
+        except ApiError as err:
+            if err.status in (400, 415) and not self._allowed(offered_key(headers), None):
+                err = ApiError(403, "a valid api_key is required")  # no details for strangers
+            close = {"Connection": "close"} if err.status == 408 else None  # the rest of the body may come
+            await error_answer(err.status, str(err), close)(scope, receive, send)
+            return
+        if not self._allowed(offered_key(headers), fields.get("api_key")):
+            message = "a valid api_key is required (field api_key, or Authorization: Bearer KEY)"
+            await error_answer(403, message)(scope, receive, send)
+            return
+        scope.setdefault("state", {})["fields"] = fields
+        await _answer_unless_gone(self.app, scope, body, receive, send)
+
+    def _allowed(self, *offered: object) -> bool:
+        return self.keys is None or any(valid_key(self.keys, key) for key in offered)
+
+
+def valid_key(keys: frozenset[str], key: object) -> bool:
+    """Whether `key` is one of `keys` (compared in constant time)."""
+    return isinstance(key, str) and any(hmac.compare_digest(k.encode(), key.encode()) for k in keys)
+
+
+def offered_key(headers: Headers) -> str | None:
+    """The key of an `Authorization: Bearer KEY` header, else of the explorer's cookie."""
+    auth = headers.get("authorization", "")
+    if auth.lower().startswith("bearer "):
+        return auth[7:].strip()
+    for part in headers.get("cookie", "").split(";"):
+        name, _, value = part.strip().partition("=")
+        if name == KEY_COOKIE:
+            return unquote(value.removeprefix('"').removesuffix('"'))  # also a quoted cookie of older servers
+    return None
+
+
+def key_cookie(key: str) -> str:
+    """The cookie value that carries `key`: percent-encoded, so that no character of a key (base64's / + =
+    above all) makes the cookie quoted: a browser would send the quotes back as part of the value."""
+    return quote(key, safe="")
+
+
+async def _read_body(headers: Headers, receive: Receive, limit: int, timeout: float) -> bytes:
+    """The whole body, refused with 413 as soon as it exceeds `limit` bytes (announced or received), and with
+    408 when nothing of it arrives for `timeout` seconds."""
+    length = headers.get("content-length", "")
+    if length.isdigit() and int(length) > limit:
+        raise ApiError(413, f"the body has {length} bytes; this server takes at most {limit}")
+    chunks, size = [], 0
+    while True:
+        try:
+            message = await asyncio.wait_for(receive(), timeout)
+        except asyncio.TimeoutError as err:  # TimeoutError only from Python 3.11 on
+            stalled = f"the body stopped arriving: {size} bytes, then {timeout:g} s of nothing"
+            raise ApiError(408, stalled) from err
+        if message["type"] == "http.disconnect":
+            break
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise ApiError(413, f"the body exceeds {limit} bytes, this server's limit")
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
+async def _answer_unless_gone(app: ASGIApp, scope: Scope, body: bytes, receive: Receive, send: Send) -> None:
+    """Run the route over the body already read while listening for the client's disconnect: a client gone
+    before its answer cancels the route; a route the server cancels as it stops is answered 503 (quietly: no
+    traceback), unless its answer has started."""
+    gone, started, handed = asyncio.Event(), False, False
+
+    async def replay() -> Message:
+        nonlocal handed
+        if not handed:
+            handed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await gone.wait()
+        return {"type": "http.disconnect"}
+
+    async def listen() -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        gone.set()
+
+    async def sending(message: Message) -> None:
+        nonlocal started
+        started = True
+        await send(message)
+
+    route = asyncio.ensure_future(app(scope, replay, sending))
+    listener = asyncio.ensure_future(listen())
+    try:
+        await asyncio.wait({route, listener}, return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:  # the server stops without waiting for this request
+        route.cancel()
+        await asyncio.wait({route})
+        if not started:
+            await error_answer(503, "the server stopped before answering")(scope, replay, send)
+        return
+    finally:
+        listener.cancel()
+    if not route.done():  # the client went away
+        route.cancel()
+    await asyncio.wait({route})
+    if not route.cancelled():
+        route.result()  # a failure of the route is raised here, for the app's error handler
