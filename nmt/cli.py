@@ -573,9 +573,10 @@ def export(
 ) -> None:
     """Export a trained Transformer for CTranslate2 (then: nmt translate OUT_DIR --engine ctranslate2).
 
-    --to argos writes OUT_DIR as an Argos Translate package (e.g. de_en.argosmodel) that argostranslate and
-    LibreTranslate install offline: the CTranslate2 model, the sentencepiece model and a sentence splitter
-    made of written rules (not a trained model: an ONNX graph in MiniSBD's format; its README says which).
+    --to argos writes OUT_DIR as an Argos Translate package file (e.g. de_en.argosmodel) that argostranslate
+    and LibreTranslate install and run offline: the CTranslate2 model, the sentencepiece model and a sentence
+    splitter of written rules (punctuation, listed abbreviations, initials, ordinals), an ONNX graph in
+    MiniSBD's format, not a trained model (the package's README states the rules).
     """
     if to == "argos":
         from nmt.export.argos import export_package
