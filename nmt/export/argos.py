@@ -32,9 +32,7 @@ LANGUAGE_NAMES = {"cs": "Czech", "de": "German", "en": "English", "fr": "French"
 ARGOS_SEARCH = "beam size ARGOS_BEAM_SIZE (default 4) and length penalty 0.2, at most 256 tokens a sentence"
 
 
-def export_package(
-    run_dir: Path, out: Path, quantization: str = "float32", which: str | None = None
-) -> Path:  # fmt: skip
+def export_package(run_dir: Path, out: Path, quantization: str = "float32", which: str | None = None) -> Path:
     """Write the run's checkpoint `which` (default: the run's choice) as an Argos Translate package at `out`
     (a new file; by convention `*.argosmodel`), weights stored as `quantization`; returns `out`."""
     if out.exists():
