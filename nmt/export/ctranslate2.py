@@ -30,7 +30,7 @@ from nmt.decode.translate import max_source_len
 from nmt.errors import UserError
 from nmt.models.transformer import TransformerSeq2Seq, sinusoidal_positions
 
-FORMATS = ("ctranslate2",)
+FORMATS = ("ctranslate2", "argos")  # nmt export --to: argos.py writes argos packages
 QUANTIZATIONS = (
     "float32",
     "int8",
@@ -64,7 +64,7 @@ def export_run(
     """Write the run's checkpoint `which` (best, last or averaged; default: the run's choice) as a CTranslate2
     model with weights stored as `quantization`, its vocabularies, sentencepiece models and search settings
     into `out_dir` (which must not exist or be empty); returns `out_dir`."""
-    if to not in FORMATS:
+    if to != "ctranslate2":
         raise UserError(f"--to {to}: unknown export format; use {', '.join(FORMATS)}")
     if quantization not in QUANTIZATIONS:
         raise UserError(f"--quantization {quantization}: unknown; use {', '.join(QUANTIZATIONS)}")

@@ -1,0 +1,97 @@
+"""`nmt export --to argos`: a trained Transformer as an Argos Translate package, which argostranslate (and
+LibreTranslate through it) installs with `argostranslate.package.install_from_path` and runs offline.
+
+The package is a zip holding one folder, `translate-<src>_<tgt>-nmt/`:
+```
+metadata.json        language codes and names, package_version, argos_version, type "translate"
+README.md            the run, the checkpoint, the sentence splitter's rules
+model/               the CTranslate2 export (`nmt export --to ctranslate2`: `nmt translate` reads it too)
+sentencepiece.model  the run's joint sentencepiece model
+minisbd/<src>.onnx   the sentence splitter argostranslate runs on each paragraph (sentence_splitter.py)
+```
+argostranslate encodes each sentence into sentencepiece pieces and CTranslate2 appends the eos our sources end
+with (`add_source_eos` in model/config.json), as `nmt translate --engine ctranslate2` does.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import zipfile
+from pathlib import Path
+
+from nmt.errors import UserError
+from nmt.export.ctranslate2 import META, export_run
+from nmt.export.sentence_splitter import description, import_onnx, write_splitter
+
+PACKAGE_VERSION = "1.0"
+ARGOS_VERSION = "1.0"
+LANGUAGE_NAMES = {"cs": "Czech", "de": "German", "en": "English", "fr": "French"}
+# argostranslate's own search (translate.py, settings.py): CTranslate2's beam search with these settings.
+ARGOS_SEARCH = "beam size ARGOS_BEAM_SIZE (default 4) and length penalty 0.2, at most 256 tokens a sentence"
+
+
+def export_package(run_dir: Path, out: Path, quantization: str = "float32", which: str | None = None) -> Path:
+    """Write the run's checkpoint `which` (default: the run's choice) as an Argos Translate package at `out`
+    (a new file; by convention `*.argosmodel`), weights stored as `quantization`; returns `out`."""
+    if out.exists():
+        raise UserError(f"{out} already exists; choose a new file name")
+    import_onnx()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=f".{out.name}.", dir=out.parent) as tmp:
+        folder = _write_folder(run_dir, Path(tmp), quantization, which)
+        archive = Path(tmp) / out.name
+        with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zipped:
+            for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+                zipped.write(path, path.relative_to(tmp).as_posix())
+        archive.replace(out)
+    return out
+
+
+def _write_folder(run_dir: Path, tmp: Path, quantization: str, which: str | None) -> Path:
+    """The package's folder, written inside `tmp`."""
+    model = export_run(run_dir, tmp / "model", "ctranslate2", quantization, which)
+    meta = json.loads((model / META).read_text(encoding="utf-8"))
+    if not meta["joint_vocabulary"]:
+        raise UserError(
+            f"{run_dir} has a source and a target sentencepiece model; an Argos package holds one: "
+            f"train with tokenizer.joint=true"
+        )
+    src, tgt = meta["languages"]
+    folder = tmp / f"translate-{src}_{tgt}-nmt"
+    folder.mkdir()
+    model = model.rename(folder / "model")
+    shutil.copyfile(model / "spm.model", folder / "sentencepiece.model")
+    write_splitter(src, folder / "minisbd" / f"{src}.onnx")
+    metadata = {
+        "package_version": PACKAGE_VERSION,
+        "argos_version": ARGOS_VERSION,
+        "from_code": src,
+        "from_name": LANGUAGE_NAMES.get(src, src),
+        "to_code": tgt,
+        "to_name": LANGUAGE_NAMES.get(tgt, tgt),
+        "type": "translate",
+        "sentence_splitter": description(src),
+        "nmt": {key: meta[key] for key in ("checkpoint", "step", "quantization")},
+    }
+    (folder / "metadata.json").write_text(json.dumps(metadata, indent=2, ensure_ascii=False) + "\n", "utf-8")
+    (folder / "README.md").write_text(_readme(metadata, Path(meta["run_dir"]).name), encoding="utf-8")
+    return folder
+
+
+def _readme(metadata: dict, run_name: str) -> str:
+    src, tgt, nmt = metadata["from_code"], metadata["to_code"], metadata["nmt"]
+    return f"""# {metadata["from_name"]} → {metadata["to_name"]} ({src} → {tgt}), trained with nmt
+
+Written by `nmt export --to argos` from the run `{run_name}`: checkpoint {nmt["checkpoint"]} (step \
+{nmt["step"]}), weights {nmt["quantization"]}.
+
+- `model/`: the CTranslate2 model (`nmt translate model/` translates with it too).
+- `sentencepiece.model`: the sentencepiece model of source and target.
+- `minisbd/{src}.onnx`: the sentence splitter. {metadata["sentence_splitter"]}
+
+Argos Translate searches with {ARGOS_SEARCH}: `nmt translate model/ --beam-size 4 \
+--length-penalty 0.2` gives the same translations, sentence by sentence, unless one reaches its length limit \
+(nmt's is search.max_len_a × source length + search.max_len_b).
+"""

@@ -1,0 +1,222 @@
+"""`nmt export --to argos`: the package's layout and metadata and the refusals; in the slow layer
+argostranslate, then LibreTranslate (from a virtual environment of their own, with the network unreachable),
+install packages and translate as `nmt translate` does."""
+
+import functools
+import hashlib
+import json
+import os
+import platform
+import random
+import shutil
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from nmt.data.synthetic import reordering_pairs
+from tests.conftest import ROOT, assert_one_line_error, run_cli, train_args
+
+OFFLINE = Path(__file__).parent / "offline"  # the driver run in the Argos venv and its network guard
+# LibreTranslate 1.9.6 pins argos-translate-lt 1.12.1 (argostranslate without torch) and minisbd 0.9.5.
+ARGOS_REQUIREMENTS = ("libretranslate==1.9.6",)
+NO_REPORT = ("--set", "train.final_report=false")
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tiny: Path, small_corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A Transformer trained for a few steps: enough to export."""
+    run_dir = tmp_path_factory.mktemp("argos") / "tf"
+    assert run_cli(*train_args(tiny, small_corpus, run_dir, "--max-steps", "5", *NO_REPORT))[0] == 0
+    return run_dir
+
+
+def test_package_layout_and_metadata(tiny_run: Path, tmp_path: Path) -> None:
+    pytest.importorskip("ctranslate2")
+    pytest.importorskip("onnx")
+    out = tmp_path / "src_tgt.argosmodel"
+    code, stdout, err = run_cli("export", str(tiny_run), str(out), "--to", "argos")
+    assert code == 0, err
+    assert stdout.strip() == str(out) and [p.name for p in tmp_path.iterdir()] == [out.name]  # no leftovers
+    folder = "translate-src_tgt-nmt"
+    with zipfile.ZipFile(out) as package:
+        names = package.namelist()
+        assert {name.split("/")[0] for name in names} == {folder}
+        files = {name.removeprefix(f"{folder}/") for name in names}
+        assert {"metadata.json", "README.md", "sentencepiece.model", "minisbd/src.onnx"} <= files
+        assert [f for f in files if f.startswith("minisbd/")] == ["minisbd/src.onnx"]
+        assert {"model/model.bin", "model/config.json", "model/shared_vocabulary.json"} <= files
+        metadata = json.loads(package.read(f"{folder}/metadata.json"))
+        config = json.loads(package.read(f"{folder}/model/config.json"))
+        spm = package.read(f"{folder}/sentencepiece.model")
+        readme = package.read(f"{folder}/README.md").decode()
+    assert {key: metadata[key] for key in ("from_code", "from_name", "to_code", "to_name", "type")} == {
+        "from_code": "src", "from_name": "src", "to_code": "tgt", "to_name": "tgt", "type": "translate",
+    }  # fmt: skip
+    assert metadata["package_version"] and metadata["argos_version"]
+    assert "not a trained model" in metadata["sentence_splitter"]
+    assert config["add_source_eos"] is True  # argostranslate passes bare pieces: CTranslate2 adds the eos
+    assert spm == (tiny_run / "spm.model").read_bytes()
+    assert "not a trained model" in readme and "--beam-size 4 --length-penalty 0.2" in readme
+
+
+def test_rnn_run_is_refused(tiny: Path, small_corpus: Path, tmp_path: Path) -> None:
+    pytest.importorskip("onnx")
+    run_dir, out = tmp_path / "rnn", tmp_path / "rnn.argosmodel"
+    rnn = ["--set", "model.type=rnn-luong", "--set", "model.transformer="]  # tiny's section dropped
+    assert run_cli(*train_args(tiny, small_corpus, run_dir, "--max-steps", "1", *rnn, *NO_REPORT))[0] == 0
+    assert_one_line_error(run_cli("export", str(run_dir), str(out), "--to", "argos"), "only Transformers")
+    assert [p.name for p in tmp_path.iterdir()] == ["rnn"]
+
+
+def test_separate_vocabularies_are_refused(tiny: Path, small_corpus: Path, tmp_path: Path) -> None:
+    pytest.importorskip("ctranslate2")
+    pytest.importorskip("onnx")
+    run_dir, out = tmp_path / "run", tmp_path / "out.argosmodel"
+    separate = ("--set", "tokenizer.joint=false")
+    args = train_args(tiny, small_corpus, run_dir, "--max-steps", "1", *separate, *NO_REPORT)
+    assert run_cli(*args)[0] == 0
+    result = run_cli("export", str(run_dir), str(out), "--to", "argos")
+    assert_one_line_error(result, "an Argos package holds one", "tokenizer.joint=true")
+    assert [p.name for p in tmp_path.iterdir()] == ["run"]
+
+
+def test_existing_file_and_missing_onnx_are_refused(
+    tiny_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "mine.argosmodel"
+    out.write_text("mine")
+    assert_one_line_error(run_cli("export", str(tiny_run), str(out), "--to", "argos"), "already exists")
+    assert out.read_text() == "mine"
+    monkeypatch.setitem(sys.modules, "onnx", None)  # import onnx raises ImportError
+    result = run_cli("export", str(tiny_run), str(tmp_path / "new.argosmodel"), "--to", "argos")
+    assert_one_line_error(result, "onnx is not installed", "nmt[argos]")
+
+
+# The slow layer: argostranslate and LibreTranslate in a virtual environment of their own, offline.
+
+
+@pytest.fixture(scope="session")
+def argos_python() -> Path:
+    """The Python of a virtual environment with ARGOS_REQUIREMENTS, made once and kept under
+    $XDG_CACHE_HOME/nmt-tests (keyed by the requirements and this Python's version: a change makes a new one).
+    Installing needs PyPI; without it the tests skip."""
+    key = hashlib.sha256(json.dumps([platform.python_version(), *ARGOS_REQUIREMENTS]).encode()).hexdigest()
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    venv = cache / "nmt-tests" / f"argos-venv-{key[:12]}"
+    python = venv / "bin" / "python"
+    if not (venv / "complete").is_file():
+        shutil.rmtree(venv, ignore_errors=True)
+        started = time.monotonic()
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        pip = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", *ARGOS_REQUIREMENTS]
+        result = subprocess.run(pip, capture_output=True, text=True)
+        if result.returncode:
+            pytest.skip(f"cannot install {ARGOS_REQUIREMENTS} from PyPI: {result.stderr.strip()[-300:]}")
+        (venv / "complete").write_text(f"made in {time.monotonic() - started:.0f} s\n")
+    return python
+
+
+@functools.cache
+def network_namespace() -> list[str]:
+    """`unshare -n` where a new network namespace can be made (as root), else nothing (the guard remains)."""
+    usable = shutil.which("unshare") and subprocess.run(["unshare", "-n", "true"], capture_output=True)
+    return ["unshare", "-n"] if usable and usable.returncode == 0 else []
+
+
+def run_offline(python: Path, request: dict, home: Path) -> dict:
+    """The driver's answer to `request`, run offline with argostranslate's folders under `home`."""
+    assert "stanza" not in str(home)  # argostranslate picks its splitter by searching the path for that word
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("ARGOS_", "LT_"))}
+    env |= {"HOME": str(home), "XDG_DATA_HOME": str(home / "data"), "XDG_CONFIG_HOME": str(home / "config"),
+            "XDG_CACHE_HOME": str(home / "cache"), "ARGOS_PACKAGES_DIR": str(home / "packages"),
+            "PYTHONPATH": str(OFFLINE)}  # fmt: skip
+    command = [*network_namespace(), str(python), str(OFFLINE / "argos_driver.py")]
+    result = subprocess.run(command, input=json.dumps(request), capture_output=True, text=True, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    answer = json.loads(result.stdout)
+    assert "offline guard" not in result.stderr + answer.get("log", ""), result.stderr
+    return answer
+
+
+def write_punctuated_corpus(out: Path, src: str, tgt: str) -> Path:
+    """The reordering task written as sentences: capitalised sources, each pair ending in the same . ? or !"""
+    out.mkdir(parents=True)
+    for offset, (split, count) in enumerate((("train", 3000), ("valid", 100), ("test", 100))):
+        sources, targets = reordering_pairs(count, 60, 3, 7, seed=offset)
+        marks = random.Random(offset).choices(".?!", k=count)
+        pairs = list(zip(sources, targets, marks, strict=True))
+        (out / f"{split}.{src}").write_text("".join(f"{s.capitalize()}{m}\n" for s, _, m in pairs))
+        (out / f"{split}.{tgt}").write_text("".join(f"{t}{m}\n" for _, t, m in pairs))
+    return out
+
+
+@pytest.fixture(scope="module")
+def packages(tiny: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A de→en package of a model trained on the punctuated task, and an en→de one trained for a few steps
+    (LibreTranslate wants two packages)."""
+    pytest.importorskip("ctranslate2")
+    pytest.importorskip("onnx")
+    root = tmp_path_factory.mktemp("argos-packages")
+    corpus = write_punctuated_corpus(root / "corpus", "de", "en")
+    config = str(ROOT / "configs" / "tiny-transformer.yaml")
+    args = ["--data", str(corpus), "--device", "cpu", "--max-time", "0", "--set", "train.eval_every=150",
+            *NO_REPORT]  # fmt: skip
+    runs = {
+        "de_en": ["train", config, "--src-lang", "de", "--tgt-lang", "en", "--max-steps", "300", *args],
+        "en_de": ["train", str(tiny), "--src-lang", "en", "--tgt-lang", "de", "--max-steps", "5", *args],
+    }
+    for name, train in runs.items():
+        assert run_cli(*train, "--out", str(root / name))[0] == 0
+        assert run_cli("export", str(root / name), str(root / f"{name}.argosmodel"), "--to", "argos")[0] == 0
+    return {name: root / f"{name}.argosmodel" for name in runs}
+
+
+@pytest.mark.slow
+def test_argostranslate_translates_offline_as_nmt_does(
+    packages: dict[str, Path], argos_python: Path, tmp_path: Path
+) -> None:
+    """argostranslate installs the package, splits a paragraph into its sentences with the package's splitter,
+    and translates each sentence (and the paragraph) as `nmt translate` does on the installed model/ with
+    Argos's search: beam 4, length penalty 0.2."""
+    corpus = packages["de_en"].parent / "corpus"
+    sentences = (corpus / "test.de").read_text().splitlines()[:12]
+    paragraph = " ".join(sentences)
+    request = {"mode": "translate", "packages": [str(packages["de_en"])], "from": "de", "to": "en",
+               "paragraph": paragraph, "sentences": sentences}  # fmt: skip
+    answer = run_offline(argos_python, request, tmp_path / "home")
+    assert answer["installed"] == ["translate-de_en-nmt"] and answer["sentencizer"] == "MiniSBDSentencizer"
+    assert answer["split"] == sentences
+    model = tmp_path / "home" / "packages" / "translate-de_en-nmt" / "model"
+    expected = nmt_translations(model, sentences)
+    assert answer["sentences"] == expected
+    assert answer["paragraph"] == " ".join(expected)
+
+
+def nmt_translations(model: Path, sentences: list[str]) -> list[str]:
+    """`nmt translate MODEL` with Argos Translate's search settings."""
+    search = ["--beam-size", "4", "--length-penalty", "0.2"]
+    code, out, err = run_cli("translate", str(model), *search, input="\n".join(sentences) + "\n")
+    assert code == 0, err
+    return out.splitlines()
+
+
+@pytest.mark.slow
+def test_libretranslate_serves_the_packages_offline(
+    packages: dict[str, Path], argos_python: Path, tmp_path: Path
+) -> None:
+    """`libretranslate --host 127.0.0.1 --load-only de,en` with the two packages installed answers /translate
+    with nmt's translation of each sentence, joined (its formatting pass leaves such a paragraph as it is)."""
+    corpus = packages["de_en"].parent / "corpus"
+    sentences = (corpus / "test.de").read_text().splitlines()[12:18]
+    request = {"mode": "libretranslate", "packages": [str(p) for p in packages.values()], "from": "de",
+               "to": "en", "paragraph": " ".join(sentences), "load_only": "de,en"}  # fmt: skip
+    answer = run_offline(argos_python, request, tmp_path / "home")
+    assert answer["installed"] == ["translate-de_en-nmt", "translate-en_de-nmt"]
+    assert {language["code"] for language in answer["languages"]} == {"de", "en"}
+    expected = nmt_translations(tmp_path / "home" / "packages" / "translate-de_en-nmt" / "model", sentences)
+    assert expected[-1][-1] == sentences[-1][-1], "LibreTranslate would change the final punctuation"
+    assert answer["answer"]["translatedText"] == " ".join(expected)
