@@ -563,13 +563,21 @@ def average(
 def export(
     run_dir: RunDirArgument,
     out_dir: Annotated[Path, typer.Argument(help="Directory to write (new, or empty).")],
-    to: Annotated[str, typer.Option(help="Format: ctranslate2.")] = "ctranslate2",
+    to: Annotated[
+        str, typer.Option(help="Format: ctranslate2, or huggingface (a transformers model directory).")
+    ] = "ctranslate2",
     quantization: Annotated[
         str, typer.Option(help="Weight type: float32, int8, int8_float16, float16 (any CTranslate2 type).")
     ] = "float32",
     checkpoint: Checkpoint = None,
 ) -> None:
-    """Export a trained Transformer for CTranslate2 (then: nmt translate OUT_DIR --engine ctranslate2)."""
+    """Export a trained Transformer for CTranslate2 (then: nmt translate OUT_DIR --engine ctranslate2) or
+    for Hugging Face transformers (AutoModelForSeq2SeqLM.from_pretrained(OUT_DIR); see OUT_DIR/README.md)."""
+    if to == "huggingface":
+        from nmt.export.huggingface import export_run as export_huggingface
+
+        typer.echo(export_huggingface(run_dir, out_dir, quantization, checkpoint))
+        return
     from nmt.export.ctranslate2 import export_run
 
     typer.echo(export_run(run_dir, out_dir, to, quantization, checkpoint))
