@@ -20,17 +20,17 @@ from types import ModuleType
 from typing import Any
 
 import numpy as np
-import torch
 from torch import Tensor
 
 from nmt.data.special_tokens import BOS, EOS, UNK
 from nmt.data.tokenizer import Tokenizer, tokenizer_paths
-from nmt.decode.trained_run import TrainedRun, load_run
+from nmt.decode.trained_run import TrainedRun
 from nmt.decode.translate import max_source_len
 from nmt.errors import UserError
+from nmt.export.directories import check_out_dir, load_transformer_run, staged_directory
 from nmt.models.transformer import TransformerSeq2Seq, sinusoidal_positions
 
-FORMATS = ("ctranslate2", "argos")  # nmt export --to: argos.py writes argos packages
+FORMATS = ("ctranslate2", "argos", "huggingface")  # nmt export --to (argos.py and huggingface.py: the others)
 QUANTIZATIONS = (
     "float32",
     "int8",
@@ -68,15 +68,9 @@ def export_run(
         raise UserError(f"--to {to}: unknown export format; use {', '.join(FORMATS)}")
     if quantization not in QUANTIZATIONS:
         raise UserError(f"--quantization {quantization}: unknown; use {', '.join(QUANTIZATIONS)}")
-    if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
-        raise UserError(f"{out_dir} already exists and is not an empty directory; choose a new one")
+    check_out_dir(out_dir)
     import_ctranslate2()
-    run = load_run(run_dir, torch.device("cpu"), which)
-    if not isinstance(run.model, TransformerSeq2Seq):
-        raise UserError(
-            f"{run_dir} holds a model.type={run.cfg.model.type} model; only Transformers can be exported "
-            f"to CTranslate2"
-        )
+    run = load_transformer_run(run_dir, which, "CTranslate2")
     arch = run.cfg.model.transformer
     spec = transformer_spec(run.model, arch.heads, arch.norm == "pre")
     set_vocabularies(spec, run.tokenizers.src, run.tokenizers.tgt)
@@ -88,15 +82,7 @@ def export_run(
 
 def _save(spec: Any, run: TrainedRun, out_dir: Path, quantization: str) -> None:
     """Write the export into a temporary sibling directory, then rename it to `out_dir`."""
-    tmp = out_dir.with_name(f".{out_dir.name}.tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    spec.save(str(tmp))
     joint = run.tokenizers.joint
-    for source, target in zip(
-        tokenizer_paths(run.directory.path, joint), tokenizer_paths(tmp, joint), strict=True
-    ):
-        shutil.copyfile(source, target)
     meta = {
         "format": "ctranslate2",
         "run_dir": str(run.directory.path.resolve()),
@@ -108,10 +94,13 @@ def _save(spec: Any, run: TrainedRun, out_dir: Path, quantization: str) -> None:
         "search": dataclasses.asdict(run.cfg.search),
         "max_source_len": max_source_len(run.cfg),
     }
-    (tmp / META).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
-    if out_dir.exists():
-        out_dir.rmdir()
-    tmp.rename(out_dir)
+    with staged_directory(out_dir) as tmp:
+        spec.save(str(tmp))
+        for source, target in zip(
+            tokenizer_paths(run.directory.path, joint), tokenizer_paths(tmp, joint), strict=True
+        ):
+            shutil.copyfile(source, target)
+        (tmp / META).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
 
 
 class _Weights:

@@ -28,12 +28,15 @@ from nmt.models.config import ModelConfig, TransformerConfig
 
 
 def sinusoidal_positions(length: int, d_model: int) -> Tensor:
-    """(length, d_model) table: sin on even dimensions, cos on odd ones."""
-    position = torch.arange(length, dtype=torch.float32).unsqueeze(1)  # (length, 1)
-    frequency = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * (-math.log(10000.0) / d_model))
+    """(length, d_model) float32 table: sin on even dimensions, cos on odd ones. Computed in float64 as
+    transformers computes its own (pos / 10000^(2i/d)), so that the two agree bit for bit: transformers'
+    Marian rebuilds its table when loading a model exported by `nmt export --to huggingface`."""
+    position = torch.arange(length, dtype=torch.float64).unsqueeze(1)  # (length, 1)
+    exponent = torch.arange(0, d_model, 2, dtype=torch.float64) / d_model  # (d_model / 2,)
+    angle = position / 10000.0**exponent  # (length, d_model / 2)
     table = torch.zeros(length, d_model)
-    table[:, 0::2] = torch.sin(position * frequency)
-    table[:, 1::2] = torch.cos(position * frequency)
+    table[:, 0::2] = torch.sin(angle)
+    table[:, 1::2] = torch.cos(angle)
     return table
 
 
