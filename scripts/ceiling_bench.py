@@ -326,8 +326,13 @@ def main() -> None:
     if device.type == "cuda":
         results["bf16_matmul_peak_tflops"] = matmul_peak(device) / 1e12
     peak = results.get("bf16_matmul_peak_tflops", float("nan")) * 1e12
-    variants = [(256, 24, 24, False, False), (256, 24, 24, True, False), (256, 24, 24, True, True),
-                (256, 24, 24, False, True), (1024, 24, 24, True, False)]  # (B, S, T, compiled, mask)
+    variants = [
+        (256, 24, 24, False, False),
+        (256, 24, 24, True, False),
+        (256, 24, 24, True, True),
+        (256, 24, 24, False, True),
+        (1024, 24, 24, True, False),
+    ]  # (B, S, T, compiled, mask)
     warm, iters = 15, 30
     if args.smoke:
         variants, warm, iters = [(8, 6, 7, False, False), (8, 6, 7, False, True)], 1, 2
