@@ -97,7 +97,9 @@ class TrainConfig:
     weight_decay: float = setting(0.0, "AdamW's decoupled weight decay", low=0.0)
     label_smoothing: float = setting(0.1, "probability mass spread over the vocabulary in the loss", low=0.0,
                                      high=1.0, high_open=True)  # fmt: skip
-    clip_norm: float = setting(1.0, "clip the gradients' global norm to this before each update", low=0.0)
+    clip_norm: float = setting(
+        1.0, "clip the gradients' global norm to this before each update", low=0.0, zero="no clipping"
+    )
     max_steps: int = setting(0, "stop after this many updates", low=0, high=MAX_SIZE, zero="no limit")
     max_epochs: int = setting(0, "stop after this many epochs", low=0, high=MAX_SIZE, zero="no limit")
     max_time: float = setting(

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from torch import Tensor
 
 from nmt.data.corpus import normalize
-from nmt.data.tokenizer import Tokenizer, Tokenizers
+from nmt.data.tokenizer import Tokenizers
 from nmt.serve.batcher import Batcher, Closed, SentenceFailed
 from nmt.serve.engines import Catalog, Decoding, Engine, Options, Translated
 from nmt.serve.fields import RequestModels
@@ -17,7 +17,7 @@ from nmt.serve.payloads import ApiError, Limits, clipped
 
 @dataclass(frozen=True)
 class Found:
-    """One hypothesis of a line: its text, score, subwords ending with '</s>' (none for an empty output), and
+    """One hypothesis of a line: its text, score, subwords ending with '</s>' (none for a blank line), and
     when asked its attention (layers, heads, len(pieces), len(the line's source pieces))."""
 
     text: str
@@ -100,14 +100,12 @@ def _line(tokenizers: Tokenizers, ids: list[int], found: Translated) -> Line:
     hyps = found.hypotheses
     texts = tokenizers.tgt.decode([h.tokens for h in hyps])
     attention: list[Tensor | None] = [None] * len(hyps) if found.attention is None else [*found.attention]
+    if not ids:  # a blank line: nothing was decoded
+        return Line([], [Found(text, hyp.score, [], None) for hyp, text in zip(hyps, texts, strict=True)])
     return Line(
-        _pieces(tokenizers.src, ids),
+        [*tokenizers.src.pieces(ids), "</s>"],
         [
-            Found(text, hyp.score, _pieces(tokenizers.tgt, hyp.tokens), weights)
+            Found(text, hyp.score, [*tokenizers.tgt.pieces(hyp.tokens), "</s>"], weights)
             for hyp, text, weights in zip(hyps, texts, attention, strict=True)
         ],
     )
-
-
-def _pieces(tokenizer: Tokenizer, ids: list[int]) -> list[str]:
-    return [*tokenizer.pieces(ids), "</s>"] if ids else []

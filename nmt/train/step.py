@@ -172,7 +172,8 @@ class Update:
         """Unscale, clip, AdamW step, zero the gradients (in place under CUDA graphs, where they persist);
         returns the gradient norm before clipping. The fused AdamW skips a non-finite update on the device."""
         self.scaler.unscale_(self.optimizer)
-        norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.clip_norm)
+        limit = self.cfg.clip_norm or math.inf  # 0: no clipping
+        norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), limit)
         self.scaler.step(self.optimizer)  # no update where a gradient is inf/NaN, decided on the device
         self.scaler.update(1.0)  # the scaler only detects non-finite gradients: the loss scale stays 1
         self.optimizer.zero_grad(set_to_none=self.graphs is None)

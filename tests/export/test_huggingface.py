@@ -13,13 +13,14 @@ import torch
 from nmt.config.schema import Config
 from nmt.config.sections import SearchConfig
 from nmt.data.corpus import normalize
+from nmt.data.special_tokens import PAD
 from nmt.decode.trained_run import load_run
 from nmt.decode.translate import max_source_len, translate_ids
 from nmt.errors import UserError
 from nmt.export.huggingface import hf_model, import_transformers
 from nmt.export.runtime import output_limit
-from nmt.models.config import ModelConfig
-from nmt.models.transformer import TransformerConfig, TransformerSeq2Seq, sinusoidal_positions
+from nmt.models.config import ModelConfig, TransformerConfig
+from nmt.models.transformer import TransformerSeq2Seq, sinusoidal_positions
 from tests.conftest import assert_one_line_error, run_cli, train_args
 
 transformers = pytest.importorskip("transformers")
@@ -38,7 +39,7 @@ def random_model(norm: str, tie: bool = True) -> tuple[TransformerSeq2Seq, Confi
     torch.manual_seed(0)
     arch = TransformerConfig(d_model=16, heads=4, ff_dim=32, norm=norm, max_positions=160)
     cfg = Config(model=ModelConfig(encoder_layers=2, decoder_layers=2, tie_embeddings=tie, transformer=arch))
-    model = TransformerSeq2Seq(cfg.model, VOCAB, VOCAB, joint_vocab=True).eval()
+    model = TransformerSeq2Seq(cfg.model, VOCAB, VOCAB, joint_vocab=True, pad=PAD).eval()
     with torch.no_grad():
         for name, parameter in model.named_parameters():
             if "norm" in name:

@@ -99,3 +99,16 @@ def test_a_single_nan_step_is_skipped(
     assert "step 3: 1 updates skipped for non-finite loss/gradients" in err
     assert finite_weights(run / "last.pt")
     assert int(load_checkpoint(run / "last.pt")["optimizer"]["state"][0]["step"]) == 5
+
+
+def test_clip_norm_zero_means_no_clipping(small_corpus: Path, tiny: Path, tmp_path: Path) -> None:
+    """train.clip_norm: 0 leaves the gradients as they are (as a limit none reaches), not scaled to zero."""
+    weights = {}
+    for clip in ("0", "1.0e+9"):
+        run = tmp_path / clip
+        args = train_args(tiny, small_corpus, run, "--max-steps", "3", "--set", f"train.clip_norm={clip}")
+        code, _, err = run_cli("-q", *args)
+        assert code == 0, err
+        weights[clip] = load_checkpoint(run / "last.pt")["model"]
+    assert weights["0"].keys() == weights["1.0e+9"].keys()
+    assert all(torch.equal(weights["0"][name], weights["1.0e+9"][name]) for name in weights["0"])
