@@ -130,7 +130,7 @@ class Update:
         0; the guards report it later). Batches that do not fit in GPU memory are skipped with a warning, and
         None is returned. `step` and `batch_tokens` only name the update in messages.
         """
-        tokens = sum(batch.target_tokens() for batch in batches)
+        tokens = torch.stack([batch.target_tokens() for batch in batches]).sum()
         total_tokens = self.world.sum(tokens)  # of all processes
         try:
             loss_sum = self._backward(batches, total_tokens)
