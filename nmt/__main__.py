@@ -18,7 +18,7 @@ def main() -> None:
     signal's own status rather than 130.
     """
     interrupts.install()
-    code: object = 0
+    code: str | int | None = 0
     try:
         from nmt.cli import app
 

@@ -15,7 +15,7 @@ import re
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Annotated, Any, BinaryIO
+from typing import TYPE_CHECKING, Annotated, Any, BinaryIO, TypeVar
 
 import typer
 from tqdm import tqdm
@@ -26,22 +26,24 @@ from nmt.data.corpus import data_layout
 from nmt.errors import REPORTS_ENV, Interrupted, PeerFailed, UserError, process_rank
 from nmt.limits import MAX_BEAM, MAX_SIZE
 
+if TYPE_CHECKING:
+    from typer._click import Context as ClickContext  # what TyperGroup's methods take (typer.Context's base)
 
-def _is_usage_error(err: BaseException) -> bool:
-    """An error in the command line itself (unknown option, bad option value, missing argument): Typer's
-    exceptions (public base class typer.TyperException from typer 0.28 on) with Click's usage exit code 2."""
-    return isinstance(err, typer.TyperException) and getattr(err, "exit_code", None) == 2
+    from nmt.decode.translate import OutputFormat
+    from nmt.evaluate.plots import Scale
+
+Choice = TypeVar("Choice", bound=str)
 
 
 class _Commands(TyperGroup):
     """The command group. Every mistake a user can fix ends the same way, whichever command made it: one line
     `nmt: error: …` on stderr and exit code 2; an interruption exits with 130."""
 
-    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
+    def parse_args(self, ctx: ClickContext, args: list[str]) -> list[str]:
         with _one_line_errors():
             return super().parse_args(ctx, args)
 
-    def invoke(self, ctx: typer.Context) -> Any:
+    def invoke(self, ctx: ClickContext) -> Any:
         with _one_line_errors():
             return super().invoke(ctx)
 
@@ -50,7 +52,7 @@ class _WithOverrides(TyperCommand):
     """A command with --set: `--set KEY VALUE` is a one-line error saying how to write it (Typer would report
     the value as an unexpected extra argument)."""
 
-    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
+    def parse_args(self, ctx: ClickContext, args: list[str]) -> list[str]:
         check_overrides(args)
         return super().parse_args(ctx, args)
 
@@ -66,6 +68,14 @@ def check_overrides(args: list[str]) -> None:
         if arg == "--set" and re.fullmatch(r"[A-Za-z_][\w.]*=.*", following):
             raise UserError(f"--set {value} {following}: each override needs its own --set: "
                             f"--set {value} --set {following}")  # fmt: skip
+
+
+def _choice(option: str, value: str, choices: tuple[Choice, ...]) -> Choice:
+    """`value` of `option` as one of `choices` (typed as their Literal); any other is a UserError."""
+    for choice in choices:
+        if value == choice:
+            return choice
+    raise UserError(f"{option} {value}: expected {' or '.join(choices)}")
 
 
 @contextlib.contextmanager
@@ -85,12 +95,12 @@ def _one_line_errors() -> Iterator[None]:
         _report(f"nmt: {err}", rank, code=130)
     except KeyboardInterrupt:
         _report("nmt: interrupted", rank, code=130)
-    except Exception as err:
-        if not _is_usage_error(err) or type(err).__name__ == "NoArgsIsHelpError":  # bare `nmt`: Typer shows
+    except typer.TyperException as err:  # Typer's errors; exit code 2: a mistake in the command line itself
+        if err.exit_code != 2 or type(err).__name__ == "NoArgsIsHelpError":  # bare `nmt`: Typer shows
             raise  # the help (and exits with code 2); the error's own message is empty
         ctx = getattr(err, "ctx", None)
         command = ctx.command_path if ctx is not None else "nmt"
-        message = err.format_message().rstrip(".")  # type: ignore[attr-defined]
+        message = err.format_message().rstrip(".")
         _report(f"nmt: error: {message} (see `{command} --help`)", rank, code=2)
 
 
@@ -384,7 +394,7 @@ def translate(
 
     if format not in ("text", "jsonl"):
         raise UserError(f"--format {format}: expected text or jsonl")
-    style = "jsonl" if format == "jsonl" else "moses" if scores or (nbest or 1) > 1 else "text"
+    style: OutputFormat = "jsonl" if format == "jsonl" else "moses" if scores or (nbest or 1) > 1 else "text"
     flags = {"beam_size": beam_size, "length_penalty": length_penalty, "max_len_a": max_len_a,
              "max_len_b": max_len_b, "batch_size": batch_size, "nbest": nbest}  # fmt: skip
     stream = _translator(run_dirs, engine, device, checkpoint, flags, style)
@@ -403,7 +413,12 @@ def translate(
 
 
 def _translator(
-    run_dirs: list[Path], engine: str, device: str, checkpoint: str | None, flags: dict[str, Any], style: str
+    run_dirs: list[Path],
+    engine: str,
+    device: str,
+    checkpoint: str | None,
+    flags: dict[str, Any],
+    style: OutputFormat,
 ) -> Callable[..., int]:
     """`stream(source, name, out, skip_bad_lines, interactive)` translating with the runs (engine torch;
     several make an ensemble) or with the export (engine ctranslate2) in RUN_DIR, `auto` telling them apart;
@@ -494,11 +509,10 @@ def plot_attention(
     from nmt.evaluate.plots import check_output_path, save_attention
 
     check_output_path(out)
-    if scale not in ("figure", "fixed"):
-        raise UserError(f"--scale {scale}: expected figure or fixed")
+    colours: Scale = _choice("--scale", scale, ("figure", "fixed"))
     run = load_run(run_dir, resolve_device(device), checkpoint, search_overrides(beam_size=beam_size))
     alignment = align(run, text)
-    save_attention(alignment, out, run.cfg.model, layer, head, all_heads, scale)  # type: ignore[arg-type]
+    save_attention(alignment, out, run.cfg.model, layer, head, all_heads, colours)
     typer.echo(f"{alignment.translation}\nwrote {out}")
 
 

@@ -6,12 +6,14 @@ from __future__ import annotations
 import contextlib
 import re
 from collections.abc import Callable, Iterator
+from typing import TypeAlias
 
 import torch
 from torch import Tensor
 
 from nmt.errors import UserError
 
+GraphPool: TypeAlias = "torch.cuda._POOL_HANDLE"  # the memory pool torch.cuda.graph_pool_handle() names
 WARMUP_RUNS = 1  # eager runs on a side stream before each capture (cuBLAS workspaces, lazy initialisation)
 
 

@@ -15,7 +15,7 @@ import logging
 import os
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -23,6 +23,7 @@ from types import FrameType
 from nmt.errors import REPORTS_ENV, process_rank
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
+Handler = Callable[[int, FrameType | None], object] | int | None  # what signal.signal takes (SIG_DFL: an int)
 EXIT_CODE = 130
 
 log = logging.getLogger(__name__)
@@ -88,14 +89,14 @@ def install() -> None:
     _install(interrupt)
 
 
-def _current() -> object:
+def _current() -> Handler:
     return signal.getsignal(signal.SIGINT)
 
 
-def _install(handler: object) -> None:
+def _install(handler: Handler) -> None:
     if threading.current_thread() is threading.main_thread():
         for sig in SIGNALS:
-            signal.signal(sig, handler)  # type: ignore[arg-type]
+            signal.signal(sig, handler)
 
 
 @contextlib.contextmanager

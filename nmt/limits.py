@@ -8,9 +8,12 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nmt.errors import ConfigError
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 MAX_SIZE = 2**31 - 1  # sizes and counts: beyond this torch and sentencepiece overflow or cannot allocate
 MAX_BEAM = 256  # beam search keeps beam × vocabulary scores per sentence
@@ -67,7 +70,7 @@ def setting(default: Any, meaning: str, **bounds: Any) -> Any:
     return dataclasses.field(default=default, metadata={"meaning": meaning, "range": allowed})
 
 
-def check_settings(section: object, prefix: str) -> None:
+def check_settings(section: DataclassInstance, prefix: str) -> None:
     """Raise ConfigError naming the first field of dataclass `section` outside its declared Range (each item
     of a tuple is checked; a value that is not a number, such as `batch_tokens: auto`, has no range)."""
     for field in dataclasses.fields(section):

@@ -62,8 +62,8 @@ def profile_updates(work: Callable[[], int], device: torch.device) -> UpdateCost
     operators = len(working) / updates
     in_optimizer = sum(map(_inside_optimizer_step, working)) / updates
     if device.type != "cuda":
-        syncs = sum(e.name in CPU_SYNCS and not _inside_optimizer_step(e) for e in events)
-        return UpdateCosts(operators, in_optimizer, syncs / updates, None, None)
+        syncs = sum(e.name in CPU_SYNCS and not _inside_optimizer_step(e) for e in events) / updates
+        return UpdateCosts(operators, in_optimizer, syncs, None, None)
     launches = sum(e.name in CUDA_LAUNCHES or e.name in CUDA_GRAPH_LAUNCHES for e in events) / updates
     syncs = sum(e.name in CUDA_SYNCS for e in events) / updates
     kernel_us = sum(e.time_range.elapsed_us() for e in events if e.device_type == DeviceType.CUDA)

@@ -12,13 +12,16 @@ import types
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field, is_dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from nmt.config.sections import DataConfig, SearchConfig, TokenizerConfig, TrainConfig
 from nmt.errors import ConfigError
 from nmt.models.config import ModelConfig
 
-T = TypeVar("T")
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+T = TypeVar("T", bound="DataclassInstance")
 
 
 @dataclass(frozen=True)

@@ -72,7 +72,8 @@ def from_dict(cls: type[T], raw: Mapping[str, Any], prefix: str = "") -> T:
     """Build dataclass `cls` from a nested mapping; unknown keys and wrong types raise ConfigError."""
     if not isinstance(raw, Mapping):
         raise ConfigError(f"section '{prefix.rstrip('.') or 'top level'}' must be a mapping, got {raw!r}")
-    hints, values = typing.get_type_hints(cls), {}
+    hints = typing.get_type_hints(cls)
+    values: dict[str, Any] = {}
     for key, value in raw.items():
         name, hint = f"{prefix}{key}", hints.get(key)
         if hint is None:

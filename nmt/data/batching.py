@@ -15,6 +15,7 @@ from nmt.data.arrays import EncodedCorpus
 from nmt.data.special_tokens import BOS, EOS, PAD
 
 T = TypeVar("T", int, np.ndarray)
+IntSequence = Sequence[int] | np.ndarray  # a sentence's token ids or a batch's example indices: list or array
 
 
 @dataclass
@@ -45,7 +46,7 @@ class Batch:
         return Batch(*(getattr(self, f.name).to(device, non_blocking=True) for f in fields(self)))
 
 
-def pad_ids(sequences: Sequence[np.ndarray], length: int, prefix: int | None, suffix: int | None) -> Tensor:
+def pad_ids(sequences: Sequence[IntSequence], length: int, prefix: int | None, suffix: int | None) -> Tensor:
     """Stack id arrays into a (len(sequences), length) tensor, optionally adding bos/eos, padded with PAD."""
     out = np.full((len(sequences), length), PAD, dtype=np.int64)
     start = 0 if prefix is None else 1
@@ -64,7 +65,7 @@ def round_up(length: T, multiple: int) -> T:
 
 
 def collate(
-    src: Sequence[np.ndarray], tgt: Sequence[np.ndarray], index: Sequence[int], multiple: int = 1
+    src: Sequence[IntSequence], tgt: Sequence[IntSequence], index: IntSequence, multiple: int = 1
 ) -> Batch:
     """Pad one group of examples into a Batch (source gets eos; target gets bos/eos)."""
     src_len = round_up(max(len(s) for s in src) + 1, multiple)
@@ -178,7 +179,7 @@ def token_budget_groups(
 
 
 def iterate_batches(
-    corpus: EncodedCorpus, groups: Sequence[Sequence[int]], multiple: int = 1
+    corpus: EncodedCorpus, groups: Sequence[IntSequence], multiple: int = 1
 ) -> Iterator[Batch]:
     """Collate the given index groups in order."""
     for group in groups:

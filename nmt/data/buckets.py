@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator, Sequence
 import numpy as np
 import torch
 
-from nmt.data.batching import Batch
+from nmt.data.batching import Batch, IntSequence
 from nmt.data.special_tokens import BOS, EOS, PAD
 
 log = logging.getLogger(__name__)
@@ -26,7 +26,7 @@ MAX_DISTINCT = 256  # distinct shapes the planner merges exactly; more are first
 
 
 def batch_shapes(
-    groups: Sequence[Sequence[int]], src_len: np.ndarray, tgt_len: np.ndarray, multiple: int
+    groups: Sequence[IntSequence], src_len: np.ndarray, tgt_len: np.ndarray, multiple: int
 ) -> np.ndarray:
     """The shape `collate` gives each group of example indices, (groups, 3): its rows and its longest source
     and target (lengths as `lengths()` gives them, eos/bos included), rounded up to `multiple`."""
@@ -90,7 +90,7 @@ class Buckets:
     """A planned set of batch shapes; `pad` maps batches onto them."""
 
     def __init__(self, shapes: np.ndarray) -> None:
-        self.shapes: list[Shape] = [tuple(int(v) for v in s) for s in shapes]  # smallest first
+        self.shapes: list[Shape] = [(int(n), int(s), int(t)) for n, s, t in shapes]  # smallest first
         self.unplanned: set[Shape] = set()
 
     @classmethod

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable
 
 import torch
 
@@ -14,7 +14,7 @@ from nmt.data.batching import Batch
 _DONE = object()
 
 
-def prefetch(batches: Iterable[Batch], device: torch.device, depth: int = 4) -> Iterator[Batch]:
+def prefetch(batches: Iterable[Batch], device: torch.device, depth: int = 4) -> Generator[Batch, None, None]:
     """Yield `batches` moved to `device`, keeping up to `depth` collated batches ready in a background thread.
 
     On CUDA the batches are pinned so the host-to-device copies are non-blocking.

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, replace
+from typing import overload
 
 import torch
 from torch import Tensor
@@ -148,6 +149,10 @@ def greedy_step(model: Seq2Seq, buffers: Buffers) -> None:
     t += 1
 
 
+@overload
+def length_penalty(length: int, alpha: float) -> float: ...
+@overload
+def length_penalty(length: Tensor, alpha: float) -> Tensor: ...
 def length_penalty(length: int | Tensor, alpha: float) -> float | Tensor:
     """GNMT length normalisation (Wu et al. 2016): ((5 + length) / 6) ** alpha; a tensor `length` (beam
     search's step counter, on the device) gives a tensor."""

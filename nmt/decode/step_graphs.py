@@ -20,7 +20,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from nmt.device import uncached_autocast, warm_up
+from nmt.device import GraphPool, uncached_autocast, warm_up
 from nmt.models.base import Seq2Seq
 
 log = logging.getLogger(__name__)
@@ -37,9 +37,10 @@ def run_step(model: Seq2Seq, cuda_graphs: bool, kind: tuple, step: StepFunction,
     if not cuda_graphs or model.device.type != "cuda":
         step(buffers)
         return buffers
-    if not isinstance(getattr(model, "decoding_graphs", None), StepGraphs):
-        model.decoding_graphs = StepGraphs()  # kept with the model: later searches replay its graphs
-    return model.decoding_graphs.run(kind, step, buffers)
+    graphs = getattr(model, "decoding_graphs", None)
+    if not isinstance(graphs, StepGraphs):
+        graphs = model.decoding_graphs = StepGraphs()  # kept with the model: later searches replay its graphs
+    return graphs.run(kind, step, buffers)
 
 
 class StepGraphs:
@@ -47,7 +48,7 @@ class StepGraphs:
 
     def __init__(self) -> None:
         self.graphs: OrderedDict[tuple, _CapturedStep] = OrderedDict()
-        self.pool: tuple | None = None  # one memory pool: the graphs replay one at a time
+        self.pool: GraphPool | None = None  # one memory pool: the graphs replay one at a time
         self.eager = False  # a capture failed: decode eagerly from then on
 
     def run(self, kind: tuple, step: StepFunction, buffers: Buffers) -> Buffers:
@@ -74,7 +75,7 @@ class StepGraphs:
 class _CapturedStep:
     """One step captured for fixed buffer shapes; it works in place on its own copies of the buffers."""
 
-    def __init__(self, step: StepFunction, buffers: Buffers, pool: tuple) -> None:
+    def __init__(self, step: StepFunction, buffers: Buffers, pool: GraphPool) -> None:
         self.buffers = {name: tensor.clone() for name, tensor in buffers.items()}
         with uncached_autocast():  # no cast weights cached from the side stream either
             warm_up(lambda: step(self.buffers), [])  # changes the copies only: replays copy the inputs in

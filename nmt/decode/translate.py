@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import BinaryIO, Literal, Protocol
 
@@ -14,7 +14,7 @@ from torch import Tensor
 
 from nmt.config.schema import Config
 from nmt.config.sections import SearchConfig
-from nmt.data.batching import collate, sorted_groups
+from nmt.data.batching import IntSequence, collate, sorted_groups
 from nmt.data.corpus import decode_lines, line_chunks, normalize
 from nmt.data.tokenizer import Tokenizers
 from nmt.decode.beam import beam_search
@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 
 def translate_ids(
     model: Seq2Seq,
-    sources: list[list[int]],
+    sources: Sequence[IntSequence],
     search: SearchConfig,
     max_source_len: int,
     with_attention: bool = False,
@@ -59,7 +59,7 @@ def translate_ids(
 
 
 def _search_fitting(
-    model: Seq2Seq, sources: list[list[int]], search: SearchConfig, with_attention: bool
+    model: Seq2Seq, sources: Sequence[IntSequence], search: SearchConfig, with_attention: bool
 ) -> list[list[Hypothesis]]:
     """Search one batch; when it runs out of GPU memory, search each half of it instead (recursively)."""
     try:
@@ -79,7 +79,7 @@ def _search_fitting(
 
 
 def _search(
-    model: Seq2Seq, sources: list[list[int]], search: SearchConfig, with_attention: bool
+    model: Seq2Seq, sources: Sequence[IntSequence], search: SearchConfig, with_attention: bool
 ) -> list[list[Hypothesis]]:
     """Greedy (beam size 1) or beam search of one batch of sources."""
     batch = collate(sources, [[] for _ in sources], range(len(sources))).to(model.device)

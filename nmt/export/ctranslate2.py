@@ -17,7 +17,7 @@ import json
 import shutil
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from torch import Tensor
@@ -28,7 +28,7 @@ from nmt.decode.trained_run import TrainedRun
 from nmt.decode.translate import max_source_len
 from nmt.errors import UserError
 from nmt.export.directories import check_out_dir, load_transformer_run, staged_directory
-from nmt.models.transformer import TransformerSeq2Seq, sinusoidal_positions
+from nmt.models.transformer import EncoderLayer, TransformerSeq2Seq, sinusoidal_positions
 
 FORMATS = ("ctranslate2", "argos", "huggingface")  # nmt export --to (argos.py and huggingface.py: the others)
 QUANTIZATIONS = (
@@ -70,9 +70,9 @@ def export_run(
         raise UserError(f"--quantization {quantization}: unknown; use {', '.join(QUANTIZATIONS)}")
     check_out_dir(out_dir)
     import_ctranslate2()
-    run = load_transformer_run(run_dir, which, "CTranslate2")
-    arch = run.cfg.model.transformer
-    spec = transformer_spec(run.model, arch.heads, arch.norm == "pre")
+    run, model = load_transformer_run(run_dir, which, "CTranslate2")
+    arch = run.cfg.model.transformer_settings
+    spec = transformer_spec(model, arch.heads, arch.norm == "pre")
     set_vocabularies(spec, run.tokenizers.src, run.tokenizers.tgt)
     spec.validate()
     spec.optimize(quantization=quantization)
@@ -160,7 +160,7 @@ def transformer_spec(model: TransformerSeq2Seq, heads: int, pre_norm: bool) -> A
     tied = "output.weight" not in weights.left
     decoder.projection.weight = decoder.embeddings.weight if tied else weights("output.weight")
     weights.check_used()
-    spec.config.layer_norm_epsilon = model.encoder_layers[0].attn_block.norm.eps
+    spec.config.layer_norm_epsilon = cast(EncoderLayer, model.encoder_layers[0]).attn_block.norm.eps
     spec.config.add_source_eos = True  # our sources end with eos, our targets start with bos
     return spec
 

@@ -23,16 +23,18 @@ def check_out_dir(out_dir: Path) -> None:
         raise UserError(f"{out_dir} already exists and is not an empty directory; choose a new one")
 
 
-def load_transformer_run(run_dir: Path, which: str | None, runtime: str) -> TrainedRun:
-    """The run's checkpoint `which` (best, last or averaged; default: the run's choice) on the CPU; a run of
-    another model type is refused, naming the `runtime` it cannot go to."""
+def load_transformer_run(
+    run_dir: Path, which: str | None, runtime: str
+) -> tuple[TrainedRun, TransformerSeq2Seq]:
+    """The run's checkpoint `which` (best, last or averaged; default: the run's choice) on the CPU, and its
+    model; a run of another model type is refused, naming the `runtime` it cannot go to."""
     run = load_run(run_dir, torch.device("cpu"), which)
     if not isinstance(run.model, TransformerSeq2Seq):
         raise UserError(
             f"{run_dir} holds a model.type={run.cfg.model.type} model; only Transformers can be exported "
             f"to {runtime}"
         )
-    return run
+    return run, run.model
 
 
 @contextmanager

@@ -64,13 +64,13 @@ def export_run(run_dir: Path, out_dir: Path, quantization: str = "float32", whic
         )
     check_out_dir(out_dir)
     transformers = import_transformers()
-    run = load_transformer_run(run_dir, which, "Hugging Face transformers")
+    run, ours = load_transformer_run(run_dir, which, "Hugging Face transformers")
     if not run.tokenizers.joint:
         raise UserError(
             f"{run_dir} has separate source and target vocabularies (tokenizer.joint=false); transformers' "
             f"Pegasus and Marian models with our tokenizer need one: train with tokenizer.joint=true"
         )
-    model = hf_model(transformers, run.model, run.cfg, len(run.tokenizers.src))
+    model = hf_model(transformers, ours, run.cfg, len(run.tokenizers.src))
     with staged_directory(out_dir) as tmp:
         model.save_pretrained(tmp)
         save_tokenizer(transformers, run, tmp)
@@ -83,7 +83,8 @@ def hf_model(transformers: ModuleType, ours: TransformerSeq2Seq, cfg: Config, vo
     """Our model (built from `cfg` with a joint vocabulary of `vocab_size`) as a transformers model with
     generation settings for greedy search; refuses a model this version of transformers cannot hold (it
     loads a weight into a place shared with another)."""
-    arch, norm = cfg.model.transformer, cfg.model.transformer.norm
+    arch = cfg.model.transformer_settings
+    norm = arch.norm
     model = getattr(transformers, HF_CLASSES[norm])(hf_config(transformers, cfg.model, vocab_size)).eval()
     weights = hf_state_dict(ours, pre_norm=norm == "pre")
     model.load_state_dict(weights, strict=True)
@@ -108,7 +109,7 @@ def hf_config(transformers: ModuleType, model: ModelConfig, vocab_size: int) -> 
     """The `PegasusConfig` (pre-norm) or `MarianConfig` (post-norm) of our model with a joint vocabulary of
     `vocab_size`: our sizes, dropouts, special ids (Pegasus' defaults differ: decoder start 0, eos 1) and
     embeddings scaled by sqrt(d_model)."""
-    arch, tied = model.transformer, model.tie_embeddings
+    arch, tied = model.transformer_settings, model.tie_embeddings
     settings = dict(
         vocab_size=vocab_size, d_model=arch.d_model, max_position_embeddings=arch.max_positions,
         encoder_layers=model.encoder_layers, decoder_layers=model.decoder_layers,

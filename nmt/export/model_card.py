@@ -74,7 +74,7 @@ def model_card(run: TrainedRun, hf_class: str, name: str, max_length: int) -> st
     """The model card of `run` exported as `hf_class` (generating at most `max_length` decoder positions)
     into a directory called `name`."""
     cfg = run.cfg
-    model, arch, search = cfg.model, cfg.model.transformer, cfg.search
+    model, arch, search = cfg.model, cfg.model.transformer_settings, cfg.search
     layers = f"{model.encoder_layers} encoder and {model.decoder_layers} decoder layers"
     untied = not model.tie_embeddings
     transformers_note = (

@@ -146,8 +146,8 @@ class _Graph:
     """The nodes of one ONNX graph over the inputs `units` and `features`; each method returns the name of
     its output. Flags are float32 0/1 tensors (batch, length): `all` multiplies, `any` takes the maximum."""
 
-    def __init__(self, onnx: ModuleType, unit_ids: dict[str, int]) -> None:
-        self.onnx, self.unit_ids = onnx, unit_ids
+    def __init__(self, onnx_module: ModuleType, unit_ids: dict[str, int]) -> None:
+        self.onnx, self.unit_ids = onnx_module, unit_ids
         self.nodes: list[onnx.NodeProto] = []
         self.initializers: list[onnx.TensorProto] = []
 

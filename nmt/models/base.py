@@ -66,6 +66,8 @@ class Seq2Seq(nn.Module):
     Masks are bool with True = real token; `src_mask` is (batch, 1, src_len).
     """
 
+    decoding_graphs: object  # set by nmt/decode/step_graphs.py: the captured search steps kept with the model
+
     def encode(self, src: Tensor, src_mask: Tensor) -> Memory:
         """Encode source ids (batch, src_len); the memory holds 'src_mask' among its tensors."""
         raise NotImplementedError

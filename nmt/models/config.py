@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from nmt.errors import ConfigError
 from nmt.limits import MAX_SIZE, check_settings, setting
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 
 @dataclass(frozen=True)
@@ -102,6 +105,20 @@ class ModelConfig:
         getattr(self, family).check()
 
     @property
+    def transformer_settings(self) -> TransformerConfig:
+        """The `transformer` section, which `__post_init__` sets for a Transformer; an error for an RNN."""
+        if self.transformer is None:
+            raise ValueError(f"model.type={self.type} has no model.transformer section")
+        return self.transformer
+
+    @property
+    def rnn_settings(self) -> RNNConfig:
+        """The `rnn` section, which `__post_init__` sets for an RNN; an error for a Transformer."""
+        if self.rnn is None:
+            raise ValueError(f"model.type={self.type} has no model.rnn section")
+        return self.rnn
+
+    @property
     def family(self) -> str:
         """The section of this model type: 'transformer' or 'rnn'."""
         return FAMILIES[self.type]
@@ -115,8 +132,8 @@ class ModelConfig:
             case "rnn-bahdanau":
                 return "Bahdanau attention (additive)"
             case "rnn-luong":
-                return f"Luong attention ({self.rnn.luong_score} score)"
-        heads = self.transformer.heads
+                return f"Luong attention ({self.rnn_settings.luong_score} score)"
+        heads = self.transformer_settings.heads
         which = {"mean": f"mean of {heads} heads", "all": f"{heads} heads"}.get(str(head), f"head {head}")
         last = " (last)" if layer == self.decoder_layers - 1 else ""
         return f"Transformer, decoder layer {layer}{last}, {which}"
@@ -127,7 +144,7 @@ class ModelConfig:
         return None if self.transformer is None else self.transformer.max_positions
 
 
-def _first_setting(section: object, prefix: str) -> str:
+def _first_setting(section: DataclassInstance, prefix: str) -> str:
     """The dotted name of the first field of `section` that differs from its default; else `prefix`."""
     changed = [f.name for f in dataclasses.fields(section) if getattr(section, f.name) != f.default]
     return f"{prefix}.{changed[0]}" if changed else prefix

@@ -9,6 +9,9 @@ recurrent cell and what the output layer sees.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import cast
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -21,8 +24,8 @@ from nmt.models.config import ModelConfig
 
 def make_rnn(cfg: ModelConfig, input_size: int, layers: int) -> nn.RNNBase:
     """A batch-first GRU or LSTM stack (`cfg.rnn.cell`) with dropout between its layers."""
-    rnn = nn.LSTM if cfg.rnn.cell == "lstm" else nn.GRU
-    dropout, hidden = (cfg.dropout if layers > 1 else 0.0), cfg.rnn.hidden_size
+    rnn = nn.LSTM if cfg.rnn_settings.cell == "lstm" else nn.GRU
+    dropout, hidden = (cfg.dropout if layers > 1 else 0.0), cfg.rnn_settings.hidden_size
     return rnn(input_size, hidden, layers, batch_first=True, dropout=dropout)
 
 
@@ -53,7 +56,8 @@ def final_cell(rnn: nn.LSTM, x: Tensor, outputs: Tensor, lengths: Tensor) -> Ten
 
     c_T = Σ_t i_t g_t Π_{t<s≤T} f_s, with the gates of every step from x_t and h_{t-1} in one matmul."""
     before = torch.cat([outputs.new_zeros(outputs[:, :1].shape), outputs[:, :-1]], dim=1)  # h_{t-1}
-    gates = F.linear(x, rnn.weight_ih_l0, rnn.bias_ih_l0) + F.linear(before, rnn.weight_hh_l0, rnn.bias_hh_l0)
+    weight_ih, weight_hh, bias_ih, bias_hh = rnn.all_weights[0]  # its `weight_ih_l0`, … `bias_hh_l0`
+    gates = F.linear(x, weight_ih, bias_ih) + F.linear(before, weight_hh, bias_hh)
     i, f, g, _ = gates.chunk(4, dim=-1)  # (batch, length, hidden) each
     inside = (torch.arange(x.size(1), device=x.device) < lengths.unsqueeze(1)).unsqueeze(
         2
@@ -97,10 +101,10 @@ class Encoder(nn.Module):
     def __init__(self, cfg: ModelConfig, embedding: nn.Embedding) -> None:
         super().__init__()
         self.embedding, self.dropout = embedding, nn.Dropout(cfg.dropout)
-        hidden = cfg.rnn.hidden_size
+        hidden = cfg.rnn_settings.hidden_size
         self.layers = nn.ModuleList(
             nn.ModuleDict({"ahead": Direction(cfg, size), "back": Direction(cfg, size)})
-            for size in [cfg.rnn.embedding_size] + [2 * hidden] * (cfg.encoder_layers - 1)
+            for size in [cfg.rnn_settings.embedding_size] + [2 * hidden] * (cfg.encoder_layers - 1)
         )
         self.register_load_state_dict_pre_hook(split_bidirectional_weights)
 
@@ -111,7 +115,7 @@ class Encoder(nn.Module):
         lengths = src_mask.sum(dim=(1, 2))  # (batch,), on the device
         reverse = reversal_within_length(lengths, src.size(1))  # (batch, src_len)
         x, finals = self.dropout(self.embedding(src)), []  # (batch, src_len, embedding)
-        for i, layer in enumerate(self.layers):
+        for i, layer in enumerate(cast(Iterable[nn.ModuleDict], self.layers)):
             if i:
                 x = self.dropout(x)  # between layers, as a stacked RNN applies it
             ahead, ahead_finals = layer["ahead"](x, lengths)
@@ -144,7 +148,7 @@ class Bridge(nn.Module):
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
-        kind, hidden = cfg.rnn.bridge, cfg.rnn.hidden_size
+        kind, hidden = cfg.rnn_settings.bridge, cfg.rnn_settings.hidden_size
         if kind == "last" and cfg.decoder_layers > cfg.encoder_layers:
             raise ConfigError("model.rnn.bridge=last needs model.decoder_layers <= model.encoder_layers")
         self.kind, self.layers, self.hidden = kind, cfg.decoder_layers, hidden
@@ -154,7 +158,7 @@ class Bridge(nn.Module):
         """(batch, encoder_layers, 2, hidden) → (batch, decoder_layers, hidden)."""
         if self.kind == "zero":
             return final.new_zeros(final.size(0), self.layers, self.hidden)
-        if self.kind == "last":
+        if self.proj is None:  # last
             return final[:, -self.layers :].mean(dim=2)
         hidden = torch.tanh(self.proj(final[:, -1].flatten(1)))  # (batch, decoder_layers * hidden)
         return hidden.view(-1, self.layers, self.hidden).to(final.dtype)  # the RNN's dtype under autocast too
@@ -171,7 +175,7 @@ class Decoder(nn.Module):
     def __init__(self, cfg: ModelConfig, input_size: int, attention: Attention) -> None:
         super().__init__()
         self.rnn = make_rnn(cfg, input_size, cfg.decoder_layers)
-        self.rnn_keys = ("hidden", "cell") if cfg.rnn.cell == "lstm" else ("hidden",)
+        self.rnn_keys = ("hidden", "cell") if cfg.rnn_settings.cell == "lstm" else ("hidden",)
         self.bridges = nn.ModuleList(Bridge(cfg) for _ in self.rnn_keys)
         self.attention, self.dropout = attention, nn.Dropout(cfg.dropout)
 
@@ -187,10 +191,15 @@ class Decoder(nn.Module):
         """Each hypothesis starts from its sentence's bridged states."""
         return {name: memory[f"init_{name}"].repeat_interleave(hypotheses, dim=0) for name in self.rnn_keys}
 
+    def rnn_state(self, state: State) -> Tensor | tuple[Tensor, Tensor]:
+        """The decoder state as the RNN takes it: hidden (GRU), or hidden and cell (LSTM), each
+        (layers, batch, hidden)."""
+        hx = [state[name].transpose(0, 1).contiguous() for name in self.rnn_keys]  # (layers, batch, hidden)
+        return (hx[0], hx[1]) if len(hx) == 2 else hx[0]
+
     def recur(self, x: Tensor, state: State) -> tuple[Tensor, State]:
         """One RNN step on x (batch, input_size): the top layer's output (batch, hidden) and its new state."""
-        hx = [state[name].transpose(0, 1).contiguous() for name in self.rnn_keys]  # (layers, batch, hidden)
-        output, hn = run_rnn(self.rnn, x.unsqueeze(1), tuple(hx) if len(hx) == 2 else hx[0])
+        output, hn = run_rnn(self.rnn, x.unsqueeze(1), self.rnn_state(state))
         hn = hn if isinstance(hn, tuple) else (hn,)  # (layers, batch, hidden) each
         return output.squeeze(1), {name: h.transpose(0, 1) for name, h in zip(self.rnn_keys, hn, strict=True)}
 
@@ -227,7 +236,8 @@ class BahdanauDecoder(Decoder):
     """
 
     def __init__(self, cfg: ModelConfig) -> None:
-        hidden, context, embedding = cfg.rnn.hidden_size, 2 * cfg.rnn.hidden_size, cfg.rnn.embedding_size
+        rnn = cfg.rnn_settings
+        hidden, context, embedding = rnn.hidden_size, 2 * rnn.hidden_size, rnn.embedding_size
         super().__init__(cfg, embedding + context, AdditiveAttention(hidden, context, hidden))
         self.pre_output = nn.Linear(hidden + context + embedding, embedding)
 
@@ -272,7 +282,7 @@ class LuongDecoder(Decoder):
     """
 
     def __init__(self, cfg: ModelConfig) -> None:
-        rnn = cfg.rnn
+        rnn = cfg.rnn_settings
         if rnn.luong_score == "concat" and rnn.scale_scores:
             raise ConfigError(
                 "model.rnn.scale_scores applies to model.rnn.luong_score dot or general, not concat"
@@ -307,8 +317,7 @@ class LuongDecoder(Decoder):
         every position, and all positions attend at once."""
         if self.input_feeding:
             return super().teacher_forced(embedded, memory, state)
-        hx = [state[name].transpose(0, 1).contiguous() for name in self.rnn_keys]  # (layers, batch, hidden)
-        output, _ = run_rnn(self.rnn, embedded, tuple(hx) if len(hx) == 2 else hx[0])  # (batch, tgt, hidden)
+        output, _ = run_rnn(self.rnn, embedded, self.rnn_state(state))  # (batch, tgt, hidden)
         context, weights = self.attention(output, memory["keys"], memory["values"], memory["src_mask"])
         combined = torch.cat([context, output], dim=-1)  # (batch, tgt, 2*hidden)
         attentional = torch.tanh(self.combine(combined))  # (batch, tgt, embedding)
@@ -327,7 +336,7 @@ class RNNSeq2Seq(Seq2Seq):
 
     def __init__(self, cfg: ModelConfig, src_vocab: int, tgt_vocab: int, joint_vocab: bool, pad: int) -> None:
         super().__init__()
-        share, embedding = cfg.tie_embeddings and joint_vocab, cfg.rnn.embedding_size
+        share, embedding = cfg.tie_embeddings and joint_vocab, cfg.rnn_settings.embedding_size
         src_embedding, tgt_embedding = make_embeddings(embedding, src_vocab, tgt_vocab, share, pad)
         self.encoder = Encoder(cfg, src_embedding)
         self.decoder = LuongDecoder(cfg) if cfg.type == "rnn-luong" else BahdanauDecoder(cfg)

@@ -6,8 +6,9 @@ shapes and can be captured in a CUDA graph."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -45,6 +46,8 @@ SLOT_MULTIPLE = 8  # cache lengths are rounded up to this (71 slots ran on slow 
 
 class Embedder(nn.Module):
     """Token embedding × sqrt(d) + sinusoidal position, then dropout."""
+
+    positions: Tensor  # (max_positions, d_model), a buffer
 
     def __init__(self, embedding: nn.Embedding, max_positions: int, dropout: float) -> None:
         super().__init__()
@@ -186,7 +189,7 @@ class TransformerSeq2Seq(Seq2Seq):
 
     def __init__(self, cfg: ModelConfig, src_vocab: int, tgt_vocab: int, joint_vocab: bool, pad: int) -> None:
         super().__init__()
-        arch, share = cfg.transformer, cfg.tie_embeddings and joint_vocab
+        arch, share = cfg.transformer_settings, cfg.tie_embeddings and joint_vocab
         src_embedding, tgt_embedding = make_embeddings(arch.d_model, src_vocab, tgt_vocab, share, pad)
         self.src_embed = Embedder(src_embedding, arch.max_positions, cfg.dropout)
         self.tgt_embed = Embedder(tgt_embedding, arch.max_positions, cfg.dropout)
@@ -206,7 +209,7 @@ class TransformerSeq2Seq(Seq2Seq):
             x = layer(x, src_mask)
         states = self.encoder_norm(x)
         memory = {"states": states, "src_mask": src_mask}
-        for i, layer in enumerate(self.decoder_layers):
+        for i, layer in enumerate(cast(Iterable[DecoderLayer], self.decoder_layers)):
             memory[f"cross_k{i}"], memory[f"cross_v{i}"] = layer.cross_attn.prepare(
                 states
             )  # (batch, heads, src, d_head)

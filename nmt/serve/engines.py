@@ -111,7 +111,7 @@ class TorchEngine(Engine):
         mean of its members' last layers and heads, as one layer and one head); none for an empty source."""
         if not src:
             return Translated(hyps)
-        if len(self.members) > 1:
+        if len(self.members) > 1:  # search collected every hypothesis' attention: none is None
             return Translated(hyps, [h.attention[None, None] for h in hyps])  # type: ignore[index]
         return Translated(hyps, teacher_forced_attention(self.run.model, src, [h.tokens for h in hyps]))
 

@@ -146,7 +146,7 @@ def _message(errors: list[ErrorDetails], model: type[BaseModel]) -> str:
         return f"unknown field(s) {', '.join(unknown)}; expected some of {', '.join(model.model_fields)}"
     error = errors[0]
     name = _name(error["loc"])
-    value, context = error.get("input"), error.get("ctx", {})
+    value, context = error["input"], error.get("ctx", {})
     match error["type"]:
         case "too_many_characters":
             return error["msg"]

@@ -28,7 +28,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from nmt.config.sections import TrainConfig
 from nmt.data.arrays import EncodedCorpus
-from nmt.data.batching import Batch, collate
+from nmt.data.batching import Batch, IntSequence, collate
 from nmt.data.special_tokens import PAD
 from nmt.errors import REPORTS_ENV, PeerFailed, UserError
 
@@ -58,7 +58,7 @@ class World:
         `distributed_batch` is `scale` (each process then takes whole batches)."""
         return cfg.accumulate * (self.size if cfg.distributed_batch == "scale" else 1)
 
-    def share(self, update: list[Sequence[int]]) -> list[Sequence[int]]:
+    def share(self, update: Sequence[IntSequence]) -> Sequence[IntSequence]:
         """This process's part of one update's batches (lists of example indices); the parts of all processes
         make up the update exactly. Whole batches when they divide evenly among the processes, else every
         batch split by sentences (batches are sorted by length, so the parts are alike). An empty part means
@@ -68,7 +68,7 @@ class World:
         return [group[self.rank :: self.size] for group in update]
 
     def batches(
-        self, corpus: EncodedCorpus, updates: list[list[Sequence[int]]], multiple: int
+        self, corpus: EncodedCorpus, updates: Sequence[Sequence[IntSequence]], multiple: int
     ) -> Iterator[Batch]:
         """Collate this process's part of each update in order. An empty part becomes the update's first
         sentence with its targets masked: DDP needs every process in every gradient all-reduce."""
@@ -268,7 +268,7 @@ def _job_report(reports: Path) -> str | None:
         path.read_text().strip() for path in sorted(reports.glob("rank*"), key=lambda p: int(p.name[4:]))
     ]
     errors = [line for line in lines if line.startswith("nmt: error")]
-    return (errors or lines or [None])[0]
+    return next(iter(errors or lines), None)
 
 
 def _without_nproc(argv: list[str]) -> list[str]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -23,7 +24,7 @@ from nmt.config.sections import TrainConfig
 from nmt.data.batching import Batch
 from nmt.device import autocast
 from nmt.errors import UserError
-from nmt.models.base import Seq2Seq
+from nmt.models.base import Output, Seq2Seq
 from nmt.train.distributed import World
 from nmt.train.loss import sequence_loss
 from nmt.train.step_graphs import CompileLog, TrainGraphs, cuda_graphs_possible
@@ -119,7 +120,9 @@ class Update:
         self.static_shapes = graphs or compiled if cfg.static_shapes == "auto" else cfg.static_shapes
         compile_log = CompileLog(self.static_shapes, cfg.max_shapes, cfg.compile_mode)
         self.compile_log = compile_log if compiled else None
-        self.forward = self.compile_log.compile(self.replica) if self.compile_log else self.replica
+        self.forward: Callable[..., Output] = self.replica
+        if self.compile_log:
+            self.forward = self.compile_log.compile(self.replica)
 
     def __call__(self, batches: list[Batch], step: int, batch_tokens: int) -> tuple[Tensor, Tensor] | None:
         """One update over `batches`; returns their summed loss and target tokens (0-d tensors).
@@ -130,7 +133,7 @@ class Update:
         0; the guards report it later). Batches that do not fit in GPU memory are skipped with a warning, and
         None is returned. `step` and `batch_tokens` only name the update in messages.
         """
-        tokens = sum(batch.target_tokens() for batch in batches)
+        tokens = torch.stack([batch.target_tokens() for batch in batches]).sum()
         total_tokens = self.world.sum(tokens)  # of all processes
         try:
             loss_sum = self._backward(batches, total_tokens)

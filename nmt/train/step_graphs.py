@@ -30,7 +30,7 @@ from torch import Tensor
 
 from nmt.config.sections import TrainConfig
 from nmt.data.batching import Batch
-from nmt.device import warm_up
+from nmt.device import GraphPool, warm_up
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +75,7 @@ class TrainGraphs:
         self.eager_shapes: set[tuple] = set()
         self.update_graph: _CapturedUpdate | None = None
         self.eager_update = False
-        self.pool: tuple | None = None
+        self.pool: GraphPool | None = None
         self.capture_seconds = 0.0
 
     @property
@@ -101,7 +101,7 @@ class TrainGraphs:
             except Exception as err:  # graph capture is a beta API: fall back to an eager update
                 log.warning("the optimizer update runs without a CUDA graph: capture failed (%s)", err)
                 self.eager_update = True
-        return self.update_step() if self.eager_update else self.update_graph()
+        return self.update_step() if self.update_graph is None else self.update_graph()  # None: it failed
 
     def _capture_micro(self, key: tuple, batch: Batch, total_tokens: Tensor) -> None:
         """Capture forward and backward for the shape of `batch`, or mark the shape eager (cap reached, or
@@ -163,7 +163,7 @@ class _CapturedMicro:
         batch: Batch,
         total_tokens: Tensor,
         grads: list[Tensor],
-        pool: tuple | None,
+        pool: GraphPool | None,
     ) -> None:
         self.batch = Batch(*(getattr(batch, f.name).clone() for f in fields(batch)))
         self.total_tokens = total_tokens.clone()
@@ -184,7 +184,7 @@ class _CapturedUpdate:
     """The optimizer update. Its warm-up runs with a NaN gradient, which the fused AdamW skips on the device,
     so that warming up changes neither the weights nor the optimizer state."""
 
-    def __init__(self, update: Callable[[], Tensor], grads: list[Tensor], pool: tuple | None) -> None:
+    def __init__(self, update: Callable[[], Tensor], grads: list[Tensor], pool: GraphPool | None) -> None:
         def skipped_update() -> None:
             grads[0].fill_(math.nan)
             update()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 
 import torch
 
@@ -33,7 +33,7 @@ class UpdateStream:
         self.buckets: Buckets | None = None  # planned at the first epoch, when the budget is known
         self.planned = False  # whether an epoch was planned (logged once at INFO)
 
-    def updates(self, progress: Progress, epochs: int = 0) -> Iterator[list[Batch]]:
+    def updates(self, progress: Progress, epochs: int = 0) -> Generator[list[Batch], None, None]:
         """Every update from the position in `progress` on, epoch after epoch, up to `train.max_epochs` (or at
         most `epochs` epochs, the current one included). The position moves as each update is handed out, so
         a checkpoint written after an update resumes with the next one."""

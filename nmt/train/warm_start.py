@@ -46,7 +46,7 @@ def model_settings(model: ModelConfig) -> dict[str, object]:
     settings: dict[str, object] = {}
     for field in dataclasses.fields(model):
         value = getattr(model, field.name)
-        if dataclasses.is_dataclass(value):
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):  # a section
             settings |= {f"{field.name}.{inner}": item for inner, item in dataclasses.asdict(value).items()}
         elif value is not None:
             settings[field.name] = value

@@ -270,6 +270,15 @@ def test_nested_model_sections_load(tmp_path: Path) -> None:
     assert transformer.transformer == TransformerConfig(d_model=64, heads=4) and transformer.rnn is None
 
 
+def test_the_family_settings_are_the_section_of_the_model_type() -> None:
+    rnn, transformer = ModelConfig(type="rnn-luong"), ModelConfig()
+    assert rnn.rnn_settings is rnn.rnn and transformer.transformer_settings is transformer.transformer
+    with pytest.raises(ValueError, match=r"model\.type=rnn-luong has no model\.transformer section"):
+        _ = rnn.transformer_settings
+    with pytest.raises(ValueError, match=r"model\.type=transformer has no model\.rnn section"):
+        _ = transformer.rnn_settings
+
+
 @pytest.mark.parametrize(
     ("text", "overrides", "named"),
     [
