@@ -208,6 +208,8 @@ def parse_args() -> argparse.Namespace:
     args = parser.parse_args()
     if (args.src is None) != (args.ref is None) or (args.src and args.data):
         parser.error("give --src and --ref together, or --data")
+    if args.repeats < 1 or args.sentences < 1:
+        parser.error("--repeats and --sentences must be at least 1")
     return args
 
 
