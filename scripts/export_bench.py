@@ -1,40 +1,96 @@
-"""`nmt translate` against its CTranslate2 export (float32 and int8) on CPU, as one Markdown table.
+"""`nmt translate` beside its exports on CPU, on the same test sentences, as one Markdown table: CTranslate2
+(float32 and int8), the Argos Translate package run by argostranslate, and the Hugging Face export run by
+transformers.
 
-    python scripts/export_bench.py --work /tmp/nmt-export-bench --threads 2
+    python scripts/export_bench.py --run RUN_DIR --data DIR --work /tmp/nmt-export-bench --threads 2
+
+Each runtime translates the first --sentences test sentences (test.L or test2016.L of --data, or --src and
+--ref) --repeats times after an untimed warm-up on 20 of them (the fastest pass counts), on --threads CPU
+threads, in batches of the run's search.batch_size sorted by length (as `nmt translate` does), with the
+searches it can run:
+
+- greedy: nmt, CTranslate2 float32 and int8, transformers `generate` (num_beams=1);
+- the run's beam size and length penalty: nmt, CTranslate2 float32 and int8;
+- Argos Translate's own search, beam 4 and length penalty 0.2: nmt, CTranslate2 float32, and argostranslate
+  (argos-translate-lt, LibreTranslate's argostranslate, in a virtual environment made once under --work and
+  run offline, by scripts/argos_offline/), translating one sentence a call as LibreTranslate does a request,
+  its sentence splitter included.
+
+BLEU is sacreBLEU's against the references; target tok/s counts the run's sentencepiece pieces of the output
+(re-encoded, the same count for every runtime); "identical to nmt translate" counts the sentences whose
+translation equals nmt's (PyTorch) with the same search.
 
 Without --run it writes a Multi30k-sized synthetic reordering corpus (29,000 / 1,014 / 1,000 pairs, 300-word
-lexicon, 3-10 words a sentence) and trains configs/tiny-transformer.yaml on it for --steps updates on the CPU.
-It then exports the run (float32 and int8) and translates the first --sentences test sentences in one batch
-with each engine, greedy and with the config's beam, after an untimed warm-up on 20 sentences, each engine on
---threads threads. BLEU is sacreBLEU's against the test references; "same as nmt" counts the sentences whose
-translation equals nmt's with the same beam size.
+lexicon, 3-10 words a sentence) in --work and trains configs/tiny-transformer.yaml on it for --steps updates.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
+import os
+import platform
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
+from argos_offline import harness
 
 from nmt.config.schema import replace as config_replace
-from nmt.config.yaml_file import load_saved_config
+from nmt.data.batching import sorted_groups
+from nmt.data.corpus import SplitFiles, read_files, read_split
 from nmt.data.synthetic import write_reordering_corpus
-from nmt.decode.trained_run import load_run
+from nmt.decode.trained_run import TrainedRun, load_run
 from nmt.decode.translate import translate
 from nmt.evaluate.scores import score
-from nmt.export.ctranslate2 import export_run
+from nmt.export.argos import export_package
+from nmt.export.ctranslate2 import export_run, import_ctranslate2
+from nmt.export.huggingface import export_run as export_huggingface
+from nmt.export.huggingface import import_transformers
 from nmt.export.runtime import load_export
-from nmt.run.directory import RunDir
 
 ROOT = Path(__file__).resolve().parents[1]
+WARMUP = 20  # sentences translated untimed first
+RUNTIMES = ("int8", "huggingface", "argos")  # those --without can leave out
+ARGOS = "Argos Translate (argostranslate, a call per sentence)"
 
-Translate = Callable[[list[str], int], list[str]]
+
+@dataclass(frozen=True)
+class Search:
+    name: str
+    beam_size: int
+    length_penalty: float
+
+
+Timed = Callable[[list[str], Search], tuple[list[str], float]]  # translations and the seconds they took
+
+
+@dataclass(frozen=True)
+class Runtime:
+    name: str
+    timed: Timed
+    searches: tuple[str, ...]  # keys of the searches it runs: greedy, beam, argos
+
+
+def timed(translate_with: Callable[[list[str], Search], list[str]], repeats: int) -> Timed:
+    """`translate_with` timed after an untimed warm-up on the first WARMUP sentences: the fastest of
+    `repeats` runs."""
+
+    def run(sources: list[str], search: Search) -> tuple[list[str], float]:
+        translate_with(sources[:WARMUP], search)
+        fastest = float("inf")
+        for _ in range(repeats):
+            start = time.perf_counter()
+            translations = translate_with(sources, search)
+            fastest = min(fastest, time.perf_counter() - start)
+        return translations, fastest
+
+    return run
 
 
 def train_run(work: Path, steps: int) -> Path:
@@ -47,59 +103,208 @@ def train_run(work: Path, steps: int) -> Path:
     return run_dir
 
 
-def engines(run_dir: Path, work: Path, threads: int) -> dict[str, Translate]:
-    """`nmt translate` and the float32 and int8 exports of the run's chosen checkpoint, by name."""
-    torch.set_num_threads(threads)
-    run = load_run(run_dir, torch.device("cpu"))
+def nmt_runtime(run: TrainedRun, batch_size: int, repeats: int) -> Runtime:
+    def ours(sentences: list[str], search: Search) -> list[str]:
+        settings = {"beam_size": search.beam_size, "length_penalty": search.length_penalty, "nbest": 1,
+                    "batch_size": batch_size}  # fmt: skip
+        return translate(replace(run, cfg=config_replace(run.cfg, search=settings)), sentences)
 
-    def ours(sentences: list[str], beam: int) -> list[str]:
-        search = {"beam_size": beam, "nbest": 1, "batch_size": len(sentences)}
-        return translate(replace(run, cfg=config_replace(run.cfg, search=search)), sentences)
-
-    found: dict[str, Translate] = {"nmt translate (PyTorch)": ours}
-    for quantization in ("float32", "int8"):
-        out = work / f"ct2-{quantization}"
-        if not out.exists():
-            export_run(run_dir, out, quantization=quantization, which=run.checkpoint_name)
-        exported = load_export(out, "cpu", threads)
-        found[f"CTranslate2 {quantization}"] = lambda s, k, e=exported: e.translate(s, k, len(s))
-    return found
+    return Runtime("nmt translate (PyTorch)", timed(ours, repeats), ("greedy", "beam", "argos"))
 
 
-def measure(engine: Translate, sources: list[str], beam: int) -> tuple[list[str], float]:
-    """Translations of `sources` in one batch and sentences per second (after a warm-up on 20 of them)."""
-    engine(sources[:20], beam)
-    start = time.perf_counter()
-    translations = engine(sources, beam)
-    return translations, len(sources) / (time.perf_counter() - start)
+def ctranslate2_runtime(
+    run: TrainedRun, out: Path, quantization: str, threads: int, batch_size: int, repeats: int
+) -> Runtime:
+    export_run(run.directory.path, out, quantization=quantization, which=run.checkpoint_name)
+    exported = load_export(out, "cpu", threads)
+
+    def translate_with(sentences: list[str], search: Search) -> list[str]:
+        searched = exported.with_search({"length_penalty": search.length_penalty})
+        return searched.translate(sentences, search.beam_size, batch_size)
+
+    searches = ("greedy", "beam", "argos") if quantization == "float32" else ("greedy", "beam")
+    return Runtime(f"CTranslate2 {quantization}", timed(translate_with, repeats), searches)
 
 
-def main() -> None:
+def huggingface_runtime(run: TrainedRun, out: Path, batch_size: int, repeats: int) -> Runtime:
+    """transformers' greedy `generate` on the Hugging Face export, on torch's threads (as nmt)."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the export is a local directory: never ask the Hub
+    transformers = import_transformers()
+    export_huggingface(run.directory.path, out, which=run.checkpoint_name)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(out)
+    model = transformers.AutoModelForSeq2SeqLM.from_pretrained(out).eval()
+
+    def generate(sentences: list[str], search: Search) -> list[str]:
+        ids = tokenizer(sentences, truncation=True)["input_ids"]
+        outputs = [""] * len(sentences)
+        for group in sorted_groups([len(i) for i in ids], batch_size):
+            batch = tokenizer.pad({"input_ids": [ids[i] for i in group]}, return_tensors="pt")
+            with torch.inference_mode():
+                generated = model.generate(**batch, num_beams=search.beam_size)  # (batch, out_len)
+            texts = tokenizer.batch_decode(generated, skip_special_tokens=True)
+            for i, text in zip(group, texts, strict=True):
+                outputs[i] = text
+        return outputs
+
+    return Runtime("transformers generate (Hugging Face export)", timed(generate, repeats), ("greedy",))
+
+
+def argos_runtime(run: TrainedRun, tmp: Path, args: argparse.Namespace, versions: dict[str, str]) -> Runtime:
+    """argostranslate translating a sentence a call in its own virtual environment, offline; the driver
+    warms up and times itself (and tells its versions, added to `versions`)."""
+    package = export_package(run.directory.path, tmp / "package.argosmodel", which=run.checkpoint_name)
+    python = harness.argos_python(args.work, harness.ARGOSTRANSLATE)
+    src, tgt = run.cfg.data.src_lang, run.cfg.data.tgt_lang
+
+    def argos(sentences: list[str], search: Search) -> tuple[list[str], float]:
+        request = {"mode": "bench", "packages": [str(package)], "from": src, "to": tgt,
+                   "sentences": sentences, "threads": args.threads, "warmup": WARMUP,
+                   "repeats": args.repeats}  # fmt: skip
+        with tempfile.TemporaryDirectory(dir=tmp) as home:
+            answer = harness.run_offline(python, request, Path(home))
+        versions["argos-translate-lt"] = answer["versions"]["argos-translate-lt"]
+        versions["its ctranslate2"] = answer["versions"]["ctranslate2"]
+        return answer["translations"], answer["seconds"]
+
+    return Runtime(ARGOS, argos, ("argos",))
+
+
+def sentence_pairs(args: argparse.Namespace, run: TrainedRun) -> tuple[list[str], list[str]]:
+    """The first --sentences source sentences and their references."""
+    if args.src:
+        text = read_files(SplitFiles(args.src, args.ref), "test")
+    else:
+        text = read_split(replace(run.cfg.data, dir=str(args.data or args.work / "data")), "test")
+    return text.src[: args.sentences], text.tgt[: args.sentences]
+
+
+def cpu_model() -> str:
+    cpuinfo = Path("/proc/cpuinfo")
+    for line in cpuinfo.read_text().splitlines() if cpuinfo.is_file() else []:
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--work", type=Path, required=True, help="Directory for the corpus, run and exports.")
+    parser.add_argument(
+        "--work",
+        type=Path,
+        required=True,
+        help="Directory for the Argos venv (kept), exports (removed after) and a trained run.",
+    )
     parser.add_argument("--run", type=Path, help="A trained Transformer run (default: train one in --work).")
-    parser.add_argument("--data", type=Path, help="Corpus with test.src/test.tgt (default: --work/data).")
+    parser.add_argument("--data", type=Path, help="Corpus with test.L or test2016.L (default: --work/data).")
+    parser.add_argument("--src", type=Path, help="Test source sentences (with --ref, instead of --data).")
+    parser.add_argument("--ref", type=Path, help="Their reference translations.")
     parser.add_argument("--steps", type=int, default=1000, help="Training updates when training.")
     parser.add_argument("--sentences", type=int, default=1000, help="Test sentences translated.")
-    parser.add_argument("--threads", type=int, default=2, help="CPU threads of each engine.")
+    parser.add_argument("--threads", type=int, default=2, help="CPU threads of each runtime.")
+    parser.add_argument("--repeats", type=int, default=3, help="Timed runs of each; the fastest counts.")
+    parser.add_argument("--without", nargs="*", default=[], choices=RUNTIMES, help="Runtimes left out.")
     args = parser.parse_args()
-    run_dir = args.run or train_run(args.work, args.steps)
-    data = args.data or args.work / "data"
-    sources = (data / "test.src").read_text(encoding="utf-8").splitlines()[: args.sentences]
-    references = (data / "test.tgt").read_text(encoding="utf-8").splitlines()[: args.sentences]
-    beam = load_saved_config(RunDir(run_dir).config).search.beam_size
-    found = engines(run_dir, args.work, args.threads)
-    print("| engine | beam | BLEU | sent/s | same as nmt |\n|---|---:|---:|---:|---:|")
-    for k in (1, beam):
-        ours = None
-        for name, engine in found.items():
-            translations, speed = measure(engine, sources, k)
-            ours = ours or translations
-            same = sum(a == b for a, b in zip(ours, translations, strict=True))
-            bleu = score(translations, references).bleu
-            print(f"| {name} | {k} | {bleu:.2f} | {speed:,.0f} | {same}/{len(sources)} |", flush=True)
+    if (args.src is None) != (args.ref is None) or (args.src and args.data):
+        parser.error("give --src and --ref together, or --data")
+    if args.repeats < 1 or args.sentences < 1:
+        parser.error("--repeats and --sentences must be at least 1")
+    return args
+
+
+def main() -> None:
+    args = parse_args()
+    load_before = os.getloadavg()[0]
+    args.work.mkdir(parents=True, exist_ok=True)
+    torch.set_num_threads(args.threads)
+    run = load_run(args.run or train_run(args.work, args.steps), torch.device("cpu"))
+    sources, references = sentence_pairs(args, run)
+    versions = {"torch": torch.__version__, "ctranslate2": import_ctranslate2().__version__}
+    with tempfile.TemporaryDirectory(prefix="exports-", dir=args.work) as tmp:
+        runtimes = load_runtimes(args, run, Path(tmp), versions)
+        rows, argos_line = measure(runtimes, searches(run), sources, references, run)
+    print(header(args, run, len(sources), versions, load_before))
+    print("| runtime | search | BLEU | sent/s | target tok/s | identical to nmt translate |")
+    print("|---|---|---:|---:|---:|---:|")
+    print("\n".join(rows) + argos_line)
+
+
+def searches(run: TrainedRun) -> dict[str, Search]:
+    """Greedy, the run's beam search and Argos Translate's, by the keys Runtime.searches uses."""
+    beam, alpha = run.cfg.search.beam_size, run.cfg.search.length_penalty
+    return {
+        "greedy": Search("greedy", 1, alpha),
+        "beam": Search(f"beam {beam}, lp {alpha}", beam, alpha),
+        "argos": Search("beam 4, lp 0.2 (Argos)", 4, 0.2),
+    }
+
+
+def load_runtimes(
+    args: argparse.Namespace, run: TrainedRun, tmp: Path, versions: dict[str, str]
+) -> list[Runtime]:
+    """nmt first, then the runtimes of the exports (written in `tmp`) that --without leaves in."""
+    batch_size, repeats = run.cfg.search.batch_size, args.repeats
+    runtimes = [nmt_runtime(run, batch_size, repeats)]
+    for quantization in ("float32", "int8")[: 1 + ("int8" not in args.without)]:
+        out = tmp / f"ctranslate2-{quantization}"
+        runtimes.append(ctranslate2_runtime(run, out, quantization, args.threads, batch_size, repeats))
+    if "huggingface" not in args.without:
+        runtimes.append(huggingface_runtime(run, tmp / "huggingface", batch_size, repeats))
+        versions["transformers"] = import_transformers().__version__
+    if "argos" not in args.without:
+        runtimes.append(argos_runtime(run, tmp, args, versions))
+    return runtimes
+
+
+def measure(
+    runtimes: list[Runtime], searches: dict[str, Search], sources: list[str], references: list[str],
+    run: TrainedRun,
+) -> tuple[list[str], str]:  # fmt: skip
+    """The table's rows, search by search (nmt first in each), and a line comparing Argos with CTranslate2
+    at Argos' search (empty without Argos)."""
+    rows, argos_line = [], ""
+    for key, search in searches.items():
+        found: dict[str, list[str]] = {}
+        for runtime in (r for r in runtimes if key in r.searches):
+            translations, seconds = runtime.timed(sources, search)
+            found[runtime.name] = translations
+            rows.append(row(runtime.name, search, translations, seconds, references, run, found))
+        if ARGOS in found:
+            same = same_lines(found["CTranslate2 float32"], found[ARGOS])
+            argos_line = f"\n\nArgos Translate's output equals CTranslate2 float32's: {same}/{len(sources)}."
+    return rows, argos_line
+
+
+def row(
+    name: str, search: Search, translations: list[str], seconds: float, references: list[str],
+    run: TrainedRun, found: dict[str, list[str]],
+) -> str:  # fmt: skip
+    """One table row; `found` holds the translations of this search so far, nmt's first."""
+    ours, n = next(iter(found.values())), len(translations)
+    identical = "—" if translations is ours else f"{same_lines(ours, translations)}/{n}"
+    tokens = sum(len(ids) for ids in run.tokenizers.tgt.encode(translations))
+    bleu = score(translations, references).bleu
+    speeds = f"{n / seconds:,.0f} | {tokens / seconds:,.0f}"
+    return f"| {name} | {search.name} | {bleu:.2f} | {speeds} | {identical} |"
+
+
+def same_lines(ours: list[str], theirs: list[str]) -> int:
+    return sum(a == b for a, b in zip(ours, theirs, strict=True))
+
+
+def header(
+    args: argparse.Namespace, run: TrainedRun, n: int, versions: dict[str, str], load_before: float
+) -> str:
+    """What was measured, on what, with what, when."""
+    source = args.src or f"the test split of {args.data or args.work / 'data'}"
+    machine = f"{cpu_model()}, {os.cpu_count()} cores, {args.threads} threads a runtime"
+    load = f"load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after"
+    model = f"{run.directory.path} ({run.checkpoint_name}.pt, step {run.checkpoint.get('step')})"
+    batches = f"the first {n} sentences of {source}, batches of {run.cfg.search.batch_size} sorted by length"
+    software = ", ".join(f"{name} {version}" for name, version in versions.items())
+    date = f"{datetime.datetime.now():%Y-%m-%d %H:%M}"
+    return f"{model}, {batches}; {machine} ({load}); {software}; {date}.\n"
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 helpers the tests of several packages use (the CLI in-process or in a process of its own, its errors, a run's
 records)."""
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -9,6 +10,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 import torch
@@ -36,6 +38,14 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_reordering_corpus(
         tmp_path_factory.mktemp("corpus"), train=3000, valid=100, test=100, vocab=60, min_len=3, max_len=7
     )
+
+
+def load_script(path: str) -> ModuleType:
+    """The file `path` (relative to the repository, e.g. 'scripts/speed_table.py'), loaded as a module."""
+    spec = importlib.util.spec_from_file_location(Path(path).stem, ROOT / path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def run_cli(*args: str, input: str | None = None) -> tuple[int, str, str]:

@@ -2,23 +2,20 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, load_script
 
 
-def speed_table() -> object:
+def speed_table() -> ModuleType:
     """The script, loaded as a module."""
-    spec = importlib.util.spec_from_file_location("speed_table", ROOT / "scripts" / "speed_table.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("scripts/speed_table.py")
 
 
 CEILING = {

@@ -1,22 +1,18 @@
 """The generated reference pages (docs/reference/cli.md, config.md) are what scripts/docs_reference.py writes
 from today's code: a changed option, help text, config key or default without regenerated pages fails here."""
 
-import importlib.util
 from types import ModuleType
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, load_script
 
 REGENERATE = "python scripts/docs_reference.py"
 
 
 def docs_reference() -> ModuleType:
     """The script, loaded as a module."""
-    spec = importlib.util.spec_from_file_location("docs_reference", ROOT / "scripts" / "docs_reference.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("scripts/docs_reference.py")
 
 
 @pytest.mark.parametrize("name", ["cli.md", "config.md"])

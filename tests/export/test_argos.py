@@ -2,27 +2,19 @@
 argostranslate, then LibreTranslate (from a virtual environment of their own, with the network unreachable),
 install packages and translate as `nmt translate` does."""
 
-import functools
-import hashlib
 import json
 import os
-import platform
 import random
-import shutil
-import subprocess
 import sys
-import time
 import zipfile
 from pathlib import Path
 
 import pytest
 
 from nmt.data.synthetic import reordering_pairs
-from tests.conftest import ROOT, assert_one_line_error, run_cli, train_args
+from tests.conftest import ROOT, assert_one_line_error, load_script, run_cli, train_args
 
-OFFLINE = Path(__file__).parent / "offline"  # the driver run in the Argos venv and its network guard
-# LibreTranslate 1.9.6 pins argos-translate-lt 1.12.1 (argostranslate without torch) and minisbd 0.9.5.
-ARGOS_REQUIREMENTS = ("libretranslate==1.9.6",)
+harness = load_script("scripts/argos_offline/harness.py")  # argostranslate in a venv of its own, offline
 NO_REPORT = ("--set", "train.final_report=false")
 
 
@@ -101,45 +93,13 @@ def test_existing_file_and_missing_onnx_are_refused(
 
 @pytest.fixture(scope="session")
 def argos_python() -> Path:
-    """The Python of a virtual environment with ARGOS_REQUIREMENTS, made once and kept under
-    $XDG_CACHE_HOME/nmt-tests (keyed by the requirements and this Python's version: a change makes a new one).
-    Installing needs PyPI; without it the tests skip."""
-    key = hashlib.sha256(json.dumps([platform.python_version(), *ARGOS_REQUIREMENTS]).encode()).hexdigest()
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    venv = cache / "nmt-tests" / f"argos-venv-{key[:12]}"
-    python = venv / "bin" / "python"
-    if not (venv / "complete").is_file():
-        shutil.rmtree(venv, ignore_errors=True)
-        started = time.monotonic()
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-        pip = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", *ARGOS_REQUIREMENTS]
-        result = subprocess.run(pip, capture_output=True, text=True)
-        if result.returncode:
-            pytest.skip(f"cannot install {ARGOS_REQUIREMENTS} from PyPI: {result.stderr.strip()[-300:]}")
-        (venv / "complete").write_text(f"made in {time.monotonic() - started:.0f} s\n")
-    return python
-
-
-@functools.cache
-def network_namespace() -> list[str]:
-    """`unshare -n` where a new network namespace can be made (as root), else nothing (the guard remains)."""
-    usable = shutil.which("unshare") and subprocess.run(["unshare", "-n", "true"], capture_output=True)
-    return ["unshare", "-n"] if usable and usable.returncode == 0 else []
-
-
-def run_offline(python: Path, request: dict, home: Path) -> dict:
-    """The driver's answer to `request`, run offline with argostranslate's folders under `home`."""
-    assert "stanza" not in str(home)  # argostranslate picks its splitter by searching the path for that word
-    env = {key: value for key, value in os.environ.items() if not key.startswith(("ARGOS_", "LT_"))}
-    env |= {"HOME": str(home), "XDG_DATA_HOME": str(home / "data"), "XDG_CONFIG_HOME": str(home / "config"),
-            "XDG_CACHE_HOME": str(home / "cache"), "ARGOS_PACKAGES_DIR": str(home / "packages"),
-            "PYTHONPATH": str(OFFLINE)}  # fmt: skip
-    command = [*network_namespace(), str(python), str(OFFLINE / "argos_driver.py")]
-    result = subprocess.run(command, input=json.dumps(request), capture_output=True, text=True, env=env)
-    assert result.returncode == 0, result.stderr[-3000:]
-    answer = json.loads(result.stdout)
-    assert "offline guard" not in result.stderr + answer.get("log", ""), result.stderr
-    return answer
+    """The Python of a virtual environment with LibreTranslate, made once and kept under
+    $XDG_CACHE_HOME/nmt-tests; without PyPI the tests skip."""
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "nmt-tests"
+    try:
+        return harness.argos_python(cache, harness.LIBRETRANSLATE)
+    except RuntimeError as err:
+        pytest.skip(str(err))
 
 
 def write_punctuated_corpus(out: Path, src: str, tgt: str) -> Path:
@@ -187,7 +147,7 @@ def test_argostranslate_translates_offline_as_nmt_does(
     paragraph = " ".join(sentences)
     request = {"mode": "translate", "packages": [str(packages["de_en"])], "from": "de", "to": "en",
                "paragraph": paragraph, "sentences": sentences}  # fmt: skip
-    answer = run_offline(argos_python, request, tmp_path / "home")
+    answer = harness.run_offline(argos_python, request, tmp_path / "home")
     assert answer["installed"] == ["translate-de_en-nmt"] and answer["sentencizer"] == "MiniSBDSentencizer"
     assert answer["split"] == sentences
     model = tmp_path / "home" / "packages" / "translate-de_en-nmt" / "model"
@@ -214,7 +174,7 @@ def test_libretranslate_serves_the_packages_offline(
     sentences = (corpus / "test.de").read_text().splitlines()[12:18]
     request = {"mode": "libretranslate", "packages": [str(p) for p in packages.values()], "from": "de",
                "to": "en", "paragraph": " ".join(sentences), "load_only": "de,en"}  # fmt: skip
-    answer = run_offline(argos_python, request, tmp_path / "home")
+    answer = harness.run_offline(argos_python, request, tmp_path / "home")
     assert answer["installed"] == ["translate-de_en-nmt", "translate-en_de-nmt"]
     assert {language["code"] for language in answer["languages"]} == {"de", "en"}
     expected = nmt_translations(tmp_path / "home" / "packages" / "translate-de_en-nmt" / "model", sentences)

@@ -1,0 +1,70 @@
+"""argostranslate (argos-translate-lt, LibreTranslate) in a virtual environment of its own, run offline:
+used by tests/export/test_argos.py and scripts/export_bench.py.
+
+`argos_python` makes (once) a virtual environment with the given requirements; `run_offline` runs ./driver.py
+with that Python under `unshare -n` where it can, with ./sitecustomize.py refusing any connection beyond
+loopback, and returns the driver's JSON answer.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+OFFLINE = Path(__file__).parent  # the driver and its network guard
+# LibreTranslate 1.9.6 pins argos-translate-lt 1.12.1 (argostranslate without torch) and minisbd 0.9.5.
+LIBRETRANSLATE = ("libretranslate==1.9.6",)
+ARGOSTRANSLATE = ("argos-translate-lt==1.12.1",)  # the argostranslate LibreTranslate 1.9.6 runs, alone
+
+
+def argos_python(cache: Path, requirements: tuple[str, ...]) -> Path:
+    """The Python of a virtual environment with `requirements`, made once and kept under `cache` (keyed by the
+    requirements and this Python's version: a change makes a new one). Installing needs PyPI; a failure to
+    install is a RuntimeError holding pip's last words."""
+    key = hashlib.sha256(json.dumps([platform.python_version(), *requirements]).encode()).hexdigest()
+    venv = cache / f"argos-venv-{key[:12]}"
+    python = venv / "bin" / "python"
+    if not (venv / "complete").is_file():
+        shutil.rmtree(venv, ignore_errors=True)
+        started = time.monotonic()
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        pip = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", *requirements]
+        result = subprocess.run(pip, capture_output=True, text=True)
+        if result.returncode:
+            raise RuntimeError(f"cannot install {requirements} from PyPI: {result.stderr.strip()[-300:]}")
+        (venv / "complete").write_text(f"made in {time.monotonic() - started:.0f} s\n")
+    return python
+
+
+@functools.cache
+def network_namespace() -> list[str]:
+    """`unshare -n` where a new network namespace can be made (as root), else nothing (the guard remains)."""
+    usable = shutil.which("unshare") and subprocess.run(["unshare", "-n", "true"], capture_output=True)
+    return ["unshare", "-n"] if usable and usable.returncode == 0 else []
+
+
+def run_offline(python: Path, request: dict, home: Path) -> dict:
+    """The driver's answer to `request`, run offline with argostranslate's folders under `home`; a driver that
+    fails or tries to reach the network is a RuntimeError."""
+    if "stanza" in str(home):
+        raise ValueError(f"{home}: argostranslate picks its splitter by searching the path for 'stanza'")
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("ARGOS_", "LT_"))}
+    env |= {"HOME": str(home), "XDG_DATA_HOME": str(home / "data"), "XDG_CONFIG_HOME": str(home / "config"),
+            "XDG_CACHE_HOME": str(home / "cache"), "ARGOS_PACKAGES_DIR": str(home / "packages"),
+            "PYTHONPATH": str(OFFLINE)}  # fmt: skip
+    command = [*network_namespace(), str(python), str(OFFLINE / "driver.py")]
+    result = subprocess.run(command, input=json.dumps(request), capture_output=True, text=True, env=env)
+    if result.returncode:
+        raise RuntimeError(f"the Argos driver failed:\n{result.stderr[-3000:]}")
+    answer = json.loads(result.stdout)
+    if "offline guard" in result.stderr + answer.get("log", ""):
+        raise RuntimeError(f"argostranslate tried to reach the network:\n{result.stderr[-3000:]}")
+    return answer
