@@ -66,8 +66,10 @@ def check_overrides(args: list[str]) -> None:
             raise UserError(f"--set {value} {after}: write --set KEY=VALUE, e.g. --set {value}={after}")
         following = args[i + 2] if i + 2 < len(args) else ""
         if arg == "--set" and re.fullmatch(r"[A-Za-z_][\w.]*=.*", following):
-            raise UserError(f"--set {value} {following}: each override needs its own --set: "
-                            f"--set {value} --set {following}")  # fmt: skip
+            raise UserError(
+                f"--set {value} {following}: each override needs its own --set: "
+                f"--set {value} --set {following}"
+            )
 
 
 def _choice(option: str, value: str, choices: tuple[Choice, ...]) -> Choice:
@@ -395,8 +397,14 @@ def translate(
     if format not in ("text", "jsonl"):
         raise UserError(f"--format {format}: expected text or jsonl")
     style: OutputFormat = "jsonl" if format == "jsonl" else "moses" if scores or (nbest or 1) > 1 else "text"
-    flags = {"beam_size": beam_size, "length_penalty": length_penalty, "max_len_a": max_len_a,
-             "max_len_b": max_len_b, "batch_size": batch_size, "nbest": nbest}  # fmt: skip
+    flags = {
+        "beam_size": beam_size,
+        "length_penalty": length_penalty,
+        "max_len_a": max_len_a,
+        "max_len_b": max_len_b,
+        "batch_size": batch_size,
+        "nbest": nbest,
+    }
     stream = _translator(run_dirs, engine, device, checkpoint, flags, style)
     bad = 0
     with _read_input(input) as (source, name, terminal):
@@ -467,8 +475,13 @@ def evaluate(
     ensemble)."""
     from nmt.evaluate.evaluation import evaluate_run
 
-    flags = search_overrides(beam_size=beam_size, length_penalty=length_penalty, max_len_a=max_len_a,
-                             max_len_b=max_len_b, batch_size=batch_size)  # fmt: skip
+    flags = search_overrides(
+        beam_size=beam_size,
+        length_penalty=length_penalty,
+        max_len_a=max_len_a,
+        max_len_b=max_len_b,
+        batch_size=batch_size,
+    )
     report = evaluate_run(run_dirs, split, src, ref, device, checkpoint, data, flags)
     chosen = "" if checkpoint else " (the run's choice)"
     typer.echo(f"checkpoint: {report['checkpoint']}.pt{chosen}, beam size {report['beam_size']}")

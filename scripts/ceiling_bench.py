@@ -114,8 +114,17 @@ class DecoderLayer(nn.Module):
 
 
 class Seq2SeqTransformer(nn.Module):
-    def __init__(self, vocab: int = 8000, d: int = 512, h: int = 8, ff: int = 2048, n_enc: int = 3,
-                 n_dec: int = 3, p: float = 0.1, max_len: int = 256) -> None:  # fmt: skip
+    def __init__(
+        self,
+        vocab: int = 8000,
+        d: int = 512,
+        h: int = 8,
+        ff: int = 2048,
+        n_enc: int = 3,
+        n_dec: int = 3,
+        p: float = 0.1,
+        max_len: int = 256,
+    ) -> None:
         super().__init__()
         self.d, self.h = d, h
         self.emb = nn.Embedding(vocab, d, padding_idx=PAD)  # source, target and output
@@ -146,15 +155,17 @@ class Seq2SeqTransformer(nn.Module):
         return self.decode(tgt_in, self.encode(src, mask), mask)
 
 
-def loss_fn(model: Seq2SeqTransformer, src: Tensor, tgt_in: Tensor, tgt_out: Tensor,
-            mask: Tensor | None) -> Tensor:  # fmt: skip
+def loss_fn(
+    model: Seq2SeqTransformer, src: Tensor, tgt_in: Tensor, tgt_out: Tensor, mask: Tensor | None
+) -> Tensor:
     logits = model(src, tgt_in, mask)
     flat = logits.reshape(-1, logits.shape[-1]).float()
     return F.cross_entropy(flat, tgt_out.reshape(-1), ignore_index=PAD, label_smoothing=0.1)
 
 
-def train_flops(vocab: int, b: int, s: int, t: int, d: int, ff: int, n_enc: int,
-                n_dec: int) -> dict[str, int]:  # fmt: skip
+def train_flops(
+    vocab: int, b: int, s: int, t: int, d: int, ff: int, n_enc: int, n_dec: int
+) -> dict[str, int]:
     """Matmul FLOPs of one training update: 3 × the forward pass (a multiply-add is 2 FLOPs a weight and a
     token; attention's QKᵀ and AV count the whole Lq × Lk, the causal half included)."""
     per_src = n_enc * (4 * d * d + 2 * d * ff) + n_dec * 2 * d * d  # encoder layers, cross-attention K, V
@@ -169,8 +180,16 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize()
 
 
-def make_batches(n: int, b: int, s: int, t: int, vocab: int, device: torch.device, with_mask: bool,
-                 generator: torch.Generator) -> list[Batch]:  # fmt: skip
+def make_batches(
+    n: int,
+    b: int,
+    s: int,
+    t: int,
+    vocab: int,
+    device: torch.device,
+    with_mask: bool,
+    generator: torch.Generator,
+) -> list[Batch]:
     """`n` random batches; with a mask, each source is 60–100% of the padded length."""
     batches = []
     for _ in range(n):
@@ -188,8 +207,18 @@ def make_batches(n: int, b: int, s: int, t: int, vocab: int, device: torch.devic
     return batches
 
 
-def bench_train(model_args: dict[str, Any], b: int, s: int, t: int, compiled: bool, with_mask: bool,
-                device: torch.device, warm: int, iters: int, seed: int = 0) -> dict[str, Any]:  # fmt: skip
+def bench_train(
+    model_args: dict[str, Any],
+    b: int,
+    s: int,
+    t: int,
+    compiled: bool,
+    with_mask: bool,
+    device: torch.device,
+    warm: int,
+    iters: int,
+    seed: int = 0,
+) -> dict[str, Any]:
     """Seconds per update (the median of three timed windows of `iters` updates, after `warm`)."""
     torch.manual_seed(seed)
     model = Seq2SeqTransformer(**model_args).to(device).train()
@@ -226,8 +255,14 @@ def bench_train(model_args: dict[str, Any], b: int, s: int, t: int, compiled: bo
     peak = torch.cuda.max_memory_allocated() / 2**20 if device.type == "cuda" else float("nan")
     assert torch.isfinite(loss).item(), "non-finite loss"
     real_src = int((batches[0][0] != PAD).sum())
-    return {"step_s": sorted(windows)[1], "step_s_windows": windows, "warmup_s": warmup_s, "peak_mib": peak,
-            "loss": loss.item(), "real_src_tokens_batch0": real_src}  # fmt: skip
+    return {
+        "step_s": sorted(windows)[1],
+        "step_s_windows": windows,
+        "warmup_s": warmup_s,
+        "peak_mib": peak,
+        "loss": loss.item(),
+        "real_src_tokens_batch0": real_src,
+    }
 
 
 @torch.no_grad()
@@ -266,13 +301,22 @@ def greedy_nocache(model: Seq2SeqTransformer, src: Tensor, mask: Tensor | None, 
     return ys[:, 1:]
 
 
-def bench_decode(model_args: dict[str, Any], n_sent: int, s: int, steps: int, device: torch.device,
-                 decode: Callable[..., Tensor], reps: int = 5, seed: int = 0) -> dict[str, Any]:  # fmt: skip
+def bench_decode(
+    model_args: dict[str, Any],
+    n_sent: int,
+    s: int,
+    steps: int,
+    device: torch.device,
+    decode: Callable[..., Tensor],
+    reps: int = 5,
+    seed: int = 0,
+) -> dict[str, Any]:
     """Sentences per second of `decode` on one batch of `n_sent` sentences (the median of `reps` runs)."""
     torch.manual_seed(seed)
     model = Seq2SeqTransformer(**model_args).to(device).eval()
-    src, _, _, mask = make_batches(1, n_sent, s, 4, model_args["vocab"], device, True,
-                                   torch.Generator().manual_seed(seed))[0]  # fmt: skip
+    src, _, _, mask = make_batches(
+        1, n_sent, s, 4, model_args["vocab"], device, True, torch.Generator().manual_seed(seed)
+    )[0]
     with torch.autocast(device_type=device.type, dtype=torch.bfloat16):
         decode(model, src, mask, steps)  # warm-up
     times = []
@@ -285,8 +329,12 @@ def bench_decode(model_args: dict[str, Any], n_sent: int, s: int, steps: int, de
         times.append(time.perf_counter() - start)
     assert out.shape == (n_sent, steps)
     median = sorted(times)[len(times) // 2]
-    return {"total_s": median, "all_s": times, "sent_per_s": n_sent / median,
-            "ms_per_step": 1000 * median / steps}  # fmt: skip
+    return {
+        "total_s": median,
+        "all_s": times,
+        "sent_per_s": n_sent / median,
+        "ms_per_step": 1000 * median / steps,
+    }
 
 
 def matmul_peak(device: torch.device, n: int = 8192, reps: int = 10) -> float:
@@ -310,8 +358,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=formatter)
     parser.add_argument("--json", help="also write the results here")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, for a CPU")
-    parser.add_argument("--time-budget", type=float, default=420.0,
-                        help="skip the training variants left after this many seconds")  # fmt: skip
+    parser.add_argument(
+        "--time-budget",
+        type=float,
+        default=420.0,
+        help="skip the training variants left after this many seconds",
+    )
     args = parser.parse_args()
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     started = time.perf_counter()
@@ -344,27 +396,44 @@ def main() -> None:
         run = bench_train(model_args, b, s, t, compiled, with_mask, device, warm, iters)
         flops = train_flops(vocab, b, s, t, d, ff, n_enc, n_dec)
         simple = 6 * results["params_nonembedding"] * b * (s + t)
-        run.update(B=b, S=s, T=t, compiled=compiled, src_pad_mask=with_mask,
-                   tgt_tok_per_s=b * t / run["step_s"], total_tok_per_s=b * (s + t) / run["step_s"],
-                   flops_step=flops["total"], flops_dense=flops["dense"], flops_attn=flops["attention"],
-                   tflops=flops["total"] / run["step_s"] / 1e12, mfu=flops["total"] / run["step_s"] / peak,
-                   simple_6N_flops=simple, mfu_simple_6N=simple / run["step_s"] / peak)  # fmt: skip
+        run.update(
+            B=b,
+            S=s,
+            T=t,
+            compiled=compiled,
+            src_pad_mask=with_mask,
+            tgt_tok_per_s=b * t / run["step_s"],
+            total_tok_per_s=b * (s + t) / run["step_s"],
+            flops_step=flops["total"],
+            flops_dense=flops["dense"],
+            flops_attn=flops["attention"],
+            tflops=flops["total"] / run["step_s"] / 1e12,
+            mfu=flops["total"] / run["step_s"] / peak,
+            simple_6N_flops=simple,
+            mfu_simple_6N=simple / run["step_s"] / peak,
+        )
         if device.type == "cuda":
             torch.cuda.empty_cache()
         results["train"].append(run)
-        print(f"train B={b} S={s} T={t} compiled={compiled} mask={with_mask}: "
-              f"step {1000 * run['step_s']:.2f} ms, "
-              f"tgt {run['tgt_tok_per_s']:,.0f} tok/s, src+tgt {run['total_tok_per_s']:,.0f} tok/s, "
-              f"{run['tflops']:.1f} TFLOP/s, MFU {100 * run['mfu']:.1f}%, peak {run['peak_mib']:.0f} MiB, "
-              f"warm-up {run['warmup_s']:.1f} s", flush=True)  # fmt: skip
+        print(
+            f"train B={b} S={s} T={t} compiled={compiled} mask={with_mask}: "
+            f"step {1000 * run['step_s']:.2f} ms, "
+            f"tgt {run['tgt_tok_per_s']:,.0f} tok/s, src+tgt {run['total_tok_per_s']:,.0f} tok/s, "
+            f"{run['tflops']:.1f} TFLOP/s, MFU {100 * run['mfu']:.1f}%, peak {run['peak_mib']:.0f} MiB, "
+            f"warm-up {run['warmup_s']:.1f} s",
+            flush=True,
+        )
     n_sent, s_dec, steps = (16, 6, 5) if args.smoke else (1000, 40, 40)
     results["decode"] = {}
     for key, decode in (("greedy_kvcache", greedy_kv), ("greedy_nocache", greedy_nocache)):
         run = bench_decode(model_args, n_sent, s_dec, steps, device, decode)
         run.update(n_sent=n_sent, src_len_padded=s_dec, steps=steps)
         results["decode"][key] = run
-        print(f"decode {key}: {n_sent} sentences × {steps} steps in {run['total_s'] * 1000:.1f} ms → "
-              f"{run['sent_per_s']:,.0f} sent/s ({run['ms_per_step']:.2f} ms/step)", flush=True)  # fmt: skip
+        print(
+            f"decode {key}: {n_sent} sentences × {steps} steps in {run['total_s'] * 1000:.1f} ms → "
+            f"{run['sent_per_s']:,.0f} sent/s ({run['ms_per_step']:.2f} ms/step)",
+            flush=True,
+        )
     results["wall_s"] = time.perf_counter() - started
     print(json.dumps({k: v for k, v in results.items() if k not in ("train", "decode")}))
     if args.json:

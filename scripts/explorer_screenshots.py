@@ -25,8 +25,14 @@ from selenium import webdriver
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--no-first-run"]  # fmt: skip
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+]
 AT_HEATMAP = "document.querySelector('.panel .view').scrollIntoView({block: 'start'})"
 TO_THE_END = "for (const frame of document.querySelectorAll('.heatmap-frame')) frame.scrollLeft = 1e6"
 DONE = "return [...document.querySelectorAll('.panel .message')].every(m => m.textContent !== 'translating…')"
@@ -45,8 +51,9 @@ def viewport(driver: webdriver.Chrome, width: int, height: int) -> None:
     driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", metrics)
 
 
-def screenshot(url: str, text: str, width: int, height: int, full_page: bool, scrolled: str,
-               at_heatmap: bool) -> bytes:  # fmt: skip
+def screenshot(
+    url: str, text: str, width: int, height: int, full_page: bool, scrolled: str, at_heatmap: bool
+) -> bytes:
     """The page's PNG after translating `text` in every panel."""
     driver = open_browser()
     try:
@@ -86,8 +93,12 @@ def main() -> None:
     parser.add_argument("--width", type=int, default=1400)
     parser.add_argument("--height", type=int, default=900)
     parser.add_argument("--full-page", action="store_true", help="the whole page, not only the viewport")
-    parser.add_argument("--scrolled", choices=["start", "end"], default="start",
-                        help="each heatmap scrolled to its first or its last columns")  # fmt: skip
+    parser.add_argument(
+        "--scrolled",
+        choices=["start", "end"],
+        default="start",
+        help="each heatmap scrolled to its first or its last columns",
+    )
     parser.add_argument("--at-heatmap", action="store_true", help="the page scrolled to the first heatmap")
     args = parser.parse_args()
     shot = (args.width, args.height, args.full_page, args.scrolled, args.at_heatmap)

@@ -105,8 +105,12 @@ def train_run(work: Path, steps: int) -> Path:
 
 def nmt_runtime(run: TrainedRun, batch_size: int, repeats: int) -> Runtime:
     def ours(sentences: list[str], search: Search) -> list[str]:
-        settings = {"beam_size": search.beam_size, "length_penalty": search.length_penalty, "nbest": 1,
-                    "batch_size": batch_size}  # fmt: skip
+        settings = {
+            "beam_size": search.beam_size,
+            "length_penalty": search.length_penalty,
+            "nbest": 1,
+            "batch_size": batch_size,
+        }
         return translate(replace(run, cfg=config_replace(run.cfg, search=settings)), sentences)
 
     return Runtime("nmt translate (PyTorch)", timed(ours, repeats), ("greedy", "beam", "argos"))
@@ -157,9 +161,16 @@ def argos_runtime(run: TrainedRun, tmp: Path, args: argparse.Namespace, versions
     src, tgt = run.cfg.data.src_lang, run.cfg.data.tgt_lang
 
     def argos(sentences: list[str], search: Search) -> tuple[list[str], float]:
-        request = {"mode": "bench", "packages": [str(package)], "from": src, "to": tgt,
-                   "sentences": sentences, "threads": args.threads, "warmup": WARMUP,
-                   "repeats": args.repeats}  # fmt: skip
+        request = {
+            "mode": "bench",
+            "packages": [str(package)],
+            "from": src,
+            "to": tgt,
+            "sentences": sentences,
+            "threads": args.threads,
+            "warmup": WARMUP,
+            "repeats": args.repeats,
+        }
         with tempfile.TemporaryDirectory(dir=tmp) as home:
             answer = harness.run_offline(python, request, Path(home))
         versions["argos-translate-lt"] = answer["versions"]["argos-translate-lt"]
@@ -258,9 +269,12 @@ def load_runtimes(
 
 
 def measure(
-    runtimes: list[Runtime], searches: dict[str, Search], sources: list[str], references: list[str],
+    runtimes: list[Runtime],
+    searches: dict[str, Search],
+    sources: list[str],
+    references: list[str],
     run: TrainedRun,
-) -> tuple[list[str], str]:  # fmt: skip
+) -> tuple[list[str], str]:
     """The table's rows, search by search (nmt first in each), and a line comparing Argos with CTranslate2
     at Argos' search (empty without Argos)."""
     rows, argos_line = [], ""
@@ -277,9 +291,14 @@ def measure(
 
 
 def row(
-    name: str, search: Search, translations: list[str], seconds: float, references: list[str],
-    run: TrainedRun, found: dict[str, list[str]],
-) -> str:  # fmt: skip
+    name: str,
+    search: Search,
+    translations: list[str],
+    seconds: float,
+    references: list[str],
+    run: TrainedRun,
+    found: dict[str, list[str]],
+) -> str:
     """One table row; `found` holds the translations of this search so far, nmt's first."""
     ours, n = next(iter(found.values())), len(translations)
     identical = "—" if translations is ours else f"{same_lines(ours, translations)}/{n}"

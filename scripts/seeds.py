@@ -20,8 +20,21 @@ from pathlib import Path
 
 
 def train_command(config: Path, data: Path, run_dir: Path, seed: int, extra: list[str]) -> list[str]:
-    return [sys.executable, "-m", "nmt", "-q", "train", str(config), "--data", str(data), "--out",
-            str(run_dir), "--set", f"train.seed={seed}", *extra]  # fmt: skip
+    return [
+        sys.executable,
+        "-m",
+        "nmt",
+        "-q",
+        "train",
+        str(config),
+        "--data",
+        str(data),
+        "--out",
+        str(run_dir),
+        "--set",
+        f"train.seed={seed}",
+        *extra,
+    ]
 
 
 def row(seed: int, report: dict) -> dict[str, float | int | str]:

@@ -59,9 +59,23 @@ class Load:
 
 
 def start_server(run_dir: Path, args: argparse.Namespace) -> tuple[subprocess.Popen, str]:
-    command = [sys.executable, "-m", "nmt", "serve", str(run_dir), "--port", "0", "--beam-size", "1",
-               "--device", args.device, "--max-delay-ms", str(args.max_delay_ms),
-               "--max-batch-tokens", str(args.max_batch_tokens)]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "nmt",
+        "serve",
+        str(run_dir),
+        "--port",
+        "0",
+        "--beam-size",
+        "1",
+        "--device",
+        args.device,
+        "--max-delay-ms",
+        str(args.max_delay_ms),
+        "--max-batch-tokens",
+        str(args.max_batch_tokens),
+    ]
     server = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
     assert server.stderr is not None
     for line in server.stderr:
@@ -77,8 +91,15 @@ def rss_mib(pid: int) -> float:
     return int(re.search(r"VmRSS:\s+([0-9]+) kB", status).group(1)) / 1024  # type: ignore[union-attr]
 
 
-async def load(url: str, pair: dict[str, str], sentences: list[str], expected: list[str], clients: int,
-               requests: int, bad_every: int) -> Load:  # fmt: skip
+async def load(
+    url: str,
+    pair: dict[str, str],
+    sentences: list[str],
+    expected: list[str],
+    clients: int,
+    requests: int,
+    bad_every: int,
+) -> Load:
     """`clients` clients sharing `requests` requests, each waiting for its answer before the next."""
     result, counter = Load(), iter(range(requests))
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
@@ -184,9 +205,11 @@ def measure(args: argparse.Namespace) -> Measured:
 
 def report(args: argparse.Namespace, m: Measured) -> None:
     good, seq, conc = len(m.concurrent.latencies), m.sequential, m.concurrent
-    print(f"{m.sentences} sentences of {args.src}, greedy, device {args.device}, torch threads "
-          f"{torch.get_num_threads()}, --max-delay-ms {args.max_delay_ms}, --max-batch-tokens "
-          f"{args.max_batch_tokens}; {os.cpu_count()} CPUs\n")  # fmt: skip
+    print(
+        f"{m.sentences} sentences of {args.src}, greedy, device {args.device}, torch threads "
+        f"{torch.get_num_threads()}, --max-delay-ms {args.max_delay_ms}, --max-batch-tokens "
+        f"{args.max_batch_tokens}; {os.cpu_count()} CPUs\n"
+    )
     print("| mode | sentences | s | sentences/s | p50 ms | p95 ms | p99 ms | wrong or missing |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     print(row("offline (`nmt translate`'s call, batched)", m.sentences, m.offline, None, "reference"))
@@ -209,20 +232,33 @@ def report(args: argparse.Namespace, m: Measured) -> None:
         m.sentences / m.offline,
     )
     http_rate = http.bad_sent / http.seconds
-    print(f"\nconcurrent / offline: {conc_rate / offline_rate:.2f}; concurrent / one at a time: "
-          f"{conc_rate / seq_rate:.1f}; HTTP only / offline: {http_rate / offline_rate:.2f}")  # fmt: skip
+    print(
+        f"\nconcurrent / offline: {conc_rate / offline_rate:.2f}; concurrent / one at a time: "
+        f"{conc_rate / seq_rate:.1f}; HTTP only / offline: {http_rate / offline_rate:.2f}"
+    )
     bound = 2 * args.max_delay_ms / 1000 + m.one_batch
-    print(f"p99 {percentile(conc.latencies, 99):.3f} s; 2 × max delay + one batch of {args.clients} offline "
-          f"({m.one_batch:.3f} s) = {bound:.3f} s")  # fmt: skip
+    print(
+        f"p99 {percentile(conc.latencies, 99):.3f} s; 2 × max delay + one batch of {args.clients} offline "
+        f"({m.one_batch:.3f} s) = {bound:.3f} s"
+    )
     if conc.bad_sent:
         print(f"bad requests: {conc.bad_sent} sent, {conc.bad_refused} refused with a 4xx")
-    print(f"server RSS: {m.rss[0]:.0f} MiB before the load, {m.rss[1]:.0f} MiB after; batches "
-          f"{m.health['batches']} for {m.health['sentences']} sentences; exit code after SIGTERM "
-          f"{m.exit_code}")  # fmt: skip
-    summary = {"offline_sps": offline_rate, "sequential_sps": seq_rate, "concurrent_sps": conc_rate,
-               "http_only_rps": http_rate,
-               "wrong": conc.wrong + seq.wrong, "bad_sent": conc.bad_sent, "bad_refused": conc.bad_refused,
-               "rss_mib": m.rss, "exit_code": m.exit_code}  # fmt: skip
+    print(
+        f"server RSS: {m.rss[0]:.0f} MiB before the load, {m.rss[1]:.0f} MiB after; batches "
+        f"{m.health['batches']} for {m.health['sentences']} sentences; exit code after SIGTERM "
+        f"{m.exit_code}"
+    )
+    summary = {
+        "offline_sps": offline_rate,
+        "sequential_sps": seq_rate,
+        "concurrent_sps": conc_rate,
+        "http_only_rps": http_rate,
+        "wrong": conc.wrong + seq.wrong,
+        "bad_sent": conc.bad_sent,
+        "bad_refused": conc.bad_refused,
+        "rss_mib": m.rss,
+        "exit_code": m.exit_code,
+    }
     print(json.dumps(summary))
 
 

@@ -194,10 +194,22 @@ def test_rnn_models_train_translate_and_plot_end_to_end(
     learns the alignment, not whether it has by then."""
     run_dir = tmp_path / "run"
     code, _, err = run_cli(
-        "train", str(ROOT / "configs" / config), "--data", str(corpus), "--out", str(run_dir),
-        "--device", "cpu", "--max-steps", "400", "--set", "train.eval_every=50",
-        "--set", "train.final_report=false", *overrides,
-    )  # fmt: skip
+        "train",
+        str(ROOT / "configs" / config),
+        "--data",
+        str(corpus),
+        "--out",
+        str(run_dir),
+        "--device",
+        "cpu",
+        "--max-steps",
+        "400",
+        "--set",
+        "train.eval_every=50",
+        "--set",
+        "train.final_report=false",
+        *overrides,
+    )
     assert code == 0, err
     report = tmp_path / "scores.json"
     code, _, err = run_cli("evaluate", str(run_dir), "--beam-size", "3", "--json", str(report))
@@ -309,8 +321,13 @@ def _nmt(*args: str, **kwargs: object) -> subprocess.CompletedProcess:
 
 @pytest.mark.slow
 def test_translate_with_stdin_closed_or_stdout_full_is_one_line(trained_run: Path) -> None:
-    closed = _nmt("translate", str(trained_run), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                  preexec_fn=lambda: os.close(0))  # fmt: skip
+    closed = _nmt(
+        "translate",
+        str(trained_run),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        preexec_fn=lambda: os.close(0),
+    )
     assert_one_line_error((closed.returncode, closed.stdout, closed.stderr), "standard input is closed")
     with open("/dev/full", "w") as full:
         result = _nmt("translate", str(trained_run), input="a b\n", stdout=full, stderr=subprocess.PIPE)

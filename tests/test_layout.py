@@ -2,6 +2,7 @@
 few modules directly in nmt/, and translating a sentence loads no training code."""
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -172,3 +173,17 @@ def test_serving_loads_no_training_code(trained_run: Path) -> None:
 def test_the_run_directory_needs_no_torch() -> None:
     probe = "import sys, nmt.run.directory, nmt.run.metrics; print('torch' in sys.modules)"
     assert python(probe) == "False"
+
+
+def test_no_line_opts_out_of_the_formatter() -> None:
+    """.ci/run checks `ruff format --check`; a skip or off marker of the formatter would exempt lines from it."""
+    marker = "# fmt: " + "(skip|off)"  # split: this file must not match itself
+    pattern = re.compile(marker)
+    found = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for folder in ("nmt", "tests", "scripts")
+        for path in (ROOT / folder).rglob("*.py")
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
+        if pattern.search(line)
+    ]
+    assert not found, f"lines exempt from ruff format: {found}"

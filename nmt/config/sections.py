@@ -42,19 +42,25 @@ class DataConfig:
 class TokenizerConfig:
     """sentencepiece settings; the model is trained on the training split."""
 
-    vocab_size: int = setting(8000, "subword pieces in the vocabulary, 4 special tokens included", low=5,
-                              high=MAX_SIZE)  # fmt: skip
+    vocab_size: int = setting(
+        8000, "subword pieces in the vocabulary, 4 special tokens included", low=5, high=MAX_SIZE
+    )
     model_type: Literal["bpe", "unigram", "char", "word"] = setting("bpe", "sentencepiece's segmentation")
     joint: bool = setting(True, "one vocabulary for both languages (needed to tie all embeddings)")
     character_coverage: float = setting(
-        1.0, "share of the characters the vocabulary covers (rarer ones become unknown)", low=0.0,
-        high=1.0, low_open=True
-    )  # fmt: skip
+        1.0,
+        "share of the characters the vocabulary covers (rarer ones become unknown)",
+        low=0.0,
+        high=1.0,
+        low_open=True,
+    )
     max_sentences: int = setting(
         1_000_000,
         "sentences sampled to train the tokenizer, 0 or over 100 (0: all; over 1M slows sentencepiece down)",
-        low=0, high=MAX_SIZE, zero="all",
-    )  # fmt: skip
+        low=0,
+        high=MAX_SIZE,
+        zero="all",
+    )
     auto_shrink: bool = setting(True, "lower vocab_size (with a warning) when the corpus is too small for it")
 
     def __post_init__(self) -> None:
@@ -69,22 +75,26 @@ class TokenizerConfig:
 class TrainConfig:
     """Optimisation, schedule, stopping and checkpointing."""
 
-    seed: int = setting(1234, "seed of every random generator (what numpy and CUDA accept)", low=0,
-                        high=2**32 - 1)  # fmt: skip
+    seed: int = setting(
+        1234, "seed of every random generator (what numpy and CUDA accept)", low=0, high=2**32 - 1
+    )
     device: Literal["auto", "cpu", "cuda"] = setting("auto", "where to train; auto: a GPU when there is one")
     batch_tokens: int | Literal["auto"] = setting(
         8192,
         "source + target tokens (with padding) per batch, before accumulation; auto: fit it to GPU memory",
-        low=1, high=MAX_SIZE,
-    )  # fmt: skip
+        low=1,
+        high=MAX_SIZE,
+    )
     accumulate: int = setting(1, "batches whose gradients add up to one update", low=1, high=MAX_SIZE)
     distributed_batch: Literal["split", "scale"] = setting(
         "split", "under torchrun: split each update among the processes, or scale it (each adds its own)"
     )
     pad_to_multiple: int = setting(
-        8, "pad batch lengths to a multiple of this (tensor cores, fewer compiled shapes)", low=1,
+        8,
+        "pad batch lengths to a multiple of this (tensor cores, fewer compiled shapes)",
+        low=1,
         high=MAX_SIZE,
-    )  # fmt: skip
+    )
     lr: float = setting(7.0e-4, "peak learning rate of AdamW", low=0.0, low_open=True)
     warmup_steps: int = setting(
         4000, "updates of linear warm-up to the peak learning rate", low=0, high=MAX_SIZE
@@ -92,25 +102,31 @@ class TrainConfig:
     schedule: Literal["inverse_sqrt", "constant"] = setting(
         "inverse_sqrt", "learning rate after warm-up: decays as 1/sqrt(step), or stays at lr"
     )
-    betas: tuple[float, float] = setting((0.9, 0.98), "AdamW's beta1 and beta2", low=0.0, high=1.0,
-                                         high_open=True)  # fmt: skip
+    betas: tuple[float, float] = setting(
+        (0.9, 0.98), "AdamW's beta1 and beta2", low=0.0, high=1.0, high_open=True
+    )
     weight_decay: float = setting(0.0, "AdamW's decoupled weight decay", low=0.0)
-    label_smoothing: float = setting(0.1, "probability mass spread over the vocabulary in the loss", low=0.0,
-                                     high=1.0, high_open=True)  # fmt: skip
+    label_smoothing: float = setting(
+        0.1, "probability mass spread over the vocabulary in the loss", low=0.0, high=1.0, high_open=True
+    )
     clip_norm: float = setting(
         1.0, "clip the gradients' global norm to this before each update", low=0.0, zero="no clipping"
     )
     max_steps: int = setting(0, "stop after this many updates", low=0, high=MAX_SIZE, zero="no limit")
     max_epochs: int = setting(0, "stop after this many epochs", low=0, high=MAX_SIZE, zero="no limit")
     max_time: float = setting(
-        0.0, "stop after this many seconds of training and validation (the final report follows)", low=0.0,
+        0.0,
+        "stop after this many seconds of training and validation (the final report follows)",
+        low=0.0,
         zero="no limit",
-    )  # fmt: skip
+    )
     eval_every: int = setting(1000, "updates between validations", low=1, high=MAX_SIZE)
     eval_max_sentences: int = setting(
-        0, "validate BLEU (greedy) on at most this many sentences, the loss on all (0: all)", low=0,
+        0,
+        "validate BLEU (greedy) on at most this many sentences, the loss on all (0: all)",
+        low=0,
         high=MAX_SIZE,
-    )  # fmt: skip
+    )
     patience: int = setting(
         0, "stop after this many validations without a better BLEU (0: never)", low=0, high=MAX_SIZE
     )
@@ -118,18 +134,22 @@ class TrainConfig:
         0.0, "stop once validation BLEU reaches this (0: never)", low=0.0, high=100.0
     )
     log_every: int = setting(
-        50, "updates per training record (metrics.jsonl; a log line when not on a terminal)", low=1,
+        50,
+        "updates per training record (metrics.jsonl; a log line when not on a terminal)",
+        low=1,
         high=MAX_SIZE,
-    )  # fmt: skip
+    )
     tensorboard: bool = setting(False, "also write TensorBoard event files (needs the tensorboard extra)")
     tensorboard_dir: str | None = setting(None, "where they go; default RUN_DIR/tensorboard")
     keep_checkpoints: int = setting(
         0, "keep the weights of the last N validations as checkpoints/step<N>.pt", low=0, high=MAX_SIZE
     )
     average_checkpoints: int = setting(
-        0, "after training, average the last N kept checkpoints into averaged.pt (N ≤ keep_checkpoints)",
-        low=0, high=MAX_SIZE,
-    )  # fmt: skip
+        0,
+        "after training, average the last N kept checkpoints into averaged.pt (N ≤ keep_checkpoints)",
+        low=0,
+        high=MAX_SIZE,
+    )
     final_report: bool = setting(
         True, "after training: beam-search valid/test scores, curves, heatmaps, report.json"
     )
@@ -146,9 +166,11 @@ class TrainConfig:
         32, "static batch shapes planned, and the most CUDA graphs captured for training", low=1, high=1024
     )
     max_bad_steps: int = setting(
-        20, "abort after this many updates in a row skipped (non-finite loss, out of memory)", low=1,
+        20,
+        "abort after this many updates in a row skipped (non-finite loss, out of memory)",
+        low=1,
         high=MAX_SIZE,
-    )  # fmt: skip
+    )
 
     def __post_init__(self) -> None:
         check_settings(self, "train.")
@@ -168,8 +190,9 @@ class SearchConfig:
     length_penalty: float = setting(
         1.0, "GNMT alpha: scores divided by ((5 + length) / 6) ** alpha", low=0.0, high=10.0
     )
-    max_len_a: float = setting(1.5, "output length limit: a × source length + b; this is a", low=0.0,
-                               high=1000.0)  # fmt: skip
+    max_len_a: float = setting(
+        1.5, "output length limit: a × source length + b; this is a", low=0.0, high=1000.0
+    )
     max_len_b: int = setting(10, "output length limit: a × source length + b; this is b", low=0, high=100_000)
     batch_size: int = setting(256, "sentences per decoding batch", low=1, high=MAX_SIZE)
     cuda_graphs: bool = setting(False, "replay each decoding step from a CUDA graph (CUDA only)")

@@ -94,18 +94,40 @@ def from_dict(cls: type[T], raw: Mapping[str, Any], prefix: str = "") -> T:
 # Names other toolkits (fairseq, Joey NMT, OpenNMT, Hugging Face) give settings of ours, too far from ours in
 # spelling for difflib to find: each → our names for it, the first one among a section's keys is suggested
 KNOWN_ALIASES = {
-    "learning_rate": ("lr",), "batch_size": ("batch_tokens",), "max_tokens": ("batch_tokens",),
-    "epochs": ("max_epochs",), "num_epochs": ("max_epochs",), "max_update": ("max_steps",),
-    "train_steps": ("max_steps",), "steps": ("max_steps",), "dropout_rate": ("dropout",),
-    "warmup": ("warmup_steps",), "warmup_updates": ("warmup_steps",), "clip_grad_norm": ("clip_norm",),
-    "max_grad_norm": ("clip_norm",), "num_layers": ("encoder_layers",), "layers": ("encoder_layers",),
-    "num_heads": ("heads",), "attention_heads": ("heads",), "hidden_size": ("d_model",),
-    "embed_dim": ("d_model", "embedding_size"), "emb_size": ("d_model", "embedding_size"),
-    "dim_feedforward": ("ff_dim",), "ffn_dim": ("ff_dim",), "ff_size": ("ff_dim",), "beam": ("beam_size",),
-    "validation_freq": ("eval_every",), "eval_steps": ("eval_every",), "logging_freq": ("log_every",),
-    "max_length": ("max_len",), "max_sent_length": ("max_len",), "vocab": ("vocab_size",),
-    "rnn_type": ("cell",), "scheduling": ("schedule",), "early_stopping_patience": ("patience",),
-}  # fmt: skip
+    "learning_rate": ("lr",),
+    "batch_size": ("batch_tokens",),
+    "max_tokens": ("batch_tokens",),
+    "epochs": ("max_epochs",),
+    "num_epochs": ("max_epochs",),
+    "max_update": ("max_steps",),
+    "train_steps": ("max_steps",),
+    "steps": ("max_steps",),
+    "dropout_rate": ("dropout",),
+    "warmup": ("warmup_steps",),
+    "warmup_updates": ("warmup_steps",),
+    "clip_grad_norm": ("clip_norm",),
+    "max_grad_norm": ("clip_norm",),
+    "num_layers": ("encoder_layers",),
+    "layers": ("encoder_layers",),
+    "num_heads": ("heads",),
+    "attention_heads": ("heads",),
+    "hidden_size": ("d_model",),
+    "embed_dim": ("d_model", "embedding_size"),
+    "emb_size": ("d_model", "embedding_size"),
+    "dim_feedforward": ("ff_dim",),
+    "ffn_dim": ("ff_dim",),
+    "ff_size": ("ff_dim",),
+    "beam": ("beam_size",),
+    "validation_freq": ("eval_every",),
+    "eval_steps": ("eval_every",),
+    "logging_freq": ("log_every",),
+    "max_length": ("max_len",),
+    "max_sent_length": ("max_len",),
+    "vocab": ("vocab_size",),
+    "rnn_type": ("cell",),
+    "scheduling": ("schedule",),
+    "early_stopping_patience": ("patience",),
+}
 
 
 def _unknown_key(hints: dict[str, Any], key: str, prefix: str) -> str:
@@ -144,11 +166,24 @@ def apply_override(raw: dict[str, Any], override: str) -> None:
 
 # The flat model keys of configs written before each model family had its own section, and their names there
 OLD_MODEL_KEYS = {
-    "transformer": {"d_model": "d_model", "heads": "heads", "ff_dim": "ff_dim", "norm": "norm",
-                    "attention_dropout": "attention_dropout", "max_positions": "max_positions"},
-    "rnn": {"d_model": "embedding_size", "rnn_cell": "cell", "hidden_size": "hidden_size", "bridge": "bridge",
-            "luong_score": "luong_score", "input_feeding": "input_feeding", "scale_scores": "scale_scores"},
-}  # fmt: skip
+    "transformer": {
+        "d_model": "d_model",
+        "heads": "heads",
+        "ff_dim": "ff_dim",
+        "norm": "norm",
+        "attention_dropout": "attention_dropout",
+        "max_positions": "max_positions",
+    },
+    "rnn": {
+        "d_model": "embedding_size",
+        "rnn_cell": "cell",
+        "hidden_size": "hidden_size",
+        "bridge": "bridge",
+        "luong_score": "luong_score",
+        "input_feeding": "input_feeding",
+        "scale_scores": "scale_scores",
+    },
+}
 
 
 def _drop_other_spelling(raw: dict[str, Any], path: list[str]) -> None:

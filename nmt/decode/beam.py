@@ -61,8 +61,15 @@ def beam_search(
     return results(buffers, src_mask)
 
 
-def start(model: Seq2Seq, memory: Memory, src: Tensor, limits: Tensor, search: SearchConfig, max_steps: int,
-          with_attention: bool) -> Buffers:  # fmt: skip
+def start(
+    model: Seq2Seq,
+    memory: Memory,
+    src: Tensor,
+    limits: Tensor,
+    search: SearchConfig,
+    max_steps: int,
+    with_attention: bool,
+) -> Buffers:
     """The buffers of a beam search before its first step. Per active sentence: 'active' (its index in the
     batch), 'limits', 'scores' (k summed log-probabilities); per live hypothesis: 'last' (token), 'tokens'
     (bos, tokens …, eos-filled), 'attention'; per sentence of the batch: its n best finished hypotheses."""
@@ -76,13 +83,20 @@ def start(model: Seq2Seq, memory: Memory, src: Tensor, limits: Tensor, search: S
         attention["attention"] = torch.zeros(batch * k, max_steps, src.size(1), device=device)
         attention["best_attention"] = torch.zeros(batch, n, max_steps, src.size(1), device=device)
     return with_model_tensors(
-        memory, model.init_state(memory, max_steps, k), active=torch.arange(batch, device=device),
-        limits=limits, banned=banned_tokens(device), t=torch.zeros((), dtype=torch.long, device=device),
-        last=src.new_full((batch * k,), BOS), scores=scores, tokens=tokens,
+        memory,
+        model.init_state(memory, max_steps, k),
+        active=torch.arange(batch, device=device),
+        limits=limits,
+        banned=banned_tokens(device),
+        t=torch.zeros((), dtype=torch.long, device=device),
+        last=src.new_full((batch * k,), BOS),
+        scores=scores,
+        tokens=tokens,
         best_scores=torch.full((batch, n), float("-inf"), device=device),
         best_tokens=src.new_full((batch, n, max_steps + 1), EOS),
-        finished_count=torch.zeros(batch, dtype=torch.long, device=device), **attention,
-    )  # fmt: skip
+        finished_count=torch.zeros(batch, dtype=torch.long, device=device),
+        **attention,
+    )
 
 
 def best_extensions(scores: Tensor, log_probs: Tensor, width: int) -> tuple[Tensor, Tensor, Tensor]:

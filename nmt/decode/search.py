@@ -118,11 +118,17 @@ def greedy(
         {"attention": torch.zeros(batch, max_steps, src.size(1), device=device)} if with_attention else {}
     )
     buffers = with_model_tensors(
-        memory, model.init_state(memory, max_steps), limits=limits, banned=banned_tokens(device),
-        t=torch.zeros((), dtype=torch.long, device=device), last=src.new_full((batch,), BOS),
+        memory,
+        model.init_state(memory, max_steps),
+        limits=limits,
+        banned=banned_tokens(device),
+        t=torch.zeros((), dtype=torch.long, device=device),
+        last=src.new_full((batch,), BOS),
         finished=torch.zeros(batch, dtype=torch.bool, device=device),
-        scores=torch.zeros(batch, device=device), outputs=src.new_full((batch, max_steps), EOS), **attention,
-    )  # fmt: skip
+        scores=torch.zeros(batch, device=device),
+        outputs=src.new_full((batch, max_steps), EOS),
+        **attention,
+    )
     step = functools.partial(greedy_step, model)
     for t in range(max_steps):
         buffers = run_step(model, search.cuda_graphs, ("greedy",), step, buffers)

@@ -32,10 +32,16 @@ def evaluate(
     tag = "" if run.checkpoint_name == "best" else f".{run.checkpoint_name}"
     hyp_path = run.directory.eval_dir / f"{name}{tag}.beam{search.beam_size}.hyp"
     atomic_write_text(hyp_path, "".join(h + "\n" for h in hypotheses))
-    settings = {"beam_size": search.beam_size, "length_penalty": search.length_penalty,
-                "checkpoint": run.checkpoint_name}  # fmt: skip
-    return score(hypotheses, text.tgt).as_dict() | settings | {"source": str(files.src),
-                                                               "hypotheses": str(hyp_path)}  # fmt: skip
+    settings = {
+        "beam_size": search.beam_size,
+        "length_penalty": search.length_penalty,
+        "checkpoint": run.checkpoint_name,
+    }
+    return (
+        score(hypotheses, text.tgt).as_dict()
+        | settings
+        | {"source": str(files.src), "hypotheses": str(hyp_path)}
+    )
 
 
 def evaluate_run(

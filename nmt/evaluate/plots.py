@@ -25,8 +25,13 @@ MAX_INCHES = 30.0  # per side of a figure: 4500 pixels at 150 dpi, however long 
 # The colour scale, white (no weight) through blues to dark indigo: the explorer's (STOPS in
 # nmt/serve/static/explorer.js, kept equal by a test), so that a weight has one colour in both.
 ATTENTION_STOPS = (
-    (255, 255, 255), (198, 219, 239), (107, 174, 214), (33, 113, 181), (8, 48, 107), (20, 10, 60)
-)  # fmt: skip
+    (255, 255, 255),
+    (198, 219, 239),
+    (107, 174, 214),
+    (33, 113, 181),
+    (8, 48, 107),
+    (20, 10, 60),
+)
 ATTENTION_COLOURS = LinearSegmentedColormap.from_list(
     "attention", [tuple(channel / 255 for channel in stop) for stop in ATTENTION_STOPS]
 )
@@ -77,8 +82,15 @@ def _wrapped(title: str, inches: float) -> str:
     return "\n".join(textwrap.fill(line, width) for line in title.splitlines())
 
 
-def save_attention(alignment: Alignment, path: Path, model: ModelConfig, layer: int = -1, head: str = "mean",
-                   all_heads: bool = False, scale: Scale = "figure") -> None:  # fmt: skip
+def save_attention(
+    alignment: Alignment,
+    path: Path,
+    model: ModelConfig,
+    layer: int = -1,
+    head: str = "mean",
+    all_heads: bool = False,
+    scale: Scale = "figure",
+) -> None:
     """Heatmap(s) of one layer of `alignment.weights` (layers, heads, tgt_len, src_len) of a `model`: the
     mean of its heads, one head, or every head in a grid. Layers and heads count from 0, negative layers
     from the last."""
@@ -161,8 +173,12 @@ def save_learning_curves(records: list[dict], path: Path) -> None:
     figure, grid = plt.subplots(2, 2, figsize=(10, 7), layout="constrained")
     for row, axis in enumerate(("step", "elapsed")):
         loss_axes, bleu_axes = grid[row]
-        loss_axes.plot([r[axis] for r in train if axis in r], [r["loss"] for r in train if axis in r],
-                       label="train (label-smoothed)", linewidth=1)  # fmt: skip
+        loss_axes.plot(
+            [r[axis] for r in train if axis in r],
+            [r["loss"] for r in train if axis in r],
+            label="train (label-smoothed)",
+            linewidth=1,
+        )
         loss_axes.plot(
             [r[axis] for r in valid], [r["loss"] for r in valid], label="valid", marker="o", markersize=3
         )

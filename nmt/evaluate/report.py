@@ -41,8 +41,9 @@ def git_revision() -> str | None:
     else None: an installed package inside some other repository must not record that one."""
     package_root = Path(__file__).resolve().parent.parent
     try:
-        run = functools.partial(subprocess.run, cwd=package_root, capture_output=True, text=True, timeout=10,
-                                check=True)  # fmt: skip
+        run = functools.partial(
+            subprocess.run, cwd=package_root, capture_output=True, text=True, timeout=10, check=True
+        )
         top = run(["git", "rev-parse", "--show-toplevel"]).stdout.strip()
         if not top or Path(top).resolve() != package_root:
             return None
@@ -71,8 +72,11 @@ def average_snapshots(cfg: Config, run_dir: RunDir) -> list[int]:
         )
         return []
     if kept < wanted:
-        log.info("train.average_checkpoints=%d: the run stopped after keeping %d snapshots; averaging those",
-                 wanted, kept)  # fmt: skip
+        log.info(
+            "train.average_checkpoints=%d: the run stopped after keeping %d snapshots; averaging those",
+            wanted,
+            kept,
+        )
     return load_checkpoint(average_run(run_dir, min(wanted, kept)))["averaged_steps"]
 
 
@@ -82,8 +86,10 @@ def final_report(cfg: Config, run_dir: RunDir, device: str) -> dict[str, Any]:
     `train.max_time`: a log line says first what it will translate, and its progress is shown."""
     started = time.monotonic()
     averaged_steps = average_snapshots(cfg, run_dir)
-    runs = {name: load_run(run_dir, resolve_device(device), name)
-            for name in (["best", "averaged"] if averaged_steps else ["best"])}  # fmt: skip
+    runs = {
+        name: load_run(run_dir, resolve_device(device), name)
+        for name in (["best", "averaged"] if averaged_steps else ["best"])
+    }
     valid_files, test_files = split_files(cfg.data, "valid"), _test_files(cfg)
     with contextlib.closing(ReportProgress(cfg, valid_files, test_files, list(runs))) as progress:
         valid = {name: progress.evaluate(run, valid_files, "valid") for name, run in runs.items()}
@@ -99,8 +105,14 @@ def final_report(cfg: Config, run_dir: RunDir, device: str) -> dict[str, Any]:
     }
     atomic_write_text(run_dir.report, json.dumps(report, indent=2) + "\n")
     tested = f", test BLEU {test[chosen]['bleu']:.2f}" if test else ""
-    log.info("final report done in %.0f s: valid BLEU %.2f%s (%s checkpoint); report in %s", seconds,
-             valid[chosen]["bleu"], tested, chosen, run_dir.report)  # fmt: skip
+    log.info(
+        "final report done in %.0f s: valid BLEU %.2f%s (%s checkpoint); report in %s",
+        seconds,
+        valid[chosen]["bleu"],
+        tested,
+        chosen,
+        run_dir.report,
+    )
     return report
 
 
@@ -116,9 +128,14 @@ class ReportProgress:
         names = " and ".join(f"{name}.pt" for name in checkpoints)
         better = " with the better one" if len(checkpoints) > 1 else ""
         then = f", then {test_lines} test sentences{better}" if test else ""
-        log.info("final report (after training, outside train.max_time; train.final_report=false skips it): "
-                 "beam %d on %d validation sentences with %s%s", cfg.search.beam_size, valid_lines, names,
-                 then)  # fmt: skip
+        log.info(
+            "final report (after training, outside train.max_time; train.final_report=false skips it): "
+            "beam %d on %d validation sentences with %s%s",
+            cfg.search.beam_size,
+            valid_lines,
+            names,
+            then,
+        )
         total = valid_lines * len(checkpoints) + test_lines
         self.bar = tqdm(total=total, unit="sent", desc="final report", disable=None, mininterval=1.0)
 
@@ -126,8 +143,13 @@ class ReportProgress:
         """`evaluate` with the bar moving; logs the score and the time it took."""
         started = time.monotonic()
         scores = evaluate(run, files, split, self.bar.update)
-        log.info("final report: %s BLEU %.2f with %s.pt (%.0f s)", split, scores["bleu"], run.checkpoint_name,
-                 time.monotonic() - started)  # fmt: skip
+        log.info(
+            "final report: %s BLEU %.2f with %s.pt (%.0f s)",
+            split,
+            scores["bleu"],
+            run.checkpoint_name,
+            time.monotonic() - started,
+        )
         return scores
 
     def close(self) -> None:
@@ -146,8 +168,14 @@ def draw_heatmaps(run: TrainedRun, run_dir: RunDir) -> None:
             save_heatmap(alignment.weights[0, 0], alignment.src_pieces, alignment.tgt_pieces, path, title)
 
 
-def summary(cfg: Config, run_dir: RunDir, records: list[dict[str, Any]], valid: dict[str, dict[str, Any]],
-            chosen: str, test: dict[str, Any] | None) -> dict[str, Any]:  # fmt: skip
+def summary(
+    cfg: Config,
+    run_dir: RunDir,
+    records: list[dict[str, Any]],
+    valid: dict[str, dict[str, Any]],
+    chosen: str,
+    test: dict[str, Any] | None,
+) -> dict[str, Any]:
     """The contents of report.json."""
     progress = load_checkpoint(run_dir.checkpoint("last"))["progress"]
     validations = [r for r in records if r["kind"] == "valid"]

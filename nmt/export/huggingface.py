@@ -98,10 +98,15 @@ def hf_model(transformers: ModuleType, ours: TransformerSeq2Seq, cfg: Config, vo
         )
     limit = output_limit(max_source_len(cfg), cfg.search)
     model.generation_config = transformers.GenerationConfig(
-        decoder_start_token_id=BOS, bos_token_id=BOS, eos_token_id=EOS, pad_token_id=PAD,
-        forced_eos_token_id=EOS, suppress_tokens=[PAD, BOS], num_beams=1,
+        decoder_start_token_id=BOS,
+        bos_token_id=BOS,
+        eos_token_id=EOS,
+        pad_token_id=PAD,
+        forced_eos_token_id=EOS,
+        suppress_tokens=[PAD, BOS],
+        num_beams=1,
         max_length=min(arch.max_positions, limit + 2),  # the decoder start, `limit` tokens and eos
-    )  # fmt: skip
+    )
     return model
 
 
@@ -111,15 +116,30 @@ def hf_config(transformers: ModuleType, model: ModelConfig, vocab_size: int) -> 
     embeddings scaled by sqrt(d_model)."""
     arch, tied = model.transformer_settings, model.tie_embeddings
     settings = dict(
-        vocab_size=vocab_size, d_model=arch.d_model, max_position_embeddings=arch.max_positions,
-        encoder_layers=model.encoder_layers, decoder_layers=model.decoder_layers,
-        encoder_attention_heads=arch.heads, decoder_attention_heads=arch.heads,
-        encoder_ffn_dim=arch.ff_dim, decoder_ffn_dim=arch.ff_dim, activation_function="relu",
-        dropout=model.dropout, activation_dropout=model.dropout, attention_dropout=arch.attention_dropout,
-        encoder_layerdrop=0.0, decoder_layerdrop=0.0, scale_embedding=True, tie_word_embeddings=tied,
-        pad_token_id=PAD, bos_token_id=BOS, eos_token_id=EOS, decoder_start_token_id=BOS,
-        forced_eos_token_id=None, is_encoder_decoder=True,  # the generation config forces eos
-    )  # fmt: skip
+        vocab_size=vocab_size,
+        d_model=arch.d_model,
+        max_position_embeddings=arch.max_positions,
+        encoder_layers=model.encoder_layers,
+        decoder_layers=model.decoder_layers,
+        encoder_attention_heads=arch.heads,
+        decoder_attention_heads=arch.heads,
+        encoder_ffn_dim=arch.ff_dim,
+        decoder_ffn_dim=arch.ff_dim,
+        activation_function="relu",
+        dropout=model.dropout,
+        activation_dropout=model.dropout,
+        attention_dropout=arch.attention_dropout,
+        encoder_layerdrop=0.0,
+        decoder_layerdrop=0.0,
+        scale_embedding=True,
+        tie_word_embeddings=tied,
+        pad_token_id=PAD,
+        bos_token_id=BOS,
+        eos_token_id=EOS,
+        decoder_start_token_id=BOS,
+        forced_eos_token_id=None,
+        is_encoder_decoder=True,  # the generation config forces eos
+    )
     if arch.norm == "pre":
         return transformers.PegasusConfig(**settings)
     return transformers.MarianConfig(
@@ -204,9 +224,15 @@ def save_tokenizer(transformers: ModuleType, run: TrainedRun, directory: Path) -
     with warnings.catch_warnings():  # it recommends sacremoses, for a normaliser it never calls
         warnings.filterwarnings("ignore", message=".*sacremoses")
         hf_tokenizer = transformers.MarianTokenizer(
-            source_spm=str(directory / "source.spm"), target_spm=str(directory / "target.spm"),
-            vocab=str(directory / "vocab.json"), source_lang=run.cfg.data.src_lang,
-            target_lang=run.cfg.data.tgt_lang, pad_token=pad, unk_token=unk, eos_token=eos,
-            model_max_length=max_source_len(run.cfg) + 1, clean_up_tokenization_spaces=False,
-        )  # fmt: skip
+            source_spm=str(directory / "source.spm"),
+            target_spm=str(directory / "target.spm"),
+            vocab=str(directory / "vocab.json"),
+            source_lang=run.cfg.data.src_lang,
+            target_lang=run.cfg.data.tgt_lang,
+            pad_token=pad,
+            unk_token=unk,
+            eos_token=eos,
+            model_max_length=max_source_len(run.cfg) + 1,
+            clean_up_tokenization_spaces=False,
+        )
     hf_tokenizer.save_pretrained(directory)

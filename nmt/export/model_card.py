@@ -86,9 +86,24 @@ def model_card(run: TrainedRun, hf_class: str, name: str, max_length: int) -> st
     tied = "separate encoder, decoder and output embeddings" if untied else "one shared embedding matrix"
     source_limit = max_source_len(cfg)
     return CARD.format(
-        src=cfg.data.src_lang, tgt=cfg.data.tgt_lang, hf_class=hf_class, run_name=run.directory.path.name,
-        checkpoint=run.checkpoint_name, step=run.checkpoint.get("step"), layers=layers, d_model=arch.d_model,
-        heads=arch.heads, ff_dim=arch.ff_dim, norm=arch.norm, vocab=len(run.tokenizers.src), tied=tied,
-        transformers_note=transformers_note, name=name, max_source=source_limit, max_length=max_length,
-        a=search.max_len_a, b=search.max_len_b, alpha=search.length_penalty,
-    )  # fmt: skip
+        src=cfg.data.src_lang,
+        tgt=cfg.data.tgt_lang,
+        hf_class=hf_class,
+        run_name=run.directory.path.name,
+        checkpoint=run.checkpoint_name,
+        step=run.checkpoint.get("step"),
+        layers=layers,
+        d_model=arch.d_model,
+        heads=arch.heads,
+        ff_dim=arch.ff_dim,
+        norm=arch.norm,
+        vocab=len(run.tokenizers.src),
+        tied=tied,
+        transformers_note=transformers_note,
+        name=name,
+        max_source=source_limit,
+        max_length=max_length,
+        a=search.max_len_a,
+        b=search.max_len_b,
+        alpha=search.length_penalty,
+    )

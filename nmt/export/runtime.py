@@ -51,9 +51,12 @@ class Exported:
         return [hyps[0].tokens for hyps in self.hypotheses(sources, beam_size, batch_size)]
 
     def hypotheses(
-        self, sources: list[list[int]], beam_size: int | None = None, batch_size: int | None = None,
+        self,
+        sources: list[list[int]],
+        beam_size: int | None = None,
+        batch_size: int | None = None,
         nbest: int = 1,
-    ) -> list[list[Hypothesis]]:  # fmt: skip
+    ) -> list[list[Hypothesis]]:
         """The `nbest` best hypotheses of each source id list (same order), best first, with CTranslate2's
         scores (no attention); an empty source gives one empty hypothesis (score 0), sources longer than the
         run's limit are cut to it."""
@@ -118,8 +121,10 @@ def choose_engine(engine: str, paths: list[Path], checkpoint: str | None) -> str
     if engine == "ctranslate2" and checkpoint is not None:
         raise UserError("--checkpoint: an export holds one checkpoint; choose it at `nmt export`")
     if engine == "torch" and exports:
-        raise UserError(f"{exports[0]} is a CTranslate2 export (written by `nmt export`), not a run "
-                        f"directory; use it without --engine torch")  # fmt: skip
+        raise UserError(
+            f"{exports[0]} is a CTranslate2 export (written by `nmt export`), not a run "
+            f"directory; use it without --engine torch"
+        )
     return engine
 
 

@@ -51,25 +51,90 @@ class Language:
 # sentence, "usw. Dann" is split).
 LANGUAGES = {
     "de": Language(
-        ("z. B.", "z.B.", "d. h.", "d.h.", "u. a.", "u.a.", "z. T.", "z.T.", "bzw.", "ca.", "vgl.", "ggf.",
-         "evtl.", "inkl.", "bspw.", "sog.", "Dr.", "Prof.", "med.", "Hr.", "Hrn.", "Fr.", "Nr.", "Str.",
-         "St.", "Abs.", "Tel.", "geb.", "Mio.", "Mrd."),
+        (
+            "z. B.",
+            "z.B.",
+            "d. h.",
+            "d.h.",
+            "u. a.",
+            "u.a.",
+            "z. T.",
+            "z.T.",
+            "bzw.",
+            "ca.",
+            "vgl.",
+            "ggf.",
+            "evtl.",
+            "inkl.",
+            "bspw.",
+            "sog.",
+            "Dr.",
+            "Prof.",
+            "med.",
+            "Hr.",
+            "Hrn.",
+            "Fr.",
+            "Nr.",
+            "Str.",
+            "St.",
+            "Abs.",
+            "Tel.",
+            "geb.",
+            "Mio.",
+            "Mrd.",
+        ),
         ordinals=True,
     ),
     "en": Language(
-        ("e.g.", "i.e.", "cf.", "vs.", "approx.", "Mr.", "Mrs.", "Ms.", "Dr.", "Prof.", "St.", "Jr.", "Sr.",
-         "Mt.", "No.", "Fig.", "Inc.", "Ltd.", "Co.", "Gen.", "Capt.", "Rev."),
+        (
+            "e.g.",
+            "i.e.",
+            "cf.",
+            "vs.",
+            "approx.",
+            "Mr.",
+            "Mrs.",
+            "Ms.",
+            "Dr.",
+            "Prof.",
+            "St.",
+            "Jr.",
+            "Sr.",
+            "Mt.",
+            "No.",
+            "Fig.",
+            "Inc.",
+            "Ltd.",
+            "Co.",
+            "Gen.",
+            "Capt.",
+            "Rev.",
+        ),
     ),
     "fr": Language(
         ("p. ex.", "cf.", "env.", "M.", "MM.", "Mme.", "Mlle.", "Dr.", "Pr.", "St.", "av.", "bd."),
         spaced_closers="»›",
     ),
     "cs": Language(
-        ("např.", "tj.", "tzv.", "resp.", "popř.", "př.", "č.", "str.", "ul.", "Dr.", "Ing.", "Mgr.", "prof.",
-         "doc."),
+        (
+            "např.",
+            "tj.",
+            "tzv.",
+            "resp.",
+            "popř.",
+            "př.",
+            "č.",
+            "str.",
+            "ul.",
+            "Dr.",
+            "Ing.",
+            "Mgr.",
+            "prof.",
+            "doc.",
+        ),
         ordinals=True,
     ),
-}  # fmt: skip
+}
 FEATURES = ["space_before", "capitalized"]  # MiniSBD computes them per character: features 0 and 1
 SENTENCE_END = 2  # MiniSBD's classes: 0 inside a token, 1 token end, 2 sentence end, 3/4 multi-word token
 CLASSES = 5
@@ -127,8 +192,13 @@ def splitter_model(lang: str) -> onnx.ModelProto:
         producer_name="nmt",
     )
     vocab = {"lang": lang, "idx": 0, "cutoff": 0, "lower": False, "_id2unit": units, "_unit2id": unit_ids}
-    props = {"lang_code": lang, "config": json.dumps(CONFIG), "vocab": json.dumps(vocab, ensure_ascii=False),
-             "lexicon": "null", "description": description(lang)}  # fmt: skip
+    props = {
+        "lang_code": lang,
+        "config": json.dumps(CONFIG),
+        "vocab": json.dumps(vocab, ensure_ascii=False),
+        "lexicon": "null",
+        "description": description(lang),
+    }
     onnx.helper.set_model_props(model, props)
     onnx.checker.check_model(model, full_check=True)
     return model

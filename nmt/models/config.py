@@ -28,9 +28,12 @@ class TransformerConfig:
         "pre", "layer norm before each sublayer (pre: stabler) or after it (post: the original paper's)"
     )
     max_positions: int = setting(
-        1024, "longest sequence (subwords + bos/eos) the position table holds; at least data.max_len + 1, "
-        "rounded up to train.pad_to_multiple", low=1, high=MAX_SIZE,
-    )  # fmt: skip
+        1024,
+        "longest sequence (subwords + bos/eos) the position table holds; at least data.max_len + 1, "
+        "rounded up to train.pad_to_multiple",
+        low=1,
+        high=MAX_SIZE,
+    )
 
     def check(self) -> None:
         """Raise ConfigError for a value out of range (run by ModelConfig for the section of its type, so that
@@ -51,13 +54,15 @@ class RNNConfig:
     embedding_size: int = setting(512, "width of the word embeddings", low=1)
     hidden_size: int = setting(512, "width of the recurrent state (per direction in the encoder)", low=1)
     bridge: Literal["learned", "zero", "last"] = setting(
-        "learned", "the decoder's first state: learned from the encoder's final states, zeros, or those "
+        "learned",
+        "the decoder's first state: learned from the encoder's final states, zeros, or those "
         "states layer by layer (last: needs decoder_layers ≤ encoder_layers)",
-    )  # fmt: skip
+    )
     luong_score: Literal["dot", "general", "concat"] = setting(
-        "general", "Luong only: how a decoder state h scores a source state s (dot: hᵀs, general: hᵀWs, "
+        "general",
+        "Luong only: how a decoder state h scores a source state s (dot: hᵀs, general: hᵀWs, "
         "concat: vᵀtanh(W₁h + W₂s))",
-    )  # fmt: skip
+    )
     input_feeding: bool = setting(
         True, "Luong only: feed the previous attentional state into the next decoder step"
     )
@@ -83,8 +88,9 @@ class ModelConfig:
     )
     encoder_layers: int = setting(3, "layers of the encoder", low=1)
     decoder_layers: int = setting(3, "layers of the decoder", low=1)
-    dropout: float = setting(0.1, "dropout probability on embeddings and between layers", low=0, high=1,
-                             high_open=True)  # fmt: skip
+    dropout: float = setting(
+        0.1, "dropout probability on embeddings and between layers", low=0, high=1, high_open=True
+    )
     tie_embeddings: bool = setting(
         True, "share the target embedding with the output projection (and the source one when joint)"
     )

@@ -54,8 +54,12 @@ def same_vocabulary(record: Any, tokenizers: Tokenizers) -> bool:
 
 def weights_checkpoint(model: nn.Module, cfg: Config, tokenizers: Tokenizers, step: int) -> dict[str, Any]:
     """best.pt and the snapshots: the weights with their config and vocabulary, what translation needs."""
-    return {"model": model.state_dict(), "config": to_dict(cfg), "vocab": vocabulary_record(tokenizers),
-            "step": step}  # fmt: skip
+    return {
+        "model": model.state_dict(),
+        "config": to_dict(cfg),
+        "vocab": vocabulary_record(tokenizers),
+        "step": step,
+    }
 
 
 def averaged_checkpoint(weights: dict[str, torch.Tensor], newest: dict[str, Any], steps: list[int]) -> dict:

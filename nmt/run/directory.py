@@ -172,8 +172,15 @@ class RunDir:
     def remove_run(self) -> None:
         """Delete everything a run writes (for --overwrite): nothing of the old run may be mistaken for
         the new one's (snapshots averaged, a report, evaluations). Files nmt does not write are kept."""
-        files = [self.config, self.metrics, self.train_log, self.report, self.curves,
-                 *map(self.checkpoint, CHECKPOINTS), *self.path.glob("spm*.model")]  # fmt: skip
+        files = [
+            self.config,
+            self.metrics,
+            self.train_log,
+            self.report,
+            self.curves,
+            *map(self.checkpoint, CHECKPOINTS),
+            *self.path.glob("spm*.model"),
+        ]
         try:
             for path in files:
                 path.unlink(missing_ok=True)

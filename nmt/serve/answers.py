@@ -19,8 +19,9 @@ class Error(BaseModel):
     error: str = Field(description="What went wrong, in one line.")
 
 
-def json_answer(answer: BaseModel, omit_none: bool = False, status: int = 200,
-                headers: Mapping[str, str] | None = None) -> Response:  # fmt: skip
+def json_answer(
+    answer: BaseModel, omit_none: bool = False, status: int = 200, headers: Mapping[str, str] | None = None
+) -> Response:
     """`answer` as a JSON response; `omit_none`: fields without a value are left out rather than null."""
     body = answer.model_dump_json(exclude_none=omit_none)
     return Response(body, status_code=status, headers=headers, media_type="application/json")
@@ -82,9 +83,10 @@ class HypothesisAnswer(BaseModel):
     score: float = Field(description="Length-normalised log-probability (CTranslate2's own for an export).")
     target_pieces: list[str] = Field(description="The output's subwords, ending with '</s>'.")
     attention: Weights | None = Field(
-        None, description="With attention: (layers, heads, target_pieces, source_pieces) weights, each row "
+        None,
+        description="With attention: (layers, heads, target_pieces, source_pieces) weights, each row "
         "summing to 1, rounded to 5 decimals.",
-    )  # fmt: skip
+    )
 
 
 class LineAnswer(BaseModel):

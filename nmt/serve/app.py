@@ -33,8 +33,13 @@ from nmt.serve.service import Service
 log = logging.getLogger(__name__)
 
 STATIC = Path(__file__).parent / "static"
-MEDIA_TYPES = {".html": "text/html", ".js": "text/javascript", ".css": "text/css", ".png": "image/png",
-               ".svg": "image/svg+xml"}  # fmt: skip
+MEDIA_TYPES = {
+    ".html": "text/html",
+    ".js": "text/javascript",
+    ".css": "text/css",
+    ".png": "image/png",
+    ".svg": "image/svg+xml",
+}
 PAGE_POLICY = "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; base-uri 'none'"
 CORS_HEADERS = ["Authorization", "Content-Type"]  # what LibreTranslate allows, for web apps on other origins
 ERRORS = {  # what each error status means; the gate may answer every route with 400 to 500
@@ -47,12 +52,18 @@ ERRORS = {  # what each error status means; the gate may answer every route with
     500: "The server failed (a bug): the message names the exception.",
     404: "No such file.",
     503: "The server is shutting down, or ran out of memory translating this text.",
-}  # fmt: skip
+}
 GATE = (400, 403, 408, 413, 415, 500)
 
 
-def create_app(catalog: Catalog, limits: Limits, keys: frozenset[str] | None, max_batch_tokens: int,
-               max_delay: float, body_timeout: float = BODY_TIMEOUT) -> FastAPI:  # fmt: skip
+def create_app(
+    catalog: Catalog,
+    limits: Limits,
+    keys: frozenset[str] | None,
+    max_batch_tokens: int,
+    max_delay: float,
+    body_timeout: float = BODY_TIMEOUT,
+) -> FastAPI:
     """The server's app over the loaded models; `keys`: the API keys every request needs (None: no key)."""
     requests = bounded(limits)
 
@@ -93,22 +104,52 @@ def create_app(catalog: Catalog, limits: Limits, keys: frozenset[str] | None, ma
     files: dict[int | str, Any] = {200: {"description": "The file.", "content": media}}
     name = {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}
     _route(app, "GET", "/", _page(static["index.html"]), None, responses=page, response_class=FileResponse)
-    _route(app, "GET", "/static/{name}", _static_files(static), None, 404, responses=files,
-           response_class=FileResponse, openapi_extra={"parameters": [name]})  # fmt: skip
-    _route(app, "POST", "/translate", libretranslate.translate, answers.Translation, 503,
-           openapi_extra=_request_body(requests.translate))  # fmt: skip
+    _route(
+        app,
+        "GET",
+        "/static/{name}",
+        _static_files(static),
+        None,
+        404,
+        responses=files,
+        response_class=FileResponse,
+        openapi_extra={"parameters": [name]},
+    )
+    _route(
+        app,
+        "POST",
+        "/translate",
+        libretranslate.translate,
+        answers.Translation,
+        503,
+        openapi_extra=_request_body(requests.translate),
+    )
     _route(app, "GET", "/languages", libretranslate.languages, answers.Languages)
     _route(app, "GET", "/frontend/settings", libretranslate.frontend_settings, answers.FrontendSettings)
-    _route(app, "POST", "/v1/translate", native.translate, answers.V1Translation, 503,
-           openapi_extra=_request_body(requests.v1_translate))  # fmt: skip
+    _route(
+        app,
+        "POST",
+        "/v1/translate",
+        native.translate,
+        answers.V1Translation,
+        503,
+        openapi_extra=_request_body(requests.v1_translate),
+    )
     _route(app, "GET", "/v1/models", native.models, answers.Models)
     _route(app, "GET", "/health", native.health, answers.Health)
     app.add_api_route("/spec", lambda: JSONResponse(app.openapi()), include_in_schema=False)
     return app
 
 
-def _route(app: FastAPI, method: str, path: str, endpoint: Callable[..., Awaitable[Response]],
-           answer: type[BaseModel] | None, *statuses: int, **options: Any) -> None:  # fmt: skip
+def _route(
+    app: FastAPI,
+    method: str,
+    path: str,
+    endpoint: Callable[..., Awaitable[Response]],
+    answer: type[BaseModel] | None,
+    *statuses: int,
+    **options: Any,
+) -> None:
     """A route that the OpenAPI document describes with its `answer`, the gate's refusals and `statuses`;
     `options`: FastAPI's (`responses` are added to the errors)."""
     errors = {s: {"model": Error, "description": ERRORS[s]} for s in (*GATE, *statuses)}
@@ -143,8 +184,12 @@ def _one_value_each(schema: dict[str, Any]) -> dict[str, Any]:
 
 def _description(limits: Limits, keys: frozenset[str] | None) -> str:
     """What the document says of every operation: where fields come from, this server's limits and keys."""
-    key = ("Every request needs an API key: the field api_key, `Authorization: Bearer KEY`, or the "
-           "explorer's cookie (set by GET /?api_key=KEY)." if keys else "No API key is needed.")  # fmt: skip
+    key = (
+        "Every request needs an API key: the field api_key, `Authorization: Bearer KEY`, or the "
+        "explorer's cookie (set by GET /?api_key=KEY)."
+        if keys
+        else "No API key is needed."
+    )
     return (
         "Neural machine translation: LibreTranslate's API (/translate, /languages, /frontend/settings), "
         "nmt's own (/v1/translate with n-best lists and attention, /v1/models, /health) and the attention "
@@ -201,5 +246,8 @@ def _static_files(files: dict[str, Path]) -> Callable[[Request], Awaitable[Respo
 
 
 def _page_headers() -> dict[str, str]:
-    return {"Content-Security-Policy": PAGE_POLICY, "X-Content-Type-Options": "nosniff",
-            "Cache-Control": "no-cache"}  # fmt: skip
+    return {
+        "Content-Security-Policy": PAGE_POLICY,
+        "X-Content-Type-Options": "nosniff",
+        "Cache-Control": "no-cache",
+    }

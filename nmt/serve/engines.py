@@ -66,8 +66,9 @@ class Translated:
 class Engine(ABC):
     """A model served under `name` for one language pair."""
 
-    def __init__(self, name: str, pair: tuple[str, str], tokenizers: Tokenizers, max_source_len: int,
-                 beam_size: int) -> None:  # fmt: skip
+    def __init__(
+        self, name: str, pair: tuple[str, str], tokenizers: Tokenizers, max_source_len: int, beam_size: int
+    ) -> None:
         self.name, (self.source, self.target) = name, pair
         self.tokenizers, self.max_source_len, self.beam_size = tokenizers, max_source_len, beam_size
 
@@ -87,8 +88,13 @@ class TorchEngine(Engine):
 
     def __init__(self, name: str, run: TrainedRun, members: list[TrainedRun]) -> None:
         cfg = run.cfg
-        super().__init__(name, (cfg.data.src_lang, cfg.data.tgt_lang), run.tokenizers, max_source_len(cfg),
-                         cfg.search.beam_size)  # fmt: skip
+        super().__init__(
+            name,
+            (cfg.data.src_lang, cfg.data.tgt_lang),
+            run.tokenizers,
+            max_source_len(cfg),
+            cfg.search.beam_size,
+        )
         self.run, self.members = run, members
 
     def search(self, sources: list[list[int]], options: Options) -> list[Translated]:
@@ -155,8 +161,9 @@ class ExportedEngine(Engine):
     def __init__(self, name: str, exported: Exported) -> None:
         if exported.languages is None:
             raise UserError(f"{name}: the export names no language pair; export the run again with this nmt")
-        super().__init__(name, exported.languages, exported.tokenizers, exported.max_source_len,
-                         exported.search.beam_size)  # fmt: skip
+        super().__init__(
+            name, exported.languages, exported.tokenizers, exported.max_source_len, exported.search.beam_size
+        )
         self.exported = exported
 
     def search(self, sources: list[list[int]], options: Options) -> list[Translated]:
@@ -165,9 +172,15 @@ class ExportedEngine(Engine):
 
     def describe(self) -> ModelFacts:
         return ModelFacts(
-            engine="ctranslate2", type="transformer", runs=[self.name], checkpoint=None, parameters=None,
-            test_bleu=None, beam_size=self.beam_size, attention=None,
-        )  # fmt: skip
+            engine="ctranslate2",
+            type="transformer",
+            runs=[self.name],
+            checkpoint=None,
+            parameters=None,
+            test_bleu=None,
+            beam_size=self.beam_size,
+            attention=None,
+        )
 
 
 @dataclass
@@ -182,8 +195,14 @@ class Catalog:
         return self.engines[decoding.model].search(sources, decoding.options)
 
 
-def load_catalog(paths: list[Path], engine: str, device: torch.device, which: str | None,
-                 beam_size: int | None, defaults: list[str] | None = None) -> Catalog:  # fmt: skip
+def load_catalog(
+    paths: list[Path],
+    engine: str,
+    device: torch.device,
+    which: str | None,
+    beam_size: int | None,
+    defaults: list[str] | None = None,
+) -> Catalog:
     """Load every directory (`engine` torch: run directories, with `which` checkpoint; ctranslate2: exports)
     and name each after its directory (`name-2`, … for repeated names); `beam_size`, when given, replaces
     each model's own; `defaults`: served names that become the default of their pair."""
@@ -224,13 +243,19 @@ def _catalog(engines: list[Engine], ensembles: list[Engine], chosen: list[str]) 
             raise UserError(f"--default {name}: no such model; served: {', '.join(served)}")
         pair = (served[name].source, served[name].target)
         if pair in picked and picked[pair] != name:
-            raise UserError(f"--default {picked[pair]} and --default {name} both translate {pair[0]} → "
-                            f"{pair[1]}: choose one")  # fmt: skip
+            raise UserError(
+                f"--default {picked[pair]} and --default {name} both translate {pair[0]} → "
+                f"{pair[1]}: choose one"
+            )
         picked[pair] = name
     defaults |= picked
     for (source, target), name in defaults.items():
-        others = [e.name for e in served.values() if (e.source, e.target, e.name) != (source, target, name)
-                  and (e.source, e.target) == (source, target)]  # fmt: skip
+        others = [
+            e.name
+            for e in served.values()
+            if (e.source, e.target, e.name) != (source, target, name)
+            and (e.source, e.target) == (source, target)
+        ]
         also = f" (also served: {', '.join(others)}; --default NAME chooses)" if others else ""
         log.info("%s → %s: %s by default%s", source, target, name, also)
     return Catalog(served, defaults)

@@ -59,8 +59,9 @@ class TranslateAsked(Asked):
 
     model_config = ConfigDict(extra="ignore")
 
-    source: str = Field(min_length=1, description="The source language, or auto: the one source served into "
-                        "target.")  # fmt: skip
+    source: str = Field(
+        min_length=1, description="The source language, or auto: the one source served into target."
+    )
     target: str = Field(min_length=1, description="The target language.")
     format: Literal["text"] = Field("text", description="Only text (LibreTranslate's html is not served).")
     alternatives: int = 0
@@ -72,8 +73,11 @@ class V1TranslateAsked(Asked):
     model_config = ConfigDict(extra="forbid")
 
     source: str | None = Field(None, description="The source language (with target; or auto).")
-    target: str | None = Field(None, description="The target language; without source, target and model: "
-                               "the one pair served, if there is one.")  # fmt: skip
+    target: str | None = Field(
+        None,
+        description="The target language; without source, target and model: "
+        "the one pair served, if there is one.",
+    )
     model: str | None = Field(None, description="A model of /v1/models (default: the pair's default).")
     nbest: int = 1
     beam_size: int = 0
@@ -95,12 +99,17 @@ def bounded(limits: Limits) -> RequestModels:
     class BoundedTexts(Asked):
         q: Annotated[
             Annotated[str, Field(min_length=1, max_length=chars), Tag("text")]
-            | Annotated[list[Annotated[str, Field(max_length=chars)]], Field(min_length=1,
-                        max_length=limits.max_texts), Tag("texts")],
+            | Annotated[
+                list[Annotated[str, Field(max_length=chars)]],
+                Field(min_length=1, max_length=limits.max_texts),
+                Tag("texts"),
+            ],
             Discriminator(_shape),
             AfterValidator(functools.partial(_within, chars)),
-        ] = Field(description=f"A text, or a list of at most {limits.max_texts} texts ({chars} characters in "
-                  "all); each line of a text is translated alone (blank lines stay blank).")  # fmt: skip
+        ] = Field(
+            description=f"A text, or a list of at most {limits.max_texts} texts ({chars} characters in "
+            "all); each line of a text is translated alone (blank lines stay blank)."
+        )
 
     class Translate(BoundedTexts, TranslateAsked):
         alternatives: Annotated[int, Field(ge=0, le=beam - 1), NO_BOOLEAN] = Field(

@@ -22,8 +22,9 @@ BODY_TIMEOUT = 10.0  # seconds a body may pause before the request is refused (4
 class Gate:
     """Reads, parses and admits each HTTP request (see the module's docstring); `keys` None: no key needed."""
 
-    def __init__(self, app: ASGIApp, limits: Limits, keys: frozenset[str] | None,
-                 body_timeout: float = BODY_TIMEOUT) -> None:  # fmt: skip
+    def __init__(
+        self, app: ASGIApp, limits: Limits, keys: frozenset[str] | None, body_timeout: float = BODY_TIMEOUT
+    ) -> None:
         self.app, self.limits, self.keys, self.body_timeout = app, limits, keys, body_timeout
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -76,10 +76,11 @@ async def models(request: Request) -> Response:
     catalog = request.app.state.service.catalog
     defaults = set(catalog.defaults.values())
     served = [
-        ServedModel(name=name, source=e.source, target=e.target, default=name in defaults,
-                    **e.describe().model_dump())
+        ServedModel(
+            name=name, source=e.source, target=e.target, default=name in defaults, **e.describe().model_dump()
+        )
         for name, e in catalog.engines.items()
-    ]  # fmt: skip
+    ]
     return json_answer(Models(models=served))
 
 

@@ -26,12 +26,18 @@ GRACE = 30  # seconds the requests in flight have to be answered after SIGINT or
 ACCESS_LOG = {  # uvicorn's access log on stderr, when asked; nmt's own logging stays as it is
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"access": {"()": "uvicorn.logging.AccessFormatter", "use_colors": False,
-                              "fmt": 'nmt: %(client_addr)s "%(request_line)s" %(status_code)s'}},
-    "handlers": {"access": {"class": "logging.StreamHandler", "formatter": "access",
-                            "stream": "ext://sys.stderr"}},
+    "formatters": {
+        "access": {
+            "()": "uvicorn.logging.AccessFormatter",
+            "use_colors": False,
+            "fmt": 'nmt: %(client_addr)s "%(request_line)s" %(status_code)s',
+        }
+    },
+    "handlers": {
+        "access": {"class": "logging.StreamHandler", "formatter": "access", "stream": "ext://sys.stderr"}
+    },
     "loggers": {"uvicorn.access": {"handlers": ["access"], "level": "INFO", "propagate": False}},
-}  # fmt: skip
+}
 
 
 @dataclass(frozen=True)
@@ -99,11 +105,17 @@ def serve(catalog: Catalog, settings: Settings) -> None:
     from nmt.serve.app import create_app
 
     sock = listen(settings.host, settings.port)
-    app = create_app(catalog, settings.limits, settings.keys, settings.max_batch_tokens,
-                     settings.max_delay_ms / 1000)  # fmt: skip
-    config = uvicorn.Config(app, log_config=ACCESS_LOG if settings.access_log else None,
-                            access_log=settings.access_log, lifespan="on", timeout_keep_alive=30,
-                            timeout_graceful_shutdown=GRACE)  # fmt: skip
+    app = create_app(
+        catalog, settings.limits, settings.keys, settings.max_batch_tokens, settings.max_delay_ms / 1000
+    )
+    config = uvicorn.Config(
+        app,
+        log_config=ACCESS_LOG if settings.access_log else None,
+        access_log=settings.access_log,
+        lifespan="on",
+        timeout_keep_alive=30,
+        timeout_graceful_shutdown=GRACE,
+    )
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
     log.info(

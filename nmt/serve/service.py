@@ -38,8 +38,13 @@ class Service:
     """The served models, the batcher that decodes for all of them, the request limits and the request models
     bounded by them."""
 
-    def __init__(self, catalog: Catalog, batcher: Batcher[Decoding, Translated], limits: Limits,
-                 requests: RequestModels) -> None:  # fmt: skip
+    def __init__(
+        self,
+        catalog: Catalog,
+        batcher: Batcher[Decoding, Translated],
+        limits: Limits,
+        requests: RequestModels,
+    ) -> None:
         self.catalog, self.batcher, self.limits, self.requests = catalog, batcher, limits, requests
 
     def choose(self, source: str | None, target: str | None, model: str | None) -> Engine:
@@ -78,8 +83,11 @@ class Service:
         flat = engine.tokenizers.src.encode([normalize(line) for text in lines for line in text])
         for i, ids in enumerate(flat):
             if len(ids) > engine.max_source_len:
-                raise ApiError(400, f"line {i + 1} of the request has {len(ids)} subwords; {engine.name} "
-                               f"translates at most {engine.max_source_len} a line: split it")  # fmt: skip
+                raise ApiError(
+                    400,
+                    f"line {i + 1} of the request has {len(ids)} subwords; {engine.name} "
+                    f"translates at most {engine.max_source_len} a line: split it",
+                )
         try:
             found = await self.batcher.translate(decoding, flat, decoding.options.beam_size)
         except Closed as err:

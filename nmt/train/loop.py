@@ -101,8 +101,12 @@ class Trainer:
                     if progress.step % cfg.eval_every == 0:
                         self.validate()
             progress.stop_reason = reason
-            log.info("training stopped at step %d after %s: %s", progress.step, clock(self.elapsed()),
-                     describe_stop(reason, cfg))  # fmt: skip
+            log.info(
+                "training stopped at step %d after %s: %s",
+                progress.step,
+                clock(self.elapsed()),
+                describe_stop(reason, cfg),
+            )
             if progress.validated_step != progress.step and reason != "signal":
                 self.validate()
             progress.elapsed = self.elapsed()

@@ -114,9 +114,15 @@ class Monitor:
         limit = f"/{self.cfg.max_steps}" if self.cfg.max_steps else ""
         log.info(
             "step %d%s: loss %.3f, lr %.2e, %.0f target tok/s, elapsed %s, ETA %s",
-            step, limit, record["loss"], record["lr"], record["target_tokens_per_s"],
-            clock(record["elapsed"]), clock(eta), extra={"bar_shown": not self.bar.disable},
-        )  # fmt: skip
+            step,
+            limit,
+            record["loss"],
+            record["lr"],
+            record["target_tokens_per_s"],
+            clock(record["elapsed"]),
+            clock(eta),
+            extra={"bar_shown": not self.bar.disable},
+        )
 
     def valid(self, step: int, epoch: int, record: dict[str, float]) -> None:
         """A validation: loss, BLEU, chrF, elapsed seconds."""

@@ -57,9 +57,14 @@ def run_offline(python: Path, request: dict, home: Path) -> dict:
     if "stanza" in str(home):
         raise ValueError(f"{home}: argostranslate picks its splitter by searching the path for 'stanza'")
     env = {key: value for key, value in os.environ.items() if not key.startswith(("ARGOS_", "LT_"))}
-    env |= {"HOME": str(home), "XDG_DATA_HOME": str(home / "data"), "XDG_CONFIG_HOME": str(home / "config"),
-            "XDG_CACHE_HOME": str(home / "cache"), "ARGOS_PACKAGES_DIR": str(home / "packages"),
-            "PYTHONPATH": str(OFFLINE)}  # fmt: skip
+    env |= {
+        "HOME": str(home),
+        "XDG_DATA_HOME": str(home / "data"),
+        "XDG_CONFIG_HOME": str(home / "config"),
+        "XDG_CACHE_HOME": str(home / "cache"),
+        "ARGOS_PACKAGES_DIR": str(home / "packages"),
+        "PYTHONPATH": str(OFFLINE),
+    }
     command = [*network_namespace(), str(python), str(OFFLINE / "driver.py")]
     result = subprocess.run(command, input=json.dumps(request), capture_output=True, text=True, env=env)
     if result.returncode:

@@ -9,17 +9,44 @@ from tests.conftest import ROOT, run_cli
 def test_benchmark_reports_training_and_decoding_figures(corpus: Path, tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
     code, stdout, err = run_cli(
-        "benchmark", str(ROOT / "configs" / "tiny-transformer.yaml"), "--data", str(corpus),
-        "--device", "cpu", "--warmup-steps", "1", "--steps", "3", "--bleu-target", "99", "--bleu-budget", "3",
-        "--decode-sentences", "20", "--json", str(out),
-        "--set", "model.transformer.d_model=32", "--set", "model.transformer.ff_dim=64",
-        "--set", "train.static_shapes=true", "--set", "train.max_shapes=4",
-    )  # fmt: skip
+        "benchmark",
+        str(ROOT / "configs" / "tiny-transformer.yaml"),
+        "--data",
+        str(corpus),
+        "--device",
+        "cpu",
+        "--warmup-steps",
+        "1",
+        "--steps",
+        "3",
+        "--bleu-target",
+        "99",
+        "--bleu-budget",
+        "3",
+        "--decode-sentences",
+        "20",
+        "--json",
+        str(out),
+        "--set",
+        "model.transformer.d_model=32",
+        "--set",
+        "model.transformer.ff_dim=64",
+        "--set",
+        "train.static_shapes=true",
+        "--set",
+        "train.max_shapes=4",
+    )
     assert code == 0, err
     result = json.loads(out.read_text())
     assert result["train_steps_timed"] == 3 and result["decode_sentences"] == 20
-    for key in ("train_target_tokens_per_s", "train_tokens_per_s", "epoch_seconds", "beam1_sent_per_s",
-                "beam5_sent_per_s", "beam5_tokens_per_s"):  # fmt: skip
+    for key in (
+        "train_target_tokens_per_s",
+        "train_tokens_per_s",
+        "epoch_seconds",
+        "beam1_sent_per_s",
+        "beam5_sent_per_s",
+        "beam5_tokens_per_s",
+    ):
         assert result[key] > 0, key
     assert result["train_tokens_per_s"] > result["train_target_tokens_per_s"]
     assert result["seconds_to_bleu"] is None and result["torch"] and result["device"]

@@ -31,9 +31,23 @@ def test_the_table_compares_every_runtime_with_nmt(trained_run: Path, corpus: Pa
         without = []
     except RuntimeError:  # no PyPI
         without = ["--without", "argos"]
-    command = [sys.executable, str(ROOT / "scripts" / "export_bench.py"), "--run", str(trained_run),
-               "--data", str(corpus), "--work", str(work), "--sentences", "20", "--threads", "1",
-               "--repeats", "1", *without]  # fmt: skip
+    command = [
+        sys.executable,
+        str(ROOT / "scripts" / "export_bench.py"),
+        "--run",
+        str(trained_run),
+        "--data",
+        str(corpus),
+        "--work",
+        str(work),
+        "--sentences",
+        "20",
+        "--threads",
+        "1",
+        "--repeats",
+        "1",
+        *without,
+    ]
     result = subprocess.run(command, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "the first 20 sentences" in result.stdout and "1 threads a runtime" in result.stdout

@@ -59,9 +59,22 @@ def test_one_run_measures_both_on_cpu(corpus: Path, tmp_path: Path) -> None:
     """The default ceiling is the project's own scripts/ceiling_bench.py."""
     script, config = ROOT / "scripts" / "speed_table.py", ROOT / "configs" / "tiny-transformer.yaml"
     options = ["--smoke", "--data", str(corpus), "--out", str(tmp_path)]
-    benchmark = ["--device", "cpu", "--warmup-steps", "1", "--steps", "2", "--bleu-target", "99",
-                 "--bleu-budget", "2", "--decode-sentences", "10",
-                 "--set", "model.transformer.d_model=32"]  # fmt: skip
+    benchmark = [
+        "--device",
+        "cpu",
+        "--warmup-steps",
+        "1",
+        "--steps",
+        "2",
+        "--bleu-target",
+        "99",
+        "--bleu-budget",
+        "2",
+        "--decode-sentences",
+        "10",
+        "--set",
+        "model.transformer.d_model=32",
+    ]
     result = subprocess.run(
         [sys.executable, str(script), str(config), *options, "--", *benchmark],
         capture_output=True,

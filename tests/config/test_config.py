@@ -255,11 +255,24 @@ model:
 # The model section of a checkpoint (or run directory's config.yaml) written before the families had sections:
 # every field, those of the other family included
 OLD_CHECKPOINT_MODEL = {
-    "type": "rnn-luong", "d_model": 64, "heads": 8, "ff_dim": 2048, "encoder_layers": 2, "decoder_layers": 3,
-    "dropout": 0.2, "attention_dropout": 0.0, "norm": "pre", "tie_embeddings": True, "max_positions": 1024,
-    "rnn_cell": "lstm", "hidden_size": 48, "bridge": "learned", "luong_score": "dot", "input_feeding": True,
+    "type": "rnn-luong",
+    "d_model": 64,
+    "heads": 8,
+    "ff_dim": 2048,
+    "encoder_layers": 2,
+    "decoder_layers": 3,
+    "dropout": 0.2,
+    "attention_dropout": 0.0,
+    "norm": "pre",
+    "tie_embeddings": True,
+    "max_positions": 1024,
+    "rnn_cell": "lstm",
+    "hidden_size": 48,
+    "bridge": "learned",
+    "luong_score": "dot",
+    "input_feeding": True,
     "scale_scores": False,
-}  # fmt: skip
+}
 
 
 def test_nested_model_sections_load(tmp_path: Path) -> None:

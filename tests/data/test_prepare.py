@@ -204,8 +204,9 @@ def test_a_full_disk_while_building_the_cache_is_one_line(
     with monkeypatch.context() as patch:
         patch.setattr(module, "open", full_disk, raising=False)
         result = run_cli("-q", *args)
-    assert_one_line_error(result, f"disk full while building the corpus cache in {cache} (NMT_CACHE)",
-                          "free space", "NMT_CACHE")  # fmt: skip
+    assert_one_line_error(
+        result, f"disk full while building the corpus cache in {cache} (NMT_CACHE)", "free space", "NMT_CACHE"
+    )
     assert not [path for path in cache.rglob("*") if path.name.startswith(".")]  # no temporary directory
     assert not (cache / "encoded").exists() or not any((cache / "encoded").iterdir())
     assert not run.exists()

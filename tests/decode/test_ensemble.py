@@ -25,8 +25,22 @@ def test_an_ensemble_scores_at_least_its_weaker_member(
     """The session's tiny Transformer and one trained the same way from another seed."""
     other = tmp_path / "seed7"
     config = str(ROOT / "configs" / "tiny-transformer.yaml")
-    code, _, err = run_cli("train", config, "--data", str(corpus), "--out", str(other), "--device", "cpu",
-                           "--max-steps", "300", "--max-time", "0", "--set", "train.seed=7")  # fmt: skip
+    code, _, err = run_cli(
+        "train",
+        config,
+        "--data",
+        str(corpus),
+        "--out",
+        str(other),
+        "--device",
+        "cpu",
+        "--max-steps",
+        "300",
+        "--max-time",
+        "0",
+        "--set",
+        "train.seed=7",
+    )
     assert code == 0, err
     assert bleu(trained_run, other) >= min(bleu(trained_run), bleu(other))
 

@@ -16,10 +16,24 @@ from tests.conftest import ROOT
 README = ROOT / "README.md"
 TEST_COMMAND = 'pip install -e ".[dev]" && python -m pytest -q && python -m pytest -q -m slow'
 HISTORY = re.compile(r"\bissue \d|\bthis session\b|\bround two\b|\blent machine|\d+ tests\b", re.I)
-TINY = ["--max-steps", "12", "--max-time", "0", "--set", "train.eval_every=6",
-        "--set", "tokenizer.vocab_size=120", "--set", "model.transformer.d_model=32",
-        "--set", "model.transformer.ff_dim=64", "--set", "train.batch_tokens=600",
-        "--set", "search.beam_size=2"]  # fmt: skip
+TINY = [
+    "--max-steps",
+    "12",
+    "--max-time",
+    "0",
+    "--set",
+    "train.eval_every=6",
+    "--set",
+    "tokenizer.vocab_size=120",
+    "--set",
+    "model.transformer.d_model=32",
+    "--set",
+    "model.transformer.ff_dim=64",
+    "--set",
+    "train.batch_tokens=600",
+    "--set",
+    "search.beam_size=2",
+]
 
 
 def code_blocks(text: str) -> list[tuple[str, str]]:
@@ -66,8 +80,17 @@ def test_the_quick_start_runs_as_written(tmp_path: Path) -> None:
     data/multi30k/ holding train/val/test2016 files as the raw Multi30k release names them), with overrides
     that make the model and the run tiny."""
     data = tmp_path / "data" / "multi30k"
-    corpus = write_reordering_corpus(tmp_path / "corpus", train=400, valid=20, test=20, vocab=40,
-                                     min_len=3, max_len=6, src_lang="de", tgt_lang="en")  # fmt: skip
+    corpus = write_reordering_corpus(
+        tmp_path / "corpus",
+        train=400,
+        valid=20,
+        test=20,
+        vocab=40,
+        min_len=3,
+        max_len=6,
+        src_lang="de",
+        tgt_lang="en",
+    )
     data.mkdir(parents=True)
     for split, name in (("train", "train"), ("valid", "val"), ("test", "test2016")):
         for lang in ("de", "en"):
@@ -76,8 +99,14 @@ def test_the_quick_start_runs_as_written(tmp_path: Path) -> None:
     tiny = " ".join(TINY)
     lines = [f"{line} {tiny}" if shlex_head(line) == ["nmt", "train"] else line for line in quick_start()]
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    result = subprocess.run(["bash", "-euo", "pipefail", "-c", "\n".join(lines)], cwd=tmp_path, env=env,
-                            capture_output=True, text=True, timeout=600)  # fmt: skip
+    result = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", "\n".join(lines)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip(), "nmt translate printed no translation"
     assert (tmp_path / "runs" / "m30k-cpu" / "report.json").is_file()

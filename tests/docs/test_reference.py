@@ -27,8 +27,11 @@ def test_every_command_option_and_key_is_in_the_reference() -> None:
     cli, config = pages["cli.md"](), pages["config.md"]()
     for fragment in ("## `nmt train`", "## `nmt serve`", "`--max-time <float range>`", "`[default: auto]`"):
         assert fragment in cli, fragment
-    for fragment in ("## `model.transformer`", "| `luong_score` | `general` | `dot`, `general`, `concat` |",
-                     "| `max_shapes` | `32` | an integer in [1, 1024] |"):  # fmt: skip
+    for fragment in (
+        "## `model.transformer`",
+        "| `luong_score` | `general` | `dot`, `general`, `concat` |",
+        "| `max_shapes` | `32` | an integer in [1, 1024] |",
+    ):
         assert fragment in config, fragment
 
 

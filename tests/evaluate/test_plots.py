@@ -117,8 +117,9 @@ def test_labels_mark_a_word_start_with_a_dot_as_the_explorer_does(figures: list,
 def test_plot_attention_head_must_be_a_head(
     trained_run: Path, tmp_path: Path, head: str, fragment: str
 ) -> None:
-    result = run_cli("plot-attention", str(trained_run), "--text", "a b", "--out", str(tmp_path / "a.png"),
-                     "--head", head)  # fmt: skip
+    result = run_cli(
+        "plot-attention", str(trained_run), "--text", "a b", "--out", str(tmp_path / "a.png"), "--head", head
+    )
     assert_one_line_error(result, fragment)
     assert not (tmp_path / "a.png").exists()
 

@@ -46,8 +46,12 @@ def test_package_layout_and_metadata(tiny_run: Path, tmp_path: Path) -> None:
         spm = package.read(f"{folder}/sentencepiece.model")
         readme = package.read(f"{folder}/README.md").decode()
     assert {key: metadata[key] for key in ("from_code", "from_name", "to_code", "to_name", "type")} == {
-        "from_code": "src", "from_name": "src", "to_code": "tgt", "to_name": "tgt", "type": "translate",
-    }  # fmt: skip
+        "from_code": "src",
+        "from_name": "src",
+        "to_code": "tgt",
+        "to_name": "tgt",
+        "type": "translate",
+    }
     assert metadata["package_version"] and metadata["argos_version"]
     assert "not a trained model" in metadata["sentence_splitter"]
     assert config["add_source_eos"] is True  # argostranslate passes bare pieces: CTranslate2 adds the eos
@@ -123,8 +127,17 @@ def packages(tiny: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
     root = tmp_path_factory.mktemp("argos-packages")
     corpus = write_punctuated_corpus(root / "corpus", "de", "en")
     config = str(ROOT / "configs" / "tiny-transformer.yaml")
-    args = ["--data", str(corpus), "--device", "cpu", "--max-time", "0", "--set", "train.eval_every=150",
-            *NO_REPORT]  # fmt: skip
+    args = [
+        "--data",
+        str(corpus),
+        "--device",
+        "cpu",
+        "--max-time",
+        "0",
+        "--set",
+        "train.eval_every=150",
+        *NO_REPORT,
+    ]
     runs = {
         "de_en": ["train", config, "--src-lang", "de", "--tgt-lang", "en", "--max-steps", "300", *args],
         "en_de": ["train", str(tiny), "--src-lang", "en", "--tgt-lang", "de", "--max-steps", "5", *args],
@@ -145,8 +158,14 @@ def test_argostranslate_translates_offline_as_nmt_does(
     corpus = packages["de_en"].parent / "corpus"
     sentences = (corpus / "test.de").read_text().splitlines()[:12]
     paragraph = " ".join(sentences)
-    request = {"mode": "translate", "packages": [str(packages["de_en"])], "from": "de", "to": "en",
-               "paragraph": paragraph, "sentences": sentences}  # fmt: skip
+    request = {
+        "mode": "translate",
+        "packages": [str(packages["de_en"])],
+        "from": "de",
+        "to": "en",
+        "paragraph": paragraph,
+        "sentences": sentences,
+    }
     answer = harness.run_offline(argos_python, request, tmp_path / "home")
     assert answer["installed"] == ["translate-de_en-nmt"] and answer["sentencizer"] == "MiniSBDSentencizer"
     assert answer["split"] == sentences
@@ -172,8 +191,14 @@ def test_libretranslate_serves_the_packages_offline(
     with nmt's translation of each sentence, joined (its formatting pass leaves such a paragraph as it is)."""
     corpus = packages["de_en"].parent / "corpus"
     sentences = (corpus / "test.de").read_text().splitlines()[12:18]
-    request = {"mode": "libretranslate", "packages": [str(p) for p in packages.values()], "from": "de",
-               "to": "en", "paragraph": " ".join(sentences), "load_only": "de,en"}  # fmt: skip
+    request = {
+        "mode": "libretranslate",
+        "packages": [str(p) for p in packages.values()],
+        "from": "de",
+        "to": "en",
+        "paragraph": " ".join(sentences),
+        "load_only": "de,en",
+    }
     answer = harness.run_offline(argos_python, request, tmp_path / "home")
     assert answer["installed"] == ["translate-de_en-nmt", "translate-en_de-nmt"]
     assert {language["code"] for language in answer["languages"]} == {"de", "en"}

@@ -103,9 +103,15 @@ def test_position_tables_equal_transformers_bit_for_bit() -> None:
     """Marian's own table (sin in the first half, cos in the second) is ours with the dimensions permuted."""
     d_model, positions = 64, 1024
     config = transformers.MarianConfig(
-        vocab_size=8, d_model=d_model, encoder_layers=1, decoder_layers=1, encoder_ffn_dim=8,
-        decoder_ffn_dim=8, max_position_embeddings=positions, pad_token_id=0,
-    )  # fmt: skip
+        vocab_size=8,
+        d_model=d_model,
+        encoder_layers=1,
+        decoder_layers=1,
+        encoder_ffn_dim=8,
+        decoder_ffn_dim=8,
+        max_position_embeddings=positions,
+        pad_token_id=0,
+    )
     theirs = transformers.MarianMTModel(config).model.encoder.embed_positions.weight
     ours = sinusoidal_positions(positions, d_model)
     order = [*range(0, d_model, 2), *range(1, d_model, 2)]
@@ -167,8 +173,11 @@ def assert_export_translates_as_nmt(run_dir: Path, lines_file: Path, export: Pat
     assert sources == our_sources
     assert len(found) >= 50 and found == ours
     expected = dict(zip(lines, nmt_text.splitlines(), strict=True))
-    plain = [(text, expected[line]) for line, text, tokens in zip(nonempty, texts, found, strict=True)
-             if 1 not in tokens]  # fmt: skip
+    plain = [
+        (text, expected[line])
+        for line, text, tokens in zip(nonempty, texts, found, strict=True)
+        if 1 not in tokens
+    ]
     assert len(plain) >= 50 and all(text == nmt for text, nmt in plain)
 
 

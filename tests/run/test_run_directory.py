@@ -22,8 +22,14 @@ def flat_model_config(config: dict) -> dict:
     """A Transformer run's config dict as nmt wrote it before each model family had its own section: every
     model field flat, the RNN's (which a Transformer ignored) included."""
     model = {key: value for key, value in config["model"].items() if key != "transformer"}
-    rnn = {"rnn_cell": "gru", "hidden_size": 512, "bridge": "learned", "luong_score": "general",
-           "input_feeding": True, "scale_scores": False}  # fmt: skip
+    rnn = {
+        "rnn_cell": "gru",
+        "hidden_size": 512,
+        "bridge": "learned",
+        "luong_score": "general",
+        "input_feeding": True,
+        "scale_scores": False,
+    }
     return config | {"model": model | config["model"]["transformer"] | rnn}
 
 
@@ -129,6 +135,14 @@ def test_overwrite_leaves_nothing_of_the_old_run(kept_run: Path, tiny: Path, sma
     code, _, err = run_cli(*args)
     assert code == 0, err
     left = {p.name for p in kept_run.iterdir()}
-    assert left == {".lock", "config.yaml", "spm.model", "best.pt", "last.pt", "metrics.jsonl", "train.log",
-                    "notes.txt"}  # fmt: skip
+    assert left == {
+        ".lock",
+        "config.yaml",
+        "spm.model",
+        "best.pt",
+        "last.pt",
+        "metrics.jsonl",
+        "train.log",
+        "notes.txt",
+    }
     assert_one_line_error(run_cli("average", str(kept_run), "--last", "2"), "keeps 0 checkpoint(s)")

@@ -32,8 +32,13 @@ def catalog(trained_run: Path) -> Catalog:
     return load_catalog([trained_run], "torch", torch.device("cpu"), None, None)
 
 
-def make_client(catalog: Catalog, limits: Limits | None = None, keys: frozenset[str] | None = None,
-                max_tokens: int = 4096, max_delay: float = 0.005) -> TestClient:  # fmt: skip
+def make_client(
+    catalog: Catalog,
+    limits: Limits | None = None,
+    keys: frozenset[str] | None = None,
+    max_tokens: int = 4096,
+    max_delay: float = 0.005,
+) -> TestClient:
     return TestClient(create_app(catalog, limits or Limits(), keys, max_tokens, max_delay))
 
 

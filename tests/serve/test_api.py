@@ -136,9 +136,13 @@ def test_v1_translate_without_a_pair_among_several_says_which_to_send(catalog: C
 
 @pytest.mark.parametrize(
     ("body", "form"),
-    [({"attention": "yes", "nbest": "2"}, False), ({"attention": "on", "nbest": "2"}, True),
-     ({"attention": "TRUE", "nbest": "2.0"}, True), ({"attention": 1, "nbest": 2.0}, False)],
-)  # fmt: skip
+    [
+        ({"attention": "yes", "nbest": "2"}, False),
+        ({"attention": "on", "nbest": "2"}, True),
+        ({"attention": "TRUE", "nbest": "2.0"}, True),
+        ({"attention": 1, "nbest": 2.0}, False),
+    ],
+)
 def test_numbers_and_booleans_may_come_as_strings_that_spell_them(
     client: TestClient, body: dict, form: bool
 ) -> None:
@@ -210,10 +214,12 @@ def test_default_chooses_the_model_of_a_pair(trained_run: Path) -> None:
 
 @pytest.mark.parametrize(
     ("kind", "expected"),
-    [("rnn-bahdanau", "one layer, one head: Bahdanau attention (additive)"),
-     ("rnn-luong", "one layer, one head: Luong attention (general score)"),
-     ("transformer", "3 decoder layers × 8 heads (scaled dot-product)")],
-)  # fmt: skip
+    [
+        ("rnn-bahdanau", "one layer, one head: Bahdanau attention (additive)"),
+        ("rnn-luong", "one layer, one head: Luong attention (general score)"),
+        ("transformer", "3 decoder layers × 8 heads (scaled dot-product)"),
+    ],
+)
 def test_v1_models_says_what_attention_each_model_type_returns(kind: str, expected: str) -> None:
     from nmt.models.config import ModelConfig
     from nmt.serve.engines import attention_layout

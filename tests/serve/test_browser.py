@@ -21,9 +21,17 @@ from tests.serve.conftest import start
 pytestmark = pytest.mark.slow
 
 CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--window-size=1400,900"]  # fmt: skip
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--window-size=1400,900",
+]
 SENTENCE = "nopaju kaju zufete giholo fegibe"
 LONG = 40  # source subwords, '</s>' included
 
@@ -152,11 +160,31 @@ def german_rnn(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
         (data / name).write_text("".join(path.read_text().splitlines(keepends=True)[:300]))
     run_dir = tmp_path_factory.mktemp("runs") / "rnn-de-en"
     code, _, err = run_cli(
-        "train", str(ROOT / "configs" / "tiny-rnn-bahdanau.yaml"), "--data", str(data), "--out", str(run_dir),
-        "--device", "cpu", "--max-steps", "20", "--max-time", "0", "--set", "data.src_lang=de",
-        "--set", "data.tgt_lang=en", "--set", "tokenizer.vocab_size=200", "--set", "train.eval_every=20",
-        "--set", "train.eval_max_sentences=10", "--set", "train.final_report=false",
-    )  # fmt: skip
+        "train",
+        str(ROOT / "configs" / "tiny-rnn-bahdanau.yaml"),
+        "--data",
+        str(data),
+        "--out",
+        str(run_dir),
+        "--device",
+        "cpu",
+        "--max-steps",
+        "20",
+        "--max-time",
+        "0",
+        "--set",
+        "data.src_lang=de",
+        "--set",
+        "data.tgt_lang=en",
+        "--set",
+        "tokenizer.vocab_size=200",
+        "--set",
+        "train.eval_every=20",
+        "--set",
+        "train.eval_max_sentences=10",
+        "--set",
+        "train.final_report=false",
+    )
     assert code == 0, err
     return run_dir
 

@@ -7,8 +7,16 @@ from nmt.serve.engines import Catalog
 from nmt.serve.payloads import Limits
 from tests.serve.conftest import make_client
 
-ROUTES = {"/", "/static/{name}", "/translate", "/languages", "/frontend/settings", "/v1/translate",
-          "/v1/models", "/health"}  # fmt: skip
+ROUTES = {
+    "/",
+    "/static/{name}",
+    "/translate",
+    "/languages",
+    "/frontend/settings",
+    "/v1/translate",
+    "/v1/models",
+    "/health",
+}
 GATE = {"400", "403", "408", "413", "415", "500"}
 
 
@@ -58,8 +66,14 @@ def test_the_answers_are_described(spec: dict) -> None:
     answer = spec["paths"]["/v1/translate"]["post"]["responses"]["200"]["content"]["application/json"]
     assert answer["schema"] == {"$ref": "#/components/schemas/V1Translation"}
     assert set(schemas["HypothesisAnswer"]["properties"]) == {"text", "score", "target_pieces", "attention"}
-    assert set(schemas["Health"]["required"]) == {"status", "models", "waiting", "batches", "sentences",
-                                                  "split_batches"}  # fmt: skip
+    assert set(schemas["Health"]["required"]) == {
+        "status",
+        "models",
+        "waiting",
+        "batches",
+        "sentences",
+        "split_batches",
+    }
 
 
 def test_with_api_keys_the_document_needs_one_too(catalog: Catalog) -> None:

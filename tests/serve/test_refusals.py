@@ -150,9 +150,12 @@ def test_an_unpaired_surrogate_anywhere_in_json_is_a_400(small: TestClient, path
 
 @pytest.mark.parametrize(
     ("query", "form"),
-    [("?source=%ED%A0%80", b"q=paho&target=tgt"), ("", b"q=paho&source=src&target=%ED%A0%80"),
-     ("?%ED%A0%80=1", b"q=paho&source=src&target=tgt")],
-)  # fmt: skip
+    [
+        ("?source=%ED%A0%80", b"q=paho&target=tgt"),
+        ("", b"q=paho&source=src&target=%ED%A0%80"),
+        ("?%ED%A0%80=1", b"q=paho&source=src&target=tgt"),
+    ],
+)
 def test_a_surrogate_in_the_query_or_a_form_is_a_400(small: TestClient, query: str, form: bytes) -> None:
     response = small.post(f"/translate{query}", content=form, headers=FORM)
     assert response.status_code == 400 and "UTF-8" in response.json()["error"]

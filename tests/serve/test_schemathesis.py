@@ -23,8 +23,13 @@ from tests.serve.conftest import start  # noqa: E402
 from tests.serve.test_openapi import ROUTES  # noqa: E402
 
 pytestmark = pytest.mark.slow
-CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_headers_conformance,
-          response_schema_conformance]  # fmt: skip
+CHECKS = [
+    not_a_server_error,
+    status_code_conformance,
+    content_type_conformance,
+    response_headers_conformance,
+    response_schema_conformance,
+]
 EXAMPLES = 30  # per operation and mode: (8 + 2) × 30 requests
 PAIR = {"source": "src", "target": "tgt"}
 CASES = [  # every operation with valid fields, the translating ones also with invalid fields

@@ -43,8 +43,14 @@ def test_train_log_keeps_every_line_and_continues_across_resume(
     code, _, err = run_cli("-q", *train_args(tiny, small_corpus, run, "--max-steps", "10"))
     assert code == 0 and err == "", err
     first = (run / "train.log").read_text()
-    expected = ["step 10/10: loss", "step 10: valid loss", "training stopped at step 10 after",
-                "max steps (train.max_steps=10)", "final report: valid BLEU", "report done"]  # fmt: skip
+    expected = [
+        "step 10/10: loss",
+        "step 10: valid loss",
+        "training stopped at step 10 after",
+        "max steps (train.max_steps=10)",
+        "final report: valid BLEU",
+        "report done",
+    ]
     for line in expected:
         assert line in first, (line, first)
     assert json.loads((run / "report.json").read_text())["stop_reason"] == "max steps"

@@ -94,8 +94,16 @@ def test_resume_continues_bit_for_bit(corpus: Path, tmp_path: Path) -> None:
 
 def test_final_report_with_checkpoint_averaging(corpus: Path, tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
-    cfg = tiny_config(corpus, max_steps=30, eval_every=10, keep_checkpoints=2, average_checkpoints=2,
-                      final_report=True, lr=3.0e-3, warmup_steps=10)  # fmt: skip
+    cfg = tiny_config(
+        corpus,
+        max_steps=30,
+        eval_every=10,
+        keep_checkpoints=2,
+        average_checkpoints=2,
+        final_report=True,
+        lr=3.0e-3,
+        warmup_steps=10,
+    )
     train(cfg, run_dir)
     assert [p.name for p in RunDir(run_dir).snapshots()] == ["step20.pt", "step30.pt"]
     first, second = (load_checkpoint(p)["model"] for p in RunDir(run_dir).snapshots())
