@@ -7,13 +7,12 @@ exit with code 2; an interrupted training run exits with 130 after saving its ch
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import logging
 import os
 import re
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, BinaryIO, TypeVar
 
@@ -29,7 +28,7 @@ from nmt.limits import MAX_BEAM, MAX_SIZE
 if TYPE_CHECKING:
     from typer._click import Context as ClickContext  # what TyperGroup's methods take (typer.Context's base)
 
-    from nmt.decode.translate import OutputFormat
+    from nmt.decode.outputs import OutputFormat
     from nmt.evaluate.plots import Scale
 
 Choice = TypeVar("Choice", bound=str)
@@ -357,9 +356,39 @@ def translate(
     max_len_b: MaxLenB = None,
     batch_size: BatchSize = None,
     nbest: Annotated[
-        int | None, typer.Option(min=1, help="Hypotheses per line (at most the beam size); implies --scores.")
+        int | None,
+        typer.Option(
+            min=1,
+            max=MAX_BEAM,
+            help="Hypotheses per line (at most the beam size; with --sampling, the samples drawn); implies "
+            "--scores.",
+        ),
     ] = None,
     scores: Annotated[bool, typer.Option(help="Write `i ||| translation ||| score` lines.")] = False,
+    sampling: Annotated[
+        bool | None,
+        typer.Option(
+            "--sampling/--no-sampling",
+            help="Draw each next token from the model's distribution instead of searching (back-translation, "
+            "diverse outputs); --nbest N draws N samples.",
+        ),
+    ] = None,
+    temperature: Annotated[
+        float | None,
+        typer.Option(help="Sampling: divide log-probabilities by this (< 1 sharper, > 1 flatter)."),
+    ] = None,
+    top_k: Annotated[
+        int | None,
+        typer.Option(min=0, max=MAX_SIZE, help="Sampling: only the k most probable tokens (0: all)."),
+    ] = None,
+    top_p: Annotated[
+        float | None,
+        typer.Option(help="Sampling: only the smallest set of tokens whose probability reaches p (nucleus)."),
+    ] = None,
+    seed: Annotated[
+        int | None,
+        typer.Option(min=0, help="Sampling: the seed; the same input and seed give the same samples."),
+    ] = None,
     format: Annotated[
         str, typer.Option("--format", help="text, or jsonl: one JSON object of hypotheses per line.")
     ] = "text",
@@ -393,6 +422,9 @@ def translate(
     they are done (to --output only when complete).
     """
     from nmt.atomic_files import write_output
+    from nmt.decode.outputs import stream_translations
+    from nmt.device import resolve_device
+    from nmt.export.runtime import load_translator
 
     if format not in ("text", "jsonl"):
         raise UserError(f"--format {format}: expected text or jsonl")
@@ -404,8 +436,14 @@ def translate(
         "max_len_b": max_len_b,
         "batch_size": batch_size,
         "nbest": nbest,
+        "sampling": sampling,
+        "temperature": temperature,
+        "top_k": top_k,
+        "top_p": top_p,
+        "seed": seed,
     }
-    stream = _translator(run_dirs, engine, device, checkpoint, flags, style)
+    given = {name: value for name, value in flags.items() if value is not None}
+    translator = load_translator(run_dirs, engine, resolve_device(device), checkpoint, given)
     bad = 0
     with _read_input(input) as (source, name, terminal):
         if terminal:  # the model is loaded: a user at the keyboard learns when to type, and how to stop
@@ -413,42 +451,12 @@ def translate(
 
         def write(out: BinaryIO) -> None:
             nonlocal bad
-            bad = stream(source, name, out, skip_bad_lines, terminal if interactive is None else interactive)
+            live = terminal if interactive is None else interactive
+            bad = stream_translations(translator, source, name, out, skip_bad_lines, live, style)
 
         write_output(output, write)
     if bad:
         typer.echo(f"nmt: {bad} lines that are not valid UTF-8 translated as empty lines", err=True)
-
-
-def _translator(
-    run_dirs: list[Path],
-    engine: str,
-    device: str,
-    checkpoint: str | None,
-    flags: dict[str, Any],
-    style: OutputFormat,
-) -> Callable[..., int]:
-    """`stream(source, name, out, skip_bad_lines, interactive)` translating with the runs (engine torch;
-    several make an ensemble) or with the export (engine ctranslate2) in RUN_DIR, `auto` telling them apart;
-    returns the bad lines."""
-    from nmt.decode.translate import stream_translations
-    from nmt.export.runtime import choose_engine
-
-    if choose_engine(engine, run_dirs, checkpoint) == "ctranslate2":
-        from nmt.export.runtime import load_export
-
-        if len(run_dirs) > 1:
-            raise UserError("the ctranslate2 engine translates with one export; an ensemble needs runs")
-        given = {name: value for name, value in flags.items() if value is not None}
-        export = load_export(run_dirs[0], device).with_search(given)
-        return functools.partial(stream_translations, export, export.translate_sentences, style=style)
-    from nmt.decode.trained_run import load_runs
-    from nmt.decode.translate import translate_hypotheses
-    from nmt.device import resolve_device
-
-    run = load_runs(run_dirs, resolve_device(device), checkpoint, search_overrides(**flags))
-    search = functools.partial(translate_hypotheses, run)
-    return functools.partial(stream_translations, run, search, style=style)
 
 
 @app.command()
@@ -517,16 +525,16 @@ def plot_attention(
 ) -> None:
     """Draw the encoder-decoder attention of one translation as a heatmap (output rows, source columns)."""
     from nmt.decode.trained_run import load_run
-    from nmt.decode.translate import align
+    from nmt.decode.translator import TorchTranslator
     from nmt.device import resolve_device
     from nmt.evaluate.plots import check_output_path, save_attention
 
     check_output_path(out)
     colours: Scale = _choice("--scale", scale, ("figure", "fixed"))
     run = load_run(run_dir, resolve_device(device), checkpoint, search_overrides(beam_size=beam_size))
-    alignment = align(run, text)
-    save_attention(alignment, out, run.cfg.model, layer, head, all_heads, colours)
-    typer.echo(f"{alignment.translation}\nwrote {out}")
+    translated = TorchTranslator.of_run(run).translate_with_attention(text)
+    save_attention(translated, out, run.cfg.model, layer, head, all_heads, colours)
+    typer.echo(f"{translated.best.text}\nwrote {out}")
 
 
 @app.command()

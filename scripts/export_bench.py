@@ -41,12 +41,11 @@ from pathlib import Path
 import torch
 from argos_offline import harness
 
-from nmt.config.schema import replace as config_replace
 from nmt.data.batching import sorted_groups
 from nmt.data.corpus import SplitFiles, read_files, read_split
 from nmt.data.synthetic import write_reordering_corpus
 from nmt.decode.trained_run import TrainedRun, load_run
-from nmt.decode.translate import translate
+from nmt.decode.translator import TorchTranslator, Translator
 from nmt.evaluate.scores import score
 from nmt.export.argos import export_package
 from nmt.export.ctranslate2 import export_run, import_ctranslate2
@@ -103,31 +102,34 @@ def train_run(work: Path, steps: int) -> Path:
     return run_dir
 
 
-def nmt_runtime(run: TrainedRun, batch_size: int, repeats: int) -> Runtime:
-    def ours(sentences: list[str], search: Search) -> list[str]:
-        settings = {
-            "beam_size": search.beam_size,
-            "length_penalty": search.length_penalty,
-            "nbest": 1,
-            "batch_size": batch_size,
-        }
-        return translate(replace(run, cfg=config_replace(run.cfg, search=settings)), sentences)
+def translator_runtime(
+    name: str, translator: Translator, batch_size: int, repeats: int, searches: tuple[str, ...]
+) -> Runtime:
+    """A runtime that translates through nmt's Translator (the torch run, or a CTranslate2 export)."""
 
-    return Runtime("nmt translate (PyTorch)", timed(ours, repeats), ("greedy", "beam", "argos"))
+    def translate_with(sentences: list[str], search: Search) -> list[str]:
+        searching = translator.with_search(
+            beam_size=search.beam_size, length_penalty=search.length_penalty, nbest=1, batch_size=batch_size
+        )
+        return searching.translate(sentences)
+
+    return Runtime(name, timed(translate_with, repeats), searches)
+
+
+def nmt_runtime(run: TrainedRun, batch_size: int, repeats: int) -> Runtime:
+    translator = TorchTranslator.of_run(run)
+    return translator_runtime(
+        "nmt translate (PyTorch)", translator, batch_size, repeats, ("greedy", "beam", "argos")
+    )
 
 
 def ctranslate2_runtime(
     run: TrainedRun, out: Path, quantization: str, threads: int, batch_size: int, repeats: int
 ) -> Runtime:
     export_run(run.directory.path, out, quantization=quantization, which=run.checkpoint_name)
-    exported = load_export(out, "cpu", threads)
-
-    def translate_with(sentences: list[str], search: Search) -> list[str]:
-        searched = exported.with_search({"length_penalty": search.length_penalty})
-        return searched.translate(sentences, search.beam_size, batch_size)
-
     searches = ("greedy", "beam", "argos") if quantization == "float32" else ("greedy", "beam")
-    return Runtime(f"CTranslate2 {quantization}", timed(translate_with, repeats), searches)
+    exported = load_export(out, "cpu", threads)
+    return translator_runtime(f"CTranslate2 {quantization}", exported, batch_size, repeats, searches)
 
 
 def huggingface_runtime(run: TrainedRun, out: Path, batch_size: int, repeats: int) -> Runtime:

@@ -28,11 +28,11 @@ from torch.profiler import ProfilerActivity, profile
 
 from nmt.bench.benchmark import synchronize
 from nmt.bench.profiling import CUDA_GRAPH_LAUNCHES, CUDA_LAUNCHES, CUDA_SYNCS
-from nmt.config.schema import Config, replace
+from nmt.config.schema import replace
 from nmt.config.yaml_file import load_config
 from nmt.data.corpus import read_split
 from nmt.data.prepare import prepare_data
-from nmt.decode.translate import max_source_len, translate_ids
+from nmt.decode.translator import TorchTranslator, max_source_len
 from nmt.device import resolve_device
 from nmt.run.directory import RunDir
 from nmt.train.loop import Trainer
@@ -119,22 +119,16 @@ def main() -> None:
 
         report("training updates", profiled(train, args.top), len(updates), "updates")
         model = trainer.model.eval()
-        sources = data.tokenizers.src.encode(read_split(cfg.data, "test").src[: args.sentences])
+        translator = TorchTranslator(model, data.tokenizers, cfg.search, max_source_len(cfg))
+        sources = translator.encode(read_split(cfg.data, "test").src[: args.sentences])
         for beam in (1, 5):
-            steps = decoding_steps(model, sources, replace(cfg, search={"beam_size": beam}))
+            one_batch = translator.with_search(beam_size=beam, nbest=1, batch_size=len(sources))
+            steps = counting_steps(model, lambda t=one_batch: t.search(sources))()
             for graphs in (False, True):
-                settings = {"beam_size": beam, "nbest": 1, "batch_size": len(sources), "cuda_graphs": graphs}
-                search = replace(cfg, search=settings).search
-                limit = max_source_len(cfg)
-                result = profiled(lambda s=search, n=limit: translate_ids(model, sources, s, n), args.top)
+                searching = one_batch.with_search(cuda_graphs=graphs)
+                result = profiled(lambda t=searching: t.search(sources), args.top)
                 title = f"beam {beam}, {'CUDA graphs' if graphs else 'eager'}"
                 report(f"{title}: {len(sources) / result['wall_s']:,.0f} sent/s", result, steps, "steps")
-
-
-def decoding_steps(model: torch.nn.Module, sources: list[list[int]], cfg: Config) -> int:
-    """How many decoding steps one eager search of all `sources` in one batch takes."""
-    search = replace(cfg, search={"nbest": 1, "batch_size": len(sources), "cuda_graphs": False}).search
-    return counting_steps(model, lambda: translate_ids(model, sources, search, max_source_len(cfg)))()
 
 
 if __name__ == "__main__":

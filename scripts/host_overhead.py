@@ -11,6 +11,7 @@ host dispatches, whatever the machine's speed. Options after the configs are `--
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import tempfile
 from collections.abc import Callable
@@ -19,12 +20,11 @@ from pathlib import Path
 import torch
 
 from nmt.bench.profiling import profile_updates
-from nmt.config.sections import SearchConfig
 from nmt.config.yaml_file import load_config
 from nmt.data.prepare import prepare_data
 from nmt.data.synthetic import write_reordering_corpus
-from nmt.decode.beam import beam_search
-from nmt.decode.search import greedy
+from nmt.decode.rules import BeamSearch, Greedy
+from nmt.decode.search import SearchOptions, search
 from nmt.train.loop import Trainer
 
 
@@ -56,14 +56,10 @@ def measure(
     }
     model, batch = trainer.model.eval(), batches[0][0]
     src, mask = batch.src[:sentences], batch.src_mask[:sentences]
-    for name, search in (
-        ("greedy", lambda: greedy(model, src, mask, SearchConfig(beam_size=1, max_len_a=3.0, max_len_b=40))),
-        (
-            "beam 5",
-            lambda: beam_search(model, src, mask, SearchConfig(beam_size=5, max_len_a=3.0, max_len_b=40)),
-        ),
-    ):
-        costs = profile_updates(counting_steps(model, search), trainer.device)  # "updates" are decoding steps
+    options = SearchOptions(max_len_a=3.0, max_len_b=40)
+    for name, rule in (("greedy", Greedy()), ("beam 5", BeamSearch(5))):
+        searching = functools.partial(search, model, src, mask, rule, options)
+        costs = profile_updates(counting_steps(model, searching), trainer.device)  # "updates": decoding steps
         result[f"{name}: operators per step"] = costs.operators
         result[f"{name}: host syncs per step"] = costs.host_syncs
     return result

@@ -4,7 +4,7 @@
         [--bad-every K] [--sequential 200] [--device cpu] [--max-delay-ms 10] [--max-batch-tokens 8192]
 
 Starts `nmt serve RUN_DIR --beam-size 1` on 127.0.0.1 (a free port), then measures, with greedy search:
-- offline: the library call `nmt translate` makes (`nmt.decode.translate.translate`, the run's batch size)
+- offline: the library call `nmt translate` makes (`Translator.translate`, the run's batch size)
   on the sentences, in this process; also one batch of `--clients` sentences (a batch's decoding time);
 - one request at a time: one client sending the first `--sequential` sentences one after another;
 - concurrent: `--clients` asyncio + httpx clients, each sending one sentence a request (LibreTranslate's
@@ -37,7 +37,7 @@ import httpx
 import torch
 
 from nmt.decode.trained_run import load_run
-from nmt.decode.translate import translate
+from nmt.decode.translator import TorchTranslator
 
 BAD_BODIES = [
     b'{"q": ',
@@ -175,14 +175,15 @@ def measure(args: argparse.Namespace) -> Measured:
     sentences = [s for s in args.src.read_text(encoding="utf-8").splitlines() if s.strip()][: args.sentences]
     run = load_run(args.run_dir, torch.device(args.device), overrides=["search.beam_size=1"])
     pair = {"source": run.cfg.data.src_lang, "target": run.cfg.data.tgt_lang}
-    translate(run, sentences[:8])  # warm-up: the first call pays one-off costs
+    translator = TorchTranslator.of_run(run)
+    translator.translate(sentences[:8])  # warm-up: the first call pays one-off costs
     start = time.perf_counter()
-    expected = translate(run, sentences)
+    expected = translator.translate(sentences)
     offline = time.perf_counter() - start
     start = time.perf_counter()
-    translate(run, sentences[: args.clients])
+    translator.translate(sentences[: args.clients])
     one_batch = time.perf_counter() - start
-    del run
+    del run, translator
     server, url = start_server(args.run_dir, args)
     try:
         httpx.get(f"{url}/health", timeout=60).raise_for_status()

@@ -14,11 +14,10 @@ import torch
 import typer
 
 from nmt.cli import app
-from nmt.config.schema import replace as config_replace
 from nmt.config.yaml_file import load_config
 from nmt.data.corpus import SPLIT_NAMES
 from nmt.decode.trained_run import load_run
-from nmt.decode.translate import translate
+from nmt.decode.translator import TorchTranslator
 from nmt.evaluate.scores import score
 from nmt.models.build import build_model
 from tests.conftest import ROOT, assert_one_line_error, run_cli
@@ -231,9 +230,7 @@ def untrained_bleu(run_dir: Path, corpus: Path) -> float:
         run.cfg.model, len(tokenizers.src), len(tokenizers.tgt), tokenizers.joint, tokenizers.pad
     ).eval()
     sources = (corpus / "test.src").read_text().splitlines()
-    hypotheses = translate(
-        replace(run, model=model, cfg=config_replace(run.cfg, search={"beam_size": 3})), sources
-    )
+    hypotheses = TorchTranslator.of_run(replace(run, model=model)).with_search(beam_size=3).translate(sources)
     return score(hypotheses, (corpus / "test.tgt").read_text().splitlines()).bleu
 
 
@@ -374,3 +371,18 @@ def test_option_limits_are_checked_before_work(
     out = ["--out", str(tmp_path / "run")] if command == "train" else []
     assert_one_line_error(run_cli(command, str(tiny), *out, *args), args[0])
     assert not (tmp_path / "run").exists()
+
+
+def test_translate_sampling_is_seeded(trained_run: Path, corpus: Path) -> None:
+    """--sampling draws --nbest samples a line; the same seed draws the same ones, another seed others."""
+    text = "".join(line + "\n" for line in (corpus / "test.src").read_text().splitlines()[:10])
+    args = ["translate", str(trained_run), "--sampling", "--temperature", "3.0", "--nbest", "3"]
+    code, first, err = run_cli(*args, "--seed", "1", input=text)
+    assert code == 0, err
+    rows = [line.split(" ||| ") for line in first.splitlines()]
+    assert [int(i) for i, _, _ in rows] == [i for i in range(10) for _ in range(3)]
+    assert run_cli(*args, "--seed", "1", input=text)[1] == first
+    assert run_cli(*args, "--seed", "2", input=text)[1] != first
+    greedy = run_cli("translate", str(trained_run), "--beam-size", "1", input=text)[1]
+    narrow = run_cli("translate", str(trained_run), "--sampling", "--top-k", "1", input=text)[1]
+    assert narrow == greedy

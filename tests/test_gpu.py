@@ -13,8 +13,9 @@ from nmt.config.sections import SearchConfig
 from nmt.config.yaml_file import load_config
 from nmt.data.batching import collate
 from nmt.data.prepare import prepare_data
-from nmt.decode.beam import beam_search
-from nmt.decode.search import greedy
+from nmt.decode.rules import BeamSearch, Greedy
+from nmt.decode.search import search
+from nmt.decode.translator import search_options
 from nmt.run.directory import RunDir
 from nmt.train.loop import Trainer
 from tests.conftest import ROOT
@@ -81,11 +82,11 @@ def test_decoding_from_cuda_graphs_gives_the_eager_translations(
     model = trainer.model.eval()
     sources = trainer.data.tokenizers.src.encode(trainer.data.valid.src[:60])
     batch = collate(sources, [[] for _ in sources], range(len(sources))).to(model.device)
-    for search in (
-        lambda graphs: greedy(model, batch.src, batch.src_mask, settings(1, graphs)),
-        lambda graphs: beam_search(model, batch.src, batch.src_mask, settings(5, graphs)),
-    ):
-        assert search(True) == search(False)
+    for rule in (Greedy(), BeamSearch(5)):
+        eager, graphs = (search_options(settings(rule.width, graphs)) for graphs in (False, True))
+        assert search(model, batch.src, batch.src_mask, rule, graphs) == search(
+            model, batch.src, batch.src_mask, rule, eager
+        )
 
 
 def settings(beam: int, cuda_graphs: bool) -> SearchConfig:

@@ -146,9 +146,9 @@ def test_translating_a_sentence_loads_no_training_code(trained_run: Path, corpus
         "import sys, torch\n"
         "from nmt.cli import app\n"
         "from nmt.decode.trained_run import load_run\n"
-        "from nmt.decode.translate import translate\n"
-        f"run = load_run({str(trained_run)!r}, torch.device('cpu'))\n"
-        f"assert translate(run, [{(corpus / 'test.src').read_text().splitlines()[0]!r}])[0]\n"
+        "from nmt.decode.translator import TorchTranslator\n"
+        f"translator = TorchTranslator.of_run(load_run({str(trained_run)!r}, torch.device('cpu')))\n"
+        f"assert translator.translate([{(corpus / 'test.src').read_text().splitlines()[0]!r}])[0]\n"
         "print(sorted(m for m in sys.modules if m.startswith('nmt.train')))\n"
     )
     assert python(probe) == "[]"
@@ -176,7 +176,7 @@ def test_the_run_directory_needs_no_torch() -> None:
 
 
 def test_no_line_opts_out_of_the_formatter() -> None:
-    """.ci/run checks `ruff format --check`; a skip or off marker of the formatter would exempt lines from it."""
+    """.ci/run checks `ruff format --check`; a skip or off marker would exempt lines from it."""
     marker = "# fmt: " + "(skip|off)"  # split: this file must not match itself
     pattern = re.compile(marker)
     found = [
@@ -187,3 +187,17 @@ def test_no_line_opts_out_of_the_formatter() -> None:
         if pattern.search(line)
     ]
     assert not found, f"lines exempt from ruff format: {found}"
+
+
+def test_only_the_translator_turns_text_into_ids() -> None:
+    """Text to translate becomes source ids in `Translator.encode` alone (nmt/data/ encodes the training
+    corpora); every command, the server and the exports' runtimes go through it."""
+    encoding = re.compile(r"\.(src|tgt|sp)\.encode\(|\bsp\.encode\(|\bnormalize\(")
+    found = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for path in PACKAGE.rglob("*.py")
+        if "data" not in path.relative_to(PACKAGE).parts[:1]
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
+        if encoding.search(line)
+    ]
+    assert [place.partition(":")[0] for place in found] == ["nmt/decode/translator.py"], found

@@ -24,7 +24,7 @@ from nmt.data.corpus import read_split
 from nmt.data.prepare import prepare_data
 from nmt.data.synthetic import write_reordering_corpus
 from nmt.decode.search import Hypothesis
-from nmt.decode.translate import max_source_len, translate_ids
+from nmt.decode.translator import TorchTranslator, max_source_len
 from nmt.device import resolve_device
 from nmt.run.directory import RunDir
 from nmt.run.metrics import read_metrics
@@ -152,19 +152,23 @@ def measure_time_to_bleu(
 
 
 def measure_decoding(
-    trainer: Trainer, sources: list[list[int]], beam_size: int, cuda_graphs: bool
+    translator: TorchTranslator,
+    device: torch.device,
+    sources: list[list[int]],
+    beam_size: int,
+    cuda_graphs: bool,
 ) -> dict[str, float]:
     """Decode all `sources` in one batch (after one untimed warm-up run), with or without CUDA graphs; the
     keys of the figures with graphs end in `_graphs`."""
-    settings = {"cuda_graphs": cuda_graphs, "beam_size": beam_size, "nbest": 1, "batch_size": len(sources)}
-    model, search = trainer.model.eval(), replace(trainer.cfg, search=settings).search
-    limit = max_source_len(trainer.cfg)
+    searching = translator.with_search(
+        cuda_graphs=cuda_graphs, beam_size=beam_size, nbest=1, batch_size=len(sources)
+    )
 
     def run() -> list[list[Hypothesis]]:
-        return translate_ids(model, sources, search, limit)
+        return searching.search(sources)
 
     run()
-    outputs, seconds = timed(trainer.device, run)
+    outputs, seconds = timed(device, run)
     tokens = sum(len(o[0].tokens) + 1 for o in outputs)
     suffix = "_graphs" if cuda_graphs else ""
     return {
@@ -203,12 +207,13 @@ def benchmark(
         trainer, bleu = measure_time_to_bleu(cfg, run_dir, data, device, bleu_target, bleu_budget)
         result |= bleu
         test = read_split(cfg.data, "test")
-        sources = data.tokenizers.src.encode(test.src[:decode_sentences])
+        translator = TorchTranslator(trainer.model.eval(), data.tokenizers, cfg.search, max_source_len(cfg))
+        sources = translator.encode(test.src[:decode_sentences])
         result["decode_sentences"] = len(sources)
         graphs = (False, True) if device.type == "cuda" else (False,)
         for beam in (1, 5) if sources else ():
             for cuda_graphs in graphs:
-                result |= measure_decoding(trainer, sources, beam, cuda_graphs)
+                result |= measure_decoding(translator, device, sources, beam, cuda_graphs)
     return result
 
 

@@ -196,11 +196,40 @@ class SearchConfig:
     max_len_b: int = setting(10, "output length limit: a × source length + b; this is b", low=0, high=100_000)
     batch_size: int = setting(256, "sentences per decoding batch", low=1, high=MAX_SIZE)
     cuda_graphs: bool = setting(False, "replay each decoding step from a CUDA graph (CUDA only)")
-    nbest: int = setting(1, "hypotheses beam search returns per sentence, best first (≤ beam_size)", low=1)
+    nbest: int = setting(
+        1,
+        "hypotheses returned per sentence, best first (≤ beam_size; with sampling: the samples drawn)",
+        low=1,
+        high=MAX_BEAM,
+    )
+    sampling: bool = setting(False, "draw each next token from the model's distribution instead of searching")
+    temperature: float = setting(
+        1.0,
+        "sampling: divide the log-probabilities by this (< 1 sharper, > 1 flatter)",
+        low=0.0,
+        low_open=True,
+        high=100.0,
+    )
+    top_k: int = setting(
+        0, "sampling: draw from the k most probable tokens only", low=0, high=MAX_SIZE, zero="all"
+    )
+    top_p: float = setting(
+        1.0,
+        "sampling: draw from the smallest set of tokens whose probability reaches p (nucleus)",
+        low=0.0,
+        high=1.0,
+        low_open=True,
+    )
+    seed: int = setting(
+        0,
+        "sampling: seed of the draws (the same inputs and seed give the same samples)",
+        low=0,
+        high=2**63 - 1,
+    )
 
     def __post_init__(self) -> None:
         check_settings(self, "search.")
-        if self.nbest > self.beam_size:
+        if self.nbest > self.beam_size and not self.sampling:
             raise ConfigError(
                 f"search.nbest={self.nbest} exceeds search.beam_size={self.beam_size}; beam search finds at "
                 f"most beam_size hypotheses: raise the beam size or lower nbest"

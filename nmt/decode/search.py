@@ -1,38 +1,61 @@
-"""Greedy and beam search over the Seq2Seq contract: one implementation for every model type.
+"""One search loop for every search rule (nmt/decode/rules.py) and every model (the Seq2Seq contract).
 
-Both keep the GPU busy. A search step, the model's decoding step and the bookkeeping after it, works in place
-on a dict of tensors (its buffers: the model's memory and state, the tokens so far, the scores), with no host
-sync; whether every sentence is finished is read back to the host only every `CHECK_EVERY` steps. Steps taken
-after the last sentence finished change nothing: finished greedy rows only add eos, and a beam sentence that
-is done records no further hypothesis. With `cuda_graphs` on a GPU, each whole step is replayed from a CUDA
-graph captured once per shape of its buffers (nmt/decode/step_graphs.py).
+A step works in place on a dict of tensors, the search's buffers, with no host sync, so that a CUDA graph can
+replay it whole (nmt/decode/step_graphs.py). The buffers are named by what they belong to:
+
+- `memory.*`, `state.*`: the model's memory (per sentence) and decoder state (per live hypothesis);
+- `sentence.*`: per sentence still searched — its index in the batch, output limit, live scores (sentences,
+  width) and count of finished hypotheses;
+- `hyp.*`: per live hypothesis (sentences × width rows) — its last token, its tokens so far and, when asked,
+  the attention it paid. Every `hyp.*` field moves with its hypothesis when a rule reorders them, leaves with
+  its sentence, and is kept in `best.*` when the hypothesis finishes: a field that travels with a hypothesis
+  (an alignment, a constraint's state) is one more `hyp.` entry;
+- `best.*`: per sentence of the batch, its best finished hypotheses (nbest of them).
+
+On a GPU the host reads "how many sentences are still searched?" every `CHECK_EVERY` steps, and once at most
+half are, the done ones leave the batch (few batch shapes for the graphs). On a CPU, where reading a value
+costs nothing, it checks after every step and done sentences leave at once: no step is spent on them.
 """
 
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import overload
 
 import torch
 from torch import Tensor
 
-from nmt.config.sections import SearchConfig
 from nmt.data.special_tokens import BOS, EOS, PAD
+from nmt.decode.rules import Extensions, SearchRule
 from nmt.decode.step_graphs import Buffers, run_step
-from nmt.models.base import Memory, Seq2Seq, State, Step, prefixed, unprefixed
+from nmt.models.base import Memory, Seq2Seq, State, Step, hypothesis_rows, prefixed, unprefixed
 
-CHECK_EVERY = 8  # decoding steps between two reads of "is every sentence finished?"
+CHECK_EVERY = 8  # decoding steps between two reads of "is every sentence finished?" on a GPU
 
 
 @dataclass(frozen=True)
 class Hypothesis:
-    """One output of search: tokens without bos/eos, its score (see `greedy` and `beam_search`) and, when
-    asked, the encoder-decoder attention paid for each token and the final eos (len(tokens) + 1, src_len)."""
+    """One output of search: tokens without bos/eos, its score (`score`) and, when asked, the
+    encoder-decoder attention paid for each token and the final eos (len(tokens) + 1, src_len)."""
 
     tokens: list[int]
     score: float
     attention: Tensor | None = None
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    """What a search returns and its limits, whatever the rule: `nbest` hypotheses per sentence (at most the
+    rule's width), the attention search paid when `attention`, outputs of at most a × source length + b tokens
+    before eos, `banned` ids never output, CUDA graphs when `cuda_graphs` (and the rule allows them)."""
+
+    nbest: int = 1
+    attention: bool = False
+    max_len_a: float = 1.5
+    max_len_b: int = 10
+    cuda_graphs: bool = False
+    banned: tuple[int, ...] = (PAD, BOS)
 
 
 def output_limits(src_mask: Tensor, max_len_a: float, max_len_b: int) -> Tensor:
@@ -41,52 +64,177 @@ def output_limits(src_mask: Tensor, max_len_a: float, max_len_b: int) -> Tensor:
     return (src_len * max_len_a + max_len_b).long().clamp(min=1)
 
 
-def banned_tokens(device: torch.device) -> Tensor:
-    """The ids search never outputs (padding, bos), made once per search. (2,)"""
-    return torch.tensor([PAD, BOS], device=device)
+@torch.inference_mode()
+def search(
+    model: Seq2Seq, src: Tensor, src_mask: Tensor, rule: SearchRule, options: SearchOptions
+) -> list[list[Hypothesis]]:
+    """Each sentence's `options.nbest` best finished hypotheses under `rule`, best first (fewer where fewer
+    were found). A sentence is done once `rule.width` of its hypotheses finished or it reached its length
+    limit (where only eos may follow, adding 0 to the score)."""
+    if options.nbest > rule.width:
+        raise ValueError(f"nbest={options.nbest} exceeds the rule's {rule.width} hypotheses per sentence")
+    limits = output_limits(src_mask, options.max_len_a, options.max_len_b)
+    max_steps = int(limits.max()) + 1  # the host learns the loop's length once
+    buffers = start(model, model.encode(src, src_mask), src, limits, rule, options, max_steps)
+    graphs, every = options.cuda_graphs and rule.graph_safe, check_every(src.device)
+    step = functools.partial(search_step, model, rule)
+    for t in range(max_steps):
+        buffers = run_step(model, graphs, rule.kind, step, buffers)
+        if t % every != every - 1:
+            continue
+        searched = buffers["sentence.finished"] < rule.width  # (active,)
+        left = int(searched.sum())  # the check's one host read
+        if left == 0:
+            break
+        if left < searched.size(0) and (every == 1 or left <= searched.size(0) // 2):
+            buffers = keep_sentences(model, buffers, searched, left, rule.width)
+    return results(buffers, src_mask)
 
 
-def allowed(log_probs: Tensor, banned: Tensor) -> Tensor:
-    """Log-probabilities with the `banned` ids ruled out as outputs. (batch, vocab)"""
-    return log_probs.index_fill(1, banned, float("-inf"))
+def check_every(device: torch.device) -> int:
+    """Steps between two reads of "how many sentences are still searched?": `CHECK_EVERY` on a GPU, where a
+    read waits for the device; 1 elsewhere, where it costs nothing."""
+    return CHECK_EVERY if device.type == "cuda" else 1
 
 
-def trim(rows: Tensor) -> list[list[int]]:
-    """Token rows (batch, length) → lists cut at the first eos (eos and later tokens dropped)."""
-    out = []
-    for row in rows.tolist():
-        out.append(row[: row.index(EOS)] if EOS in row else row)
-    return out
+def start(
+    model: Seq2Seq,
+    memory: Memory,
+    src: Tensor,
+    limits: Tensor,
+    rule: SearchRule,
+    options: SearchOptions,
+    max_steps: int,
+) -> Buffers:
+    """The buffers of a search before its first step (see the module's docstring)."""
+    batch, width, n, device = src.size(0), rule.width, options.nbest, src.device
+    tokens = src.new_full((batch * width, max_steps + 1), EOS)  # bos, tokens …, eos-filled
+    tokens[:, 0] = BOS
+    hyp = {"last": src.new_full((batch * width,), BOS), "tokens": tokens}
+    best = {"scores": torch.full((batch, n), float("-inf"), device=device)}
+    best["tokens"] = src.new_full((batch, n, max_steps + 1), EOS)
+    if options.attention:  # one row per token and the final eos
+        hyp["attention"] = torch.zeros(batch * width, max_steps, src.size(1), device=device)
+        best["attention"] = torch.zeros(batch, n, max_steps, src.size(1), device=device)
+    sentence = {
+        "index": torch.arange(batch, device=device),
+        "limit": limits,
+        "scores": rule.start(batch, device),
+        "finished": torch.zeros(batch, dtype=torch.long, device=device),
+    }
+    return (
+        prefixed(memory, "memory.")
+        | prefixed(model.init_state(memory, max_steps, width), "state.")
+        | prefixed(sentence, "sentence.")
+        | prefixed(hyp, "hyp.")
+        | prefixed(best, "best.")
+        | {"t": torch.zeros((), dtype=torch.long, device=device), "banned": src.new_tensor(options.banned)}
+    )
 
 
-def hypotheses(rows: Tensor, scores: Tensor, attention: Tensor | None, src_mask: Tensor) -> list[Hypothesis]:
-    """Hypotheses from token rows (n, length), scores (n,) and attention (n, length, src_len) or None, whose
-    source rows are given by src_mask (n, 1, src_len); the attention is cut to tokens + eos and the source."""
-    tokens, src_len = trim(rows), src_mask.sum(dim=(1, 2)).tolist()
-    if attention is None:
-        return [Hypothesis(t, s) for t, s in zip(tokens, scores.tolist(), strict=True)]
-    attention = attention.float().cpu()
-    return [
-        Hypothesis(t, s, attention[i, : len(t) + 1, : src_len[i]])
-        for i, (t, s) in enumerate(zip(tokens, scores.tolist(), strict=True))
-    ]
+def search_step(model: Seq2Seq, rule: SearchRule, buffers: Buffers) -> None:
+    """One step, in place: every live hypothesis takes a token; the rule proposes continuations; finished
+    ones are kept, the best others live on."""
+    memory, state = unprefixed(buffers, "memory."), unprefixed(buffers, "state.")
+    step = model.decode_step(buffers["hyp.last"], memory, state)
+    t = buffers["t"]
+    log_probs = step.log_probs.index_fill_(1, buffers["banned"], float("-inf"))  # (rows, vocab)
+    if "hyp.attention" in buffers:
+        buffers["hyp.attention"].index_copy_(1, t.view(1), step_attention(step).unsqueeze(1).float())
+    found = at_limits(rule.extend(log_probs, buffers["sentence.scores"]), buffers, rule.width)
+    sentences, candidates = found.scores.shape
+    offsets = torch.arange(sentences, device=t.device).unsqueeze(1) * rule.width  # (sentences, 1)
+    if found.parents is None:
+        rows = offsets + torch.arange(candidates, device=t.device)  # (sentences, width)
+    else:
+        rows = offsets + found.parents
+    record_finished(buffers, found, rows, rule)
+    live_scores = found.scores.masked_fill(found.tokens == EOS, float("-inf"))
+    tokens = found.tokens
+    state = step.state
+    if found.parents is not None:
+        live_scores, live = live_scores.topk(rule.width, dim=1)  # (sentences, width)
+        live_rows, tokens = rows.gather(1, live).view(-1), tokens.gather(1, live)
+        for name, field in unprefixed(buffers, "hyp.").items():
+            if name != "last":
+                field.copy_(field.index_select(0, live_rows))
+        state = model.reorder_state(state, live_rows)
+    buffers["hyp.tokens"].index_copy_(1, (t + 1).view(1), tokens.reshape(-1, 1))
+    buffers["hyp.last"].copy_(tokens.view(-1))
+    buffers["sentence.scores"].copy_(live_scores)
+    store_state(buffers, state)
+    t += 1
 
 
-def step_attention(step: Step) -> Tensor:
-    """The step's attention (batch, src_len), or a clear error for a model that exposes none."""
-    if step.attention is None:
-        raise ValueError("search with attention needs a model whose decode_step returns its attention")
-    return step.attention
+def at_limits(found: Extensions, buffers: Buffers, width: int) -> Extensions:
+    """The candidates, where a sentence reached its output limit replaced by eos after each of its live
+    hypotheses (score unchanged), best first as the live scores are."""
+    at_limit = (buffers["sentence.limit"] <= buffers["t"]).unsqueeze(1)  # (sentences, 1)
+    scores = buffers["sentence.scores"]  # (sentences, width)
+    forced = torch.full_like(found.scores, float("-inf"))
+    forced[:, :width] = scores
+    parents = found.parents
+    if parents is not None:
+        own = torch.arange(parents.size(1), device=parents.device).clamp(max=width - 1)
+        parents = torch.where(at_limit, own, parents)
+    return Extensions(
+        torch.where(at_limit, forced, found.scores), found.tokens.masked_fill(at_limit, EOS), parents
+    )
 
 
-def is_check_step(t: int) -> bool:
-    """Whether step `t` ends with the host reading how many sentences are still searched."""
-    return t % CHECK_EVERY == CHECK_EVERY - 1
+def record_finished(buffers: Buffers, found: Extensions, rows: Tensor, rule: SearchRule) -> None:
+    """Keep, per sentence, the n best finished hypotheses so far (in place, without a host sync): the
+    candidates ending in eos among the first `rule.width`, of a sentence still searched. rows (sentences,
+    candidates): the hypothesis rows the candidates continue; their tokens end before this step's eos.
+
+    A stable sort ranks the kept ones first: a new hypothesis must score higher to displace an equal one."""
+    t, sentence = buffers["t"], buffers["sentence.index"]
+    still = (buffers["sentence.finished"] < rule.width).unsqueeze(1)  # (sentences, 1)
+    finished = (found.tokens == EOS) & torch.isfinite(found.scores) & still
+    finished[:, rule.width :] = False
+    buffers["sentence.finished"] += finished.sum(dim=1)
+    normalised = found.scores / length_penalty(t + 1, rule.length_penalty)  # t tokens and eos
+    best_scores = buffers["best.scores"]
+    merged = torch.cat([best_scores[sentence], normalised.masked_fill(~finished, float("-inf"))], dim=1)
+    order = merged.sort(dim=1, descending=True, stable=True).indices[
+        :, : best_scores.size(1)
+    ]  # (sentences, n)
+    best_scores[sentence] = merged.gather(1, order)
+    for name, live in unprefixed(buffers, "hyp.").items():
+        if f"best.{name}" in buffers:
+            keep_best(buffers[f"best.{name}"], live, sentence, rows, order)
 
 
-def with_model_tensors(memory: Memory, state: State, **buffers: Tensor) -> Buffers:
-    """The buffers of a search: the model's memory and state (keys prefixed) and the search's own tensors."""
-    return prefixed(memory, "memory.") | prefixed(state, "state.") | buffers
+def keep_best(best: Tensor, live: Tensor, sentence: Tensor, rows: Tensor, order: Tensor) -> None:
+    """best (batch, n, …) of the searched sentences ← the `order`-chosen ones among themselves and the live
+    rows `rows` (sentences, candidates) of live (rows, …)."""
+    candidates = live.index_select(0, rows.view(-1)).view(*rows.shape, *live.shape[1:])  # (sentences, c, …)
+    both = torch.cat([best[sentence], candidates], dim=1)  # (sentences, n + c, …)
+    index = order.view(*order.shape, *[1] * (both.dim() - 2)).expand(-1, -1, *both.shape[2:])
+    best[sentence] = both.gather(1, index)
+
+
+def keep_sentences(model: Seq2Seq, buffers: Buffers, searched: Tensor, left: int, width: int) -> Buffers:
+    """The buffers of the sentences still searched alone (`searched` True; `left` of them), in their order,
+    found on the device by a stable sort."""
+    keep = torch.argsort((~searched).to(torch.uint8), stable=True)[:left]  # (left,)
+    rows = hypothesis_rows(keep, width)  # (left * width,)
+    memory, state = unprefixed(buffers, "memory."), unprefixed(buffers, "state.")
+    memory, state = model.select_sentences(memory, state, keep)
+    sentence = {name: t.index_select(0, keep) for name, t in unprefixed(buffers, "sentence.").items()}
+    hyp = {name: t.index_select(0, rows) for name, t in unprefixed(buffers, "hyp.").items()}
+    kept = {
+        name: t
+        for name, t in buffers.items()
+        if not name.startswith(("memory.", "state.", "sentence.", "hyp."))
+    }
+    return (
+        prefixed(memory, "memory.")
+        | prefixed(state, "state.")
+        | prefixed(sentence, "sentence.")
+        | prefixed(hyp, "hyp.")
+        | kept
+    )
 
 
 def store_state(buffers: Buffers, state: State) -> None:
@@ -102,57 +250,37 @@ def store_state(buffers: Buffers, state: State) -> None:
             buffer.copy_(tensor)
 
 
-@torch.inference_mode()
-def greedy(
-    model: Seq2Seq, src: Tensor, src_mask: Tensor, search: SearchConfig, with_attention: bool = False
-) -> list[list[Hypothesis]]:
-    """Most probable next token at every step; one hypothesis per sentence, scored as beam search scores
-    (`score`): its summed log-probability (eos included; an eos forced by the length limit adds 0) divided by
-    the length penalty. `search.beam_size` is ignored.
-    """
-    batch, device = src.size(0), src.device
-    memory = model.encode(src, src_mask)
-    limits = output_limits(src_mask, search.max_len_a, search.max_len_b)
-    max_steps = int(limits.max()) + 1  # the host learns the loop's length once
-    attention = (
-        {"attention": torch.zeros(batch, max_steps, src.size(1), device=device)} if with_attention else {}
-    )
-    buffers = with_model_tensors(
-        memory,
-        model.init_state(memory, max_steps),
-        limits=limits,
-        banned=banned_tokens(device),
-        t=torch.zeros((), dtype=torch.long, device=device),
-        last=src.new_full((batch,), BOS),
-        finished=torch.zeros(batch, dtype=torch.bool, device=device),
-        scores=torch.zeros(batch, device=device),
-        outputs=src.new_full((batch, max_steps), EOS),
-        **attention,
-    )
-    step = functools.partial(greedy_step, model)
-    for t in range(max_steps):
-        buffers = run_step(model, search.cuda_graphs, ("greedy",), step, buffers)
-        if is_check_step(t) and bool(buffers["finished"].all()):
-            break
-    found = hypotheses(buffers["outputs"], buffers["scores"], buffers.get("attention"), src_mask)
-    return [[replace(h, score=score(h.score, len(h.tokens), search.length_penalty))] for h in found]
+def step_attention(step: Step) -> Tensor:
+    """The step's attention (batch, src_len), or a clear error for a model that exposes none."""
+    if step.attention is None:
+        raise ValueError("search with attention needs a model whose decode_step returns its attention")
+    return step.attention
 
 
-def greedy_step(model: Seq2Seq, buffers: Buffers) -> None:
-    """One greedy step, in place: every unfinished sentence takes its most probable token."""
-    step = model.decode_step(buffers["last"], unprefixed(buffers, "memory."), unprefixed(buffers, "state."))
-    t = buffers["t"]
-    log_probs = allowed(step.log_probs, buffers["banned"])  # (batch, vocab)
-    stop = buffers["finished"] | (buffers["limits"] <= t)
-    token = log_probs.argmax(dim=-1).masked_fill(stop, EOS)  # (batch,)
-    buffers["scores"] += log_probs.gather(1, token.unsqueeze(1)).squeeze(1).masked_fill(stop, 0.0)
-    buffers["outputs"].index_copy_(1, t.view(1), token.unsqueeze(1))
-    if "attention" in buffers:
-        buffers["attention"].index_copy_(1, t.view(1), step_attention(step).unsqueeze(1).float())
-    buffers["last"].copy_(token)
-    buffers["finished"] |= token == EOS
-    store_state(buffers, step.state)
-    t += 1
+def results(buffers: Buffers, src_mask: Tensor) -> list[list[Hypothesis]]:
+    """Each sentence's finished hypotheses, best first (fewer than n where fewer were found)."""
+    best_scores = buffers["best.scores"]
+    batch, n = best_scores.shape
+    tokens = buffers["best.tokens"][:, :, 1:].reshape(batch * n, -1)  # (batch * n, max_steps)
+    attention = buffers.get("best.attention")
+    attention = None if attention is None else attention.flatten(0, 1).float().cpu()
+    src_len = src_mask.sum(dim=(1, 2)).repeat_interleave(n).tolist()
+    flat = []
+    for i, (row, value) in enumerate(zip(trim(tokens), best_scores.view(-1).tolist(), strict=True)):
+        weights = None if attention is None else attention[i, : len(row) + 1, : src_len[i]]
+        flat.append(Hypothesis(row, value, weights))
+    found = torch.isfinite(best_scores).tolist()
+    return [
+        [h for h, ok in zip(flat[i * n : (i + 1) * n], found[i], strict=True) if ok] for i in range(batch)
+    ]
+
+
+def trim(rows: Tensor) -> list[list[int]]:
+    """Token rows (batch, length) → lists cut at the first eos (eos and later tokens dropped)."""
+    out = []
+    for row in rows.tolist():
+        out.append(row[: row.index(EOS)] if EOS in row else row)
+    return out
 
 
 @overload
@@ -160,12 +288,12 @@ def length_penalty(length: int, alpha: float) -> float: ...
 @overload
 def length_penalty(length: Tensor, alpha: float) -> Tensor: ...
 def length_penalty(length: int | Tensor, alpha: float) -> float | Tensor:
-    """GNMT length normalisation (Wu et al. 2016): ((5 + length) / 6) ** alpha; a tensor `length` (beam
-    search's step counter, on the device) gives a tensor."""
+    """GNMT length normalisation (Wu et al. 2016): ((5 + length) / 6) ** alpha; a tensor `length` (the step
+    counter, on the device) gives a tensor."""
     return ((5.0 + length) / 6.0) ** alpha
 
 
 def score(log_probability: float, tokens: int, alpha: float) -> float:
-    """The score of every hypothesis, whatever the beam size: the summed log-probability of its `tokens` and
-    eos, divided by the length penalty of that length (alpha 0: the plain sum)."""
+    """The score of every hypothesis, whatever the rule: the summed log-probability of its `tokens` and eos,
+    divided by the length penalty of that length (alpha 0: the plain sum)."""
     return log_probability / length_penalty(tokens + 1, alpha)

@@ -11,7 +11,7 @@ from typing import Any
 from nmt.atomic_files import atomic_write_text
 from nmt.data.corpus import SplitFiles, read_files, split_files
 from nmt.decode.trained_run import TrainedRun, load_runs
-from nmt.decode.translate import translate
+from nmt.decode.translator import TorchTranslator
 from nmt.device import resolve_device
 from nmt.errors import UserError
 from nmt.evaluate.scores import score
@@ -28,7 +28,7 @@ def evaluate(
     """
     text = read_files(files, name, run.cfg.data.skip_bad_lines)
     search = run.cfg.search
-    hypotheses = translate(run, text.src, progress)
+    hypotheses = TorchTranslator.of_run(run).translate(text.src, progress)
     tag = "" if run.checkpoint_name == "best" else f".{run.checkpoint_name}"
     hyp_path = run.directory.eval_dir / f"{name}{tag}.beam{search.beam_size}.hyp"
     atomic_write_text(hyp_path, "".join(h + "\n" for h in hypotheses))

@@ -16,7 +16,7 @@ from matplotlib.colors import LinearSegmentedColormap
 from torch import Tensor
 
 from nmt.atomic_files import atomic_write
-from nmt.decode.translate import Alignment
+from nmt.decode.translator import Translated
 from nmt.errors import UserError
 from nmt.models.config import ModelConfig
 
@@ -83,7 +83,7 @@ def _wrapped(title: str, inches: float) -> str:
 
 
 def save_attention(
-    alignment: Alignment,
+    translated: Translated,
     path: Path,
     model: ModelConfig,
     layer: int = -1,
@@ -91,10 +91,13 @@ def save_attention(
     all_heads: bool = False,
     scale: Scale = "figure",
 ) -> None:
-    """Heatmap(s) of one layer of `alignment.weights` (layers, heads, tgt_len, src_len) of a `model`: the
-    mean of its heads, one head, or every head in a grid. Layers and heads count from 0, negative layers
-    from the last."""
-    weights, src, tgt = alignment.weights, alignment.src_pieces, alignment.tgt_pieces
+    """Heatmap(s) of one layer of the best translation's attention (layers, heads, tgt_len, src_len) of a
+    `model`: the mean of its heads, one head, or every head in a grid. Layers and heads count from 0,
+    negative layers from the last."""
+    best = translated.best
+    if best.attention is None:
+        raise ValueError("save_attention needs a translation with its attention")
+    weights, src, tgt = best.attention, translated.source_pieces, best.pieces
     layers, heads = weights.shape[:2]
     if not -layers <= layer < layers:
         raise UserError(
@@ -102,13 +105,13 @@ def save_attention(
         )
     layer %= layers
     if all_heads:
-        title = heatmap_title(model.attention_name(layer, "all"), alignment.translation)
+        title = heatmap_title(model.attention_name(layer, "all"), best.text)
         save_head_grid(weights[layer], src, tgt, path, title, scale)
     elif head == "mean":
-        title = heatmap_title(model.attention_name(layer, "mean"), alignment.translation)
+        title = heatmap_title(model.attention_name(layer, "mean"), best.text)
         save_heatmap(weights[layer].mean(dim=0), src, tgt, path, title, scale)
     elif re.fullmatch(r"-?[0-9]+", head) and -heads <= int(head) < heads:
-        title = heatmap_title(model.attention_name(layer, int(head) % heads), alignment.translation)
+        title = heatmap_title(model.attention_name(layer, int(head) % heads), best.text)
         save_heatmap(weights[layer, int(head)], src, tgt, path, title, scale)
     else:
         raise UserError(f"--head {head} is not 'mean' or a head from 0 to {heads - 1}")

@@ -21,7 +21,7 @@ from nmt.config.schema import Config
 from nmt.config.yaml_file import to_dict
 from nmt.data.corpus import SplitFiles, count_lines, read_split, split_files
 from nmt.decode.trained_run import TrainedRun, load_run
-from nmt.decode.translate import searched_alignments
+from nmt.decode.translator import TorchTranslator, search_options
 from nmt.device import resolve_device
 from nmt.errors import UserError
 from nmt.evaluate.evaluation import evaluate
@@ -157,15 +157,18 @@ class ReportProgress:
 
 
 def draw_heatmaps(run: TrainedRun, run_dir: RunDir) -> None:
-    """Attention of the first validation sentences, as attention/valid-<i>.png: the attention search paid
-    (the last decoder layer, the mean of its heads), titled as `nmt plot-attention` titles it."""
+    """Attention of the first validation sentences, as attention/valid-<i>.png: the last decoder layer's
+    mean of heads, titled as `nmt plot-attention` titles it."""
     sentences = read_split(run.cfg.data, "valid").src[:HEATMAPS]
-    model = run.cfg.model
-    for i, alignment in enumerate(searched_alignments(run, sentences)):
-        if alignment is not None:
-            title = heatmap_title(model.attention_name(model.decoder_layers - 1), alignment.translation)
+    model, translator = run.cfg.model, TorchTranslator.of_run(run)
+    sources = translator.encode(sentences)
+    found = translator.search(sources, options=search_options(run.cfg.search, attention=True))
+    for i, translated in enumerate(translator.decode(sources, found)):
+        best = translated.best
+        if best.attention is not None:
+            title = heatmap_title(model.attention_name(model.decoder_layers - 1), best.text)
             path = run_dir.attention_dir / f"valid-{i}.png"
-            save_heatmap(alignment.weights[0, 0], alignment.src_pieces, alignment.tgt_pieces, path, title)
+            save_heatmap(best.attention[-1].mean(dim=0), translated.source_pieces, best.pieces, path, title)
 
 
 def summary(

@@ -25,7 +25,7 @@ from torch import Tensor
 from nmt.data.special_tokens import BOS, EOS, UNK
 from nmt.data.tokenizer import Tokenizer, tokenizer_paths
 from nmt.decode.trained_run import TrainedRun
-from nmt.decode.translate import max_source_len
+from nmt.decode.translator import max_source_len
 from nmt.errors import UserError
 from nmt.export.directories import check_out_dir, load_transformer_run, staged_directory
 from nmt.models.transformer import EncoderLayer, TransformerSeq2Seq, sinusoidal_positions

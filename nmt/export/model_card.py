@@ -4,7 +4,7 @@ push it to the Hub, and where it differs from `nmt translate`."""
 from __future__ import annotations
 
 from nmt.decode.trained_run import TrainedRun
-from nmt.decode.translate import max_source_len
+from nmt.decode.translator import max_source_len
 
 CARD = """\
 ---

@@ -9,99 +9,91 @@ the same beam size and length-penalty alpha but its own length normalisation, so
 
 from __future__ import annotations
 
-import dataclasses
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
 from nmt.config.sections import SearchConfig
-from nmt.data.corpus import normalize
-from nmt.data.special_tokens import BOS, PAD
 from nmt.data.tokenizer import Tokenizers, load_tokenizers
-from nmt.decode.search import Hypothesis
+from nmt.decode.rules import BeamSearch, Greedy, SearchRule
+from nmt.decode.sampling import Sampling
+from nmt.decode.search import Hypothesis, SearchOptions
+from nmt.decode.trained_run import load_runs
+from nmt.decode.translator import TorchTranslator, Translator
 from nmt.errors import UserError
 from nmt.export.ctranslate2 import META, import_ctranslate2
 
 
-def output_limit(src_len: int, search: SearchConfig) -> int:
+def output_limit(src_len: int, options: SearchOptions | SearchConfig) -> int:
     """Most output tokens before eos for a source of `src_len` subwords (eos added), computed in float32
-    as nmt.search.output_limits does."""
-    limit = np.float32(src_len + 1) * np.float32(search.max_len_a) + np.float32(search.max_len_b)
+    as nmt/decode/search.py `output_limits` does."""
+    limit = np.float32(src_len + 1) * np.float32(options.max_len_a) + np.float32(options.max_len_b)
     return max(1, int(limit))
 
 
-@dataclass
-class Exported:
-    """A loaded export: the CTranslate2 translator, tokenizers and the run's search settings."""
+class ExportedTranslator(Translator):
+    """A loaded export: the CTranslate2 translator, the export's tokenizers and the run's search settings;
+    n-best lists with CTranslate2's scores."""
 
-    translator: Any  # ctranslate2.Translator
-    tokenizers: Tokenizers
-    search: SearchConfig
-    max_source_len: int
-    languages: tuple[str, str] | None = None  # source, target (exports of nmt 0.1.0 before serving: None)
+    has_attention = False
+    engine = "ctranslate2"
 
-    def translate_ids(
-        self, sources: list[list[int]], beam_size: int | None = None, batch_size: int | None = None
-    ) -> list[list[int]]:
-        """Target ids for each source id list (same order); empty sources give empty outputs, sources longer
-        than the run's limit are cut to it."""
-        return [hyps[0].tokens for hyps in self.hypotheses(sources, beam_size, batch_size)]
-
-    def hypotheses(
+    def __init__(
         self,
-        sources: list[list[int]],
-        beam_size: int | None = None,
-        batch_size: int | None = None,
-        nbest: int = 1,
+        translator: Any,  # ctranslate2.Translator
+        tokenizers: Tokenizers,
+        settings: SearchConfig,
+        max_source_len: int,
+        languages: tuple[str, str]
+        | None = None,  # source, target (exports of nmt 0.1.0 before serving: None)
+    ) -> None:
+        super().__init__(tokenizers, settings, max_source_len)
+        self.translator, self.languages = translator, languages
+
+    def search_batch(
+        self, sources: list[list[int]], rule: SearchRule, options: SearchOptions
     ) -> list[list[Hypothesis]]:
-        """The `nbest` best hypotheses of each source id list (same order), best first, with CTranslate2's
-        scores (no attention); an empty source gives one empty hypothesis (score 0), sources longer than the
-        run's limit are cut to it."""
-        sources = [s[: self.max_source_len] for s in sources]
-        outputs: list[list[Hypothesis]] = [[Hypothesis([], 0.0)] for _ in sources]
-        nonempty = [i for i, s in enumerate(sources) if s]
-        if not nonempty:
-            return outputs
         src, tgt = self.tokenizers.src, self.tokenizers.tgt
-        limits = [output_limit(len(sources[i]), self.search) for i in nonempty]
+        limits = [output_limit(len(ids), options) for ids in sources]
         results = self.translator.translate_batch(
-            [src.pieces(sources[i]) for i in nonempty],
-            max_batch_size=batch_size or self.search.batch_size,
-            beam_size=max(beam_size or self.search.beam_size, nbest),
-            num_hypotheses=nbest,
+            [src.pieces(ids) for ids in sources],
+            max_batch_size=len(sources),
+            num_hypotheses=options.nbest,
             return_scores=True,
-            length_penalty=self.search.length_penalty,
+            length_penalty=rule.length_penalty,
             max_input_length=0,
             max_decoding_length=max(limits),
             min_decoding_length=0,
-            suppress_sequences=[[piece] for piece in tgt.pieces([PAD, BOS])],
+            suppress_sequences=[[piece] for piece in tgt.pieces(list(options.banned))],
+            **runtime_search(rule),
         )
-        for i, limit, result in zip(nonempty, limits, results, strict=True):
-            outputs[i] = [
+        return [
+            [
                 Hypothesis([tgt.sp.piece_to_id(piece) for piece in pieces[:limit]], score)
                 for pieces, score in zip(result.hypotheses, result.scores, strict=True)
             ]
-        return outputs
+            for limit, result in zip(limits, results, strict=True)
+        ]
 
-    def translate(
-        self, sentences: list[str], beam_size: int | None = None, batch_size: int | None = None
-    ) -> list[str]:
-        """Detokenized translations of raw sentences, one per input."""
-        sources = self.tokenizers.src.encode([normalize(s) for s in sentences])
-        return self.tokenizers.tgt.decode(self.translate_ids(sources, beam_size, batch_size))
 
-    def translate_sentences(self, sentences: list[str]) -> list[list[Hypothesis]]:
-        """The `search.nbest` best hypotheses of each raw sentence, with the export's search settings."""
-        sources = self.tokenizers.src.encode([normalize(s) for s in sentences])
-        return self.hypotheses(sources, nbest=self.search.nbest)
-
-    def with_search(self, overrides: dict[str, Any]) -> Exported:
-        """This export with other search settings (`beam_size`, `nbest`, … as SearchConfig names them); a
-        value out of range is a ConfigError."""
-        return dataclasses.replace(self, search=dataclasses.replace(self.search, **overrides))
+def runtime_search(rule: SearchRule) -> dict[str, Any]:
+    """CTranslate2's `translate_batch` settings for a search rule; sampling seeds CTranslate2's generator."""
+    if isinstance(rule, Sampling):
+        import_ctranslate2().set_random_seed(rule.seed)
+        return {
+            "beam_size": 1,
+            "sampling_topk": rule.top_k or 0,
+            "sampling_topp": rule.top_p,
+            "sampling_temperature": rule.temperature,
+        }
+    if isinstance(rule, BeamSearch):
+        return {"beam_size": rule.beam_size}
+    if isinstance(rule, Greedy):
+        return {"beam_size": 1}
+    raise UserError(f"the ctranslate2 engine has no {type(rule).__name__} search")
 
 
 def is_export(path: Path) -> bool:
@@ -130,7 +122,7 @@ def choose_engine(engine: str, paths: list[Path], checkpoint: str | None) -> str
 
 def load_export(
     path: Path, device: str = "auto", threads: int = 0, compute_type: str = "default"
-) -> Exported:
+) -> ExportedTranslator:
     """Open an export directory; `threads` = 0 lets CTranslate2 choose, `compute_type` 'default' keeps the
     quantization the weights were exported with."""
     meta_path = path / META
@@ -149,4 +141,18 @@ def load_export(
         raise UserError(f"CTranslate2 cannot load {path}: {err}") from err
     tokenizers = load_tokenizers(path, meta["joint_vocabulary"])
     languages = tuple(meta["languages"]) if "languages" in meta else None
-    return Exported(translator, tokenizers, SearchConfig(**meta["search"]), meta["max_source_len"], languages)
+    settings = SearchConfig(**meta["search"])
+    return ExportedTranslator(translator, tokenizers, settings, meta["max_source_len"], languages)
+
+
+def load_translator(
+    paths: list[Path], engine: str, device: torch.device, checkpoint: str | None, search: dict[str, Any]
+) -> Translator:
+    """The translator of `paths` with the engine `choose_engine` picks: run directories (several: their
+    ensemble) with `checkpoint`, or one export; `search` replaces search settings (`{"beam_size": 3}`)."""
+    if choose_engine(engine, paths, checkpoint) == "torch":
+        overrides = [f"search.{name}={json.dumps(value)}" for name, value in search.items()]
+        return TorchTranslator.of_run(load_runs(paths, device, checkpoint, overrides))
+    if len(paths) > 1:
+        raise UserError("the ctranslate2 engine translates with one export; an ensemble needs runs")
+    return load_export(paths[0], device.type).with_search(**search)

@@ -61,9 +61,8 @@ class AdditiveAttention(SingleHeadAttention):
         return self.key_proj(memory), memory  # (batch, src_len, hidden), (batch, src_len, key_dim)
 
     def score(self, query: Tensor, keys: Tensor) -> Tensor:
-        hidden = torch.tanh(
-            self.query_proj(query).unsqueeze(2) + keys.unsqueeze(1)
-        )  # (batch, tgt, src, hidden)
+        summed = self.query_proj(query).unsqueeze(2) + keys.unsqueeze(1)  # (batch, tgt, src, hidden)
+        hidden = torch.tanh(summed)
         return self.energy(hidden).squeeze(-1)  # (batch, tgt_len, src_len)
 
 
@@ -118,9 +117,8 @@ class MultiHeadAttention(Attention):
 
     def split_heads(self, x: Tensor) -> Tensor:
         batch, length, _ = x.shape
-        return x.view(batch, length, self.heads, self.d_head).transpose(
-            1, 2
-        )  # (batch, heads, length, d_head)
+        split = x.view(batch, length, self.heads, self.d_head)  # (batch, length, heads, d_head)
+        return split.transpose(1, 2)  # (batch, heads, length, d_head)
 
     def project_query(self, query: Tensor) -> Tensor:
         """Queries (batch, tgt_len, d_model) → (batch, heads, tgt_len, d_head)."""

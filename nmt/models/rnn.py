@@ -59,9 +59,8 @@ def final_cell(rnn: nn.LSTM, x: Tensor, outputs: Tensor, lengths: Tensor) -> Ten
     weight_ih, weight_hh, bias_ih, bias_hh = rnn.all_weights[0]  # its `weight_ih_l0`, … `bias_hh_l0`
     gates = F.linear(x, weight_ih, bias_ih) + F.linear(before, weight_hh, bias_hh)
     i, f, g, _ = gates.chunk(4, dim=-1)  # (batch, length, hidden) each
-    inside = (torch.arange(x.size(1), device=x.device) < lengths.unsqueeze(1)).unsqueeze(
-        2
-    )  # (batch, length, 1)
+    positions = torch.arange(x.size(1), device=x.device)  # (length,)
+    inside = (positions < lengths.unsqueeze(1)).unsqueeze(2)  # (batch, length, 1)
     forget = torch.where(inside, torch.sigmoid(f), 1.0)
     kept_after = torch.cat([forget[:, 1:], forget.new_ones(forget[:, :1].shape)], dim=1)  # f_{t+1}
     decay = kept_after.flip(1).cumprod(1).flip(1)  # Π_{s>t} f_s (1 past the end)

@@ -111,20 +111,32 @@ class EncoderLayer(nn.Module):
 @dataclass
 class Cache:
     """One layer's self-attention keys and values during decoding. Each hypothesis writes its keys and values
-    into slots of its own, (sentences, heads, hypotheses * max_len, d_head), that never move when beam search
-    reorders its hypotheses: `slots` (sentences, heads, hypotheses, d_head) index where this step's go, and
-    `visible` (sentences, hypotheses, hypotheses * max_len) is True at the slots of each hypothesis'
-    history."""
+    into slots of its own, (sentences, heads, max_len * hypotheses, d_head) position-major (position p of
+    hypothesis h in slot p * hypotheses + h), that never move when beam search reorders its hypotheses:
+    `slots` (sentences, heads, hypotheses, d_head) index where this step's go, and `visible` (sentences,
+    hypotheses, used) is True at the slots of each hypothesis' history among the first `used` slots (the
+    positions written so far; the rest is not attended to). On a CPU every hypothesis is at the same position,
+    whose slots are the block `used - hypotheses` … `used`: a slice is written instead of scattered."""
 
     keys: Tensor
     values: Tensor
     slots: Tensor
     visible: Tensor
+    used: int
+    one_position: bool
 
     def write(self, keys: Tensor, values: Tensor) -> tuple[Tensor, Tensor]:
         """The cache with this step's keys and values (sentences, heads, hypotheses, d_head) written into
         their slots, in place: copying the whole cache at every step would cost more than attending to it."""
+        if self.one_position:
+            block = slice(self.used - keys.size(2), self.used)
+            self.keys[:, :, block], self.values[:, :, block] = keys, values
+            return self.keys, self.values
         return self.keys.scatter_(2, self.slots, keys), self.values.scatter_(2, self.slots, values)
+
+    def written(self) -> tuple[Tensor, Tensor]:
+        """The keys and values of the slots attended to. (sentences, heads, used, d_head) each"""
+        return self.keys[:, :, : self.used], self.values[:, :, : self.used]
 
 
 class DecoderLayer(nn.Module):
@@ -165,7 +177,7 @@ class DecoderLayer(nn.Module):
             if cache is None:
                 return self.self_attn.attend(q, keys, values, None, causal=h.size(1) > 1)[0]
             new_kv = cache.write(keys, values)
-            return self.self_attn.attend(q, *new_kv, cache.visible, need_weights=True)[0]
+            return self.self_attn.attend(q, *cache.written(), cache.visible, need_weights=True)[0]
 
         weights = None
 
@@ -210,9 +222,8 @@ class TransformerSeq2Seq(Seq2Seq):
         states = self.encoder_norm(x)
         memory = {"states": states, "src_mask": src_mask}
         for i, layer in enumerate(cast(Iterable[DecoderLayer], self.decoder_layers)):
-            memory[f"cross_k{i}"], memory[f"cross_v{i}"] = layer.cross_attn.prepare(
-                states
-            )  # (batch, heads, src, d_head)
+            keys, values = layer.cross_attn.prepare(states)  # (batch, heads, src, d_head) each
+            memory[f"cross_k{i}"], memory[f"cross_v{i}"] = keys, values
         return memory
 
     def logits(self, x: Tensor) -> Tensor:
@@ -227,9 +238,8 @@ class TransformerSeq2Seq(Seq2Seq):
             cross_kv = memory[f"cross_k{i}"], memory[f"cross_v{i}"]
             x, _, weights = layer(x, cross_kv, memory["src_mask"], need_weights=return_attention)
             attention.append(weights)
-        stacked = (
-            torch.stack(attention, dim=1) if return_attention else None
-        )  # (batch, layers, heads, tgt, src)
+        # (batch, layers, heads, tgt, src) when asked
+        stacked = torch.stack(attention, dim=1) if return_attention else None
         return Output(self.logits(x), stacked)
 
     def init_state(self, memory: Memory, max_len: int, hypotheses: int = 1) -> State:
@@ -244,29 +254,37 @@ class TransformerSeq2Seq(Seq2Seq):
         keys = memory["cross_k0"]  # (sentences, heads, src_len, d_head)
         rows, device = keys.size(0) * hypotheses, keys.device
         max_len = -(-max_len // SLOT_MULTIPLE) * SLOT_MULTIPLE  # aligned rows for the matmul kernels
-        shape = (keys.size(0), keys.size(1), hypotheses * max_len, keys.size(3))
+        shape = (keys.size(0), keys.size(1), max_len * hypotheses, keys.size(3))
         state = {
             "position": torch.zeros(rows, dtype=torch.long, device=device),
             "history": torch.zeros(rows, max_len, dtype=torch.long, device=device),
         }
+        # A GPU step attends to every slot (masked): they must hold numbers. A CPU step reads only the slots
+        # of the positions written so far, so they need no filling (filling cost more than attending).
+        allocate = keys.new_zeros if keys.is_cuda else keys.new_empty
         for i in range(len(self.decoder_layers)):
-            state[f"self_k{i}"], state[f"self_v{i}"] = keys.new_zeros(shape), keys.new_zeros(shape)
-        return state  # caches: (sentences, heads, hypotheses * max_len, d_head)
+            state[f"self_k{i}"], state[f"self_v{i}"] = allocate(shape), allocate(shape)
+        return state  # caches: (sentences, heads, max_len * hypotheses, d_head)
 
     def decode_step(self, tokens: Tensor, memory: Memory, state: State) -> Step:
+        """On a GPU each hypothesis attends to every slot, masked: the same shapes at every step, for CUDA
+        graphs. On a CPU, where reading a value costs nothing, only the slots of the positions written so far
+        are attended to (`written_positions`)."""
         position, history = state["position"], state["history"]  # (rows,), (rows, max_len)
         sentences, (rows, max_len) = memory["src_mask"].size(0), history.shape
         hypotheses, heads = rows // sentences, memory["cross_k0"].size(1)
         own = torch.arange(hypotheses, device=tokens.device).repeat(sentences)  # (rows,) each row's slots
         history.scatter_(1, position.unsqueeze(1), own.unsqueeze(1))  # this position is the row's own
         x = self.tgt_embed.at(tokens, position).view(sentences, hypotheses, -1)  # (sentences, hyps, d_model)
-        slots = (own * max_len + position).view(sentences, 1, hypotheses, 1)
+        slots = (position * hypotheses + own).view(sentences, 1, hypotheses, 1)
         slots = slots.expand(-1, heads, -1, memory["cross_k0"].size(3))  # (sentences, heads, hyps, d_head)
-        visible = self.visible_slots(history, position, sentences)
+        positions = max_len if tokens.is_cuda else written_positions(position)
+        visible = self.visible_slots(history[:, :positions], position, sentences)
         new_state = {"position": position + 1, "history": history}
         for i, layer in enumerate(self.decoder_layers):
             cross_kv = memory[f"cross_k{i}"], memory[f"cross_v{i}"]
-            cache = Cache(state[f"self_k{i}"], state[f"self_v{i}"], slots, visible)
+            caches = state[f"self_k{i}"], state[f"self_v{i}"]
+            cache = Cache(*caches, slots, visible, positions * hypotheses, not tokens.is_cuda)
             x, (new_state[f"self_k{i}"], new_state[f"self_v{i}"]), weights = layer(
                 x, cross_kv, memory["src_mask"], cache
             )
@@ -277,14 +295,15 @@ class TransformerSeq2Seq(Seq2Seq):
     @staticmethod
     def visible_slots(history: Tensor, position: Tensor, sentences: int) -> Tensor:
         """Which cache slots each hypothesis attends to: for every position up to its current one, the slot of
-        the hypothesis that wrote it. history (rows, max_len), position (rows,) → (sentences, hypotheses,
-        hypotheses * max_len)."""
-        rows, max_len = history.shape
+        the hypothesis that wrote it. history (rows, positions), position (rows,) → (sentences, hypotheses,
+        positions * hypotheses), slots position-major."""
+        rows, positions = history.shape
         hypotheses = rows // sentences
-        writer = history.view(sentences, hypotheses, 1, max_len)
-        slot_owner = torch.arange(hypotheses, device=history.device).view(1, 1, hypotheses, 1)
-        up_to_now = torch.arange(max_len, device=history.device) <= position.view(sentences, hypotheses, 1, 1)
-        return ((writer == slot_owner) & up_to_now).view(sentences, hypotheses, hypotheses * max_len)
+        writer = history.view(sentences, hypotheses, positions, 1)
+        slot_owner = torch.arange(hypotheses, device=history.device).view(1, 1, 1, hypotheses)
+        up_to_now = torch.arange(positions, device=history.device).view(1, 1, positions, 1)
+        seen = up_to_now <= position.view(sentences, hypotheses, 1, 1)
+        return ((writer == slot_owner) & seen).view(sentences, hypotheses, positions * hypotheses)
 
     def reorder_state(self, state: State, parents: Tensor) -> State:
         """Only the positions and histories move; the caches stay where the hypotheses wrote them."""
@@ -292,9 +311,28 @@ class TransformerSeq2Seq(Seq2Seq):
         return state | moved
 
     def select_sentences(self, memory: Memory, state: State, sentences: Tensor) -> tuple[Memory, State]:
-        rows = hypothesis_rows(sentences, state["position"].size(0) // memory["src_mask"].size(0))
+        """On a CPU only the written slots of the caches move (the others are never read there)."""
+        position = state["position"]
+        hypotheses = position.size(0) // memory["src_mask"].size(0)
+        rows = hypothesis_rows(sentences, hypotheses)
+        used = None if position.is_cuda else written_positions(position) * hypotheses
         kept = {
-            name: t.index_select(0, sentences if name.startswith("self_") else rows)
+            name: moved_cache(t, sentences, used) if name.startswith("self_") else t.index_select(0, rows)
             for name, t in state.items()
         }
         return select_rows(memory, sentences), kept
+
+
+def written_positions(position: Tensor) -> int:
+    """How many positions of the caches have been written: every hypothesis advances at every step, so all
+    slots of these positions hold keys and values. position (rows,), on the host."""
+    return int(position.max()) + 1 if position.numel() else 0
+
+
+def moved_cache(cache: Tensor, sentences: Tensor, used: int | None) -> Tensor:
+    """The cache rows of `sentences`, all its slots, or (`used`) only the first `used` ones copied."""
+    if used is None:
+        return cache.index_select(0, sentences)
+    kept = cache.new_empty(sentences.size(0), *cache.shape[1:])  # (sentences, heads, slots, d_head)
+    torch.index_select(cache[:, :, :used], 0, sentences, out=kept[:, :, :used])
+    return kept

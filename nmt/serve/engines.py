@@ -8,28 +8,21 @@ decodes) unless `--default NAME` chooses another; the default of each pair is lo
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import os
-from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import torch
-from torch import Tensor
 
-from nmt.data.tokenizer import Tokenizers
 from nmt.decode.search import Hypothesis
 from nmt.decode.trained_run import TrainedRun, ensemble, load_run
-from nmt.decode.translate import max_source_len, teacher_forced_attention, translate_ids
+from nmt.decode.translator import TorchTranslator, Translator, search_options, search_rule
 from nmt.errors import UserError
+from nmt.export.runtime import ExportedTranslator, load_export
 from nmt.models.config import ModelConfig
 from nmt.serve.answers import ModelFacts, ReportedBleu
-
-if TYPE_CHECKING:
-    from nmt.export.runtime import Exported
 
 log = logging.getLogger(__name__)
 
@@ -38,101 +31,94 @@ ENSEMBLE_ATTENTION = "one layer, one head: what search collected, the mean of th
 
 @dataclass(frozen=True)
 class Options:
-    """How a request wants its sentences searched; sentences batch only with others searched alike."""
+    """How a request wants its sentences searched: beam search (beam 1: greedy) or, with `sampling`, drawing
+    `nbest` samples as its settings say; the attention of every hypothesis when `attention`."""
 
     beam_size: int
     nbest: int
     attention: bool
+    sampling: bool = False
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+    seed: int = 0
 
 
 @dataclass(frozen=True)
 class Decoding:
     """What to decode and how: the served model's name and the search options. The batcher's key: sentences
-    batch only with others decoded alike."""
+    batch only with others decoded alike. `request` sets a request apart (seeded sampling: its samples must
+    not depend on what else is decoded with it)."""
 
     model: str
     options: Options
+    request: int | None = None
 
 
-@dataclass(frozen=True)
-class Translated:
-    """One sentence's hypotheses, best first, and (when asked) the attention paid for each:
-    (layers, heads, len(tokens) + 1, source subwords + 1), the rows and columns ending with eos."""
+class Engine:
+    """A model served under `name` for one language pair: its translator, and what /v1/models says of it."""
 
-    hypotheses: list[Hypothesis]
-    attention: list[Tensor] | None = None
-
-
-class Engine(ABC):
-    """A model served under `name` for one language pair."""
-
-    def __init__(
-        self, name: str, pair: tuple[str, str], tokenizers: Tokenizers, max_source_len: int, beam_size: int
-    ) -> None:
+    def __init__(self, name: str, pair: tuple[str, str], translator: Translator, facts: ModelFacts) -> None:
         self.name, (self.source, self.target) = name, pair
-        self.tokenizers, self.max_source_len, self.beam_size = tokenizers, max_source_len, beam_size
+        self.translator, self.facts = translator, facts
 
-    has_attention = True
+    @property
+    def beam_size(self) -> int:
+        return self.translator.settings.beam_size
 
-    @abstractmethod
-    def search(self, sources: list[list[int]], options: Options) -> list[Translated]:
-        """Search source id lists (each at most `max_source_len` long) as one batch; blocking."""
-
-    @abstractmethod
-    def describe(self) -> ModelFacts:
-        """What /v1/models says of the model beyond its name and pair."""
-
-
-class TorchEngine(Engine):
-    """A trained run (or an ensemble of runs) decoded by nmt's own search."""
-
-    def __init__(self, name: str, run: TrainedRun, members: list[TrainedRun]) -> None:
-        cfg = run.cfg
-        super().__init__(
-            name,
-            (cfg.data.src_lang, cfg.data.tgt_lang),
-            run.tokenizers,
-            max_source_len(cfg),
-            cfg.search.beam_size,
-        )
-        self.run, self.members = run, members
-
-    def search(self, sources: list[list[int]], options: Options) -> list[Translated]:
-        search = dataclasses.replace(
-            self.run.cfg.search,
+    def search(self, sources: list[list[int]], options: Options) -> list[list[Hypothesis]]:
+        """Search source id lists as one batch; blocking. Each batch has a new shape: capturing CUDA graphs
+        would cost more than it saves."""
+        searching = self.translator.with_search(
             beam_size=options.beam_size,
             nbest=options.nbest,
             batch_size=max(1, len(sources)),
-            cuda_graphs=False,  # every batch has a new shape: a capture per batch costs more than it saves
+            cuda_graphs=False,
+            sampling=options.sampling,
+            temperature=options.temperature,
+            top_k=options.top_k,
+            top_p=options.top_p,
+            seed=options.seed,
         )
-        searched = options.attention and len(self.members) > 1  # an ensemble has no teacher-forced pass
-        with torch.inference_mode():
-            found = translate_ids(self.run.model, sources, search, self.max_source_len, searched)
-        if not options.attention:
-            return [Translated(hyps) for hyps in found]
-        return [self._with_attention(src, hyps) for src, hyps in zip(sources, found, strict=True)]
-
-    def _with_attention(self, src: list[int], hyps: list[Hypothesis]) -> Translated:
-        """The hypotheses with every layer's and head's attention (an ensemble: what search collected, the
-        mean of its members' last layers and heads, as one layer and one head); none for an empty source."""
-        if not src:
-            return Translated(hyps)
-        if len(self.members) > 1:  # search collected every hypothesis' attention: none is None
-            return Translated(hyps, [h.attention[None, None] for h in hyps])  # type: ignore[index]
-        return Translated(hyps, teacher_forced_attention(self.run.model, src, [h.tokens for h in hyps]))
+        settings = searching.settings
+        return searching.search(sources, search_rule(settings), search_options(settings, options.attention))
 
     def describe(self) -> ModelFacts:
-        alone = len(self.members) == 1
-        return ModelFacts(
-            engine="torch",
-            type=self.run.cfg.model.type if alone else "ensemble",
-            runs=[member.directory.path.name for member in self.members],
-            checkpoint=self.run.checkpoint_name,
-            parameters=sum(p.numel() for p in self.run.model.parameters()),
-            test_bleu=_test_bleu(self.run) if alone else None,
-            beam_size=self.beam_size,
-            attention=attention_layout(self.run.cfg.model) if alone else ENSEMBLE_ATTENTION,
-        )
+        """What /v1/models says of the model beyond its name and pair."""
+        return self.facts
+
+
+def run_engine(name: str, run: TrainedRun, members: list[TrainedRun]) -> Engine:
+    """A trained run (or an ensemble of runs) served by nmt's own search."""
+    cfg, alone = run.cfg, len(members) == 1
+    facts = ModelFacts(
+        engine="torch",
+        type=cfg.model.type if alone else "ensemble",
+        runs=[member.directory.path.name for member in members],
+        checkpoint=run.checkpoint_name,
+        parameters=sum(p.numel() for p in run.model.parameters()),
+        test_bleu=_test_bleu(run) if alone else None,
+        beam_size=cfg.search.beam_size,
+        attention=attention_layout(cfg.model) if alone else ENSEMBLE_ATTENTION,
+    )
+    return Engine(name, (cfg.data.src_lang, cfg.data.tgt_lang), TorchTranslator.of_run(run), facts)
+
+
+def export_engine(name: str, exported: ExportedTranslator) -> Engine:
+    """An export of `nmt export --to ctranslate2`: n-best with CTranslate2's scores, no attention."""
+    if exported.languages is None:
+        raise UserError(f"{name}: the export names no language pair; export the run again with this nmt")
+    facts = ModelFacts(
+        engine="ctranslate2",
+        type="transformer",
+        runs=[name],
+        checkpoint=None,
+        parameters=None,
+        test_bleu=None,
+        beam_size=exported.settings.beam_size,
+        attention=None,
+    )
+    return Engine(name, exported.languages, exported, facts)
 
 
 def attention_layout(model: ModelConfig) -> str:
@@ -153,36 +139,6 @@ def _test_bleu(run: TrainedRun) -> ReportedBleu | None:
         return None
 
 
-class ExportedEngine(Engine):
-    """An export of `nmt export --to ctranslate2`: n-best with CTranslate2's scores, no attention."""
-
-    has_attention = False
-
-    def __init__(self, name: str, exported: Exported) -> None:
-        if exported.languages is None:
-            raise UserError(f"{name}: the export names no language pair; export the run again with this nmt")
-        super().__init__(
-            name, exported.languages, exported.tokenizers, exported.max_source_len, exported.search.beam_size
-        )
-        self.exported = exported
-
-    def search(self, sources: list[list[int]], options: Options) -> list[Translated]:
-        found = self.exported.hypotheses(sources, options.beam_size, len(sources) or 1, options.nbest)
-        return [Translated(hyps) for hyps in found]
-
-    def describe(self) -> ModelFacts:
-        return ModelFacts(
-            engine="ctranslate2",
-            type="transformer",
-            runs=[self.name],
-            checkpoint=None,
-            parameters=None,
-            test_bleu=None,
-            beam_size=self.beam_size,
-            attention=None,
-        )
-
-
 @dataclass
 class Catalog:
     """The served models by name, and the default model of each language pair."""
@@ -190,7 +146,7 @@ class Catalog:
     engines: dict[str, Engine]
     defaults: dict[tuple[str, str], str]
 
-    def search(self, decoding: Decoding, sources: list[list[int]]) -> list[Translated]:
+    def search(self, decoding: Decoding, sources: list[list[int]]) -> list[list[Hypothesis]]:
         """Decode source id lists as `decoding` says (the batcher's decode function); blocking."""
         return self.engines[decoding.model].search(sources, decoding.options)
 
@@ -208,22 +164,20 @@ def load_catalog(
     each model's own; `defaults`: served names that become the default of their pair."""
     names = _unique_names(paths)
     if engine == "ctranslate2":
-        from nmt.export.runtime import load_export
-
         search = {"beam_size": beam_size} if beam_size is not None else {}
-        exports: list[Engine] = [
-            ExportedEngine(n, load_export(p, device.type).with_search(search))
+        exports = [
+            export_engine(n, load_export(p, device.type).with_search(**search))
             for n, p in zip(names, paths, strict=True)
         ]
         return _catalog(exports, [], defaults or [])
     overrides = [f"search.beam_size={beam_size}"] if beam_size is not None else []
     runs = [load_run(path, device, which, overrides) for path in paths]
-    engines: list[Engine] = [TorchEngine(name, run, [run]) for name, run in zip(names, runs, strict=True)]
+    engines = [run_engine(name, run, [run]) for name, run in zip(names, runs, strict=True)]
     ensembles: list[Engine] = []
     for pair, group in _by_pair(runs).items():
         if len(group) > 1:
             try:
-                ensembles.append(TorchEngine(f"ensemble-{pair[0]}-{pair[1]}", ensemble(group), group))
+                ensembles.append(run_engine(f"ensemble-{pair[0]}-{pair[1]}", ensemble(group), group))
             except UserError as err:
                 log.warning("%s; no ensemble of %s → %s", err, *pair)
     return _catalog(engines, ensembles, defaults or [])

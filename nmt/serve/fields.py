@@ -82,6 +82,38 @@ class V1TranslateAsked(Asked):
     nbest: int = 1
     beam_size: int = 0
     attention: bool = Field(False, description="Return the attention of each hypothesis.")
+    sampling: bool = Field(
+        False, description="Draw nbest samples instead of searching (beam_size is ignored)."
+    )
+    temperature: Annotated[float, Field(gt=0, le=100), NO_BOOLEAN] = Field(
+        1.0, description="Sampling: divide log-probabilities by this (< 1 sharper, > 1 flatter)."
+    )
+    top_k: Annotated[int, Field(ge=0), NO_BOOLEAN] = Field(
+        0, description="Sampling: only the k most probable tokens (0: all)."
+    )
+    top_p: Annotated[float, Field(gt=0, le=1), NO_BOOLEAN] = Field(
+        1.0, description="Sampling: only the smallest set of tokens whose probability reaches p."
+    )
+    seed: Annotated[int | None, Field(ge=0, lt=2**63), NO_BOOLEAN] = Field(
+        None,
+        description="Sampling: the seed (the same request and seed give the same samples; none: random).",
+    )
+
+    def sampled(self) -> Sampled | None:
+        """The sampling this request asks for, or None when it asks for search."""
+        if not self.sampling:
+            return None
+        return Sampled(self.temperature, self.top_k, self.top_p, self.seed)
+
+
+@dataclass(frozen=True)
+class Sampled:
+    """How a request wants its samples drawn (nmt/decode/sampling.py)."""
+
+    temperature: float
+    top_k: int
+    top_p: float
+    seed: int | None
 
 
 @dataclass(frozen=True)
@@ -167,6 +199,12 @@ def _message(errors: list[ErrorDetails], model: type[BaseModel]) -> str:
             return f"{name} must be a whole number, not {_shown(value)}"
         case "bool_type" | "bool_parsing":
             return f"{name} must be true or false (or yes/no, on/off, 1/0), not {_shown(value)}"
+        case "float_type" | "float_parsing":
+            return f"{name} must be a number, not {_shown(value)}"
+        case "greater_than":
+            return f"{name}={value} must be above {context['gt']}"
+        case "less_than":
+            return f"{name}={value} must be below {context['lt']}"
         case "greater_than_equal":
             return f"{name}={value} must be at least {context['ge']}"
         case "less_than_equal":

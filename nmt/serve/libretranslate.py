@@ -10,6 +10,7 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import Response
 
+from nmt.decode.translator import Translated
 from nmt.serve.answers import (
     Detected,
     FrontendSettings,
@@ -21,7 +22,7 @@ from nmt.serve.answers import (
     json_answer,
 )
 from nmt.serve.fields import validated
-from nmt.serve.service import Line, Service
+from nmt.serve.service import Service
 
 NAMES = {  # ISO 639-1 codes of the languages LibreTranslate serves most; others are named by their code
     "ar": "Arabic",
@@ -75,12 +76,12 @@ async def translate(request: Request) -> Response:
     return json_answer(answer, omit_none=True)
 
 
-def _joined(lines: list[Line], rank: int) -> str:
+def _joined(lines: list[Translated], rank: int) -> str:
     """The text of each line's `rank`-th hypothesis (its last one where it has fewer), one line each."""
     return "\n".join(line.hypotheses[min(rank, len(line.hypotheses) - 1)].text for line in lines)
 
 
-def _alternatives(lines: list[Line], count: int, best: str) -> list[str]:
+def _alternatives(lines: list[Translated], count: int, best: str) -> list[str]:
     """Up to `count` other translations, distinct and unlike the best one, as LibreTranslate gives them."""
     found: list[str] = []
     for rank in range(1, count + 1):

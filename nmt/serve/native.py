@@ -7,6 +7,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from torch import Tensor
 
+from nmt.decode.translator import Translated
 from nmt.serve.answers import (
     Health,
     HypothesisAnswer,
@@ -19,7 +20,7 @@ from nmt.serve.answers import (
     json_answer,
 )
 from nmt.serve.fields import validated
-from nmt.serve.service import Line, Service
+from nmt.serve.service import Service
 
 DIGITS = 5  # attention weights are rounded to this many decimals
 
@@ -32,7 +33,7 @@ async def translate(request: Request) -> Response:
     asked = validated(service.requests.v1_translate, request.state.fields)
     engine = service.choose(asked.source, asked.target, asked.model)
     beam = asked.beam_size or None  # 0: the model's own
-    decoding = service.decoding(engine, beam, asked.nbest, asked.attention)
+    decoding = service.decoding(engine, beam, asked.nbest, asked.attention, asked.sampled())
     texts = asked.q if isinstance(asked.q, list) else [asked.q]
     results = await service.translate(engine, texts, decoding)
     answer = V1Translation(
@@ -45,12 +46,12 @@ async def translate(request: Request) -> Response:
     return json_answer(answer, omit_none=True)
 
 
-def _text(lines: list[Line]) -> TextAnswer:
+def _text(lines: list[Translated]) -> TextAnswer:
     best = "\n".join(line.hypotheses[0].text for line in lines)
     return TextAnswer(translatedText=best, lines=[_line(line) for line in lines])
 
 
-def _line(line: Line) -> LineAnswer:
+def _line(line: Translated) -> LineAnswer:
     """A line's source subwords and hypotheses (text, score, target subwords, attention when asked)."""
     return LineAnswer(
         source_pieces=line.source_pieces,

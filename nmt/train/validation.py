@@ -8,7 +8,8 @@ from nmt.config.schema import Config, replace
 from nmt.data.batching import iterate_batches, sorted_groups
 from nmt.data.loader import prefetch
 from nmt.data.prepare import PreparedData
-from nmt.decode.translate import max_source_len, translate_ids
+from nmt.decode.rules import Greedy
+from nmt.decode.translator import TorchTranslator, max_source_len
 from nmt.device import autocast
 from nmt.evaluate.scores import score
 from nmt.models.base import Seq2Seq
@@ -23,8 +24,10 @@ def validation_scores(
     model.eval()
     limit = min(cfg.train.eval_max_sentences or len(data.valid), len(data.valid))
     sources = [data.valid_ids.src[i] for i in range(limit)]
-    greedy = replace(cfg, search={"beam_size": 1, "nbest": 1}).search
-    hyps = translate_ids(model, sources, greedy, max_source_len(cfg))
+    translator = TorchTranslator(
+        model, data.tokenizers, replace(cfg, search={"nbest": 1}).search, max_source_len(cfg)
+    )
+    hyps = translator.search(sources, Greedy(cfg.search.length_penalty))
     scores = score(data.tokenizers.tgt.decode([h[0].tokens for h in hyps]), data.valid.tgt[:limit])
     loss = _validation_loss(model, data, cfg, device)
     model.train()

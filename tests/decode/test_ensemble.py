@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from nmt.decode.trained_run import load_run
-from nmt.decode.translate import translate
+from nmt.decode.translator import TorchTranslator
 from nmt.models.ensemble import Ensemble
 from tests.conftest import ROOT, assert_one_line_error, run_cli, train_args
 
@@ -48,7 +48,8 @@ def test_an_ensemble_scores_at_least_its_weaker_member(
 def test_an_ensemble_of_one_translates_like_the_model(trained_run: Path, corpus: Path) -> None:
     run = load_run(trained_run, torch.device("cpu"))
     sentences = (corpus / "test.src").read_text().splitlines()[:20]
-    assert translate(replace(run, model=Ensemble([run.model]).eval()), sentences) == translate(run, sentences)
+    one = TorchTranslator.of_run(replace(run, model=Ensemble([run.model]).eval()))
+    assert one.translate(sentences) == TorchTranslator.of_run(run).translate(sentences)
     text = "".join(line + "\n" for line in sentences)
     single = run_cli("translate", str(trained_run), "--beam-size", "3", input=text)
     twice = run_cli("translate", str(trained_run), str(trained_run), "--beam-size", "3", input=text)

@@ -1,4 +1,5 @@
-"""Greedy and beam search against a scripted model whose best answers are worked out by hand."""
+"""The search loop under the greedy and beam rules, against a scripted model whose best answers are worked out
+by hand and against reference searches written plainly."""
 
 import math
 from collections.abc import Callable
@@ -8,19 +9,12 @@ import torch
 from torch import Tensor
 from torch.profiler import ProfilerActivity, profile
 
+import nmt.decode.search
 from nmt.config.sections import SearchConfig
 from nmt.data.special_tokens import BOS, EOS, PAD
-from nmt.decode.beam import beam_search, only_eos
-from nmt.decode.search import (
-    CHECK_EVERY,
-    Hypothesis,
-    allowed,
-    banned_tokens,
-    greedy,
-    length_penalty,
-    output_limits,
-    trim,
-)
+from nmt.decode.rules import BeamSearch, Greedy
+from nmt.decode.search import CHECK_EVERY, Hypothesis, length_penalty, output_limits, search, trim
+from nmt.decode.translator import search_options
 from nmt.errors import ConfigError
 from nmt.models.base import Memory, Seq2Seq, State, Step
 from nmt.models.config import ModelConfig, RNNConfig, TransformerConfig
@@ -63,6 +57,21 @@ class ScriptedModel(Seq2Seq):
 
 def settings(beam: int, alpha: float, a: float, b: int, nbest: int = 1) -> SearchConfig:
     return SearchConfig(beam_size=beam, length_penalty=alpha, max_len_a=a, max_len_b=b, nbest=nbest)
+
+
+def greedy(
+    model: Seq2Seq, src: Tensor, mask: Tensor, cfg: SearchConfig, with_attention: bool = False
+) -> list[list[Hypothesis]]:
+    """The search loop under the greedy rule (the config's beam size is not read)."""
+    return search(model, src, mask, Greedy(cfg.length_penalty), search_options(cfg, with_attention))
+
+
+def beam_search(
+    model: Seq2Seq, src: Tensor, mask: Tensor, cfg: SearchConfig, with_attention: bool = False
+) -> list[list[Hypothesis]]:
+    """The search loop under the beam rule of the config's beam size."""
+    rule = BeamSearch(cfg.beam_size, cfg.length_penalty)
+    return search(model, src, mask, rule, search_options(cfg, with_attention))
 
 
 def tokens(found: list[list[Hypothesis]]) -> list[list[int]]:
@@ -159,6 +168,20 @@ def test_length_penalty_is_gnmt() -> None:
 # --- the search before it avoided host syncs, kept as a reference: outputs must not change ---------------
 
 
+def banned_tokens(device: torch.device) -> Tensor:
+    return torch.tensor([PAD, BOS], device=device)
+
+
+def allowed(log_probs: Tensor, banned: Tensor) -> Tensor:
+    return log_probs.index_fill(1, banned, float("-inf"))
+
+
+def only_eos(log_probs: Tensor) -> Tensor:
+    forced = torch.full_like(log_probs, float("-inf"))
+    forced[:, EOS] = 0.0
+    return forced
+
+
 def reference_greedy(model: Seq2Seq, src: Tensor, mask: Tensor, a: float, b: int) -> list[list[int]]:
     """Greedy search that checks `finished.all()` after every step."""
     memory, limits = model.encode(src, mask), output_limits(mask, a, b)
@@ -246,11 +269,12 @@ def test_search_gives_the_reference_outputs(kind: str, seed: int) -> None:
 
 
 class NeverEnding(Seq2Seq):
-    """A random Transformer that never chooses eos: search runs to the length limit. Counts its steps."""
+    """A random RNN that never chooses eos: search runs to the length limit. Counts its steps. (An RNN step
+    reads nothing back; a Transformer's on a CPU reads its position, which costs nothing there.)"""
 
     def __init__(self) -> None:
         super().__init__()
-        self.model, self.steps = random_transformer(7), 0
+        self.model, self.steps = random_model("rnn-luong", 7), 0
 
     def encode(self, src: Tensor, src_mask: Tensor) -> Memory:
         return self.model.encode(src, src_mask)
@@ -280,7 +304,9 @@ def host_syncs(work: Callable[[], object]) -> int:
 
 
 @pytest.mark.parametrize("beam", [1, 3])
-def test_search_reads_the_device_once_every_few_steps(beam: int) -> None:
+def test_search_reads_the_device_once_every_few_steps(beam: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As on a GPU, where a read waits for the device (on a CPU the search checks after every step)."""
+    monkeypatch.setattr(nmt.decode.search, "check_every", lambda device: CHECK_EVERY)
     model, (src, mask) = NeverEnding().eval(), random_batch(8)
     if beam == 1:
         syncs = host_syncs(lambda: greedy(model, src, mask, settings(1, 1.0, 2.0, 9)))

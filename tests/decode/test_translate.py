@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import io
 import os
 import select
@@ -10,18 +9,18 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import torch
 
-import nmt.decode.translate
-from nmt.config.schema import replace as config_replace
+import nmt.decode.outputs
+import nmt.decode.translator
 from nmt.config.yaml_file import load_config
+from nmt.decode.outputs import stream_translations
 from nmt.decode.search import Hypothesis
 from nmt.decode.trained_run import load_run
-from nmt.decode.translate import stream_translations, translate, translate_hypotheses, translate_ids
+from nmt.decode.translator import TorchTranslator
 from tests.conftest import assert_one_line_error, run_cli
 
 
@@ -31,8 +30,8 @@ def test_chunks_keep_the_order_and_the_empty_lines(
     s = (corpus / "test.src").read_text().splitlines()[:7]
     lines = [s[0], "", s[1], " \t ", s[2], s[3], "\u00a0\r", s[4], s[5], s[6]]  # NBSP and CR are spaces
     run = load_run(trained_run, torch.device("cpu"))
-    whole = translate(replace(run, cfg=config_replace(run.cfg, search={"beam_size": 1})), lines)
-    monkeypatch.setattr(nmt.decode.translate, "CHUNK_LINES", 3)  # chunks cut through the empty lines
+    whole = TorchTranslator.of_run(run).with_search(beam_size=1).translate(lines)
+    monkeypatch.setattr(nmt.decode.outputs, "CHUNK_LINES", 3)  # chunks cut through the empty lines
     (tmp_path / "in.txt").write_text("\n".join(lines) + "\n")
     for output in (None, tmp_path / "out.txt"):
         args = ["translate", str(trained_run), "-i", str(tmp_path / "in.txt"), "--beam-size", "1"]
@@ -58,9 +57,9 @@ def test_a_terminal_gets_each_answer_before_the_next_line(trained_run: Path) -> 
     read, write = os.pipe()
     out = _Written()
     with open(read, "rb") as source:
-        search = functools.partial(translate_hypotheses, run)
+        translator = TorchTranslator.of_run(run)
         worker = threading.Thread(
-            target=stream_translations, args=(run, search, source, "stdin", out), kwargs={"interactive": True}
+            target=stream_translations, args=(translator, source, "stdin", out), kwargs={"interactive": True}
         )
         worker.start()
         os.write(write, b"kalo mi\n")
@@ -149,7 +148,7 @@ def test_each_line_is_answered_before_the_next_is_typed(
     finally:
         typist.process.kill()
     run = load_run(trained_run, torch.device("cpu"))
-    expected = translate(replace(run, cfg=config_replace(run.cfg, search={"beam_size": 1})), lines)
+    expected = TorchTranslator.of_run(run).with_search(beam_size=1).translate(lines)
     assert answers == [text + "\n" for text in expected]
 
 
@@ -189,20 +188,20 @@ def test_a_10000_token_line_gives_a_bounded_translation(trained_run: Path, corpu
 def test_out_of_memory_in_translation_retries_in_halves(
     trained_run: Path, corpus: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    run = load_run(trained_run, torch.device("cpu"))
-    sources = run.tokenizers.src.encode((corpus / "test.src").read_text().splitlines()[:12])
-    search = config_replace(run.cfg, search={"beam_size": 1, "nbest": 1, "batch_size": 12}).search
-    expected = translate_ids(run.model, sources, search, 256)
-    real_greedy, sizes = nmt.decode.translate.greedy, []
+    translator = TorchTranslator.of_run(load_run(trained_run, torch.device("cpu")))
+    translator = translator.with_search(beam_size=1, nbest=1, batch_size=12)
+    sources = translator.encode((corpus / "test.src").read_text().splitlines()[:12])
+    expected = translator.search(sources)
+    real_search, sizes = nmt.decode.translator.search, []
 
-    def greedy(model: object, src: torch.Tensor, *args: object) -> list[list[Hypothesis]]:
+    def search(model: object, src: torch.Tensor, *args: object) -> list[list[Hypothesis]]:
         sizes.append(src.size(0))
         if src.size(0) > 3:
             raise torch.cuda.OutOfMemoryError("CUDA out of memory.")
-        return real_greedy(model, src, *args)
+        return real_search(model, src, *args)
 
-    monkeypatch.setattr(nmt.decode.translate, "greedy", greedy)
-    got = translate_ids(run.model, sources, search, 256)
+    monkeypatch.setattr(nmt.decode.translator, "search", search)
+    got = translator.search(sources)
     assert [[h.tokens for h in hyps] for hyps in got] == [[h.tokens for h in hyps] for hyps in expected]
     scores = [h.score for hyps in got for h in hyps]  # other batches, other padding: equal up to rounding
     assert scores == pytest.approx([h.score for hyps in expected for h in hyps], abs=1e-4)
@@ -216,6 +215,6 @@ def test_out_of_memory_on_one_sentence_is_one_line(
     def out_of_memory(*_: object) -> None:
         raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
 
-    monkeypatch.setattr(nmt.decode.translate, "greedy", out_of_memory)
+    monkeypatch.setattr(nmt.decode.translator, "search", out_of_memory)
     result = run_cli("translate", str(trained_run), "--beam-size", "1", input="kalo mi su\n")
     assert_one_line_error(result, "out of GPU memory translating one sentence", "--beam-size")

@@ -14,7 +14,7 @@ from PIL import Image
 import nmt.evaluate.plots
 from nmt.config.yaml_file import load_config
 from nmt.decode.trained_run import load_run
-from nmt.decode.translate import Alignment
+from nmt.decode.translator import Translated, Translation
 from nmt.evaluate.plots import ATTENTION_COLOURS, ATTENTION_STOPS, save_attention
 from nmt.evaluate.report import draw_heatmaps
 from nmt.models.config import ModelConfig
@@ -30,12 +30,17 @@ def figures(monkeypatch: pytest.MonkeyPatch) -> list[plt.Figure]:
     return kept
 
 
-def diffuse(layers: int = 2, heads: int = 4) -> Alignment:
+def drawn(source_pieces: list[str], pieces: list[str], weights: torch.Tensor) -> Translated:
+    """A translation of `source_pieces` into `pieces` that paid `weights` (layers, heads, tgt, src)."""
+    return Translated(source_pieces, [Translation("a b c", 0.0, [], pieces, weights)])
+
+
+def diffuse(layers: int = 2, heads: int = 4) -> Translated:
     """Weak, diffuse attention (every weight at most 0.3) over 5 source and 4 output pieces."""
     scores = torch.randn(layers, heads, 4, 5, generator=torch.Generator().manual_seed(0))
     weights = torch.softmax(scores / 8, dim=-1)
     assert weights.max() < 0.3
-    return Alignment("a b c", ["x", "y", "z", "w", "</s>"], ["a", "b", "c", "</s>"], weights)
+    return drawn(["x", "y", "z", "w", "</s>"], ["a", "b", "c", "</s>"], weights)
 
 
 def colour_bars(figure: plt.Figure) -> list[str]:
@@ -47,7 +52,7 @@ def test_the_colour_scale_ends_at_the_figures_largest_weight(figures: list, tmp_
     alignment, model = diffuse(), ModelConfig()
     save_attention(alignment, tmp_path / "a.png", model, layer=1, head="2")
     save_attention(alignment, tmp_path / "b.png", model, layer=1, head="2", scale="fixed")
-    top = float(alignment.weights[1, 2].max())
+    top = float(alignment.best.attention[1, 2].max())
     (by_figure,), (fixed,) = (figure.axes[0].images for figure in figures)
     assert by_figure.get_clim() == pytest.approx((0.0, top)) and fixed.get_clim() == (0.0, 1.0)
     assert colour_bars(figures[0]) == [f"attention weight\n(scale 0 to {top:.2f}, this figure's largest)"]
@@ -61,7 +66,7 @@ def test_a_grid_of_heads_has_one_colour_bar_and_one_scale(figures: list, tmp_pat
     (figure,) = figures
     images = [image for axes in figure.axes for image in axes.images]
     assert len(images) == 4 and len(colour_bars(figure)) == 1
-    top = float(alignment.weights[0].max())  # of all heads
+    top = float(alignment.best.attention[0].max())  # of all heads
     assert all(image.get_clim() == pytest.approx((0.0, top)) for image in images)
     assert figure.get_suptitle().startswith("Transformer, decoder layer 0, 4 heads\na b c")
 
@@ -102,8 +107,9 @@ def test_the_colours_are_the_explorers() -> None:
 
 def test_labels_mark_a_word_start_with_a_dot_as_the_explorer_does(figures: list, tmp_path: Path) -> None:
     weights = torch.full((1, 1, 3, 4), 0.25)
-    alignment = Alignment("ab c", ["▁ab", "▁c", "d", "</s>"], ["▁ab", "c", "</s>"], weights)
-    save_attention(alignment, tmp_path / "a.png", ModelConfig())
+    save_attention(
+        drawn(["▁ab", "▁c", "d", "</s>"], ["▁ab", "c", "</s>"], weights), tmp_path / "a.png", ModelConfig()
+    )
     (figure,) = figures
     axes = figure.axes[0]
     assert [label.get_text() for label in axes.get_xticklabels()] == ["·ab", "·c", "d", "</s>"]

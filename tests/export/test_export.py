@@ -1,5 +1,5 @@
 """`nmt export --to ctranslate2` and `nmt translate --engine ctranslate2`: CTranslate2's greedy output equals
-ours token for token; what cannot be exported is refused in one line."""
+ours token for token (both through the Translator); what cannot be exported is refused in one line."""
 
 import json
 from pathlib import Path
@@ -7,9 +7,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from nmt.config.schema import replace
 from nmt.decode.trained_run import load_run
-from nmt.decode.translate import max_source_len, translate_ids
+from nmt.decode.translator import TorchTranslator
 from nmt.export.ctranslate2 import META
 from nmt.export.runtime import load_export
 from tests.conftest import assert_one_line_error, run_cli, train_args
@@ -20,13 +19,14 @@ pytestmark = pytest.mark.slow  # exports and a second training: the end-to-end l
 
 def greedy_both(run_dir: Path, export_dir: Path, sentences: list[str]) -> tuple[list, list]:
     """Greedy target ids of `sentences` from our search and from the export's CTranslate2 translator."""
-    exported = load_export(export_dir, "cpu")
+    exported = load_export(export_dir, "cpu").with_search(beam_size=1, nbest=1, batch_size=50)
     which = json.loads((export_dir / META).read_text())["checkpoint"]
-    run = load_run(run_dir, torch.device("cpu"), which)
-    sources = run.tokenizers.src.encode(sentences)
-    search = replace(run.cfg, search={"beam_size": 1, "nbest": 1, "batch_size": 50}).search
-    ours = [hyps[0].tokens for hyps in translate_ids(run.model, sources, search, max_source_len(run.cfg))]
-    return ours, exported.translate_ids(sources, beam_size=1)
+    translator = TorchTranslator.of_run(load_run(run_dir, torch.device("cpu"), which))
+    translator = translator.with_search(beam_size=1, nbest=1, batch_size=50)
+    sources = translator.encode(sentences)
+    assert exported.encode(sentences) == sources
+    ours, theirs = translator.search(sources), exported.search(sources)
+    return [hyps[0].tokens for hyps in ours], [hyps[0].tokens for hyps in theirs]
 
 
 def test_greedy_translations_equal_ours(trained_run: Path, corpus: Path, tmp_path: Path) -> None:
@@ -68,11 +68,25 @@ def test_an_export_gives_nbest_lists_scores_and_jsonl(
     result = run_cli("translate", str(out), "--engine", "torch", input="ka lo\n")
     assert_one_line_error(result, "is a CTranslate2 export", "without --engine torch")
     sentences = (corpus / "test.src").read_text().splitlines()[:10]
-    exported = load_export(out, "cpu").with_search({"beam_size": 1})
-    summed = exported.with_search({"length_penalty": 0.0}).translate_sentences(sentences)
-    for (plain,), (normalised,) in zip(summed, exported.translate_sentences(sentences), strict=True):
+    exported = load_export(out, "cpu").with_search(beam_size=1)
+    summed = exported.with_search(length_penalty=0.0)
+    sources = exported.encode(sentences)
+    for (plain,), (normalised,) in zip(summed.search(sources), exported.search(sources), strict=True):
         assert normalised.tokens == plain.tokens
         assert normalised.score * (len(plain.tokens) + 1) == pytest.approx(plain.score, rel=1e-4)
+
+
+def test_an_export_samples_with_a_seed(trained_run: Path, corpus: Path, tmp_path: Path) -> None:
+    out = tmp_path / "ct2"
+    assert run_cli("export", str(trained_run), str(out))[0] == 0
+    test_src = str(corpus / "test.src")
+    args = ["translate", str(out), "-i", test_src, "--sampling", "--nbest", "2", "--temperature", "3.0"]
+    code, first, err = run_cli(*args, "--seed", "3")
+    assert code == 0, err
+    assert len(first.splitlines()) == 200
+    assert run_cli(*args, "--seed", "3")[1] == first != run_cli(*args, "--seed", "4")[1]
+    greedy = run_cli("translate", str(out), "-i", test_src, "--beam-size", "1")[1]
+    assert run_cli("translate", str(out), "-i", test_src, "--sampling", "--top-k", "1")[1] == greedy
 
 
 def test_post_norm_untied_separate_vocabularies(tiny: Path, small_corpus: Path, tmp_path: Path) -> None:
@@ -91,7 +105,7 @@ def test_int8_export_translates(trained_run: Path, corpus: Path, tmp_path: Path)
     out = tmp_path / "int8"
     assert run_cli("export", str(trained_run), str(out), "--quantization", "int8")[0] == 0
     sentences = (corpus / "test.src").read_text().splitlines()[:20]
-    translations = load_export(out, "cpu").translate(["", *sentences], beam_size=5)
+    translations = load_export(out, "cpu").with_search(beam_size=5).translate(["", *sentences])
     assert translations[0] == "" and all(translations[1:])
 
 

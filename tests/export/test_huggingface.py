@@ -12,10 +12,9 @@ import torch
 
 from nmt.config.schema import Config
 from nmt.config.sections import SearchConfig
-from nmt.data.corpus import normalize
 from nmt.data.special_tokens import PAD
 from nmt.decode.trained_run import load_run
-from nmt.decode.translate import max_source_len, translate_ids
+from nmt.decode.translator import TorchTranslator, max_source_len
 from nmt.errors import UserError
 from nmt.export.huggingface import hf_model, import_transformers
 from nmt.export.runtime import output_limit
@@ -90,7 +89,8 @@ def test_greedy_generate_equals_our_greedy_search(norm: str, tmp_path: Path) -> 
     loaded = saved_and_loaded(model, cfg, tmp_path)
     sources = [[5, 6, 7, 8, 9], [10, 11], [12, 13, 14, 15, 16, 17, 18], [19]]
     greedy = dataclasses.replace(cfg.search, beam_size=1, nbest=1)
-    ours = translate_ids(model, sources, greedy, max_source_len(cfg))
+    tokenizers = None  # search alone: ids in, ids out
+    ours = TorchTranslator(model, tokenizers, greedy, max_source_len(cfg)).search(sources)  # type: ignore[arg-type]
     for source, (hypothesis,) in zip(sources, ours, strict=True):
         limit = output_limit(len(source), cfg.search)
         generated = loaded.generate(torch.tensor([[*source, 3]]), max_new_tokens=limit + 1)[0].tolist()
@@ -164,11 +164,10 @@ def assert_export_translates_as_nmt(run_dir: Path, lines_file: Path, export: Pat
     code, nmt_text, err = run_cli("translate", str(run_dir), "-i", str(lines_file), "--beam-size", "1")
     assert code == 0, err
     run = load_run(run_dir, torch.device("cpu"))
-    limit = max_source_len(run.cfg)
+    translator = TorchTranslator.of_run(run).with_search(beam_size=1, nbest=1)
     nonempty = [line for line in lines if line.strip()]
-    our_sources = [ids[:limit] for ids in run.tokenizers.src.encode([normalize(s) for s in nonempty])]
-    greedy = dataclasses.replace(run.cfg.search, beam_size=1, nbest=1)
-    ours = [hyps[0].tokens for hyps in translate_ids(run.model, our_sources, greedy, limit)]
+    our_sources = [ids[: translator.max_source_len] for ids in translator.encode(nonempty)]
+    ours = [hyps[0].tokens for hyps in translator.search(our_sources)]
     sources, found, texts = exported_greedy(export, nonempty, run.cfg.search)
     assert sources == our_sources
     assert len(found) >= 50 and found == ours

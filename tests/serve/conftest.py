@@ -19,7 +19,7 @@ pytest.importorskip("fastapi", reason="nmt serve's packages are not installed (p
 from starlette.testclient import TestClient
 
 from nmt.decode.trained_run import load_run
-from nmt.decode.translate import translate
+from nmt.decode.translator import TorchTranslator
 from nmt.serve.app import create_app
 from nmt.serve.engines import Catalog, load_catalog
 from nmt.serve.payloads import Limits
@@ -56,7 +56,7 @@ def sentences_of(corpus: Path, n: int = 6) -> list[str]:
 def offline(trained_run: Path, corpus: Path) -> dict[str, str]:
     run = load_run(trained_run, torch.device("cpu"))
     sentences = sentences_of(corpus)
-    return dict(zip(sentences, translate(run, sentences), strict=True))
+    return dict(zip(sentences, TorchTranslator.of_run(run).translate(sentences), strict=True))
 
 
 @dataclass

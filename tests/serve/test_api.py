@@ -12,7 +12,7 @@ import torch
 from starlette.testclient import TestClient
 
 from nmt.decode.trained_run import load_run
-from nmt.decode.translate import align, translate, translate_hypotheses
+from nmt.decode.translator import TorchTranslator
 from nmt.errors import UserError
 from nmt.serve.engines import Catalog, load_catalog
 from tests.serve.conftest import make_client, sentences_of
@@ -80,7 +80,8 @@ def test_lines_are_translated_one_by_one_and_blank_lines_stay(
 def test_v1_translate_gives_nbest_with_scores_and_pieces(client: TestClient, trained_run: Path) -> None:
     run = load_run(trained_run, torch.device("cpu"), overrides=["search.nbest=3"])
     sentence = "nopaju kaju zufete giholo"
-    expected = translate_hypotheses(run, [sentence])[0]
+    translator = TorchTranslator.of_run(run)
+    expected = translator.search(translator.encode([sentence]))[0]
     body = client.post("/v1/translate", json={"q": sentence, "nbest": 3, **PAIR}).json()
     assert body["model"] == trained_run.name and body["beam_size"] == run.cfg.search.beam_size
     (text,) = body["translations"]
@@ -103,15 +104,16 @@ def test_v1_attention_is_every_layer_and_head_of_each_hypothesis(
     sentence = "nopaju kaju zufete giholo"
     body = client.post("/v1/translate", json={"q": [sentence], "nbest": 2, "attention": True, **PAIR}).json()
     line = body["translations"][0]["lines"][0]
-    alignment = align(run, sentence)
+    translated = TorchTranslator.of_run(run).translate_with_attention(sentence)
+    assert translated.best.attention is not None
     for hyp in line["hypotheses"]:
         weights = torch.tensor(hyp["attention"])  # (layers, heads, tgt, src)
         layers, heads = run.cfg.model.decoder_layers, run.cfg.model.transformer.heads
         assert weights.shape == (layers, heads, len(hyp["target_pieces"]), len(line["source_pieces"]))
         torch.testing.assert_close(weights.sum(dim=-1), torch.ones(weights.shape[:-1]), atol=1e-3, rtol=0)
     best = torch.tensor(line["hypotheses"][0]["attention"], dtype=torch.float64)
-    assert line["hypotheses"][0]["target_pieces"] == alignment.tgt_pieces
-    torch.testing.assert_close(best, alignment.weights.double(), atol=1e-4, rtol=0)
+    assert line["hypotheses"][0]["target_pieces"] == translated.best.pieces
+    torch.testing.assert_close(best, translated.best.attention.double(), atol=1e-4, rtol=0)
 
 
 def test_v1_translate_without_a_pair_uses_the_one_served(client: TestClient, trained_run: Path) -> None:
@@ -268,11 +270,11 @@ def test_a_ctranslate2_export_is_served_with_nbest_and_no_attention(
 
     assert run_cli("export", str(trained_run), str(tmp_path / "ct2"), "--to", "ctranslate2")[0] == 0
     catalog = load_catalog([tmp_path / "ct2"], "ctranslate2", torch.device("cpu"), None, None)
-    greedy = load_run(trained_run, torch.device("cpu"), overrides=["search.beam_size=1"])
+    greedy = TorchTranslator.of_run(load_run(trained_run, torch.device("cpu"))).with_search(beam_size=1)
     sentences = sentences_of(corpus, 4)
     with make_client(catalog) as client:
         body = client.post("/v1/translate", json={"q": sentences, "beam_size": 1, **PAIR}).json()
-        assert [t["translatedText"] for t in body["translations"]] == translate(greedy, sentences)
+        assert [t["translatedText"] for t in body["translations"]] == greedy.translate(sentences)
         two = client.post("/v1/translate", json={"q": sentences[0], "nbest": 2, **PAIR}).json()
         scores = [h["score"] for h in two["translations"][0]["lines"][0]["hypotheses"]]
         assert len(scores) == 2 and scores == sorted(scores, reverse=True)
@@ -281,4 +283,15 @@ def test_a_ctranslate2_export_is_served_with_nbest_and_no_attention(
         (model,) = client.get("/v1/models").json()["models"]
         assert (model["engine"], model["name"]) == ("ctranslate2", "ct2")
     (beam_2,) = load_catalog([tmp_path / "ct2"], "ctranslate2", torch.device("cpu"), None, 2).engines.values()
-    assert beam_2.beam_size == 2 and beam_2.exported.search.beam_size == 2  # type: ignore[attr-defined]
+    assert beam_2.beam_size == 2 and beam_2.translator.settings.beam_size == 2
+
+
+def test_v1_sampling_with_a_seed_answers_alike(client: TestClient) -> None:
+    asked = {"q": "nopaju kaju zufete giholo", "sampling": True, "nbest": 3, "temperature": 3.0, **PAIR}
+    first = client.post("/v1/translate", json=asked | {"seed": 7}).json()
+    assert len(first["translations"][0]["lines"][0]["hypotheses"]) == 3
+    assert client.post("/v1/translate", json=asked | {"seed": 7}).json() == first
+    others = [client.post("/v1/translate", json=asked | {"seed": seed}).json() for seed in (8, 9)]
+    assert any(other != first for other in others)
+    refused = client.post("/v1/translate", json=asked | {"top_p": 0})
+    assert refused.status_code == 400 and "top_p=0 must be above 0" in refused.json()["error"]

@@ -1,0 +1,57 @@
+"""What `nmt translate` writes: streams of lines translated a chunk at a time, as plain text, Moses-style
+n-best lines or JSON lines."""
+
+from __future__ import annotations
+
+import json
+from typing import BinaryIO, Literal
+
+from nmt.data.corpus import decode_lines, line_chunks
+from nmt.decode.translator import Translated, Translator
+
+CHUNK_LINES = 10_000  # lines read, sorted by length and translated at a time
+BAD_LINE_HINT = "pass --skip-bad-lines to translate such lines as empty ones"
+OutputFormat = Literal["text", "moses", "jsonl"]
+
+
+def format_translations(first: int, translated: list[Translated], style: OutputFormat) -> str:
+    """Output lines for input lines `first`, `first + 1`, … (0-based): `text` is the best translation alone;
+    `moses` is one `i ||| translation ||| score` line per hypothesis, best first; `jsonl` is one
+    `{"line": i, "hypotheses": [{"text": …, "score": …}, …]}` object per input line."""
+    lines = []
+    for i, line in enumerate(translated, start=first):
+        if style == "text":
+            lines.append(line.best.text)
+        elif style == "moses":
+            lines.extend(f"{i} ||| {h.text} ||| {h.score:.4f}" for h in line.hypotheses)
+        else:
+            found = [{"text": h.text, "score": round(h.score, 4)} for h in line.hypotheses]
+            lines.append(json.dumps({"line": i, "hypotheses": found}, ensure_ascii=False))
+    return "".join(line + "\n" for line in lines)
+
+
+def stream_translations(
+    translator: Translator,
+    source: BinaryIO,
+    name: str,
+    out: BinaryIO,
+    skip_bad_lines: bool = False,
+    interactive: bool = False,
+    style: OutputFormat = "text",
+) -> int:
+    """Translate the lines of `source` (called `name` in errors) into `out` in the same order, formatted as
+    `style` (`format_translations`), `CHUNK_LINES` at a time (each line as soon as it is read when
+    `interactive`), flushing `out` after every chunk: memory does not grow with the input. Returns how many
+    lines were not valid UTF-8 and were translated as empty lines (with `skip_bad_lines`; otherwise the
+    first one raises UserError).
+    """
+    first, bad = 1, 0
+    for chunk in line_chunks(source, 1 if interactive else CHUNK_LINES):
+        sentences, skipped = decode_lines(chunk, name, first, skip_bad_lines, BAD_LINE_HINT)
+        sources = translator.encode(sentences)
+        translated = translator.decode(sources, translator.search(sources))
+        text = format_translations(first - 1, translated, style)
+        first, bad = first + len(chunk), bad + len(skipped)
+        out.write(text.encode("utf-8"))
+        out.flush()
+    return bad

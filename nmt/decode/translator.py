@@ -1,0 +1,279 @@
+"""Text in, hypotheses out, through one object: `encode` (text → source ids), `search` (source ids →
+hypotheses, under a search rule), `decode` (hypotheses → text, subwords, scores and attention).
+
+`Translator` holds what every engine shares — the only place where text becomes ids, the length limit, batches
+sorted by length, retrying a batch in halves when it runs out of memory — and an engine adds how one batch is
+searched: `TorchTranslator` (here) for a trained run or an ensemble, `ExportedTranslator`
+(nmt/export/runtime.py) for a CTranslate2 export. Every command, the server and the benchmarks translate
+through one of them:
+
+    sources = translator.encode(texts)
+    found = translator.search(sources)      # a rule and options other than the settings' may be given
+    translated = translator.decode(sources, found)
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import torch
+from torch import Tensor
+
+from nmt.config.schema import Config
+from nmt.config.sections import SearchConfig
+from nmt.data.batching import IntSequence, collate, sorted_groups
+from nmt.data.corpus import normalize
+from nmt.data.tokenizer import Tokenizers
+from nmt.decode.alignments import teacher_forced_attention
+from nmt.decode.rules import BeamSearch, Greedy, SearchRule
+from nmt.decode.sampling import Sampling
+from nmt.decode.search import Hypothesis, SearchOptions, search
+from nmt.decode.trained_run import TrainedRun
+from nmt.device import autocast
+from nmt.errors import UserError
+from nmt.models.base import Seq2Seq
+from nmt.models.ensemble import Ensemble
+
+log = logging.getLogger(__name__)
+
+Progress = Callable[[int], object]  # told how many sentences each batch held
+T = TypeVar("T", bound="Translator")
+
+
+@dataclass(frozen=True)
+class Translation:
+    """One hypothesis, decoded: its text, score, token ids, subwords ending with '</s>' (none for an empty
+    source) and, when asked, its attention (layers, heads, len(pieces), len(source pieces))."""
+
+    text: str
+    score: float
+    tokens: list[int]
+    pieces: list[str]
+    attention: Tensor | None = None
+
+
+@dataclass(frozen=True)
+class Translated:
+    """One source line: its subwords ending with '</s>' (none for an empty line) and its hypotheses, best
+    first."""
+
+    source_pieces: list[str]
+    hypotheses: list[Translation]
+
+    @property
+    def best(self) -> Translation:
+        return self.hypotheses[0]
+
+
+def search_rule(settings: SearchConfig) -> SearchRule:
+    """The rule a search config describes: sampling, greedy (beam size 1) or beam search."""
+    if settings.sampling:
+        return Sampling(
+            samples=settings.nbest,
+            temperature=settings.temperature,
+            top_k=settings.top_k,
+            top_p=settings.top_p,
+            seed=settings.seed,
+            length_penalty=settings.length_penalty,
+        )
+    if settings.beam_size == 1:
+        return Greedy(settings.length_penalty)
+    return BeamSearch(settings.beam_size, settings.length_penalty)
+
+
+def search_options(settings: SearchConfig, attention: bool = False) -> SearchOptions:
+    """The rule-independent options a search config describes."""
+    return SearchOptions(
+        nbest=settings.nbest,
+        attention=attention,
+        max_len_a=settings.max_len_a,
+        max_len_b=settings.max_len_b,
+        cuda_graphs=settings.cuda_graphs,
+    )
+
+
+def max_source_len(cfg: Config) -> int:
+    """Longest source (in subwords) to translate: 4× the training limit, and short enough that the longest
+    allowed output (a * length + b) still fits the model's positions (a Transformer's)."""
+    search_cfg, positions = cfg.search, cfg.model.position_limit
+    if positions is None:
+        return 4 * cfg.data.max_len
+    limit = int((positions - 2 - search_cfg.max_len_b) / max(search_cfg.max_len_a, 1.0))
+    return max(1, min(4 * cfg.data.max_len, limit))
+
+
+class Translator(ABC):
+    """Translates with one model: its tokenizers, default search `settings` and the longest source it
+    takes (`max_source_len` subwords; longer ones are cut)."""
+
+    def __init__(self, tokenizers: Tokenizers, settings: SearchConfig, max_source_len: int) -> None:
+        self.tokenizers, self.settings, self.max_source_len = tokenizers, settings, max_source_len
+
+    has_attention = True  # whether `search` can return attention
+    engine = "torch"
+
+    def with_search(self: T, **changes: Any) -> T:
+        """This translator with other search settings (`beam_size`, `nbest`, … as SearchConfig names them;
+        a value out of range is a ConfigError); the model is shared."""
+        twin = copy.copy(self)
+        twin.settings = dataclasses.replace(self.settings, **changes)
+        return twin
+
+    def encode(self, texts: Sequence[str]) -> list[list[int]]:
+        """Source ids of raw texts: normalised, then subwords (the one place where text becomes ids)."""
+        return self.tokenizers.src.encode([normalize(text) for text in texts])
+
+    def search(
+        self,
+        sources: Sequence[IntSequence],
+        rule: SearchRule | None = None,
+        options: SearchOptions | None = None,
+        progress: Progress | None = None,
+    ) -> list[list[Hypothesis]]:
+        """The hypotheses of each source (same order), best first, under `rule` and `options` (default: the
+        settings'). Sources longer than `max_source_len` are cut to it (with a warning); an empty source gives
+        one empty hypothesis (score 0). Batches of `settings.batch_size` sentences of similar length are
+        searched in turn (`progress` told the size of each); one that runs out of memory, in halves."""
+        rule = rule or search_rule(self.settings)
+        options = options or search_options(self.settings)
+        if options.attention and not self.has_attention:
+            raise UserError(
+                f"the {self.engine} engine returns no attention; translate with the run directory"
+            )
+        too_long = sum(len(s) > self.max_source_len for s in sources)
+        if too_long:
+            log.warning(
+                "%d source lines exceed %d subwords and were truncated", too_long, self.max_source_len
+            )
+        cut = [list(s[: self.max_source_len]) for s in sources]
+        outputs: list[list[Hypothesis]] = [[Hypothesis([], 0.0)] for _ in cut]
+        nonempty = [i for i, s in enumerate(cut) if s]
+        for group in sorted_groups([len(cut[i]) for i in nonempty], self.settings.batch_size):
+            indices = [nonempty[g] for g in group]
+            for i, hyps in zip(indices, self._fitting([cut[i] for i in indices], rule, options), strict=True):
+                outputs[i] = hyps
+            if progress is not None:
+                progress(len(indices))
+        return outputs
+
+    def _fitting(
+        self, sources: list[list[int]], rule: SearchRule, options: SearchOptions
+    ) -> list[list[Hypothesis]]:
+        """Search one batch; when it runs out of memory, search each half of it instead (recursively)."""
+        try:
+            return self.search_batch(sources, rule, options)
+        except (torch.cuda.OutOfMemoryError, MemoryError) as err:
+            memory = "GPU memory" if isinstance(err, torch.cuda.OutOfMemoryError) else "memory"
+            if len(sources) == 1:
+                raise UserError(
+                    f"out of {memory} translating one sentence of {len(sources[0])} subwords with "
+                    f"{rule.width} hypotheses; use a smaller --beam-size or --device cpu"
+                ) from err
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()  # outside the except block, where the failed batch's tensors are freed
+        half = len(sources) // 2
+        log.warning("out of %s decoding %d sentences; retrying in batches of %d", memory, len(sources), half)
+        return self._fitting(sources[:half], rule, options) + self._fitting(sources[half:], rule, options)
+
+    @abstractmethod
+    def search_batch(
+        self, sources: list[list[int]], rule: SearchRule, options: SearchOptions
+    ) -> list[list[Hypothesis]]:
+        """Search one batch of non-empty sources, each within the length limit. A hypothesis' attention, when
+        asked, is (layers, heads, len(tokens) + 1, len(source) + 1): rows and columns end with eos."""
+
+    def decode(self, sources: Sequence[IntSequence], found: list[list[Hypothesis]]) -> list[Translated]:
+        """Each source's hypotheses as text and subwords (the sources as searched: cut to the limit)."""
+        src, tgt = self.tokenizers.src, self.tokenizers.tgt
+        out = []
+        for ids, hyps in zip(sources, found, strict=True):
+            texts = tgt.decode([h.tokens for h in hyps])
+            if not ids:  # a blank line: nothing was searched
+                out.append(
+                    Translated(
+                        [],
+                        [
+                            Translation(text, h.score, h.tokens, [])
+                            for h, text in zip(hyps, texts, strict=True)
+                        ],
+                    )
+                )
+                continue
+            source_pieces = [*src.pieces(list(ids[: self.max_source_len])), "</s>"]
+            translations = [
+                Translation(text, h.score, h.tokens, [*tgt.pieces(h.tokens), "</s>"], h.attention)
+                for h, text in zip(hyps, texts, strict=True)
+            ]
+            out.append(Translated(source_pieces, translations))
+        return out
+
+    def translate(self, texts: Sequence[str], progress: Progress | None = None) -> list[str]:
+        """The best translation of each raw text: encode → search → decode."""
+        found = self.search(self.encode(texts), progress=progress)
+        return self.tokenizers.tgt.decode([hyps[0].tokens for hyps in found])
+
+    def translate_with_attention(self, text: str) -> Translated:
+        """One raw text translated, with the attention of every hypothesis (for heatmaps)."""
+        sources = self.encode([text])
+        if not sources[0]:
+            raise UserError("the text to translate is empty")
+        if len(sources[0]) > self.max_source_len:
+            log.warning(
+                "the text has %d subwords; only the first %d were translated (the model's limit)",
+                len(sources[0]),
+                self.max_source_len,
+            )
+        found = self.search(sources, options=search_options(self.settings, attention=True))
+        return self.decode(sources, found)[0]
+
+
+class TorchTranslator(Translator):
+    """A trained model (or an `Ensemble` of them) searched by nmt's own search (nmt/decode/search.py)."""
+
+    def __init__(
+        self, model: Seq2Seq, tokenizers: Tokenizers, settings: SearchConfig, max_source_len: int
+    ) -> None:
+        super().__init__(tokenizers, settings, max_source_len)
+        self.model = model
+
+    @classmethod
+    def of_run(cls, run: TrainedRun) -> TorchTranslator:
+        """The translator of a loaded run (or ensemble), with the run's search settings."""
+        return cls(run.model, run.tokenizers, run.cfg.search, max_source_len(run.cfg))
+
+    def search_batch(
+        self, sources: list[list[int]], rule: SearchRule, options: SearchOptions
+    ) -> list[list[Hypothesis]]:
+        """Attention, when asked: every layer's and head's from a teacher-forced pass over each hypothesis;
+        an ensemble has no such pass, so search collects its members' mean of last-layer heads (one layer,
+        one head)."""
+        ensemble = isinstance(self.model, Ensemble)
+        batch = collate(sources, [[] for _ in sources], range(len(sources))).to(self.model.device)
+        collect = dataclasses.replace(options, attention=options.attention and ensemble)
+        with torch.inference_mode(), autocast(self.model.device):
+            found = search(self.model, batch.src, batch.src_mask, rule, collect)
+        if not options.attention:
+            return found
+        if ensemble:  # search collected every hypothesis' attention (time, source): one layer, one head
+            return [[_one_layer_one_head(h) for h in hyps] for hyps in found]
+        return [
+            [
+                dataclasses.replace(h, attention=weights)
+                for h, weights in zip(
+                    hyps, teacher_forced_attention(self.model, src, [h.tokens for h in hyps]), strict=True
+                )
+            ]
+            for src, hyps in zip(sources, found, strict=True)
+        ]
+
+
+def _one_layer_one_head(hypothesis: Hypothesis) -> Hypothesis:
+    """The hypothesis with its attention (tgt_len, src_len) as (1, 1, tgt_len, src_len)."""
+    attention = hypothesis.attention
+    return dataclasses.replace(hypothesis, attention=None if attention is None else attention[None, None])

@@ -1,0 +1,59 @@
+"""The Translator's steps on a trained run: encode is the one place text becomes ids, search cuts overlong
+sources once, decode labels attention rows and columns with the subwords."""
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from nmt.decode.search import Hypothesis
+from nmt.decode.trained_run import load_run
+from nmt.decode.translator import TorchTranslator
+
+
+@pytest.fixture(scope="module")
+def translator(trained_run: Path) -> TorchTranslator:
+    return TorchTranslator.of_run(load_run(trained_run, torch.device("cpu")))
+
+
+def test_encode_normalises_then_splits_into_subwords(translator: TorchTranslator) -> None:
+    spaced, plain = translator.encode(["  kalo\u00a0 mi\r", "kalo mi"])
+    assert spaced == plain == translator.tokenizers.src.encode(["kalo mi"])[0]
+
+
+def test_an_empty_output_of_a_sentence_has_the_eos_row_its_attention_has(translator: TorchTranslator) -> None:
+    (ids,) = translator.encode(["a b"])
+    weights = torch.full((1, 1, 1, len(ids) + 1), 1 / (len(ids) + 1))  # (layers, heads, eos row, src + eos)
+    (line,) = translator.decode([ids], [[Hypothesis([], -1.0, weights)]])
+    (found,) = line.hypotheses
+    assert found.text == "" and found.pieces == ["</s>"]
+    assert len(line.source_pieces) == weights.shape[-1]
+
+
+def test_a_blank_line_has_no_subwords(translator: TorchTranslator) -> None:
+    (line,) = translator.decode([[]], [[Hypothesis([], 0.0)]])
+    assert line.source_pieces == [] and line.hypotheses[0].pieces == []
+
+
+def test_an_overlong_source_is_cut_once_and_decoded_as_searched(
+    translator: TorchTranslator, caplog: pytest.LogCaptureFixture
+) -> None:
+    short = translator.with_search(beam_size=1)
+    short.max_source_len = 3
+    (ids,) = short.encode(["kalo mi su te kalo mi su te"])
+    found = short.search([ids])
+    assert "1 source lines exceed 3 subwords and were truncated" in caplog.text
+    assert found == short.search([ids[:3]])
+    (line,) = short.decode([ids], found)
+    assert len(line.source_pieces) == 3 + 1
+
+
+def test_attention_of_every_hypothesis_on_request(translator: TorchTranslator) -> None:
+    """Every layer and head, rows the output pieces, columns the source pieces (both ending with '</s>')."""
+    translated = translator.with_search(beam_size=3, nbest=2).translate_with_attention("kalo mi su")
+    assert len(translated.hypotheses) == 2
+    for hypothesis in translated.hypotheses:
+        assert hypothesis.attention is not None
+        layers, heads, rows, columns = hypothesis.attention.shape
+        assert (rows, columns) == (len(hypothesis.pieces), len(translated.source_pieces))
+        torch.testing.assert_close(hypothesis.attention.sum(dim=-1), torch.ones(layers, heads, rows))
