@@ -256,15 +256,20 @@ def searches(run: TrainedRun) -> dict[str, Search]:
 def load_runtimes(
     args: argparse.Namespace, run: TrainedRun, tmp: Path, versions: dict[str, str]
 ) -> list[Runtime]:
-    """nmt first, then the runtimes of the exports (written in `tmp`) that --without leaves in."""
+    """The runtimes that --without leaves in, in the order they are measured: those on PyTorch's threads
+    first (nmt, transformers), then those of the exports written in `tmp` (CTranslate2, Argos Translate).
+
+    CTranslate2 brings an OpenMP runtime of its own: once it has run in a process whose PyTorch threads
+    already exist, every parallel PyTorch operation takes about twice as long, which would charge
+    CTranslate2's presence to the PyTorch runtimes. Measured first, they run as they do alone."""
     batch_size, repeats = run.cfg.search.batch_size, args.repeats
     runtimes = [nmt_runtime(run, batch_size, repeats)]
-    for quantization in ("float32", "int8")[: 1 + ("int8" not in args.without)]:
-        out = tmp / f"ctranslate2-{quantization}"
-        runtimes.append(ctranslate2_runtime(run, out, quantization, args.threads, batch_size, repeats))
     if "huggingface" not in args.without:
         runtimes.append(huggingface_runtime(run, tmp / "huggingface", batch_size, repeats))
         versions["transformers"] = import_transformers().__version__
+    for quantization in ("float32", "int8")[: 1 + ("int8" not in args.without)]:
+        out = tmp / f"ctranslate2-{quantization}"
+        runtimes.append(ctranslate2_runtime(run, out, quantization, args.threads, batch_size, repeats))
     if "argos" not in args.without:
         runtimes.append(argos_runtime(run, tmp, args, versions))
     return runtimes
@@ -278,12 +283,19 @@ def measure(
     run: TrainedRun,
 ) -> tuple[list[str], str]:
     """The table's rows, search by search (nmt first in each), and a line comparing Argos with CTranslate2
-    at Argos' search (empty without Argos)."""
+    at Argos' search (empty without Argos). Each runtime runs all its searches before the next one starts
+    (see `load_runtimes`)."""
+    timings = {
+        (runtime.name, key): runtime.timed(sources, search)
+        for runtime in runtimes
+        for key, search in searches.items()
+        if key in runtime.searches
+    }
     rows, argos_line = [], ""
     for key, search in searches.items():
         found: dict[str, list[str]] = {}
         for runtime in (r for r in runtimes if key in r.searches):
-            translations, seconds = runtime.timed(sources, search)
+            translations, seconds = timings[runtime.name, key]
             found[runtime.name] = translations
             rows.append(row(runtime.name, search, translations, seconds, references, run, found))
         if ARGOS in found:
