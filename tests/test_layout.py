@@ -23,6 +23,7 @@ LAYERS = [
     "nmt.models",
     "nmt.config",
     "nmt.data",
+    "nmt.align",
     "nmt.run",
     "nmt.decode",
     "nmt.evaluate",
@@ -176,7 +177,7 @@ def test_the_run_directory_needs_no_torch() -> None:
 
 
 def test_no_line_opts_out_of_the_formatter() -> None:
-    """.ci/run checks `ruff format --check`; a skip or off marker of the formatter would exempt lines from it."""
+    """.ci/run checks `ruff format --check`; a skip or off marker would exempt lines from it."""
     marker = "# fmt: " + "(skip|off)"  # split: this file must not match itself
     pattern = re.compile(marker)
     found = [
