@@ -15,7 +15,8 @@ import pytest
 import torch
 
 from nmt.config.sections import AlignmentConfig, TrainConfig
-from nmt.data.batching import collate
+from nmt.data.batching import Batch, collate
+from nmt.data.buckets import pad_batch
 from nmt.models.build import build_model
 from nmt.models.config import ModelConfig, RNNConfig, TransformerConfig
 from nmt.train.distributed import World
@@ -158,3 +159,33 @@ def test_links_that_do_not_fit_the_corpus_are_refused(labelled: Path, tmp_path: 
     wrong.write_text("\n".join([*lines[:9], lines[9] + " 3-99", *lines[10:]]) + "\n")
     result = run_cli("-q", *guided(labelled, tmp_path / "run2", f"train.alignment.links={wrong}"))
     assert_one_line_error(result, f"{wrong} line 10: link 3-99 (from 0) points past the sentence pair")
+
+
+@pytest.mark.parametrize(
+    ("kind", "full_context"), [("transformer", False), ("transformer", True), ("rnn-luong", False)]
+)
+def test_padding_to_a_static_shape_changes_neither_the_alignment_loss_nor_its_gradients(
+    kind: str, full_context: bool
+) -> None:
+    """Extra rows and columns (nmt/data/buckets.py) carry no links and take no attention from real ones."""
+    torch.manual_seed(0)
+    model = build_model(MODELS[kind], 40, 40, True, 0)
+    rng = np.random.default_rng(1)
+    src = [rng.integers(4, 40, size=n) for n in (5, 2, 7)]
+    tgt = [rng.integers(4, 40, size=n) for n in (3, 6, 4)]
+    links = [np.array([0, 0, 1, 2, 4, 1]), np.array([1, 5]), np.array([6, 0, 2, 3])]
+    batch = collate(src, tgt, [0, 1, 2], links=links)
+
+    def loss_and_grads(b: Batch) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        model.zero_grad()
+        output = model(b.src, b.src_mask, b.tgt_in, align_layer=0, full_context=full_context)
+        assert output.alignment is not None and b.links is not None
+        loss = alignment_loss(output.alignment, b.links, heads=1)
+        loss.backward()
+        return loss.detach(), [p.grad.clone() for p in model.parameters() if p.grad is not None]
+
+    loss, grads = loss_and_grads(batch)
+    padded_loss, padded_grads = loss_and_grads(pad_batch(batch, (5, 11, 12)))
+    torch.testing.assert_close(padded_loss, loss, rtol=1e-5, atol=1e-5)
+    for grad, padded in zip(grads, padded_grads, strict=True):
+        torch.testing.assert_close(padded, grad, rtol=1e-4, atol=1e-6)
