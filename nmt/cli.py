@@ -537,6 +537,54 @@ def plot_attention(
     typer.echo(f"{translated.best.text}\nwrote {out}")
 
 
+@app.command("score-alignments")
+def score_alignments(
+    hypothesis: Annotated[
+        Path, typer.Argument(help="Pharaoh file of links to score (i-j, one line a pair).")
+    ],
+    gold: Annotated[Path, typer.Argument(help="Gold Pharaoh file: i-j sure, ipj or i?j possible links.")],
+    hyp_one_based: Annotated[bool, typer.Option(help="HYPOTHESIS counts words from 1.")] = False,
+    gold_one_based: Annotated[bool, typer.Option(help="GOLD counts words from 1.")] = False,
+    hyp_reverse: Annotated[
+        bool, typer.Option(help="HYPOTHESIS names the target word first (i-j: target i, source j).")
+    ] = False,
+    gold_reverse: Annotated[bool, typer.Option(help="GOLD names the target word first.")] = False,
+) -> None:
+    """Score word alignments against gold links: the alignment error rate of Och & Ney (2003),
+    AER = 1 - (|A∩S| + |A∩P|) / (|A| + |S|) with sure links S and possible links P ⊇ S, precision |A∩P| / |A|
+    and recall |A∩S| / |S|, each count summed over the corpus, in percent; and the link counts."""
+    from nmt.align.score import score_files
+
+    scores = score_files(hypothesis, gold, hyp_one_based, gold_one_based, hyp_reverse, gold_reverse)
+    typer.echo(scores.describe())
+
+
+@app.command()
+def symmetrize(
+    forward: Annotated[Path, typer.Argument(help="Pharaoh links of the source → target direction.")],
+    reverse: Annotated[Path, typer.Argument(help="Pharaoh links of the target → source direction.")],
+    method: Annotated[
+        str,
+        typer.Option(
+            help="intersection, union, grow-diag (lilt/alignment-scripts' strict grow-diagonal: a neighbour "
+            "joins when both its words are unaligned), grow-diag-moses (Moses' grow-diag: either word) or "
+            "grow-diag-final-and (Moses')."
+        ),
+    ] = "grow-diag-final-and",
+    swap_reverse: Annotated[
+        bool, typer.Option(help="REVERSE names the target word first (an aligner run on the swapped corpus).")
+    ] = False,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Output file (default stdout).")] = None,
+) -> None:
+    """Combine the word links of two directions, line by line, into one Pharaoh file (0-based,
+    source-target), e.g. the -f and -r files of `eflomal-align` into the links of train.alignment.links."""
+    from nmt.align.symmetrize import METHODS, symmetrize_files
+    from nmt.atomic_files import write_output
+
+    text = symmetrize_files(forward, reverse, _choice("--method", method, METHODS), swap_reverse)
+    write_output(out, lambda handle: handle.write(text.encode("utf-8")))
+
+
 @app.command()
 def average(
     run_dir: RunDirArgument,

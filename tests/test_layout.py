@@ -23,6 +23,7 @@ LAYERS = [
     "nmt.models",
     "nmt.config",
     "nmt.data",
+    "nmt.align",
     "nmt.run",
     "nmt.decode",
     "nmt.evaluate",

@@ -42,17 +42,24 @@ class Config:
                 f"model.transformer.max_positions={limit} is too small for data.max_len={self.data.max_len}: "
                 f"training needs {longest} positions; raise it or lower data.max_len"
             )
+        if self.train.alignment is not None:
+            heads = None if self.model.transformer is None else self.model.transformer.heads
+            self.train.alignment.check_model(self.model.decoder_layers, heads)
 
 
 def with_absolute_paths(cfg: Config) -> Config:
-    """`cfg` with its data and TensorBoard paths made absolute (relative ones are taken from the working
-    directory), so that a run directory works from anywhere."""
+    """`cfg` with its data, TensorBoard and alignment paths made absolute (relative ones are taken from the
+    working directory), so that a run directory works from anywhere."""
 
     def absolute(path: str | None) -> str | None:
         return None if path is None else os.path.abspath(os.path.expanduser(path))
 
     data = {name: absolute(getattr(cfg.data, name)) for name in ("dir", "train", "valid", "test")}
-    return replace(cfg, data=data, train={"tensorboard_dir": absolute(cfg.train.tensorboard_dir)})
+    train: dict[str, Any] = {"tensorboard_dir": absolute(cfg.train.tensorboard_dir)}
+    if cfg.train.alignment is not None:
+        names = ("links", "gold_src", "gold_tgt", "gold_links")
+        train["alignment"] = {name: absolute(getattr(cfg.train.alignment, name)) for name in names}
+    return replace(cfg, data=data, train=train)
 
 
 def section_class(hint: Any) -> Any:

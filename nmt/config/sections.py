@@ -72,6 +72,82 @@ class TokenizerConfig:
 
 
 @dataclass(frozen=True)
+class AlignmentConfig:
+    """Guided alignment (Garg et al. 2019, "Jointly Learning to Align and Translate with Transformer Models"):
+    a cross-entropy loss pulls one decoder layer's attention towards given word links, each target subword's
+    links a distribution over the source subwords; and AER on a gold set at every validation.
+
+    Word links become subword links (every subword of a linked word pair); target subwords without a link add
+    no loss. The supervised attention is the mean of the layer's first `heads` heads (the RNNs: their one
+    attention), and validation scores the same heads."""
+
+    links: str | None = setting(
+        None,
+        "word links of the training split, one Pharaoh line per line of it (source-target, from 0, as "
+        "eflomal and `nmt symmetrize` write them): set, they supervise the attention",
+    )
+    weight: float = setting(
+        0.05, "weight of the alignment loss beside the translation loss (Garg et al.'s lambda)", low=0.0
+    )
+    layer: int | None = setting(
+        None,
+        "the decoder layer supervised and scored, from 0, negative from the last; default: the penultimate "
+        "(the only one of a one-layer decoder); Transformer only",
+    )
+    heads: int = setting(1, "supervise the mean of the layer's first N heads; Transformer only", low=1)
+    full_context: bool = setting(
+        False,
+        "compute the supervised layer's attention in a second pass without the future mask, each target "
+        "position seeing the whole target (Garg et al.); Transformer only",
+    )
+    gold_src: str | None = setting(None, "a gold set's source sentences, whitespace-tokenized, one a line")
+    gold_tgt: str | None = setting(None, "its target sentences, line by line with gold_src")
+    gold_links: str | None = setting(
+        None, "its gold links (Pharaoh: i-j sure, ipj or i?j possible); with them validation reports AER"
+    )
+    gold_one_based: bool = setting(False, "gold_links count words from 1")
+    gold_reverse: bool = setting(False, "gold_links name the target word first")
+
+    def __post_init__(self) -> None:
+        check_settings(self, "train.alignment.")
+        gold = (self.gold_src, self.gold_tgt, self.gold_links)
+        if any(gold) and not all(gold):
+            raise ConfigError(
+                "train.alignment.gold_src, gold_tgt and gold_links go together: set all three or none"
+            )
+        if self.links is None and self.gold_links is None:
+            raise ConfigError(
+                "train.alignment needs links (to train the attention to them) or a gold set (gold_src, "
+                "gold_tgt, gold_links: to score it)"
+            )
+
+    def check_model(self, decoder_layers: int, heads: int | None) -> None:
+        """Refuse a layer or head the model lacks; `heads` None for an RNN, whose one attention is the one
+        supervised (the Transformer-only settings must keep their defaults)."""
+        if heads is None:
+            for name, default in (("layer", None), ("heads", 1), ("full_context", False)):
+                if getattr(self, name) != default:
+                    raise ConfigError(
+                        f"train.alignment.{name} applies to the Transformer; an RNN's one attention is the "
+                        f"one supervised: remove it"
+                    )
+            return
+        if self.layer is not None and not -decoder_layers <= self.layer < decoder_layers:
+            raise ConfigError(
+                f"train.alignment.layer={self.layer} is not a layer of the {decoder_layers}-layer decoder; "
+                f"use 0 to {decoder_layers - 1}, or -1 to {-decoder_layers} counted from the last"
+            )
+        if self.heads > heads:
+            raise ConfigError(f"train.alignment.heads={self.heads} exceeds model.transformer.heads={heads}")
+
+    def decoder_layer(self, decoder_layers: int) -> int:
+        """The supervised layer from 0 (RNNs: 0, their one attention)."""
+        if self.layer is None:
+            return max(decoder_layers - 2, 0)
+        return self.layer % decoder_layers
+
+
+@dataclass(frozen=True)
 class TrainConfig:
     """Optimisation, schedule, stopping and checkpointing."""
 
@@ -171,6 +247,7 @@ class TrainConfig:
         low=1,
         high=MAX_SIZE,
     )
+    alignment: AlignmentConfig | None = setting(None, "guided alignment and validation AER (absent: neither)")
 
     def __post_init__(self) -> None:
         check_settings(self, "train.")

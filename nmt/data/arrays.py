@@ -63,14 +63,22 @@ class TokenArray:
 
 @dataclass(frozen=True)
 class EncodedCorpus:
-    """Subword ids of every pair: `src[i]`, `tgt[i]` are token arrays without bos/eos."""
+    """Subword ids of every pair: `src[i]`, `tgt[i]` are token arrays without bos/eos. A corpus encoded from a
+    split's files knows the line (from 0) each pair came from; with guided alignment, `links[i]` holds the
+    pair's alignment labels as subword positions, source and target in turn (s0, t0, s1, t1, …)."""
 
     src: TokenArray
     tgt: TokenArray
+    lines: np.ndarray | None = None  # (pairs,) int64
+    links: TokenArray | None = None
 
     def __post_init__(self) -> None:
         if len(self.src) != len(self.tgt):
             raise ValueError(f"{len(self.src)} source sentences but {len(self.tgt)} target sentences")
+        for name in ("lines", "links"):
+            value = getattr(self, name)
+            if value is not None and len(value) != len(self.src):
+                raise ValueError(f"{len(value)} {name} for {len(self.src)} sentence pairs")
 
     def __len__(self) -> int:
         return len(self.src)
@@ -115,6 +123,35 @@ class ArrayWriter:
         for handle in (self.tokens, self.offsets):
             with contextlib.suppress(OSError):
                 handle.close()
+
+
+class ValueWriter:
+    """Writes `<name>`, one int64 value per sentence pair (the line each pair came from), chunk by chunk."""
+
+    def __init__(self, directory: Path, name: str) -> None:
+        self.handle: BinaryIO = open(directory / name, "wb")  # noqa: SIM115 (closed in finish)
+        self.count = 0
+
+    def append(self, values: np.ndarray) -> None:
+        self.handle.write(np.ascontiguousarray(values, dtype=np.int64).data)
+        self.count += len(values)
+
+    def finish(self) -> dict[str, Any]:
+        _sync_close(self.handle)
+        return {"values": self.count}
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.handle.close()
+
+
+def open_values(directory: Path, name: str, description: dict[str, Any]) -> np.ndarray:
+    """Memory-map `<name>` as `ValueWriter.finish` described it; DamagedArrays when it does not match."""
+    try:
+        count = int(description["values"])
+    except (KeyError, TypeError, ValueError) as err:
+        raise DamagedArrays(f"{name}: incomplete description {description!r}") from err
+    return _map(directory / name, np.dtype(np.int64), count)
 
 
 def _sync_close(handle: BinaryIO) -> None:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, fields
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, fields, replace
 from typing import TypeVar
 
 import numpy as np
@@ -22,7 +22,9 @@ IntSequence = Sequence[int] | np.ndarray  # a sentence's token ids or a batch's 
 class Batch:
     """Padded tensors for one step. Masks are bool with True = real token.
 
-    src (B, S) ends with eos; tgt_in (B, T) starts with bos; tgt_out (B, T) ends with eos.
+    src (B, S) ends with eos; tgt_in (B, T) starts with bos; tgt_out (B, T) ends with eos. With guided
+    alignment, `links` (B, T, S) is True where the target subword tgt_out[b, t] is linked to the source
+    subword src[b, s] (never at eos or padding).
     """
 
     src: Tensor  # (batch, src_len)
@@ -30,6 +32,7 @@ class Batch:
     tgt_in: Tensor  # (batch, tgt_len)
     tgt_out: Tensor  # (batch, tgt_len)
     index: Tensor  # (batch,) position of each example in the corpus
+    links: Tensor | None = None  # (batch, tgt_len, src_len) bool
 
     @property
     def size(self) -> int:
@@ -39,11 +42,17 @@ class Batch:
         """Non-pad target tokens (eos included), as a 0-d tensor (no host sync)."""
         return (self.tgt_out != PAD).sum()
 
+    def apply(self, fn: Callable[[Tensor], Tensor]) -> Batch:
+        """The batch with `fn` applied to each of its tensors (`links` stays None without labels)."""
+        return replace(
+            self, **{f.name: fn(t) for f in fields(self) if (t := getattr(self, f.name)) is not None}
+        )
+
     def pin_memory(self) -> Batch:
-        return Batch(*(getattr(self, f.name).pin_memory() for f in fields(self)))
+        return self.apply(Tensor.pin_memory)
 
     def to(self, device: torch.device) -> Batch:
-        return Batch(*(getattr(self, f.name).to(device, non_blocking=True) for f in fields(self)))
+        return self.apply(lambda t: t.to(device, non_blocking=True))
 
 
 def pad_ids(sequences: Sequence[IntSequence], length: int, prefix: int | None, suffix: int | None) -> Tensor:
@@ -65,9 +74,14 @@ def round_up(length: T, multiple: int) -> T:
 
 
 def collate(
-    src: Sequence[IntSequence], tgt: Sequence[IntSequence], index: IntSequence, multiple: int = 1
+    src: Sequence[IntSequence],
+    tgt: Sequence[IntSequence],
+    index: IntSequence,
+    multiple: int = 1,
+    links: Sequence[np.ndarray] | None = None,
 ) -> Batch:
-    """Pad one group of examples into a Batch (source gets eos; target gets bos/eos)."""
+    """Pad one group of examples into a Batch (source gets eos; target gets bos/eos); `links` are each
+    example's subword links, source and target position in turn (`EncodedCorpus.links`)."""
     src_len = round_up(max(len(s) for s in src) + 1, multiple)
     tgt_len = round_up(max(len(t) for t in tgt) + 1, multiple)
     src_ids = pad_ids(src, src_len, None, EOS)
@@ -78,7 +92,16 @@ def collate(
         tgt_in=tgt_ids[:, :-1].masked_fill(tgt_ids[:, :-1] == EOS, PAD),
         tgt_out=tgt_ids[:, 1:],
         index=torch.as_tensor(index, dtype=torch.long),
+        links=None if links is None else link_matrix(links, tgt_len, src_len),
     )
+
+
+def link_matrix(links: Sequence[np.ndarray], tgt_len: int, src_len: int) -> Tensor:
+    """Each example's links (s0, t0, s1, t1, …) as a (len(links), tgt_len, src_len) bool tensor."""
+    out = np.zeros((len(links), tgt_len, src_len), dtype=bool)
+    for row, pairs in enumerate(links):
+        out[row, pairs[1::2], pairs[0::2]] = True
+    return torch.from_numpy(out)
 
 
 PACK_BLOCK = 1 << 16  # examples packed at a time by `length_order`: its temporaries stay small
@@ -181,9 +204,10 @@ def token_budget_groups(
 def iterate_batches(
     corpus: EncodedCorpus, groups: Sequence[IntSequence], multiple: int = 1
 ) -> Iterator[Batch]:
-    """Collate the given index groups in order."""
+    """Collate the given index groups in order (with their links when the corpus has them)."""
     for group in groups:
-        yield collate([corpus.src[i] for i in group], [corpus.tgt[i] for i in group], group, multiple)
+        links = None if corpus.links is None else [corpus.links[i] for i in group]
+        yield collate([corpus.src[i] for i in group], [corpus.tgt[i] for i in group], group, multiple, links)
 
 
 def sorted_groups(lengths: Sequence[int], batch_size: int) -> list[list[int]]:

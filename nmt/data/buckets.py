@@ -73,7 +73,7 @@ def _coarsened(shapes: np.ndarray) -> np.ndarray:
 
 
 def pad_batch(batch: Batch, shape: Shape) -> Batch:
-    """`batch` padded to `shape`: extra rows are empty pairs (index -1), extra columns padding."""
+    """`batch` padded to `shape`: extra rows are empty pairs (index -1), extra columns padding (no links)."""
     rows, src_len, tgt_len = shape
     size, old_src, old_tgt = batch.size, batch.src.size(1), batch.tgt_in.size(1)
     src = batch.src.new_full((rows, src_len), PAD)  # (rows, src_len)
@@ -83,7 +83,11 @@ def pad_batch(batch: Batch, shape: Shape) -> Batch:
     tgt_out = batch.tgt_out.new_full((rows, tgt_len), PAD)
     tgt_out[:size, :old_tgt] = batch.tgt_out
     index = torch.cat([batch.index, batch.index.new_full((rows - size,), -1)])
-    return Batch(src, (src != PAD).unsqueeze(1), tgt_in, tgt_out, index)
+    links = None
+    if batch.links is not None:
+        links = batch.links.new_zeros((rows, tgt_len, src_len))  # (rows, tgt_len, src_len)
+        links[:size, :old_tgt, :old_src] = batch.links
+    return Batch(src, (src != PAD).unsqueeze(1), tgt_in, tgt_out, index, links)
 
 
 class Buckets:

@@ -4,7 +4,8 @@ everything its content depends on, so a second run or a `--resume` on the same d
 It lives in $NMT_CACHE, else $XDG_CACHE_HOME/nmt, else ~/.cache/nmt:
 
     <root>/tokenizer/<key>/   spm.model (or spm.src.model, spm.tgt.model), manifest.json
-    <root>/encoded/<key>/     src.tokens, src.offsets, tgt.tokens, tgt.offsets, manifest.json
+    <root>/encoded/<key>/     src.tokens, src.offsets, tgt.tokens, tgt.offsets, pairs.lines, manifest.json
+    <root>/links/<key>/       links.tokens, links.offsets, manifest.json (nmt/align/labels.py)
 
 A key is a hash of its inputs (written out in the manifest): the data files' paths, sizes, modification times
 and a hash of their first and last MiB, the settings that shape the content (tokenizer settings, or the
@@ -38,7 +39,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 CACHE_ENV = "NMT_CACHE"
-FORMAT = 1  # raise when the content of an entry changes for the same inputs
+FORMAT = 2  # raise when the content of an entry changes for the same inputs
 MANIFEST = "manifest.json"
 _EDGE = 1 << 20  # bytes hashed at each end of a data file
 _HASHED = 1 << 26  # files up to this size have their sha256 in the manifest

@@ -211,6 +211,7 @@ class Pairs:
     tgt: list[str]
     lines: int  # lines read
     bad: int  # pairs dropped for a line that is not valid UTF-8 (only with skip_bad_lines)
+    numbers: list[int]  # the line of the split (from 0) each pair comes from
 
 
 def pair_chunks(files: SplitFiles, skip_bad_lines: bool = False, size: int = CHUNK_LINES) -> Iterator[Pairs]:
@@ -220,11 +221,12 @@ def pair_chunks(files: SplitFiles, skip_bad_lines: bool = False, size: int = CHU
         src, bad_src = decode_lines(raw_src, str(files.src), first, skip_bad_lines)
         tgt, bad_tgt = decode_lines(raw_tgt, str(files.tgt or files.src), first, skip_bad_lines)
         bad = len(set(bad_src) | set(bad_tgt))
+        numbers = list(range(first - 1, first - 1 + len(raw_src)))
         first += len(raw_src)
         if "" in src or "" in tgt:  # a quick scan first: most chunks keep every pair
             kept = [i for i, (s, t) in enumerate(zip(src, tgt, strict=True)) if s and t]
-            src, tgt = [src[i] for i in kept], [tgt[i] for i in kept]
-        yield Pairs(src, tgt, len(raw_src), bad)
+            src, tgt, numbers = [src[i] for i in kept], [tgt[i] for i in kept], [numbers[i] for i in kept]
+        yield Pairs(src, tgt, len(raw_src), bad, numbers)
 
 
 def raw_pair_chunks(files: SplitFiles, size: int = CHUNK_LINES) -> Iterator[tuple[list[bytes], list[bytes]]]:

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from nmt.data.arrays import ArrayWriter, flatten, token_dtype
+from nmt.data.arrays import ArrayWriter, ValueWriter, flatten, token_dtype
 from nmt.data.corpus import Pairs, SplitFiles, Tally, pair_chunks
 from nmt.data.tokenizer import Tokenizers
 from nmt.errors import UserError
@@ -26,10 +26,11 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class _Sides:
-    """The writers of both sides and the pairs dropped for length."""
+    """The writers of both sides and of the line each pair came from, and the pairs dropped for length."""
 
     src: ArrayWriter
     tgt: ArrayWriter
+    lines: ValueWriter
     too_long: int = 0
 
 
@@ -43,11 +44,13 @@ def encode_split(
 ) -> dict[str, Any]:
     """Encode the split (of `lines` lines, checked by `count_lines`) into `src.*` and `tgt.*` arrays in
     `directory`; pairs with an empty side, and those over `max_len` subwords on a side, are dropped with a
-    warning. Returns the arrays' description and the counts, for the cache manifest."""
+    warning; `pairs.lines` records the line (from 0) of every pair kept. Returns the arrays' description and
+    the counts, for the cache manifest."""
     started, tally = time.perf_counter(), Tally()
     sides = _Sides(
         ArrayWriter(directory, "src", token_dtype(len(tokenizers.src))),
         ArrayWriter(directory, "tgt", token_dtype(len(tokenizers.tgt))),
+        ValueWriter(directory, "pairs.lines"),
     )
     bar = tqdm(total=lines, desc="encoding", unit=" lines", unit_scale=True, disable=None, mininterval=1.0)
     chunks = pair_chunks(files, skip_bad_lines)
@@ -62,10 +65,11 @@ def encode_split(
     except BaseException:
         sides.src.close()
         sides.tgt.close()
+        sides.lines.close()
         raise
     tally.report("train", files)
     _report_long(tally.kept, sides.too_long, max_len)
-    arrays = {"src": sides.src.finish(), "tgt": sides.tgt.finish()}
+    arrays = {"src": sides.src.finish(), "tgt": sides.tgt.finish(), "lines": sides.lines.finish()}
     seconds = time.perf_counter() - started
     tokens = arrays["src"]["tokens"] + arrays["tgt"]["tokens"]
     log.info(
@@ -96,13 +100,14 @@ def _encode(pairs: Pairs, tokenizers: Tokenizers, max_len: int, sides: _Sides) -
     """Encode one chunk of pairs with every core and append those within `max_len` subwords."""
     src, src_len = flatten(tokenizers.src.encode(pairs.src), sides.src.dtype)
     tgt, tgt_len = flatten(tokenizers.tgt.encode(pairs.tgt), sides.tgt.dtype)
-    keep = np.maximum(src_len, tgt_len) <= max_len
+    keep, lines = np.maximum(src_len, tgt_len) <= max_len, np.asarray(pairs.numbers, dtype=np.int64)
     if not keep.all():
         sides.too_long += int((~keep).sum())
         src, tgt = src[np.repeat(keep, src_len)], tgt[np.repeat(keep, tgt_len)]
-        src_len, tgt_len = src_len[keep], tgt_len[keep]
+        src_len, tgt_len, lines = src_len[keep], tgt_len[keep], lines[keep]
     sides.src.append(src, src_len)
     sides.tgt.append(tgt, tgt_len)
+    sides.lines.append(lines)
 
 
 def _report_long(pairs: int, too_long: int, max_len: int) -> None:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import sentencepiece as spm
 
 from nmt.atomic_files import atomic_write
-from nmt.data.arrays import EncodedCorpus, TokenArray, open_token_array
+from nmt.data.arrays import EncodedCorpus, TokenArray, open_token_array, open_values
 from nmt.data.cache import Entry, cache_root, cached, file_identity
 from nmt.data.corpus import ParallelText, SplitFiles, count_lines, read_split, split_files
 from nmt.data.encode import encode_split
@@ -129,7 +129,9 @@ def _encoded(cfg: Config, train: TrainFiles, tokenizers: Tokenizers, root: Path)
     def use(directory: Path, manifest: dict[str, Any]) -> tuple[EncodedCorpus, dict[str, Any]]:
         arrays = manifest.get("arrays", {})
         src = open_token_array(directory, "src", arrays.get("src", {}))
-        return EncodedCorpus(src, open_token_array(directory, "tgt", arrays.get("tgt", {}))), manifest
+        tgt = open_token_array(directory, "tgt", arrays.get("tgt", {}))
+        lines = open_values(directory, "pairs.lines", arrays.get("lines", {}))
+        return EncodedCorpus(src, tgt, lines), manifest
 
     corpus, manifest = cached(Entry(root, "encoded", inputs), fill, use)
     dropped = ", ".join(f"{count} {why.replace('_', ' ')}" for why, count in manifest["dropped"].items())

@@ -54,10 +54,12 @@ class Step:
 
 @dataclass
 class Output:
-    """Teacher-forced pass: next-token logits and, when asked, encoder-decoder attention weights."""
+    """Teacher-forced pass: next-token logits and, when asked, encoder-decoder attention weights: of every
+    layer (`return_attention`), or of the one layer that guided alignment supervises (`align_layer`)."""
 
     logits: Tensor  # (batch, tgt_len, vocab)
     attention: Tensor | None = None  # (batch, layers, heads, tgt_len, src_len); RNN models: 1 layer, 1 head
+    alignment: Tensor | None = None  # (batch, heads, tgt_len, src_len)
 
 
 class Seq2Seq(nn.Module):
@@ -95,14 +97,32 @@ class Seq2Seq(nn.Module):
         rows = hypothesis_rows(sentences, hypotheses_per_sentence(memory, state))
         return select_rows(memory, sentences), select_rows(state, rows)
 
-    def decode(self, tgt_in: Tensor, memory: Memory, return_attention: bool = False) -> Output:
-        """Teacher-forced decoder pass over the whole target prefix `tgt_in` (batch, tgt_len)."""
+    def decode(
+        self,
+        tgt_in: Tensor,
+        memory: Memory,
+        return_attention: bool = False,
+        align_layer: int | None = None,
+        full_context: bool = False,
+    ) -> Output:
+        """Teacher-forced decoder pass over the whole target prefix `tgt_in` (batch, tgt_len). With
+        `align_layer` (a decoder layer, from 0; the RNNs have one attention, whatever it says) the output
+        holds that layer's encoder-decoder attention in `alignment`, computed with `full_context`
+        (Transformer only) in a second pass where each target position sees the whole target (Garg et al.
+        2019)."""
         raise NotImplementedError
 
     def forward(
-        self, src: Tensor, src_mask: Tensor, tgt_in: Tensor, return_attention: bool = False
+        self,
+        src: Tensor,
+        src_mask: Tensor,
+        tgt_in: Tensor,
+        return_attention: bool = False,
+        align_layer: int | None = None,
+        full_context: bool = False,
     ) -> Output:
-        return self.decode(tgt_in, self.encode(src, src_mask), return_attention)
+        memory = self.encode(src, src_mask)
+        return self.decode(tgt_in, memory, return_attention, align_layer, full_context)
 
     @property
     def device(self) -> torch.device:

@@ -360,9 +360,18 @@ class RNNSeq2Seq(Seq2Seq):
         log_probs = self.logits(out).float().log_softmax(dim=-1)  # (rows, tgt_vocab)
         return Step(log_probs, new_state, weights.reshape(tokens.size(0), -1))  # (rows, src_len)
 
-    def decode(self, tgt_in: Tensor, memory: Memory, return_attention: bool = False) -> Output:
+    def decode(
+        self,
+        tgt_in: Tensor,
+        memory: Memory,
+        return_attention: bool = False,
+        align_layer: int | None = None,
+        full_context: bool = False,
+    ) -> Output:
+        if full_context:
+            raise ValueError("an RNN decoder has no target self-attention to give full context")
         embedded = self.tgt_dropout(self.tgt_embedding(tgt_in))  # (batch, tgt_len, embedding)
         outputs, weights = self.decoder.teacher_forced(embedded, memory, self.decoder.init_state(memory))
         logits = self.logits(outputs)  # (batch, tgt_len, tgt_vocab)
-        attention = weights.unsqueeze(1) if return_attention else None
-        return Output(logits, attention)  # attention: (batch, 1, 1, tgt_len, src_len)
+        attention = weights.unsqueeze(1) if return_attention else None  # (batch, 1, 1, tgt_len, src_len)
+        return Output(logits, attention, None if align_layer is None else weights)  # weights: (batch, 1, …)

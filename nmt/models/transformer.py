@@ -159,14 +159,17 @@ class DecoderLayer(nn.Module):
         src_mask: Tensor,
         cache: Cache | None = None,
         need_weights: bool = False,
+        self_mask: Tensor | None = None,
     ) -> tuple[Tensor, tuple[Tensor, Tensor] | None, Tensor | None]:
         """x (batch, tgt_len, d_model) → same shape, the updated self-attention cache, cross-attention
         weights.
 
-        Without a `cache`, `x` is the whole target prefix and a causal mask applies. With one, `x` (sentences,
-        hypotheses, d_model) holds the current token of each hypothesis: its keys and values are written into
-        its slots and it attends to its own history. A few queries attend faster through two matmuls than
-        through the flash kernels built for long query blocks, so decoding always computes the weights.
+        Without a `cache`, `x` is the whole target prefix and a causal mask applies, unless `self_mask`
+        (batch, 1, tgt_len) lets every position see every real target position instead (full context). With
+        a cache, `x` (sentences, hypotheses, d_model) holds the current token of each hypothesis: its keys and
+        values are written into its slots and it attends to its own history. A few queries attend faster
+        through two matmuls than through the flash kernels built for long query blocks, so decoding always
+        computes the weights.
         """
         need_weights = need_weights or cache is not None
         new_kv = None
@@ -175,7 +178,8 @@ class DecoderLayer(nn.Module):
             nonlocal new_kv
             q, keys, values = self.self_attn.project(h)  # (batch, heads, tgt_len, d_head) each
             if cache is None:
-                return self.self_attn.attend(q, keys, values, None, causal=h.size(1) > 1)[0]
+                causal = self_mask is None and h.size(1) > 1
+                return self.self_attn.attend(q, keys, values, self_mask, causal=causal)[0]
             new_kv = cache.write(keys, values)
             return self.self_attn.attend(q, *cache.written(), cache.visible, need_weights=True)[0]
 
@@ -214,6 +218,7 @@ class TransformerSeq2Seq(Seq2Seq):
         final_norm = nn.LayerNorm if arch.norm == "pre" else nn.Identity
         self.encoder_norm, self.decoder_norm = final_norm(arch.d_model), final_norm(arch.d_model)
         self.output = None if cfg.tie_embeddings else nn.Linear(arch.d_model, tgt_vocab, bias=False)
+        self.pad = pad
 
     def encode(self, src: Tensor, src_mask: Tensor) -> Memory:
         x = self.src_embed(src)  # (batch, src_len, d_model)
@@ -231,16 +236,45 @@ class TransformerSeq2Seq(Seq2Seq):
         x = self.decoder_norm(x)
         return F.linear(x, self.tgt_embed.embedding.weight) if self.output is None else self.output(x)
 
-    def decode(self, tgt_in: Tensor, memory: Memory, return_attention: bool = False) -> Output:
+    def decode(
+        self,
+        tgt_in: Tensor,
+        memory: Memory,
+        return_attention: bool = False,
+        align_layer: int | None = None,
+        full_context: bool = False,
+    ) -> Output:
+        """Only the layers whose weights are asked for compute them explicitly; the others run in the fused
+        attention kernels."""
         x = self.tgt_embed(tgt_in)  # (batch, tgt_len, d_model)
-        attention = []
+        in_pass = None if full_context else align_layer  # the layer whose weights this pass gives
+        attention, alignment = [], None
         for i, layer in enumerate(self.decoder_layers):
             cross_kv = memory[f"cross_k{i}"], memory[f"cross_v{i}"]
-            x, _, weights = layer(x, cross_kv, memory["src_mask"], need_weights=return_attention)
+            wanted = return_attention or i == in_pass
+            x, _, weights = layer(x, cross_kv, memory["src_mask"], need_weights=wanted)
             attention.append(weights)
+            alignment = weights if i == in_pass else alignment
+        if full_context and align_layer is not None:
+            alignment = self.full_context_attention(tgt_in, memory, align_layer)
         # (batch, layers, heads, tgt, src) when asked
         stacked = torch.stack(attention, dim=1) if return_attention else None
-        return Output(self.logits(x), stacked)
+        return Output(self.logits(x), stacked, alignment)
+
+    def full_context_attention(self, tgt_in: Tensor, memory: Memory, layer: int) -> Tensor:
+        """The cross-attention of decoder layer `layer` when every target position sees the whole target (its
+        padding masked) in the self-attention of that layer and those below: Garg et al. 2019's alignment
+        layer, a second pass that stops there. (batch, heads, tgt_len, src_len)"""
+        x = self.tgt_embed(tgt_in)  # (batch, tgt_len, d_model)
+        self_mask = (tgt_in != self.pad).unsqueeze(1)  # (batch, 1, tgt_len)
+        weights = None
+        for i, block in enumerate(self.decoder_layers[: layer + 1]):
+            cross_kv = memory[f"cross_k{i}"], memory[f"cross_v{i}"]
+            x, _, weights = block(
+                x, cross_kv, memory["src_mask"], need_weights=i == layer, self_mask=self_mask
+            )
+        assert weights is not None
+        return weights
 
     def init_state(self, memory: Memory, max_len: int, hypotheses: int = 1) -> State:
         """Empty key/value caches with room for `max_len` tokens of each hypothesis, kept per sentence (see

@@ -43,7 +43,7 @@ class SentenceFailed(Exception):
 
 def is_out_of_memory(err: BaseException) -> bool:
     """Whether `err` is an allocation failure of the GPU or of the host, or was raised for one (as
-    translate_ids's error for a sentence that does not fit even alone)."""
+    the Translator's error for a sentence that does not fit even alone)."""
     if isinstance(err, torch.cuda.OutOfMemoryError | MemoryError):
         return True
     if isinstance(err, RuntimeError) and "out of memory" in str(err).lower():

@@ -5,11 +5,14 @@ processes of a torchrun job joined, the model trained by nmt/train/loop.py (from
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 from pathlib import Path
 
+from nmt.align.labels import with_training_links
 from nmt.config.schema import Config, with_absolute_paths
 from nmt.config.yaml_file import load_saved_config, save_config
+from nmt.data.cache import cache_root
 from nmt.data.prepare import PreparedData, prepare_data
 from nmt.device import resolve_device
 from nmt.errors import UserError, process_rank
@@ -45,14 +48,14 @@ def train(
         logs.enter_context(run_log(run_dir.train_log))  # after --overwrite removed the old run's
         if parent and not resume:
             parent.copy_tokenizers(run_dir)
-        data = prepare_data(cfg, run_dir.path, reuse_tokenizers=resume or parent is not None)
+        data = prepared(cfg, run_dir.path, reuse_tokenizers=resume or parent is not None)
         save_config(cfg, run_dir.config)
         return data
 
     # the main process holds the lock and writes train.log, to the end
     with run_dir.locked(hold=main) as training_started, logs:
         with joined(resolve_device(cfg.train.device)) as (world, device):
-            data = world.main_first(prepare) or prepare_data(cfg, run_dir.path, reuse_tokenizers=True)
+            data = world.main_first(prepare) or prepared(cfg, run_dir.path, reuse_tokenizers=True)
             trainer = Trainer(cfg, run_dir, data, device, world)
             if resume:
                 trainer.restore()
@@ -74,6 +77,17 @@ def train(
         if cfg.train.final_report and main:
             final_report(cfg, run_dir, cfg.train.device)
     return best
+
+
+def prepared(cfg: Config, run_dir: Path, reuse_tokenizers: bool) -> PreparedData:
+    """The run's data (nmt/data/prepare.py), with guided alignment's labels beside the training pairs when
+    `train.alignment.links` names them (nmt/align/labels.py)."""
+    data = prepare_data(cfg, run_dir, reuse_tokenizers)
+    align = cfg.train.alignment
+    if align is None or align.links is None:
+        return data
+    links = with_training_links(data.train, data.tokenizers, cfg.data, Path(align.links), cache_root())
+    return dataclasses.replace(data, train=links)
 
 
 def prepare_run_dir(run_dir: RunDir, cfg: Config, resume: bool, overwrite: bool) -> None:

@@ -71,14 +71,19 @@ class World:
         self, corpus: EncodedCorpus, updates: Sequence[Sequence[IntSequence]], multiple: int
     ) -> Iterator[Batch]:
         """Collate this process's part of each update in order. An empty part becomes the update's first
-        sentence with its targets masked: DDP needs every process in every gradient all-reduce."""
+        sentence with its targets masked (and no alignment links): DDP needs every process in every gradient
+        all-reduce."""
         for update in updates:
             for group in self.share(update):
                 stand_in = len(group) == 0
                 group = update[0][:1] if stand_in else group
                 src, tgt = [corpus.src[i] for i in group], [corpus.tgt[i] for i in group]
-                batch = collate(src, tgt, group, multiple)
-                yield replace(batch, tgt_out=torch.full_like(batch.tgt_out, PAD)) if stand_in else batch
+                links = None if corpus.links is None else [corpus.links[i] for i in group]
+                batch = collate(src, tgt, group, multiple, links)
+                if stand_in:
+                    nothing = None if batch.links is None else torch.zeros_like(batch.links)
+                    batch = replace(batch, tgt_out=torch.full_like(batch.tgt_out, PAD), links=nothing)
+                yield batch
 
     def describe_batch(self, cfg: TrainConfig, batch_tokens: int) -> str:
         """The effective batch of one update of `batch_tokens`-token batches, for the log."""

@@ -39,7 +39,7 @@ from nmt.train.progress import Progress, StopReason, describe_stop
 from nmt.train.step import Update
 from nmt.train.token_budget import fit_batch_tokens
 from nmt.train.update_stream import UpdateStream
-from nmt.train.validation import validation_scores
+from nmt.train.validation import read_gold_set, validation_scores
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,13 @@ class Trainer:
         self.model = build_model(cfg.model, len(tok.src), len(tok.tgt), tok.joint, tok.pad).to(device)
         if self.world.rank:  # the same weights (DDP copies rank 0's), but other dropout in every process
             torch.manual_seed(cfg.train.seed + self.world.rank)
-        self.update = Update(self.model, cfg.train, device, self.world)
+        align = cfg.train.alignment
+        self.align_layer = None if align is None else align.decoder_layer(cfg.model.decoder_layers)
+        guided = align is not None and align.links is not None
+        self.update = Update(self.model, cfg.train, device, self.world, self.align_layer if guided else None)
+        self.gold = None
+        if align is not None and self.world.is_main:
+            self.gold = read_gold_set(align, tok, cfg.model.position_limit)
         self.stream = UpdateStream(data.train, cfg.train, self.world, device, self.update.static_shapes)
         budget = cfg.train.batch_tokens
         self.progress = Progress(batch_tokens=budget if isinstance(budget, int) else 0)  # 0: `auto`, unfitted
@@ -128,7 +134,8 @@ class Trainer:
     def log_training(self, window: LossWindow) -> None:
         """A training record: the window's loss and speed, the learning rate, the time so far."""
         self.update.guards.check(self.progress.step, self.run_dir.checkpoint("last"))
-        record = window.flush() | {
+        aligned = self.update.alignment_sum if self.update.guide is not None else None
+        record = window.flush(aligned) | {
             "lr": float(self.update.scheduler.get_last_lr()[0]),
             "elapsed": self.elapsed(),
         }
@@ -181,7 +188,7 @@ class Trainer:
 
     def score_validation(self) -> bool:
         """Validation loss and greedy BLEU, logged; returns whether BLEU improved."""
-        scores = validation_scores(self.model, self.data, self.cfg, self.device)
+        scores = validation_scores(self.model, self.data, self.cfg, self.device, self.gold, self.align_layer)
         progress = self.progress
         improved = scores["bleu"] > progress.best_bleu
         if improved:
@@ -190,10 +197,11 @@ class Trainer:
             progress.bad_evals += 1
         self.monitor.valid(progress.step, progress.epoch, scores | {"elapsed": self.elapsed()})
         log.info(
-            "step %d: valid loss %.3f, BLEU %.2f%s",
+            "step %d: valid loss %.3f, BLEU %.2f%s%s",
             progress.step,
             scores["loss"],
             scores["bleu"],
+            f", AER {100 * scores['aer']:.1f}" if "aer" in scores else "",
             " (best)" if improved else "",
         )
         return improved

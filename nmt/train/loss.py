@@ -1,4 +1,5 @@
-"""The training objective: label-smoothed cross-entropy over the target tokens that are not padding."""
+"""The training objective: label-smoothed cross-entropy over the target tokens that are not padding, and with
+guided alignment a cross-entropy that pulls one attention towards given links."""
 
 from __future__ import annotations
 
@@ -17,3 +18,13 @@ def sequence_loss(logits: Tensor, targets: Tensor, label_smoothing: float) -> Te
         label_smoothing=label_smoothing,
         reduction="sum",
     )
+
+
+def alignment_loss(attention: Tensor, links: Tensor, heads: int) -> Tensor:
+    """Guided alignment (Garg et al. 2019): the summed cross-entropy between each linked target subword's
+    label distribution (its links, normalised) and the attention the mean of the first `heads` heads paid;
+    target subwords without a link add nothing. attention (B, H, T, S), links (B, T, S) bool."""
+    probs = attention[:, :heads].float().mean(dim=1)  # (batch, tgt_len, src_len)
+    labels = links.float()
+    labels = labels / labels.sum(dim=-1, keepdim=True).clamp_min(1.0)  # rows of unlinked subwords stay 0
+    return -(labels * probs.clamp_min(1e-9).log()).sum()  # clamped: padding columns hold weight 0

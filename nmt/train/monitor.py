@@ -101,7 +101,8 @@ class Monitor:
         if not self.is_main:
             return
         self._append("train", step, epoch, record)
-        self._scalars(step, {f"train/{key}": record[key] for key in ("loss", "lr", "target_tokens_per_s")})
+        keys = ("loss", "align_loss", "lr", "target_tokens_per_s")
+        self._scalars(step, {f"train/{key}": record[key] for key in keys if key in record})
         eta = remaining_seconds(self.cfg, step, record["elapsed"])
         if not self.bar.disable:
             if eta is not None:  # the steps the nearer limit leaves at the pace so far: tqdm shows the ETA
@@ -113,10 +114,11 @@ class Monitor:
             )
         limit = f"/{self.cfg.max_steps}" if self.cfg.max_steps else ""
         log.info(
-            "step %d%s: loss %.3f, lr %.2e, %.0f target tok/s, elapsed %s, ETA %s",
+            "step %d%s: loss %.3f%s, lr %.2e, %.0f target tok/s, elapsed %s, ETA %s",
             step,
             limit,
             record["loss"],
+            f", alignment loss {record['align_loss']:.3f}" if "align_loss" in record else "",
             record["lr"],
             record["target_tokens_per_s"],
             clock(record["elapsed"]),
@@ -125,11 +127,13 @@ class Monitor:
         )
 
     def valid(self, step: int, epoch: int, record: dict[str, float]) -> None:
-        """A validation: loss, BLEU, chrF, elapsed seconds."""
+        """A validation: loss, BLEU, chrF (and AER with a gold alignment set), elapsed seconds."""
         if not self.is_main:
             return
         self._append("valid", step, epoch, record)
-        self._scalars(step, {f"valid/{key}": record[key] for key in ("loss", "bleu", "chrf")})
+        self._scalars(
+            step, {f"valid/{key}": record[key] for key in ("loss", "bleu", "chrf", "aer") if key in record}
+        )
 
     def _append(self, kind: str, step: int, epoch: int, record: dict[str, Any]) -> None:
         append_metrics(self.run_dir, {"kind": kind, "step": step, "epoch": epoch} | record)
@@ -188,11 +192,17 @@ class LossWindow:
         seconds = time.perf_counter() - self.started
         return self.world.sum(self.loss).item(), int(self.world.sum(self.tokens).item()), seconds
 
-    def flush(self) -> dict[str, float]:
-        """The window's mean loss per target token (nan when every update was skipped) and tokens/s."""
+    def flush(self, aligned: Tensor | None = None) -> dict[str, float]:
+        """The window's mean loss per target token (nan when every update was skipped) and tokens/s; given
+        the alignment loss summed since the last flush (`Update.alignment_sum`, reset here), its mean per
+        target token as `align_loss`."""
         loss, tokens, seconds = self.partial()
         self.reset()
-        return {
+        record = {
             "loss": loss / tokens if tokens else math.nan,
             "target_tokens_per_s": tokens / max(seconds, 1e-9),
         }
+        if aligned is not None:
+            record["align_loss"] = self.world.sum(aligned).item() / tokens if tokens else math.nan
+            aligned.zero_()
+        return record

@@ -26,7 +26,7 @@ from nmt.device import autocast
 from nmt.errors import UserError
 from nmt.models.base import Output, Seq2Seq
 from nmt.train.distributed import World
-from nmt.train.loss import sequence_loss
+from nmt.train.loss import alignment_loss, sequence_loss
 from nmt.train.step_graphs import CompileLog, TrainGraphs, cuda_graphs_possible
 
 log = logging.getLogger(__name__)
@@ -102,10 +102,22 @@ class UpdateGuards:
 
 class Update:
     """`update(batches, step, batch_tokens)` trains on one update's batches; it owns the optimizer, the
-    learning-rate schedule and how the step runs (eager, CUDA graphs or compiled)."""
+    learning-rate schedule and how the step runs (eager, CUDA graphs or compiled). With `align_layer`
+    (guided alignment, `train.alignment`) the loss adds the weighted alignment loss of that decoder layer's
+    attention; its sum since the last read is `alignment_sum` (0-d, on the device)."""
 
-    def __init__(self, model: Seq2Seq, cfg: TrainConfig, device: torch.device, world: World) -> None:
+    def __init__(
+        self,
+        model: Seq2Seq,
+        cfg: TrainConfig,
+        device: torch.device,
+        world: World,
+        align_layer: int | None = None,
+    ) -> None:
         self.model, self.cfg, self.device, self.world = model, cfg, device, world
+        self.guide = cfg.alignment if align_layer is not None else None
+        self.align_layer = align_layer
+        self.alignment_sum = torch.zeros((), device=device)
         graphs = cuda_graphs_possible(cfg, device, world.size)
         self.optimizer = build_optimizer(model, cfg)  # made capturable before the first capture
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
@@ -136,10 +148,10 @@ class Update:
         tokens = torch.stack([batch.target_tokens() for batch in batches]).sum()
         total_tokens = self.world.sum(tokens)  # of all processes
         try:
-            loss_sum = self._backward(batches, total_tokens)
+            losses = self._backward(batches, total_tokens)
         except torch.cuda.OutOfMemoryError:
-            loss_sum = None
-        if loss_sum is None:  # outside the except block, which keeps the failed step's tensors alive
+            losses = None
+        if losses is None:  # outside the except block, which keeps the failed step's tensors alive
             self.optimizer.zero_grad(set_to_none=self.graphs is None)  # captured graphs keep the gradients
             torch.cuda.empty_cache()
             self.guards.out_of_memory(batches, step, batch_tokens, self.world.size > 1)
@@ -147,29 +159,44 @@ class Update:
         norm = self.graphs.update() if self.graphs else self._optimizer_step()
         self.scheduler.step()
         finite = self.guards.count(norm)
-        return torch.where(finite, loss_sum, 0.0), tokens * finite
+        self.alignment_sum += torch.where(finite, losses[1], 0.0)
+        return torch.where(finite, losses[0], 0.0), tokens * finite
 
     def _backward(self, batches: list[Batch], total_tokens: Tensor) -> Tensor:
-        """Forward and backward pass of each batch, accumulating gradients; returns the summed loss."""
-        loss_sum = torch.zeros((), device=self.device)
+        """Forward and backward pass of each batch, accumulating gradients; returns the summed translation
+        and alignment losses, (2,)."""
+        losses = torch.zeros(2, device=self.device)
         micro_step = self.graphs.micro if self.graphs else self._micro_step
         for i, batch in enumerate(batches):
             with self.world.accumulating(self.replica, sync=i == len(batches) - 1):
-                loss_sum += micro_step(batch, total_tokens)
-        return loss_sum
+                losses += micro_step(batch, total_tokens)
+        return losses
 
     def _micro_step(self, batch: Batch, total_tokens: Tensor) -> Tensor:
         """Forward and backward of one batch, its gradient divided by the update's `total_tokens` (0-d);
-        returns its summed loss. What a CUDA graph captures: no host sync, autocast without its cache."""
+        returns its summed translation and alignment losses, (2,) (the latter 0 without guided alignment).
+        What a CUDA graph captures: no host sync, autocast without its cache."""
         if self.compile_log:
             self.compile_log.before(batch)
+        full_context = self.guide is not None and self.guide.full_context
         with autocast(self.device, self.cfg.amp, cache=False):
-            output = self.forward(batch.src, batch.src_mask, batch.tgt_in)
+            output = self.forward(
+                batch.src,
+                batch.src_mask,
+                batch.tgt_in,
+                align_layer=self.align_layer,
+                full_context=full_context,
+            )
             loss = sequence_loss(output.logits, batch.tgt_out, self.cfg.label_smoothing)
-        self.scaler.scale(loss * self.world.size / total_tokens).backward()
+            aligned, total = loss.new_zeros(()), loss
+            if self.guide is not None:
+                assert output.alignment is not None and batch.links is not None
+                aligned = alignment_loss(output.alignment, batch.links, self.guide.heads)
+                total = loss + self.guide.weight * aligned
+        self.scaler.scale(total * self.world.size / total_tokens).backward()
         if self.compile_log:
             self.compile_log.after()
-        return loss.detach()
+        return torch.stack([loss, aligned]).detach()
 
     def _optimizer_step(self) -> Tensor:
         """Unscale, clip, AdamW step, zero the gradients (in place under CUDA graphs, where they persist);

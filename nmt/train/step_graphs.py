@@ -165,7 +165,7 @@ class _CapturedMicro:
         grads: list[Tensor],
         pool: GraphPool | None,
     ) -> None:
-        self.batch = Batch(*(getattr(batch, f.name).clone() for f in fields(batch)))
+        self.batch = batch.apply(Tensor.clone)
         self.total_tokens = total_tokens.clone()
         warm_up(lambda: micro_step(self.batch, self.total_tokens), grads)
         self.graph = torch.cuda.CUDAGraph()
@@ -174,7 +174,8 @@ class _CapturedMicro:
 
     def __call__(self, batch: Batch, total_tokens: Tensor) -> Tensor:
         for f in fields(batch):
-            getattr(self.batch, f.name).copy_(getattr(batch, f.name))
+            if (tensor := getattr(batch, f.name)) is not None:
+                getattr(self.batch, f.name).copy_(tensor)
         self.total_tokens.copy_(total_tokens)
         self.graph.replay()
         return self.loss

@@ -1,26 +1,42 @@
-"""How well the model in training does on the validation split: greedy BLEU/chrF and per-token loss."""
+"""How well the model in training does on the validation split: greedy BLEU/chrF and per-token loss; and,
+with a gold alignment set, the AER of the attention that guided alignment supervises (teacher-forced)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 
+from nmt.align.attention import word_links
+from nmt.align.gold import GoldSet, read_gold
+from nmt.align.pharaoh import Link
+from nmt.align.score import AlignmentScores, score_alignments
 from nmt.config.schema import Config, replace
-from nmt.data.batching import iterate_batches, sorted_groups
+from nmt.config.sections import AlignmentConfig
+from nmt.data.batching import collate, iterate_batches, sorted_groups
 from nmt.data.loader import prefetch
 from nmt.data.prepare import PreparedData
+from nmt.data.tokenizer import Tokenizers
 from nmt.decode.rules import Greedy
 from nmt.decode.translator import TorchTranslator, max_source_len
 from nmt.device import autocast
+from nmt.errors import ConfigError
 from nmt.evaluate.scores import score
 from nmt.models.base import Seq2Seq
 from nmt.train.loss import sequence_loss
 
 
 def validation_scores(
-    model: Seq2Seq, data: PreparedData, cfg: Config, device: torch.device
+    model: Seq2Seq,
+    data: PreparedData,
+    cfg: Config,
+    device: torch.device,
+    gold: GoldSet | None = None,
+    align_layer: int | None = None,
 ) -> dict[str, float]:
-    """Loss, greedy BLEU and chrF on (the first `train.eval_max_sentences` of) the validation split; the model
-    is left in training mode."""
+    """Loss, greedy BLEU and chrF on (the first `train.eval_max_sentences` of) the validation split, and the
+    AER of decoder layer `align_layer` on the `gold` alignment set when given; the model is left in training
+    mode."""
     model.eval()
     limit = min(cfg.train.eval_max_sentences or len(data.valid), len(data.valid))
     sources = [data.valid_ids.src[i] for i in range(limit)]
@@ -29,9 +45,55 @@ def validation_scores(
     )
     hyps = translator.search(sources, Greedy(cfg.search.length_penalty))
     scores = score(data.tokenizers.tgt.decode([h[0].tokens for h in hyps]), data.valid.tgt[:limit])
-    loss = _validation_loss(model, data, cfg, device)
+    found = {"loss": _validation_loss(model, data, cfg, device), "bleu": scores.bleu, "chrf": scores.chrf}
+    if gold is not None and align_layer is not None:
+        aligned = alignment_scores(model, gold, cfg, device, align_layer)
+        found |= {"aer": aligned.aer, "align_precision": aligned.precision, "align_recall": aligned.recall}
     model.train()
-    return {"loss": loss, "bleu": scores.bleu, "chrf": scores.chrf}
+    return found
+
+
+def read_gold_set(
+    align: AlignmentConfig, tokenizers: Tokenizers, position_limit: int | None
+) -> GoldSet | None:
+    """The gold set `train.alignment` names (None without one), checked against the model's positions."""
+    if align.gold_src is None or align.gold_tgt is None or align.gold_links is None:
+        return None
+    paths = Path(align.gold_src), Path(align.gold_tgt), Path(align.gold_links)
+    gold = read_gold(*paths, tokenizers, align.gold_one_based, align.gold_reverse)
+    for number, (src, tgt) in enumerate(zip(gold.src, gold.tgt, strict=True), 1):
+        longest = max(len(src.ids), len(tgt.ids)) + 1
+        if position_limit is not None and longest > position_limit:
+            raise ConfigError(
+                f"{align.gold_src} line {number} takes {longest} positions, more than "
+                f"model.transformer.max_positions={position_limit}; shorten the gold set or raise it"
+            )
+    return gold
+
+
+@torch.inference_mode()
+def alignment_scores(
+    model: Seq2Seq, gold: GoldSet, cfg: Config, device: torch.device, layer: int
+) -> AlignmentScores:
+    """AER, precision and recall of the attention of decoder layer `layer` (the mean of the first
+    `train.alignment.heads` heads) on the gold set, teacher-forced on its target sentences: each target
+    subword's most attended source subword, merged into word links (nmt/align/attention.py)."""
+    align = cfg.train.alignment
+    assert align is not None
+    found: list[set[Link]] = [set() for _ in range(len(gold))]
+    lengths = [len(s.ids) + len(t.ids) for s, t in zip(gold.src, gold.tgt, strict=True)]
+    for group in sorted_groups(lengths, cfg.search.batch_size):
+        src, tgt = [gold.src[i] for i in group], [gold.tgt[i] for i in group]
+        batch = collate([s.ids for s in src], [t.ids for t in tgt], group).to(device)
+        with autocast(device, cfg.train.amp):
+            output = model(
+                batch.src, batch.src_mask, batch.tgt_in, align_layer=layer, full_context=align.full_context
+            )
+        assert output.alignment is not None
+        weights = output.alignment[:, : align.heads].float().mean(dim=1).cpu().numpy()  # (batch, tgt, src)
+        for row, (i, s, t) in enumerate(zip(group, src, tgt, strict=True)):
+            found[i] = word_links(weights[row, : len(t.ids) + 1, : len(s.ids) + 1], s.words, t.words)
+    return score_alignments(found, gold.links)
 
 
 @torch.inference_mode()

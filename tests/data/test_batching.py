@@ -75,6 +75,18 @@ def test_collate_of_an_empty_target() -> None:
     assert batch.tgt_in.tolist() == [[BOS]] and batch.tgt_out.tolist() == [[EOS]]
 
 
+def test_collate_places_each_link_at_its_target_row_and_source_column() -> None:
+    batch = collate(
+        ids([5, 6, 7], [8]),
+        ids([9, 10], [11, 12, 13]),
+        [0, 1],
+        links=[np.array([2, 0, 0, 1]), np.array([0, 2])],
+    )
+    assert batch.links is not None and batch.links.shape == (2, 4, 4) and batch.links.dtype == torch.bool
+    assert batch.links.nonzero().tolist() == [[0, 0, 2], [0, 1, 0], [1, 2, 0]]  # (row, target, source)
+    assert batch.apply(torch.Tensor.clone).links.equal(batch.links)
+
+
 def test_batch_to_keeps_every_tensor() -> None:
     batch = collate(ids([5, 6]), ids([7]), [3])
     moved = batch.to(torch.device("cpu"))

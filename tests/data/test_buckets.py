@@ -76,6 +76,17 @@ def test_padding_rows_are_empty_pairs() -> None:
     assert padded.tgt_out[2:].eq(PAD).all() and padded.target_tokens() == batch.target_tokens()
     assert padded.src_mask.tolist() == (padded.src != PAD).unsqueeze(1).tolist()
     assert padded.index.tolist() == [4, 5, -1, -1]
+    assert padded.links is None
+
+
+def test_padding_keeps_the_links_and_adds_none() -> None:
+    links = [np.array([0, 0, 1, 0]), np.array([0, 1])]  # (source, target) positions: 0-0 1-0; 0-1
+    batch = collate(
+        [np.array([7, 8]), np.array([9])], [np.array([10]), np.array([11, 12])], [4, 5], links=links
+    )
+    padded = pad_batch(batch, (4, 5, 6))
+    assert padded.links is not None and padded.links.shape == (4, 6, 5)  # (rows, target, source)
+    assert padded.links.nonzero().tolist() == [[0, 0, 0], [0, 0, 1], [1, 1, 0]]  # (row, target, source)
 
 
 MODELS = [

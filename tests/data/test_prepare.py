@@ -72,6 +72,7 @@ def test_cached_arrays_hold_what_encoding_in_memory_gives(
     kept = np.flatnonzero(np.maximum(src_len, tgt_len) - 1 <= 6)
     assert 0 < len(kept) < len(memory) == 400  # some pairs are over data.max_len
     assert len(prepared.train) == len(kept)
+    assert prepared.train.lines is not None and prepared.train.lines.tolist() == kept.tolist()  # their lines
     for i, k in enumerate(kept.tolist()):
         assert prepared.train.src[i].tolist() == memory.src[k].tolist()
         assert prepared.train.tgt[i].tolist() == memory.tgt[k].tolist()

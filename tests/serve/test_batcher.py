@@ -215,7 +215,7 @@ def test_closing_answers_the_queued_requests_then_refuses_new_ones() -> None:
 
 
 def _raised_for(cause: BaseException) -> BaseException:
-    """The one-line error translate_ids raises for a sentence that does not fit even alone."""
+    """The one-line error the Translator raises for a sentence that does not fit even alone."""
     try:
         raise UserError("out of GPU memory translating one sentence") from cause
     except UserError as err:

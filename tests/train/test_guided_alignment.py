@@ -1,0 +1,191 @@
+"""Guided alignment: the loss by hand, every model type's supervised attention pulled towards given links,
+and a tiny Transformer trained through the CLI on a corpus whose true alignment is known (the reordering
+task: source word i is target word n-1-i) learning it, with validation AER; links that do not fit the corpus
+are one-line errors."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from nmt.config.sections import AlignmentConfig, TrainConfig
+from nmt.data.batching import Batch, collate
+from nmt.data.buckets import pad_batch
+from nmt.models.build import build_model
+from nmt.models.config import ModelConfig, RNNConfig, TransformerConfig
+from nmt.train.distributed import World
+from nmt.train.loss import alignment_loss
+from nmt.train.step import Update
+from tests.conftest import ROOT, assert_one_line_error, run_cli
+
+
+def test_alignment_loss_by_hand() -> None:
+    attention = torch.tensor([[0.5, 0.3, 0.2], [0.1, 0.1, 0.8]]).view(1, 1, 2, 3)  # (batch, heads, tgt, src)
+    links = torch.tensor([[True, True, False], [False, False, False]]).unsqueeze(0)  # row 1: no link
+    expected = -(0.5 * math.log(0.5) + 0.5 * math.log(0.3))
+    assert alignment_loss(attention, links, heads=1).item() == pytest.approx(expected)
+    two_heads = torch.cat([attention, torch.full_like(attention, 1 / 3)], dim=1)  # the mean of 2 heads
+    assert alignment_loss(two_heads, links, heads=2).item() == pytest.approx(
+        -(0.5 * math.log((0.5 + 1 / 3) / 2) + 0.5 * math.log((0.3 + 1 / 3) / 2))
+    )
+    assert alignment_loss(two_heads, links, heads=1).item() == pytest.approx(expected)  # the first head only
+
+
+MODELS = {
+    "transformer": ModelConfig(
+        encoder_layers=2,
+        decoder_layers=2,
+        dropout=0.0,
+        transformer=TransformerConfig(d_model=32, heads=2, ff_dim=64),
+    ),
+    "rnn-bahdanau": ModelConfig(
+        type="rnn-bahdanau",
+        encoder_layers=1,
+        decoder_layers=1,
+        dropout=0.0,
+        rnn=RNNConfig(embedding_size=32, hidden_size=32),
+    ),
+    "rnn-luong": ModelConfig(
+        type="rnn-luong",
+        encoder_layers=1,
+        decoder_layers=1,
+        dropout=0.0,
+        rnn=RNNConfig(embedding_size=32, hidden_size=32),
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("kind", "full_context"),
+    [("transformer", False), ("transformer", True), ("rnn-bahdanau", False), ("rnn-luong", False)],
+)
+def test_the_supervised_attention_learns_the_links(kind: str, full_context: bool) -> None:
+    """One batch, its target subword t linked to source subword (3t + row) mod its length: in 40 updates on
+    it the alignment loss falls to a fraction of where it started, and each target subword attends most to
+    its linked source subword."""
+    torch.manual_seed(0)
+    rng = np.random.default_rng(0)
+    src = [rng.integers(4, 40, size=n) for n in (7, 5, 6, 7)]
+    tgt = [rng.integers(4, 40, size=n) for n in (6, 7, 4, 5)]
+    links = [
+        np.array([[(3 * t + row) % len(s), t] for t in range(len(g))]).reshape(-1)
+        for row, (s, g) in enumerate(zip(src, tgt, strict=True))
+    ]
+    batch = collate(src, tgt, range(4), links=links)
+    align = AlignmentConfig(links="labels", weight=1.0, full_context=full_context)
+    cfg = TrainConfig(lr=1e-2, warmup_steps=1, schedule="constant", label_smoothing=0.0, alignment=align)
+    model = build_model(MODELS[kind], 40, 40, True, 0)
+    update = Update(
+        model, cfg, torch.device("cpu"), World(), align_layer=align.decoder_layer(MODELS[kind].decoder_layers)
+    )
+    losses = []
+    for step in range(40):
+        update([batch], step, 0)
+        losses.append(update.alignment_sum.item())
+        update.alignment_sum.zero_()
+    assert losses[-1] < 0.3 * losses[0], losses
+    with torch.no_grad():
+        output = model(
+            batch.src, batch.src_mask, batch.tgt_in, align_layer=update.align_layer, full_context=full_context
+        )
+    attended = output.alignment[:, 0].argmax(dim=-1)  # (batch, tgt_len): each target subword's top source
+    for row, (pairs, target) in enumerate(zip(links, tgt, strict=True)):
+        assert (
+            attended[row, : len(target)].tolist() == pairs[0::2].tolist()
+        )  # the attention follows the links
+
+
+def reversal_links(text: Path, out: Path) -> None:
+    lines = []
+    for sentence in text.read_text().splitlines():
+        n = len(sentence.split())
+        lines.append(" ".join(f"{i}-{n - 1 - i}" for i in range(n)))
+    out.write_text("\n".join(lines) + "\n")
+
+
+@pytest.fixture(scope="module")
+def labelled(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The session's reordering corpus with the true links of its training and validation splits."""
+    folder = tmp_path_factory.mktemp("labelled")
+    for name in ("train.src", "train.tgt", "valid.src", "valid.tgt"):
+        shutil.copy(corpus / name, folder / name)
+    reversal_links(folder / "train.src", folder / "train.links")
+    reversal_links(folder / "valid.src", folder / "valid.links")
+    return folder
+
+
+def guided(data: Path, out: Path, *extra: str) -> list[str]:
+    sets = [
+        f"train.alignment.links={data / 'train.links'}",
+        f"train.alignment.gold_src={data / 'valid.src'}",
+        f"train.alignment.gold_tgt={data / 'valid.tgt'}",
+        f"train.alignment.gold_links={data / 'valid.links'}",
+        "train.alignment.weight=0.5",
+        "tokenizer.vocab_size=500",
+        "train.eval_every=150",
+        "train.final_report=false",
+        *extra,
+    ]
+    config = str(ROOT / "configs" / "tiny-transformer.yaml")
+    args = ["train", config, "--data", str(data), "--out", str(out), "--device", "cpu", "--max-time", "0"]
+    return args + ["--max-steps", "300"] + [arg for s in sets for arg in ("--set", s)]
+
+
+@pytest.mark.slow
+def test_guided_training_learns_the_true_alignment(labelled: Path, tmp_path: Path) -> None:
+    code, _, err = run_cli(*guided(labelled, tmp_path / "run"))
+    assert code == 0, err
+    records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    aligned = [r["align_loss"] for r in records if r["kind"] == "train"]
+    assert aligned[-1] < aligned[0] / 4, aligned  # the alignment loss falls (1.45 to 0.07 when written)
+    final = [r for r in records if r["kind"] == "valid"][-1]
+    assert final["aer"] < 0.15, final  # the penultimate layer's first head attends as the links say (0.02)
+    assert "AER" in err
+
+
+def test_links_that_do_not_fit_the_corpus_are_refused(labelled: Path, tmp_path: Path) -> None:
+    short = tmp_path / "short.links"
+    short.write_text("".join((labelled / "train.links").read_text().splitlines(keepends=True)[:-5]))
+    result = run_cli("-q", *guided(labelled, tmp_path / "run", f"train.alignment.links={short}"))
+    assert_one_line_error(result, f"{short} has 2995 lines but the training split", "has 3000")
+    wrong = tmp_path / "wrong.links"
+    lines = (labelled / "train.links").read_text().splitlines()
+    wrong.write_text("\n".join([*lines[:9], lines[9] + " 3-99", *lines[10:]]) + "\n")
+    result = run_cli("-q", *guided(labelled, tmp_path / "run2", f"train.alignment.links={wrong}"))
+    assert_one_line_error(result, f"{wrong} line 10: link 3-99 (from 0) points past the sentence pair")
+
+
+@pytest.mark.parametrize(
+    ("kind", "full_context"), [("transformer", False), ("transformer", True), ("rnn-luong", False)]
+)
+def test_padding_to_a_static_shape_changes_neither_the_alignment_loss_nor_its_gradients(
+    kind: str, full_context: bool
+) -> None:
+    """Extra rows and columns (nmt/data/buckets.py) carry no links and take no attention from real ones."""
+    torch.manual_seed(0)
+    model = build_model(MODELS[kind], 40, 40, True, 0)
+    rng = np.random.default_rng(1)
+    src = [rng.integers(4, 40, size=n) for n in (5, 2, 7)]
+    tgt = [rng.integers(4, 40, size=n) for n in (3, 6, 4)]
+    links = [np.array([0, 0, 1, 2, 4, 1]), np.array([1, 5]), np.array([6, 0, 2, 3])]
+    batch = collate(src, tgt, [0, 1, 2], links=links)
+
+    def loss_and_grads(b: Batch) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        model.zero_grad()
+        output = model(b.src, b.src_mask, b.tgt_in, align_layer=0, full_context=full_context)
+        assert output.alignment is not None and b.links is not None
+        loss = alignment_loss(output.alignment, b.links, heads=1)
+        loss.backward()
+        return loss.detach(), [p.grad.clone() for p in model.parameters() if p.grad is not None]
+
+    loss, grads = loss_and_grads(batch)
+    padded_loss, padded_grads = loss_and_grads(pad_batch(batch, (5, 11, 12)))
+    torch.testing.assert_close(padded_loss, loss, rtol=1e-5, atol=1e-5)
+    for grad, padded in zip(grads, padded_grads, strict=True):
+        torch.testing.assert_close(padded, grad, rtol=1e-4, atol=1e-6)
