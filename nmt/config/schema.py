@@ -42,6 +42,10 @@ class Config:
                 f"model.transformer.max_positions={limit} is too small for data.max_len={self.data.max_len}: "
                 f"training needs {longest} positions; raise it or lower data.max_len"
             )
+        if self.data.multilingual is not None and not self.tokenizer.joint:
+            raise ConfigError(
+                "tokenizer.joint=false: a multilingual run needs one joint vocabulary for all its languages"
+            )
 
 
 def with_absolute_paths(cfg: Config) -> Config:
