@@ -17,6 +17,7 @@ from tqdm import tqdm
 
 from nmt.config.sections import TrainConfig
 from nmt.errors import UserError
+from nmt.evaluate.directions import direction_scalars
 from nmt.run.directory import RunDir
 from nmt.run.metrics import append_metrics
 from nmt.train.distributed import World
@@ -124,12 +125,17 @@ class Monitor:
             extra={"bar_shown": not self.bar.disable},
         )
 
-    def valid(self, step: int, epoch: int, record: dict[str, float]) -> None:
-        """A validation: loss, BLEU, chrF, elapsed seconds."""
+    def valid(self, step: int, epoch: int, record: dict[str, Any]) -> None:
+        """A validation: loss, BLEU, chrF, elapsed seconds; a multilingual run's also the off-target rate and
+        each direction's scores (`directions`)."""
         if not self.is_main:
             return
         self._append("valid", step, epoch, record)
-        self._scalars(step, {f"valid/{key}": record[key] for key in ("loss", "bleu", "chrf")})
+        scalars = {
+            key: record[key] for key in ("loss", "bleu", "chrf", "off_target") if record.get(key) is not None
+        }
+        scalars |= direction_scalars(record)
+        self._scalars(step, {f"valid/{key}": value for key, value in scalars.items()})
 
     def _append(self, kind: str, step: int, epoch: int, record: dict[str, Any]) -> None:
         append_metrics(self.run_dir, {"kind": kind, "step": step, "epoch": epoch} | record)
