@@ -51,7 +51,7 @@ class MultilingualConfig:
     corpora that are not, `data.train` (and `data.valid`, `data.test`) is a `.jsonl` file: one JSON object
     per line mapping language codes to sentences, `{"en": "A dog.", "de": "Ein Hund."}`, and a direction
     uses the lines that hold both its languages. Each epoch draws direction `d` in proportion to
-    `weights[d] × pairs(d) ** (1 / temperature)` (see docs/multilingual.md).
+    `weights[d] × pairs(d) ** (1 / temperature)`.
     """
 
     directions: tuple[str, ...] = setting(
@@ -67,7 +67,9 @@ class MultilingualConfig:
         low_open=True,
     )
     tags: Literal["encoder", "decoder"] = setting(
-        "encoder", "where the target-language tag goes: first source token, or forced first target token"
+        "encoder",
+        "where the target-language tag goes: encoder, the first source token; decoder, the forced first "
+        "target token (not available yet)",
     )
 
     def __post_init__(self) -> None:

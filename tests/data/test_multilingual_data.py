@@ -1,5 +1,5 @@
-"""A multilingual run's data: its files checked, a balanced tokenizer sample, every direction's tagged pairs in
-one cached corpus, each epoch's draws by weight and temperature."""
+"""A multilingual run's data: its files checked, a balanced tokenizer sample, every direction's tagged pairs
+in one cached corpus, each epoch's draws by weight and temperature."""
 
 from __future__ import annotations
 
@@ -82,7 +82,7 @@ def test_a_language_without_files_is_one_error(data: Path, tmp_path: Path) -> No
     (data / "train.xc").unlink()
     with pytest.raises(UserError, match=r"no train file for language xc: expected .*train\.xc"):
         prepare(config(data), tmp_path)
-    with pytest.raises(UserError, match="no valid files in .*: expected valid.L or val.L or dev.L"):
+    with pytest.raises(UserError, match=r"no valid files in .*: expected valid\.L or val\.L or dev\.L"):
         language_split(config(data, "data.multilingual.directions=[yy-zz]").data, "valid")
 
 
@@ -95,7 +95,7 @@ def test_unequal_line_counts_across_languages_are_one_error(data: Path, tmp_path
 
 def test_a_tsv_split_is_refused(data: Path, tmp_path: Path) -> None:
     (tmp_path / "train.tsv").write_text("a\tb\n")
-    with pytest.raises(UserError, match="a multilingual run reads a file per language .* or a .jsonl file"):
+    with pytest.raises(UserError, match=r"a multilingual run reads a file per language .* or a \.jsonl file"):
         language_split(config(data, f"data.train={tmp_path / 'train.tsv'}").data, "train")
 
 
