@@ -150,3 +150,34 @@ def test_without_py3langid_the_rate_is_skipped_in_one_line(
     assert [r.getMessage() for r in caplog.records] == [
         "off-target rate skipped: it needs py3langid (pip install 'nmt[langid]')"
     ]
+
+
+LEARNING = """\
+data: {max_len: 64, multilingual: {directions: [xa-xb, xb-xa, xa-xc, xc-xa]}}
+tokenizer: {vocab_size: 300}
+model: {encoder_layers: 2, decoder_layers: 2, dropout: 0.0, transformer: {d_model: 64, heads: 4, ff_dim: 128}}
+train: {device: cpu, batch_tokens: 2000, pad_to_multiple: 1, lr: 3.0e-3, warmup_steps: 100, eval_every: 200,
+        eval_max_sentences: 50, log_every: 100, max_time: 0.0}
+search: {beam_size: 1, batch_size: 100}
+"""
+
+
+@pytest.mark.slow
+def test_the_tag_decides_the_output_language(tmp_path: Path) -> None:
+    """xa-xb and xa-xc read the same sources and differ by their tag alone: a model that learns both writes
+    xb's upper-case words for one and xc's lower-case words for the other (in 400 updates every direction
+    reached test BLEU 40-87 on 2 CPU cores)."""
+    from nmt.data.synthetic import write_multilingual_corpus
+
+    data = write_multilingual_corpus(tmp_path / "data", train=3000, valid=100, test=100, vocab=60)
+    (tmp_path / "config.yaml").write_text(LEARNING)
+    run = tmp_path / "run"
+    code, _, err = run_cli(
+        "train", str(tmp_path / "config.yaml"), "--data", str(data), "--out", str(run), "--max-steps", "400"
+    )
+    assert code == 0, err
+    test = json.loads((run / "report.json").read_text())["test"]["best"]
+    assert all(record["bleu"] > 20 for record in test["directions"].values()), test
+    to_xb = Path(test["directions"]["xa-xb"]["hypotheses"]).read_text().splitlines()
+    to_xc = Path(test["directions"]["xa-xc"]["hypotheses"]).read_text().splitlines()
+    assert sum(line.isupper() for line in to_xb) >= 95 and sum(line.islower() for line in to_xc) >= 95
