@@ -158,8 +158,12 @@ def kinds(hint: Any, allowed: str | None) -> str:
         return " or ".join(parts) + (", or `null`" if type(None) in args else "")
     if origin is Literal:
         return ", ".join(f"`{yaml_value(arg)}`" for arg in args)
+    if origin is tuple and args[-1:] == (Ellipsis,):
+        return f"a list of {kinds(args[0], allowed)}"
     if origin is tuple:
         return f"{len(args)} numbers, each {allowed}" if allowed else f"a list of {len(args)}"
+    if origin is dict:
+        return f"a mapping of {kinds(args[0], None)} to {kinds(args[1], allowed)}"
     if hint is bool:
         return "`true`, `false`"
     if hint is str:

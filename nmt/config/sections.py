@@ -5,9 +5,11 @@ nmt/config/schema.py.) Each field declares its default, meaning and range once, 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Literal
 
+from nmt.config.multilingual import MultilingualConfig
 from nmt.errors import ConfigError
 from nmt.limits import MAX_BEAM, MAX_SIZE, check_settings, setting
 
@@ -33,9 +35,19 @@ class DataConfig:
     skip_bad_lines: bool = setting(
         False, "drop lines that are not valid UTF-8 (with their partner, counted) instead of failing"
     )
+    multilingual: MultilingualConfig | None = setting(
+        None, "many directions in one model, instead of src_lang → tgt_lang (absent: one pair)"
+    )
 
     def __post_init__(self) -> None:
         check_settings(self, "data.")
+        defaults = {field.name: field.default for field in dataclasses.fields(self)}
+        pair = [f"data.{name}" for name in ("src_lang", "tgt_lang") if getattr(self, name) != defaults[name]]
+        if self.multilingual is not None and pair:
+            raise ConfigError(
+                f"{' and '.join(pair)}: a multilingual run takes its languages from "
+                f"data.multilingual.directions, not from the one pair of a bilingual run; remove it"
+            )
 
 
 @dataclass(frozen=True)

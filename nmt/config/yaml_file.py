@@ -51,6 +51,14 @@ def _check_value(name: str, hint: Any, value: Any) -> Any:
         if value not in args:
             raise ConfigError(f"{name}={value!r}; expected one of {', '.join(map(repr, args))}")
         return value
+    if origin is tuple and args[-1:] == (Ellipsis,):  # tuple[str, ...]: a list of any length
+        if not isinstance(value, list | tuple):
+            raise ConfigError(f"{name}={value!r} is not a list")
+        return tuple(_check_value(f"{name}[{i}]", args[0], item) for i, item in enumerate(value))
+    if origin is dict:  # dict[str, float]: a mapping
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{name}={value!r} is not a mapping")
+        return {str(key): _check_value(f"{name}.{key}", args[1], item) for key, item in value.items()}
     if origin is tuple:
         if not isinstance(value, list | tuple) or len(value) != len(args):
             raise ConfigError(f"{name}={value!r} is not a list of {len(args)} values")

@@ -186,3 +186,11 @@ def _map(path: Path, dtype: np.dtype, count: int) -> np.ndarray:
     if count == 0:
         return np.zeros(0, dtype)
     return np.memmap(path, dtype=dtype, mode="r", shape=(count,)).view(np.ndarray)
+
+
+def open_corpus(directory: Path, arrays: dict[str, Any]) -> EncodedCorpus:
+    """Both sides and the line of each pair memory-mapped from `directory`, as `arrays` (a cache manifest's)
+    describes them."""
+    src = open_token_array(directory, "src", arrays.get("src", {}))
+    tgt = open_token_array(directory, "tgt", arrays.get("tgt", {}))
+    return EncodedCorpus(src, tgt, open_values(directory, "pairs.lines", arrays.get("lines", {})))

@@ -182,17 +182,25 @@ def greedy_ends(src: np.ndarray, tgt: np.ndarray, batch_tokens: int) -> list[int
 
 
 def token_budget_groups(
-    corpus: EncodedCorpus, batch_tokens: int, seed: int, multiple: int = 1
+    corpus: EncodedCorpus,
+    batch_tokens: int,
+    seed: int,
+    multiple: int = 1,
+    examples: np.ndarray | None = None,
 ) -> list[np.ndarray]:
     """Group example indices into batches of at most `batch_tokens` padded source+target tokens.
 
     Examples are sorted by length (random tie-breaking from `seed`), cut into groups greedily, and the group
     order is shuffled with `seed`: every example appears in exactly one group, and the same seed gives the
-    same groups. A single example longer than the budget still gets a group of its own.
+    same groups. A single example longer than the budget still gets a group of its own. `examples` (corpus
+    indices, repeats allowed: a multilingual epoch's draws) replaces the corpus's every example once.
     """
     src_len, tgt_len = corpus.lengths()
+    drawn_src, drawn_tgt = (src_len, tgt_len) if examples is None else (src_len[examples], tgt_len[examples])
     rng = np.random.default_rng(seed)
-    order = length_order(src_len, tgt_len, rng.random(len(corpus)))
+    order = length_order(drawn_src, drawn_tgt, rng.random(len(drawn_src)))
+    if examples is not None:
+        order = examples[order]
     longest = max(src_len.max(initial=0), tgt_len.max(initial=0))
     padded = round_up(np.arange(longest + 1, dtype=src_len.dtype), multiple)  # length → padded length
     ends = greedy_ends(padded[src_len[order]], padded[tgt_len[order]], batch_tokens)

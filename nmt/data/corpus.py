@@ -164,6 +164,11 @@ def count_lines(files: SplitFiles, skip_bad_lines: bool = False) -> int:
     return lines
 
 
+def file_lines(path: Path, skip_bad_lines: bool = False) -> int:
+    """Lines of one text file, checked as `count_lines` checks a split's files."""
+    return _scan(path, skip_bad_lines)
+
+
 def _scan(path: Path, skip_bad_lines: bool) -> int:
     """Lines of a file, read in blocks; each block of whole lines is checked to be UTF-8."""
     lines, tail = 0, b""

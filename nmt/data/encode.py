@@ -7,7 +7,7 @@ import contextlib
 import gc
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +34,21 @@ class _Sides:
     too_long: int = 0
 
 
+Encoder = Callable[[list[str]], list[list[int]]]  # sentences → subword ids (a tokenizer's, maybe tagged)
+
+
+@dataclass(frozen=True)
+class Part:
+    """Pairs to encode into the arrays, after those of the parts before: a split, or a multilingual run's
+    direction with encoders that insert its tag; `name` and `files` name it in messages."""
+
+    name: str
+    files: SplitFiles
+    chunks: Iterator[Pairs]
+    src: Encoder
+    tgt: Encoder
+
+
 def encode_split(
     files: SplitFiles,
     lines: int,
@@ -46,28 +61,43 @@ def encode_split(
     `directory`; pairs with an empty side, and those over `max_len` subwords on a side, are dropped with a
     warning; `pairs.lines` records the line (from 0) of every pair kept. Returns the arrays' description and
     the counts, for the cache manifest."""
-    started, tally = time.perf_counter(), Tally()
+    chunks = pair_chunks(files, skip_bad_lines)
+    part = Part("train", files, chunks, tokenizers.src.encode, tokenizers.tgt.encode)
+    return encode_parts([part], lines, tokenizers, max_len, directory)
+
+
+def encode_parts(
+    parts: list[Part], lines: int, tokenizers: Tokenizers, max_len: int, directory: Path
+) -> dict[str, Any]:
+    """Encode the parts (of `lines` lines in all) one after another into `src.*` and `tgt.*` arrays in
+    `directory`, as `encode_split` does; the manifest also says how many pairs each part holds (its rows
+    follow those of the parts before; a pair's line is that of its part's files)."""
+    started, tally, kept = time.perf_counter(), Tally(), {}
     sides = _Sides(
         ArrayWriter(directory, "src", token_dtype(len(tokenizers.src))),
         ArrayWriter(directory, "tgt", token_dtype(len(tokenizers.tgt))),
         ValueWriter(directory, "pairs.lines"),
     )
     bar = tqdm(total=lines, desc="encoding", unit=" lines", unit_scale=True, disable=None, mininterval=1.0)
-    chunks = pair_chunks(files, skip_bad_lines)
     try:
         with _collector_paused(), ThreadPoolExecutor(max_workers=1) as reader, bar:
-            pending = reader.submit(next, chunks, None)
-            while (pairs := pending.result()) is not None:
-                pending = reader.submit(next, chunks, None)  # read the next chunk while this one encodes
-                tally.add(pairs)
-                _encode(pairs, tokenizers, max_len, sides)
-                bar.update(pairs.lines)
+            for part in parts:
+                before, own = sides.src.sentences, Tally()
+                pending = reader.submit(next, part.chunks, None)
+                while (pairs := pending.result()) is not None:
+                    # read the next chunk while this one encodes
+                    pending = reader.submit(next, part.chunks, None)
+                    own.add(pairs)
+                    tally.add(pairs)
+                    _encode(pairs, part, max_len, sides)
+                    bar.update(pairs.lines)
+                own.report(part.name, part.files)
+                kept[part.name] = sides.src.sentences - before
     except BaseException:
         sides.src.close()
         sides.tgt.close()
         sides.lines.close()
         raise
-    tally.report("train", files)
     _report_long(tally.kept, sides.too_long, max_len)
     arrays = {"src": sides.src.finish(), "tgt": sides.tgt.finish(), "lines": sides.lines.finish()}
     seconds = time.perf_counter() - started
@@ -80,7 +110,7 @@ def encode_split(
         lines / max(seconds, 1e-9),
     )
     dropped = {"bad_utf8": tally.bad, "empty_side": tally.lines - tally.kept, "too_long": sides.too_long}
-    return {"arrays": arrays, "lines": tally.lines, "dropped": dropped}
+    return {"arrays": arrays, "lines": tally.lines, "dropped": dropped, "parts": kept}
 
 
 @contextlib.contextmanager
@@ -96,10 +126,10 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _encode(pairs: Pairs, tokenizers: Tokenizers, max_len: int, sides: _Sides) -> None:
+def _encode(pairs: Pairs, part: Part, max_len: int, sides: _Sides) -> None:
     """Encode one chunk of pairs with every core and append those within `max_len` subwords."""
-    src, src_len = flatten(tokenizers.src.encode(pairs.src), sides.src.dtype)
-    tgt, tgt_len = flatten(tokenizers.tgt.encode(pairs.tgt), sides.tgt.dtype)
+    src, src_len = flatten(part.src(pairs.src), sides.src.dtype)
+    tgt, tgt_len = flatten(part.tgt(pairs.tgt), sides.tgt.dtype)
     keep, lines = np.maximum(src_len, tgt_len) <= max_len, np.asarray(pairs.numbers, dtype=np.int64)
     if not keep.all():
         sides.too_long += int((~keep).sum())

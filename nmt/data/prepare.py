@@ -18,13 +18,14 @@ from typing import TYPE_CHECKING, Any
 
 import sentencepiece as spm
 
-from nmt.atomic_files import atomic_write
-from nmt.data.arrays import EncodedCorpus, TokenArray, open_token_array, open_values
+from nmt.data.arrays import EncodedCorpus, TokenArray, open_corpus
 from nmt.data.cache import Entry, cache_root, cached, file_identity
 from nmt.data.corpus import ParallelText, SplitFiles, count_lines, read_split, split_files
+from nmt.data.directions import DirectionData
 from nmt.data.encode import encode_split
+from nmt.data.prepare_languages import prepare_languages
 from nmt.data.sample import SEED, write_sample
-from nmt.data.tokenizer import Tokenizers, load_tokenizers, tokenizer_paths, train_tokenizers
+from nmt.data.tokenizer import Tokenizers, install_tokenizers, load_tokenizers, train_tokenizers
 
 if TYPE_CHECKING:  # the data reads only its own sections of the config: no import of the models
     from nmt.config.schema import Config
@@ -38,6 +39,7 @@ class PreparedData:
     train: EncodedCorpus
     valid: ParallelText
     valid_ids: EncodedCorpus
+    directions: DirectionData | None = None  # a multilingual run's (nmt/data/prepare_languages.py)
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,8 @@ def prepare_data(
     `reuse_tokenizers`, those already there), encode the training split into the cache (`cache`, default
     `cache_root()`) or open it there, and encode the validation split."""
     root = cache or cache_root()
+    if cfg.data.multilingual is not None:
+        return PreparedData(*prepare_languages(cfg, run_dir, reuse_tokenizers, root))
     train = TrainFiles(split_files(cfg.data, "train"), cfg.data.skip_bad_lines)
     valid = read_split(cfg.data, "valid")
     if reuse_tokenizers:
@@ -104,10 +108,7 @@ def _tokenizers(cfg: Config, train: TrainFiles, run_dir: Path, root: Path) -> To
         return {"sample_sentences": sample.sentences}
 
     def install(directory: Path, _manifest: dict[str, Any]) -> Tokenizers:
-        for path in dict.fromkeys(tokenizer_paths(run_dir, cfg.tokenizer.joint)):
-            model = (directory / path.name).read_bytes()
-            atomic_write(path, lambda handle, model=model: handle.write(model))
-        return load_tokenizers(run_dir, cfg.tokenizer.joint)
+        return install_tokenizers(directory, run_dir, cfg.tokenizer.joint)
 
     return cached(Entry(root, "tokenizer", inputs), fill, install)
 
@@ -127,11 +128,7 @@ def _encoded(cfg: Config, train: TrainFiles, tokenizers: Tokenizers, root: Path)
         )
 
     def use(directory: Path, manifest: dict[str, Any]) -> tuple[EncodedCorpus, dict[str, Any]]:
-        arrays = manifest.get("arrays", {})
-        src = open_token_array(directory, "src", arrays.get("src", {}))
-        tgt = open_token_array(directory, "tgt", arrays.get("tgt", {}))
-        lines = open_values(directory, "pairs.lines", arrays.get("lines", {}))
-        return EncodedCorpus(src, tgt, lines), manifest
+        return open_corpus(directory, manifest.get("arrays", {})), manifest
 
     corpus, manifest = cached(Entry(root, "encoded", inputs), fill, use)
     dropped = ", ".join(f"{count} {why.replace('_', ' ')}" for why, count in manifest["dropped"].items())

@@ -55,3 +55,50 @@ def write_reordering_corpus(
         atomic_write_text(out / f"{split}.{src_lang}", "\n".join(src) + "\n")
         atomic_write_text(out / f"{split}.{tgt_lang}", "\n".join(tgt) + "\n")
     return out
+
+
+def _spelled(word: str, language: int) -> str:
+    """`word` in the lexicon of language number `language`: each syllable shifted along the syllable list
+    (a bijection), upper case for odd languages."""
+    shifted = "".join(
+        _SYLLABLES[(_SYLLABLES.index(word[i : i + 2]) + 5 * language) % len(_SYLLABLES)]
+        for i in range(0, len(word), 2)
+    )
+    return shifted.upper() if language % 2 else shifted
+
+
+def multilingual_sentences(
+    count: int, languages: int, vocab: int, min_len: int, max_len: int, seed: int
+) -> list[list[str]]:
+    """`count` sentences in each of `languages` languages, line-aligned: language k writes each word of a
+    random sentence in its own lexicon, odd languages in reverse order. Returns one list per language."""
+    rng = random.Random(seed)
+    base = _words(random.Random(0), vocab)  # the same meanings for every split
+    lexicons = [[_spelled(word, k) for word in base] for k in range(languages)]
+    texts: list[list[str]] = [[] for _ in range(languages)]
+    for _ in range(count):
+        meaning = [rng.randrange(vocab) for _ in range(rng.randint(min_len, max_len))]
+        for k, lexicon in enumerate(lexicons):
+            words = [lexicon[m] for m in meaning]
+            texts[k].append(" ".join(reversed(words) if k % 2 else words))
+    return texts
+
+
+def write_multilingual_corpus(
+    out: Path,
+    languages: tuple[str, ...] = ("xa", "xb", "xc"),
+    train: int = 3000,
+    valid: int = 100,
+    test: int = 100,
+    vocab: int = 60,
+    min_len: int = 3,
+    max_len: int = 7,
+    seed: int = 1,
+) -> Path:
+    """Write train/valid/test.L for each language L of a line-aligned synthetic corpus
+    (`multilingual_sentences`) into `out`; returns `out`."""
+    for offset, (split, count) in enumerate((("train", train), ("valid", valid), ("test", test))):
+        texts = multilingual_sentences(count, len(languages), vocab, min_len, max_len, seed * 1000 + offset)
+        for lang, text in zip(languages, texts, strict=True):
+            atomic_write_text(out / f"{split}.{lang}", "\n".join(text) + "\n")
+    return out

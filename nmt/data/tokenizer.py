@@ -14,7 +14,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -24,6 +24,7 @@ import sentencepiece as spm
 from nmt import interrupts
 from nmt.atomic_files import atomic_write
 from nmt.config.sections import TokenizerConfig
+from nmt.data.language_tags import TAG, vocabulary_tags
 from nmt.data.special_tokens import BOS, EOS, PAD, UNK
 from nmt.errors import UserError
 
@@ -64,6 +65,18 @@ class Tokenizer:
     def file_sha256(self) -> str:
         """sha256 of the model file: the fingerprint checkpoints recorded before it covered the pieces."""
         return hashlib.sha256(self.path.read_bytes()).hexdigest()
+
+    @functools.cached_property
+    def tag_ids(self) -> dict[str, int]:
+        """The target-language tags of a multilingual vocabulary (nmt/data/language_tags.py), language → id;
+        empty for a bilingual one. Search must never output them except where it forces one."""
+        sp = self.sp
+        pieces = (sp.id_to_piece(i) for i in range(len(self)))
+        return {
+            match.group(1): i
+            for i, piece in enumerate(pieces)
+            if sp.is_control(i) and (match := TAG.fullmatch(piece))
+        }
 
     def encode(self, sentences: list[str], num_threads: int = -1) -> list[list[int]]:
         """Subword ids of each sentence, without bos/eos (encoded in `num_threads` threads; -1: all cores)."""
@@ -124,6 +137,14 @@ def load_tokenizers(run_dir: Path, joint: bool) -> Tokenizers:
     return Tokenizers(src, src if joint else Tokenizer(tgt_path))
 
 
+def install_tokenizers(directory: Path, run_dir: Path, joint: bool) -> Tokenizers:
+    """Copy the sentencepiece model(s) in `directory` (a cache entry) into `run_dir`; load them from there."""
+    for path in dict.fromkeys(tokenizer_paths(run_dir, joint)):
+        model = (directory / path.name).read_bytes()
+        atomic_write(path, lambda handle, model=model: handle.write(model))
+    return load_tokenizers(run_dir, joint)
+
+
 def train_tokenizers(
     cfg: TokenizerConfig, src: Iterable[str], tgt: Iterable[str], run_dir: Path
 ) -> Tokenizers:
@@ -150,8 +171,11 @@ class _Joined:
         return itertools.chain.from_iterable(self.parts)
 
 
-def train_sentencepiece(cfg: TokenizerConfig, sentences: Iterable[str], path: Path) -> None:
-    """Train one model at `path`; shrink the vocabulary (or fail clearly) when the text is too small.
+def train_sentencepiece(
+    cfg: TokenizerConfig, sentences: Iterable[str], path: Path, languages: Sequence[str] = ()
+) -> None:
+    """Train one model at `path`, with a tag for each of `languages`; shrink the vocabulary (or fail clearly)
+    when the text is too small.
 
     The sentences stream into sentencepiece (iterated again if the vocabulary shrinks) and the model comes
     back in memory: no temporary file, so training the same sentences twice writes the same bytes. Training
@@ -159,7 +183,8 @@ def train_sentencepiece(cfg: TokenizerConfig, sentences: Iterable[str], path: Pa
     WMT-like text) until its process ends, and training must not leave that to the training loop.
     """
     threads = _training_threads(cfg)  # decided here: the machine is this process's to judge
-    model, vocab_size = _in_child(functools.partial(_train_fitting, cfg, sentences, threads))
+    tags = vocabulary_tags(languages)
+    model, vocab_size = _in_child(functools.partial(_train_fitting, cfg, sentences, threads, tags))
     if vocab_size != cfg.vocab_size:
         log.warning(
             "tokenizer.vocab_size=%d is too large for this corpus; using %d", cfg.vocab_size, vocab_size
@@ -228,12 +253,14 @@ def _end_with(parent: int) -> None:
     os._exit(1)
 
 
-def _train_fitting(cfg: TokenizerConfig, sentences: Iterable[str], threads: int) -> tuple[bytes, int]:
+def _train_fitting(
+    cfg: TokenizerConfig, sentences: Iterable[str], threads: int, tags: list[str]
+) -> tuple[bytes, int]:
     """The model, and the vocabulary size it has: `cfg.vocab_size`, or the largest the text allows."""
     vocab_size = cfg.vocab_size
     for _ in range(2):
         try:
-            return _train(cfg, sentences, vocab_size, threads), vocab_size
+            return _train(cfg, sentences, vocab_size, threads, tags), vocab_size
         except RuntimeError as err:
             if low := _TOO_LOW.search(str(err)):
                 raise UserError(
@@ -261,7 +288,11 @@ def _training_threads(cfg: TokenizerConfig) -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def _train(cfg: TokenizerConfig, sentences: Iterable[str], vocab_size: int, threads: int) -> bytes:
+def _train(
+    cfg: TokenizerConfig, sentences: Iterable[str], vocab_size: int, threads: int, tags: list[str]
+) -> bytes:
+    """The serialized model. `tags` become control symbols (ids 4, 5, … after pad, unk, bos, eos): pieces of
+    their own that no text encodes to (a `>>fr<<` typed in a sentence stays text) and that decoding drops."""
     model = io.BytesIO()
     spm.SentencePieceTrainer.train(
         sentence_iterator=iter(sentences),
@@ -275,6 +306,7 @@ def _train(cfg: TokenizerConfig, sentences: Iterable[str], vocab_size: int, thre
         unk_id=UNK,
         bos_id=BOS,
         eos_id=EOS,
+        control_symbols=tags,
         minloglevel=2,
         num_threads=threads,
     )

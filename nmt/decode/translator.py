@@ -29,6 +29,7 @@ from nmt.config.schema import Config
 from nmt.config.sections import SearchConfig
 from nmt.data.batching import IntSequence, collate, sorted_groups
 from nmt.data.corpus import normalize
+from nmt.data.language_tags import LanguageTags
 from nmt.data.tokenizer import Tokenizers
 from nmt.decode.alignments import teacher_forced_attention
 from nmt.decode.rules import BeamSearch, Greedy, SearchRule
@@ -98,6 +99,16 @@ def search_options(settings: SearchConfig, attention: bool = False) -> SearchOpt
     )
 
 
+def run_tags(cfg: Config, tokenizers: Tokenizers) -> LanguageTags | None:
+    """The language tags of a multilingual run, checked against its languages; None for one pair."""
+    ml = cfg.data.multilingual
+    if ml is None:
+        return None
+    tags = LanguageTags(tokenizers.src.tag_ids, ml.tags)
+    tags.check(ml.languages)
+    return tags
+
+
 def max_source_len(cfg: Config) -> int:
     """Longest source (in subwords) to translate: 4× the training limit, and short enough that the longest
     allowed output (a * length + b) still fits the model's positions (a Transformer's)."""
@@ -110,10 +121,18 @@ def max_source_len(cfg: Config) -> int:
 
 class Translator(ABC):
     """Translates with one model: its tokenizers, default search `settings` and the longest source it
-    takes (`max_source_len` subwords; longer ones are cut)."""
+    takes (`max_source_len` subwords; longer ones are cut). A multilingual model's translator knows its
+    language `tags` and translates into one `target` language at a time (`toward`)."""
 
-    def __init__(self, tokenizers: Tokenizers, settings: SearchConfig, max_source_len: int) -> None:
+    def __init__(
+        self,
+        tokenizers: Tokenizers,
+        settings: SearchConfig,
+        max_source_len: int,
+        tags: LanguageTags | None = None,
+    ) -> None:
         self.tokenizers, self.settings, self.max_source_len = tokenizers, settings, max_source_len
+        self.tags, self.target = tags, None if tags is None else ""
 
     has_attention = True  # whether `search` can return attention
     engine = "torch"
@@ -125,9 +144,29 @@ class Translator(ABC):
         twin.settings = dataclasses.replace(self.settings, **changes)
         return twin
 
+    def toward(self: T, target: str) -> T:
+        """This multilingual model's translator into language `target` (UserError for a language it has no
+        tag for)."""
+        if self.tags is None:
+            raise UserError("this model translates into one language; it takes no target language")
+        self.tags.id(target)
+        twin = copy.copy(self)
+        twin.target = target
+        return twin
+
     def encode(self, texts: Sequence[str]) -> list[list[int]]:
-        """Source ids of raw texts: normalised, then subwords (the one place where text becomes ids)."""
-        return self.tokenizers.src.encode([normalize(text) for text in texts])
+        """Source ids of raw texts: normalised, then subwords, then (a multilingual model's, with tags on
+        the encoder) the target language's tag first — the one place where text becomes ids."""
+        ids = self.tokenizers.src.encode([normalize(text) for text in texts])
+        if self.tags is None:
+            return ids
+        return [self.tags.source(sentence, self.target_language()) for sentence in ids]
+
+    def target_language(self) -> str:
+        """The language a multilingual model's translator translates into (`toward`)."""
+        if not self.target:
+            raise UserError("this model translates into several languages: name the target language")
+        return self.target
 
     def search(
         self,
@@ -142,6 +181,8 @@ class Translator(ABC):
         searched in turn (`progress` told the size of each); one that runs out of memory, in halves."""
         rule = rule or search_rule(self.settings)
         options = options or search_options(self.settings)
+        if self.tags is not None:  # a tag is never an output
+            options = dataclasses.replace(options, banned=(*options.banned, *self.tags.banned))
         if options.attention and not self.has_attention:
             raise UserError(
                 f"the {self.engine} engine returns no attention; translate with the run directory"
@@ -237,15 +278,21 @@ class TorchTranslator(Translator):
     """A trained model (or an `Ensemble` of them) searched by nmt's own search (nmt/decode/search.py)."""
 
     def __init__(
-        self, model: Seq2Seq, tokenizers: Tokenizers, settings: SearchConfig, max_source_len: int
+        self,
+        model: Seq2Seq,
+        tokenizers: Tokenizers,
+        settings: SearchConfig,
+        max_source_len: int,
+        tags: LanguageTags | None = None,
     ) -> None:
-        super().__init__(tokenizers, settings, max_source_len)
+        super().__init__(tokenizers, settings, max_source_len, tags)
         self.model = model
 
     @classmethod
     def of_run(cls, run: TrainedRun) -> TorchTranslator:
         """The translator of a loaded run (or ensemble), with the run's search settings."""
-        return cls(run.model, run.tokenizers, run.cfg.search, max_source_len(run.cfg))
+        tags = run_tags(run.cfg, run.tokenizers)
+        return cls(run.model, run.tokenizers, run.cfg.search, max_source_len(run.cfg), tags)
 
     def search_batch(
         self, sources: list[list[int]], rule: SearchRule, options: SearchOptions

@@ -64,6 +64,11 @@ def evaluate_run(
     if split not in ("valid", "test"):
         raise UserError(f"--split {split}: expected valid or test")
     run = load_runs(run_dirs, resolve_device(device), checkpoint, overrides or [])
+    if run.cfg.data.multilingual is not None:
+        raise UserError(
+            f"{run_dirs[0]} is a multilingual run, and nmt evaluate takes no direction yet; its report.json "
+            f"holds every direction's valid and test scores"
+        )
     ensemble = f".ensemble{len(run_dirs)}" if len(run_dirs) > 1 else ""
     runs = {"runs": [str(path) for path in run_dirs]}
     if src is not None and ref is not None:

@@ -9,8 +9,9 @@ import logging
 import statistics
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from tqdm import tqdm
@@ -24,6 +25,12 @@ from nmt.decode.trained_run import TrainedRun, load_run
 from nmt.decode.translator import TorchTranslator, search_options
 from nmt.device import resolve_device
 from nmt.errors import UserError
+from nmt.evaluate.directions import (
+    describe_directions,
+    draw_direction_heatmaps,
+    evaluate_directions,
+    split_lines,
+)
 from nmt.evaluate.evaluation import evaluate
 from nmt.evaluate.plots import heatmap_title, save_heatmap, save_learning_curves
 from nmt.run.average import average_run
@@ -83,21 +90,25 @@ def average_snapshots(cfg: Config, run_dir: RunDir) -> list[int]:
 def final_report(cfg: Config, run_dir: RunDir, device: str) -> dict[str, Any]:
     """Score the best (and the averaged) checkpoint with beam search on the validation split, the better of
     them on the test split, and write the run's report files. It runs after training, outside
-    `train.max_time`: a log line says first what it will translate, and its progress is shown."""
+    `train.max_time`: a log line says first what it will translate, and its progress is shown. A multilingual
+    run is scored direction by direction (nmt/evaluate/directions.py), and chosen by the mean BLEU."""
     started = time.monotonic()
     averaged_steps = average_snapshots(cfg, run_dir)
     runs = {
         name: load_run(run_dir, resolve_device(device), name)
         for name in (["best", "averaged"] if averaged_steps else ["best"])
     }
-    valid_files, test_files = split_files(cfg.data, "valid"), _test_files(cfg)
-    with contextlib.closing(ReportProgress(cfg, valid_files, test_files, list(runs))) as progress:
-        valid = {name: progress.evaluate(run, valid_files, "valid") for name, run in runs.items()}
+    splits: Splits = DirectionSplits(cfg) if cfg.data.multilingual else PairSplits(cfg)
+    with contextlib.closing(ReportProgress(cfg, splits, list(runs))) as progress:
+        valid = {name: progress.evaluate(splits, run, "valid") for name, run in runs.items()}
         chosen = max(runs, key=lambda name: valid[name]["bleu"])
-        test = {chosen: progress.evaluate(runs[chosen], test_files, "test")} if test_files else None
+        test = {chosen: progress.evaluate(splits, runs[chosen], "test")} if splits.test_lines else None
     records = read_metrics(run_dir)
     save_learning_curves(records, run_dir.curves)
-    draw_heatmaps(runs[chosen], run_dir)
+    if cfg.data.multilingual:
+        draw_direction_heatmaps(runs[chosen], run_dir.attention_dir, HEATMAPS)
+    else:
+        draw_heatmaps(runs[chosen], run_dir)
     seconds = time.monotonic() - started
     report = summary(cfg, run_dir, records, valid, chosen, test) | {
         "averaging": {"requested": cfg.train.average_checkpoints, "averaged_steps": averaged_steps},
@@ -116,33 +127,66 @@ def final_report(cfg: Config, run_dir: RunDir, device: str) -> dict[str, Any]:
     return report
 
 
+class Splits(Protocol):
+    """What the final report scores: the validation split and, when there is one, the test split."""
+
+    valid_lines: int
+    test_lines: int  # 0: no test split
+
+    def evaluate(self, run: TrainedRun, split: str, progress: Callable[[int], object]) -> dict[str, Any]: ...
+
+
+class PairSplits:
+    """The splits of a bilingual run: a file pair (or TSV file) each."""
+
+    def __init__(self, cfg: Config) -> None:
+        valid, test = split_files(cfg.data, "valid"), _test_files(cfg)
+        self.files = {"valid": valid, "test": test}
+        self.valid_lines = count_lines(valid, cfg.data.skip_bad_lines)
+        self.test_lines = count_lines(test, cfg.data.skip_bad_lines) if test else 0
+
+    def evaluate(self, run: TrainedRun, split: str, progress: Callable[[int], object]) -> dict[str, Any]:
+        files = self.files[split]
+        assert files is not None
+        return evaluate(run, files, split, progress)
+
+
+class DirectionSplits:
+    """The splits of a multilingual run: every direction's pairs."""
+
+    def __init__(self, cfg: Config) -> None:
+        self.valid_lines = split_lines(cfg, "valid") or 0
+        self.test_lines = split_lines(cfg, "test") or 0
+
+    def evaluate(self, run: TrainedRun, split: str, progress: Callable[[int], object]) -> dict[str, Any]:
+        scores = evaluate_directions(run, split, progress)
+        log.info("final report: %s %s", split, describe_directions(scores))
+        return scores
+
+
 class ReportProgress:
     """What the final report does, said before it starts; then a bar over the sentences it translates (on a
     terminal) and a log line for each split and checkpoint scored."""
 
-    def __init__(
-        self, cfg: Config, valid: SplitFiles, test: SplitFiles | None, checkpoints: list[str]
-    ) -> None:
-        valid_lines = count_lines(valid, cfg.data.skip_bad_lines)
-        test_lines = count_lines(test, cfg.data.skip_bad_lines) if test else 0
+    def __init__(self, cfg: Config, splits: Splits, checkpoints: list[str]) -> None:
         names = " and ".join(f"{name}.pt" for name in checkpoints)
         better = " with the better one" if len(checkpoints) > 1 else ""
-        then = f", then {test_lines} test sentences{better}" if test else ""
+        then = f", then {splits.test_lines} test sentences{better}" if splits.test_lines else ""
         log.info(
             "final report (after training, outside train.max_time; train.final_report=false skips it): "
             "beam %d on %d validation sentences with %s%s",
             cfg.search.beam_size,
-            valid_lines,
+            splits.valid_lines,
             names,
             then,
         )
-        total = valid_lines * len(checkpoints) + test_lines
+        total = splits.valid_lines * len(checkpoints) + splits.test_lines
         self.bar = tqdm(total=total, unit="sent", desc="final report", disable=None, mininterval=1.0)
 
-    def evaluate(self, run: TrainedRun, files: SplitFiles, split: str) -> dict[str, Any]:
-        """`evaluate` with the bar moving; logs the score and the time it took."""
+    def evaluate(self, splits: Splits, run: TrainedRun, split: str) -> dict[str, Any]:
+        """The split's scores, with the bar moving; logs the score and the time it took."""
         started = time.monotonic()
-        scores = evaluate(run, files, split, self.bar.update)
+        scores = splits.evaluate(run, split, self.bar.update)
         log.info(
             "final report: %s BLEU %.2f with %s.pt (%.0f s)",
             split,

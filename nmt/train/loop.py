@@ -22,6 +22,7 @@ from nmt.config.schema import Config
 from nmt.data.batching import Batch
 from nmt.data.prepare import PreparedData
 from nmt.errors import Interrupted
+from nmt.evaluate.directions import describe_directions
 from nmt.models.build import build_model
 from nmt.run.checkpoint import (
     restore_rng,
@@ -70,7 +71,10 @@ class Trainer:
         self.gold = None
         if align is not None and self.world.is_main:
             self.gold = read_gold_set(align, tok, cfg.model.position_limit)
-        self.stream = UpdateStream(data.train, cfg.train, self.world, device, self.update.static_shapes)
+        examples = data.directions.epoch_examples if data.directions else None
+        self.stream = UpdateStream(
+            data.train, cfg.train, self.world, device, self.update.static_shapes, examples
+        )
         budget = cfg.train.batch_tokens
         self.progress = Progress(batch_tokens=budget if isinstance(budget, int) else 0)  # 0: `auto`, unfitted
         self.writer = CheckpointWriter()  # checkpoints are written in the background
@@ -197,13 +201,16 @@ class Trainer:
             progress.bad_evals += 1
         self.monitor.valid(progress.step, progress.epoch, scores | {"elapsed": self.elapsed()})
         log.info(
-            "step %d: valid loss %.3f, BLEU %.2f%s%s",
+            "step %d: valid loss %.3f, %s %.2f%s%s",
             progress.step,
             scores["loss"],
+            "mean BLEU" if "directions" in scores else "BLEU",
             scores["bleu"],
             f", AER {100 * scores['aer']:.1f}" if "aer" in scores else "",
             " (best)" if improved else "",
         )
+        if "directions" in scores:
+            log.info("step %d: valid %s", progress.step, describe_directions(scores))
         return improved
 
     def weights(self) -> dict:

@@ -17,6 +17,7 @@ from tqdm import tqdm
 
 from nmt.config.sections import TrainConfig
 from nmt.errors import UserError
+from nmt.evaluate.directions import direction_scalars
 from nmt.run.directory import RunDir
 from nmt.run.metrics import append_metrics
 from nmt.train.distributed import World
@@ -126,14 +127,16 @@ class Monitor:
             extra={"bar_shown": not self.bar.disable},
         )
 
-    def valid(self, step: int, epoch: int, record: dict[str, float]) -> None:
-        """A validation: loss, BLEU, chrF (and AER with a gold alignment set), elapsed seconds."""
+    def valid(self, step: int, epoch: int, record: dict[str, Any]) -> None:
+        """A validation: loss, BLEU, chrF, elapsed seconds; with a gold alignment set also AER; a multilingual
+        run's also the off-target rate and each direction's scores (`directions`)."""
         if not self.is_main:
             return
         self._append("valid", step, epoch, record)
-        self._scalars(
-            step, {f"valid/{key}": record[key] for key in ("loss", "bleu", "chrf", "aer") if key in record}
-        )
+        kinds = ("loss", "bleu", "chrf", "aer", "off_target")
+        scalars = {key: record[key] for key in kinds if record.get(key) is not None}
+        scalars |= direction_scalars(record)
+        self._scalars(step, {f"valid/{key}": value for key, value in scalars.items()})
 
     def _append(self, kind: str, step: int, epoch: int, record: dict[str, Any]) -> None:
         append_metrics(self.run_dir, {"kind": kind, "step": step, "epoch": epoch} | record)

@@ -7,8 +7,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 
+import numpy as np
 import torch
 
 from nmt.config.sections import TrainConfig
@@ -23,13 +24,21 @@ log = logging.getLogger(__name__)
 
 
 class UpdateStream:
-    """The updates of `corpus` for one process of `world`, padded to planned shapes when `static_shapes`."""
+    """The updates of `corpus` for one process of `world`, padded to planned shapes when `static_shapes`;
+    `examples(seed)` gives the corpus rows of the epoch of `seed` (a multilingual run's draws), None: every
+    pair once."""
 
     def __init__(
-        self, corpus: EncodedCorpus, cfg: TrainConfig, world: World, device: torch.device, static_shapes: bool
+        self,
+        corpus: EncodedCorpus,
+        cfg: TrainConfig,
+        world: World,
+        device: torch.device,
+        static_shapes: bool,
+        examples: Callable[[int], np.ndarray | None] | None = None,
     ) -> None:
         self.corpus, self.cfg, self.world, self.device = corpus, cfg, world, device
-        self.static_shapes = static_shapes
+        self.static_shapes, self.examples = static_shapes, examples
         self.buckets: Buckets | None = None  # planned at the first epoch, when the budget is known
         self.planned = False  # whether an epoch was planned (logged once at INFO)
 
@@ -48,16 +57,15 @@ class UpdateStream:
     def epoch(self, progress: Progress) -> Iterator[tuple[int, list[Batch]]]:
         """The epoch's remaining updates: how many of the epoch's batches each one uses, and this process's
         part of them (all of them in a single process)."""
-        cfg, started = self.cfg, time.perf_counter()
-        groups = token_budget_groups(
-            self.corpus, progress.batch_tokens, cfg.seed + progress.epoch, cfg.pad_to_multiple
-        )
+        cfg, started, seed = self.cfg, time.perf_counter(), self.cfg.seed + progress.epoch
+        examples = self.examples(seed) if self.examples else None
+        groups = token_budget_groups(self.corpus, progress.batch_tokens, seed, cfg.pad_to_multiple, examples)
         log.log(
             logging.DEBUG if self.planned else logging.INFO,
             "epoch %d: %d batches of %d pairs planned in %.2f s",
             progress.epoch,
             len(groups),
-            len(self.corpus),
+            len(self.corpus) if examples is None else len(examples),
             time.perf_counter() - started,
         )
         self.planned, groups = True, groups[progress.batches_done :]

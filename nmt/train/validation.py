@@ -1,9 +1,12 @@
-"""How well the model in training does on the validation split: greedy BLEU/chrF and per-token loss; and,
-with a gold alignment set, the AER of the attention that guided alignment supervises (teacher-forced)."""
+"""How well the model in training does on the validation split: greedy BLEU/chrF (of each direction, and
+their means, for a multilingual run) and per-token loss; and, with a gold alignment set, the AER of the
+attention that guided alignment supervises (teacher-forced)."""
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -12,15 +15,16 @@ from nmt.align.gold import GoldSet, read_gold
 from nmt.align.pharaoh import Link
 from nmt.align.score import AlignmentScores, score_alignments
 from nmt.config.schema import Config, replace
-from nmt.config.sections import AlignmentConfig
+from nmt.config.sections import AlignmentConfig, SearchConfig
 from nmt.data.batching import collate, iterate_batches, sorted_groups
+from nmt.data.directions import DirectionData
 from nmt.data.loader import prefetch
 from nmt.data.prepare import PreparedData
 from nmt.data.tokenizer import Tokenizers
-from nmt.decode.rules import Greedy
-from nmt.decode.translator import TorchTranslator, max_source_len
+from nmt.decode.translator import TorchTranslator, max_source_len, run_tags
 from nmt.device import autocast
 from nmt.errors import ConfigError
+from nmt.evaluate.directions import direction_scores
 from nmt.evaluate.scores import score
 from nmt.models.base import Seq2Seq
 from nmt.train.loss import sequence_loss
@@ -33,24 +37,49 @@ def validation_scores(
     device: torch.device,
     gold: GoldSet | None = None,
     align_layer: int | None = None,
-) -> dict[str, float]:
+) -> dict[str, Any]:
     """Loss, greedy BLEU and chrF on (the first `train.eval_max_sentences` of) the validation split, and the
     AER of decoder layer `align_layer` on the `gold` alignment set when given; the model is left in training
-    mode."""
+    mode. A multilingual run's BLEU and chrF are the means over its directions (the first
+    `eval_max_sentences` of each), whose own scores and off-target rates are under `directions`."""
     model.eval()
-    limit = min(cfg.train.eval_max_sentences or len(data.valid), len(data.valid))
-    sources = [data.valid_ids.src[i] for i in range(limit)]
-    translator = TorchTranslator(
-        model, data.tokenizers, replace(cfg, search={"nbest": 1}).search, max_source_len(cfg)
-    )
-    hyps = translator.search(sources, Greedy(cfg.search.length_penalty))
-    scores = score(data.tokenizers.tgt.decode([h[0].tokens for h in hyps]), data.valid.tgt[:limit])
-    found = {"loss": _validation_loss(model, data, cfg, device), "bleu": scores.bleu, "chrf": scores.chrf}
+    greedy = replace(cfg, search={"beam_size": 1, "nbest": 1}).search
+    if data.directions is None:
+        limit = min(cfg.train.eval_max_sentences or len(data.valid), len(data.valid))
+        outputs = _greedy_outputs(model, data, [range(limit)], greedy, cfg)[0]
+        scores = score(outputs, data.valid.tgt[:limit])
+        found: dict[str, Any] = {"bleu": scores.bleu, "chrf": scores.chrf}
+    else:
+        found = _direction_scores(model, data, data.directions, greedy, cfg)
+    found = {"loss": _validation_loss(model, data, cfg, device)} | found
     if gold is not None and align_layer is not None:
         aligned = alignment_scores(model, gold, cfg, device, align_layer)
         found |= {"aer": aligned.aer, "align_precision": aligned.precision, "align_recall": aligned.recall}
     model.train()
     return found
+
+
+def _direction_scores(
+    model: Seq2Seq, data: PreparedData, directions: DirectionData, search: SearchConfig, cfg: Config
+) -> dict[str, Any]:
+    """Each direction's scores on its first `eval_max_sentences` validation pairs, and their means."""
+    limit = cfg.train.eval_max_sentences
+    rows = [r[:limit] if limit else r for r in directions.valid_rows()]
+    outputs = dict(zip(directions.directions, _greedy_outputs(model, data, rows, search, cfg), strict=True))
+    references = {d: [data.valid.tgt[i] for i in r] for d, r in zip(directions.directions, rows, strict=True)}
+    return direction_scores(outputs, references, directions.languages)
+
+
+def _greedy_outputs(
+    model: Seq2Seq, data: PreparedData, rows: list[range], search: SearchConfig, cfg: Config
+) -> list[list[str]]:
+    """The greedy translations of the validation sources at each group of `rows`, searched together."""
+    sources = [data.valid_ids.src[i] for r in rows for i in r]
+    tags = run_tags(cfg, data.tokenizers)  # the sources hold their tags: only the ban of tag outputs is new
+    hyps = TorchTranslator(model, data.tokenizers, search, max_source_len(cfg), tags).search(sources)
+    texts = data.tokenizers.tgt.decode([h[0].tokens for h in hyps])
+    ends = list(itertools.accumulate(len(r) for r in rows))
+    return [texts[end - len(r) : end] for r, end in zip(rows, ends, strict=True)]
 
 
 def read_gold_set(

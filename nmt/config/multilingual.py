@@ -1,0 +1,107 @@
+"""The `data.multilingual` section: the translation directions of one model trained on many languages (Johnson
+et al. 2017), how often each direction is drawn, and where the target-language tag goes."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from nmt.errors import ConfigError
+from nmt.limits import check_settings, setting
+
+LANGUAGE_CODE = re.compile(r"[A-Za-z0-9_]+")  # no '-': it separates a direction's two codes
+KEY = "data.multilingual"
+
+
+@dataclass(frozen=True)
+class Direction:
+    """One translation direction of a multilingual run: `src` → `tgt`, written `src-tgt` (`en-de`)."""
+
+    src: str
+    tgt: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.src}-{self.tgt}"
+
+    @classmethod
+    def parse(cls, text: str) -> Direction:
+        """`en-de` → Direction('en', 'de'); ConfigError for anything that is not two distinct codes."""
+        src, sep, tgt = str(text).partition("-")
+        if not sep or not LANGUAGE_CODE.fullmatch(src) or not LANGUAGE_CODE.fullmatch(tgt):
+            raise ConfigError(
+                f"{KEY}.directions: {text!r} is not SRC-TGT, two language codes (letters, digits, _) joined "
+                f"by '-', e.g. en-de"
+            )
+        if src == tgt:
+            raise ConfigError(f"{KEY}.directions: {text!r} translates {src} into itself; remove it")
+        return cls(src, tgt)
+
+
+@dataclass(frozen=True)
+class MultilingualConfig:
+    """Many translation directions in one model (Johnson et al. 2017), replacing `data.src_lang` and
+    `data.tgt_lang`. Every direction's pairs train one model with one joint vocabulary, the source (or the
+    decoder's first token) marked with a tag naming the target language, `>>de<<`.
+
+    The text of language `L` is `train.L`, `valid.L` (or `val.L`, `dev.L`), `test.L` in `data.dir` (or under
+    the path prefixes `data.train`, `data.valid`, `data.test`), line-aligned across all languages; or, for
+    corpora that are not, `data.train` (and `data.valid`, `data.test`) is a `.jsonl` file: one JSON object
+    per line mapping language codes to sentences, `{"en": "A dog.", "de": "Ein Hund."}`, and a direction
+    uses the lines that hold both its languages. Each epoch draws direction `d` in proportion to
+    `weights[d] × pairs(d) ** (1 / temperature)`.
+    """
+
+    directions: tuple[str, ...] = setting(
+        (), "the directions trained, each SRC-TGT: [en-de, de-en, en-fr, fr-en]"
+    )
+    weights: dict[str, float] | None = setting(
+        None, "a direction's weight in each epoch's draw, e.g. {en-cs: 2.0}; unlisted directions: 1"
+    )
+    temperature: float = setting(
+        1.0,
+        "sampling temperature: a direction's share of an epoch ∝ pairs ** (1/T) (1: as the data holds it)",
+        low=0.0,
+        low_open=True,
+    )
+    tags: Literal["encoder", "decoder"] = setting(
+        "encoder",
+        "where the target-language tag goes: encoder, the first source token; decoder, the forced first "
+        "target token (not available yet)",
+    )
+
+    def __post_init__(self) -> None:
+        check_settings(self, f"{KEY}.")
+        if not self.directions:
+            raise ConfigError(f"{KEY}.directions is empty; list the directions to train, e.g. [en-de, de-en]")
+        names = [direction.name for direction in self.pairs]  # parsing checks each one
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            raise ConfigError(f"{KEY}.directions lists {', '.join(twice)} twice; list each direction once")
+        for name, weight in (self.weights or {}).items():
+            if name not in names:
+                raise ConfigError(
+                    f"{KEY}.weights names {name}, which is not in {KEY}.directions ({', '.join(names)})"
+                )
+            if not (isinstance(weight, float) and math.isfinite(weight) and weight > 0):
+                raise ConfigError(f"{KEY}.weights.{name}={weight!r} must be a positive number")
+        if self.tags == "decoder":
+            raise ConfigError(
+                f"{KEY}.tags=decoder is not available yet: validation needs search to force the tag as the "
+                f"first target token; use tags: encoder"
+            )
+
+    @property
+    def pairs(self) -> tuple[Direction, ...]:
+        """The directions, in the order listed."""
+        return tuple(Direction.parse(text) for text in self.directions)
+
+    @property
+    def languages(self) -> tuple[str, ...]:
+        """Every language of the run, sorted."""
+        return tuple(sorted({lang for d in self.pairs for lang in (d.src, d.tgt)}))
+
+    def weight(self, direction: Direction) -> float:
+        return (self.weights or {}).get(direction.name, 1.0)

@@ -1,0 +1,73 @@
+"""The data.multilingual section: how a multilingual config reads, its round trips, its one-line errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from nmt.config.multilingual import Direction
+from nmt.config.schema import Config
+from nmt.config.yaml_file import load_config, save_config
+from nmt.errors import ConfigError
+from tests.conftest import assert_one_line_error, run_cli
+
+DIRECTIONS = "data.multilingual.directions=[en-de, de-en, en-fr, fr-en, en-cs, cs-en]"
+
+
+def test_a_multilingual_config_reads_its_directions_and_languages() -> None:
+    cfg = load_config(None, [DIRECTIONS, "data.multilingual.weights={en-cs: 2}"])
+    ml = cfg.data.multilingual
+    assert ml is not None
+    assert ml.pairs[:2] == (Direction("en", "de"), Direction("de", "en"))
+    assert ml.languages == ("cs", "de", "en", "fr")
+    assert ml.weights == {"en-cs": 2.0}  # an integer weight is a fine float
+    assert ml.weight(Direction("en", "cs")) == 2.0 and ml.weight(Direction("cs", "en")) == 1.0
+    assert (ml.temperature, ml.tags) == (1.0, "encoder")
+
+
+def test_the_single_pair_config_stays_the_default() -> None:
+    cfg = Config()
+    assert cfg.data.multilingual is None and (cfg.data.src_lang, cfg.data.tgt_lang) == ("de", "en")
+
+
+def test_a_multilingual_config_survives_the_run_directory(tmp_path: Path) -> None:
+    cfg = load_config(
+        None, [DIRECTIONS, "data.multilingual.weights={en-cs: 2.5}", "data.multilingual.temperature=5"]
+    )
+    save_config(cfg, tmp_path / "config.yaml")
+    assert load_config(tmp_path / "config.yaml") == cfg
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        (["data.multilingual.directions=[en-de, de-en, en-de]"], "lists en-de twice"),
+        (["data.multilingual.directions=[en-en]"], "'en-en' translates en into itself"),
+        (["data.multilingual.directions=[en_de]"], "'en_de' is not SRC-TGT"),
+        (["data.multilingual.directions=[pt-BR-en]"], "'pt-BR-en' is not SRC-TGT"),
+        (["data.multilingual.directions=en-de"], "data.multilingual.directions='en-de' is not a list"),
+        (["data.multilingual.directions=[]"], "data.multilingual.directions is empty"),
+        (["data.multilingual.temperature=1.0"], "data.multilingual.directions is empty"),
+        ([DIRECTIONS, "data.multilingual.weights={de-fr: 1.0}"], "weights names de-fr, which is not in"),
+        ([DIRECTIONS, "data.multilingual.weights={en-de: 0}"], "weights.en-de=0.0 must be a positive"),
+        ([DIRECTIONS, "data.multilingual.weights=[1, 2]"], "weights=[1, 2] is not a mapping"),
+        ([DIRECTIONS, "data.multilingual.temperature=0.0"], "temperature=0.0 must be positive"),
+        ([DIRECTIONS, "data.multilingual.tags=source"], "expected one of 'encoder', 'decoder'"),
+        ([DIRECTIONS, "data.multilingual.tags=decoder"], "tags=decoder is not available yet"),
+        ([DIRECTIONS, "data.multilingual.direction=[en-de]"], "did you mean 'data.multilingual.directions'"),
+        ([DIRECTIONS, "data.src_lang=fr"], "data.src_lang: a multilingual run takes its languages from"),
+        ([DIRECTIONS, "tokenizer.joint=false"], "a multilingual run needs one joint vocabulary"),
+    ],
+)
+def test_bad_multilingual_settings_are_config_errors(overrides: list[str], expected: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(None, overrides)
+    assert expected in str(info.value)
+
+
+def test_a_bad_direction_is_one_line_on_the_command_line(tiny: Path, tmp_path: Path) -> None:
+    result = run_cli(
+        "train", str(tiny), "--out", str(tmp_path / "run"), "--set", "data.multilingual.directions=[xa-xa]"
+    )
+    assert_one_line_error(result, "translates xa into itself")
