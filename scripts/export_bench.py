@@ -16,7 +16,8 @@ searches it can run:
   run offline, by scripts/argos_offline/), translating one sentence a call as LibreTranslate does a request,
   its sentence splitter included.
 
-BLEU is sacreBLEU's against the references; target tok/s counts the run's sentencepiece pieces of the output
+The PyTorch runtimes (nmt, transformers) run all their searches before CTranslate2 first runs in the process
+(see `load_runtimes`). BLEU is sacreBLEU's against the references; target tok/s counts the run's sentencepiece pieces of the output
 (re-encoded, the same count for every runtime); "identical to nmt translate" counts the sentences whose
 translation equals nmt's (PyTorch) with the same search.
 
