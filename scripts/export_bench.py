@@ -17,9 +17,9 @@ searches it can run:
   its sentence splitter included.
 
 The PyTorch runtimes (nmt, transformers) run all their searches before CTranslate2 first runs in the process
-(see `load_runtimes`). BLEU is sacreBLEU's against the references; target tok/s counts the run's sentencepiece pieces of the output
-(re-encoded, the same count for every runtime); "identical to nmt translate" counts the sentences whose
-translation equals nmt's (PyTorch) with the same search.
+(see `load_runtimes`). BLEU is sacreBLEU's against the references; target tok/s counts the run's sentencepiece
+pieces of the output (re-encoded, the same count for every runtime); "identical to nmt translate" counts the
+sentences whose translation equals nmt's (PyTorch) with the same search.
 
 Without --run it writes a Multi30k-sized synthetic reordering corpus (29,000 / 1,014 / 1,000 pairs, 300-word
 lexicon, 3-10 words a sentence) in --work and trains configs/tiny-transformer.yaml on it for --steps updates.
