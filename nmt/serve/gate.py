@@ -59,7 +59,7 @@ class Gate:
             close = {"Connection": "close"} if err.status == 408 else None  # the rest of the body may come
             await error_answer(err.status, str(err), close)(scope, receive, send)
             return
-        if not self._allowed(offered_key(headers), fields.get("api_key")):
+        if not self._allowed(offered_key(headers), fields.values.get("api_key")):
             message = "a valid api_key is required (field api_key, or Authorization: Bearer KEY)"
             await error_answer(403, message)(scope, receive, send)
             return
