@@ -35,6 +35,7 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails, PydanticCustomError
 
+from nmt.limits import MAX_SIZE
 from nmt.serve.payloads import ApiError, Fields, Limits, clipped, kind
 
 M = TypeVar("M", bound=BaseModel)
@@ -130,7 +131,7 @@ class V1TranslateAsked(Asked):
     temperature: Annotated[float, Field(gt=0, le=100), NUMBER] = Field(
         1.0, description="Sampling: divide log-probabilities by this (< 1 sharper, > 1 flatter)."
     )
-    top_k: Annotated[int, Field(ge=0), WHOLE_NUMBER] = Field(
+    top_k: Annotated[int, Field(ge=0, le=MAX_SIZE), WHOLE_NUMBER] = Field(
         0, description="Sampling: only the k most probable tokens (0: all)."
     )
     top_p: Annotated[float, Field(gt=0, le=1), NUMBER] = Field(

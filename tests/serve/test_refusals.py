@@ -146,6 +146,7 @@ STRICT = [  # (path, body, headers, the error): a JSON value has JSON's type; a 
     ("/v1/translate", FORM_V1 + b"temperature=inf", FORM, "temperature must be a number, not 'inf'"),
     ("/v1/translate", FORM_V1 + b"top_p=nan", FORM, "top_p must be a number, not 'nan'"),
     ("/v1/translate", FORM_V1 + b"top_p=1_0", FORM, "top_p must be a number, not '1_0'"),
+    ("/v1/translate", V1 + b'"top_k": 2147483648}', JSON, "top_k=2147483648 must be at most 2147483647"),
 ]
 
 
