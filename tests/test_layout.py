@@ -202,3 +202,14 @@ def test_only_the_translator_turns_text_into_ids() -> None:
         if encoding.search(line)
     ]
     assert [place.partition(":")[0] for place in found] == ["nmt/decode/translator.py"], found
+
+
+def test_scripts_holds_only_the_tools_a_user_runs() -> None:
+    """scripts/ holds tools a user runs, each one file that says how (`python scripts/NAME.py …`); code the
+    tests need (such as tests/export/argos_offline/) lives beside the tests."""
+    for entry in sorted((ROOT / "scripts").iterdir()):
+        if entry.name == "__pycache__":
+            continue
+        assert entry.is_file() and entry.suffix == ".py", f"scripts/{entry.name} is not a script"
+        usage = f"python scripts/{entry.name}"
+        assert usage in entry.read_text(encoding="utf-8"), f"scripts/{entry.name} does not say '{usage} …'"

@@ -52,6 +52,7 @@ class Sampling(SearchRule):
             ordered, order = logits.sort(dim=-1, descending=True)
             probs = ordered.softmax(dim=-1)
             beyond = probs.cumsum(dim=-1) - probs >= self.top_p  # the mass before it reached p: (rows, vocab)
+            beyond[:, 0] = False  # the most probable token stays, also where p is 0 in float32 (below 1e-45)
             logits = logits.masked_fill(torch.zeros_like(beyond).scatter(1, order, beyond), float("-inf"))
         return logits
 

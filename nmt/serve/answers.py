@@ -1,19 +1,26 @@
 """What the server answers, as pydantic models: the routes build their answers from them (so each answer is
 checked against its model as it is made) and the OpenAPI document describes them. Field names are the
-clients' (LibreTranslate's are camelCase)."""
+clients' (LibreTranslate's are camelCase). The check is strict (`Answer`): a value of the wrong type is a bug
+to see, not one to convert quietly; a whole number where the model says float is the one conversion."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Literal
 
-from pydantic import BaseModel, Field, RootModel
+from pydantic import BaseModel, ConfigDict, Field, RootModel
 from starlette.responses import Response
 
 Weights = list[list[list[list[float]]]]  # (layers, heads, target subwords, source subwords)
 
 
-class Error(BaseModel):
+class Answer(BaseModel):
+    """An answer's model: strict, as the module says."""
+
+    model_config = ConfigDict(strict=True)
+
+
+class Error(Answer):
     """Every refusal and failure: 4xx for a request the server refuses, 5xx for one it could not answer."""
 
     error: str = Field(description="What went wrong, in one line.")
@@ -32,12 +39,12 @@ def error_answer(status: int, message: str, headers: Mapping[str, str] | None = 
     return json_answer(Error(error=message), status=status, headers=headers)
 
 
-class Detected(BaseModel):
+class Detected(Answer):
     confidence: float = Field(description="Always 100: the one source language served into the target.")
     language: str
 
 
-class Translation(BaseModel):
+class Translation(Answer):
     """POST /translate: as `q`, a string or a list."""
 
     translatedText: str | list[str]
@@ -47,7 +54,7 @@ class Translation(BaseModel):
     detectedLanguage: Detected | list[Detected] | None = Field(None, description="With source auto.")
 
 
-class Language(BaseModel):
+class Language(Answer):
     code: str = Field(description="The code the model was trained with, as `source` and `target` take it.")
     name: str
 
@@ -59,13 +66,15 @@ class ServedLanguage(Language):
 class Languages(RootModel[list[ServedLanguage]]):
     """GET /languages: each language of the served pairs."""
 
+    model_config = ConfigDict(strict=True)
 
-class PairOfLanguages(BaseModel):
+
+class PairOfLanguages(Answer):
     source: Language
     target: Language
 
 
-class FrontendSettings(BaseModel):
+class FrontendSettings(Answer):
     """GET /frontend/settings: what LibreTranslate's web page reads."""
 
     charLimit: int
@@ -78,7 +87,7 @@ class FrontendSettings(BaseModel):
     language: PairOfLanguages
 
 
-class HypothesisAnswer(BaseModel):
+class HypothesisAnswer(Answer):
     text: str
     score: float = Field(description="Length-normalised log-probability (CTranslate2's own for an export).")
     target_pieces: list[str] = Field(description="The output's subwords, ending with '</s>'.")
@@ -89,17 +98,17 @@ class HypothesisAnswer(BaseModel):
     )
 
 
-class LineAnswer(BaseModel):
+class LineAnswer(Answer):
     source_pieces: list[str] = Field(description="The line's subwords and '</s>' (a blank line: none).")
     hypotheses: list[HypothesisAnswer] = Field(description="Best first.")
 
 
-class TextAnswer(BaseModel):
+class TextAnswer(Answer):
     translatedText: str = Field(description="The best hypothesis of each line, one line each.")
     lines: list[LineAnswer]
 
 
-class V1Translation(BaseModel):
+class V1Translation(Answer):
     """POST /v1/translate: per text of `q`, its lines and their hypotheses."""
 
     model: str
@@ -109,12 +118,12 @@ class V1Translation(BaseModel):
     translations: list[TextAnswer]
 
 
-class ReportedBleu(BaseModel):
+class ReportedBleu(Answer):
     bleu: float
     checkpoint: str
 
 
-class ModelFacts(BaseModel):
+class ModelFacts(Answer):
     """What a served model is, beyond its name and pair (null: not known, as for an export)."""
 
     engine: Literal["torch", "ctranslate2"]
@@ -134,13 +143,13 @@ class ServedModel(ModelFacts):
     default: bool = Field(description="Whether it translates its pair when no model is named.")
 
 
-class Models(BaseModel):
+class Models(Answer):
     """GET /v1/models."""
 
     models: list[ServedModel]
 
 
-class Health(BaseModel):
+class Health(Answer):
     """GET /health: the server answers; its models, sentences waiting, batches decoded so far."""
 
     status: Literal["ok"]

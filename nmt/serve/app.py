@@ -194,7 +194,11 @@ def _description(limits: Limits, keys: frozenset[str] | None) -> str:
         "Neural machine translation: LibreTranslate's API (/translate, /languages, /frontend/settings), "
         "nmt's own (/v1/translate with n-best lists and attention, /v1/models, /health) and the attention "
         "explorer (/). Fields come from the query string and the body (JSON, or a urlencoded form, over the "
-        "query); a field given twice is refused. Numbers and booleans may come as strings that spell them. "
+        "query); a field given twice is refused. JSON values have JSON's types (a whole number may be "
+        "written 2.0; LibreTranslate's alternatives may also be a string of digits, as LibreTranslate reads "
+        "it); the values of a form and of the query string are text: a boolean true/false, 1/0 or on/off in "
+        "any case, a whole number in digits, another number in decimals (0.5, 1e-3). An empty value is a "
+        "field not sent. "
         f"This server takes at most {limits.max_texts} texts and {limits.max_chars} characters a request, a "
         f"beam of {limits.max_beam}, and bodies of {limits.max_body} bytes. {key} Errors are "
         '`{"error": message}`.'
@@ -224,7 +228,7 @@ def _page(path: Path) -> Callable[[Request], Awaitable[Response]]:
         """The attention explorer. Opened as /?api_key=KEY on a server with keys, it keeps the key in a cookie
         that the page's own requests then carry."""
         response = FileResponse(path, media_type="text/html", headers=_page_headers())
-        keys, key = request.app.state.keys, request.state.fields.get("api_key")
+        keys, key = request.app.state.keys, request.state.fields.values.get("api_key")
         if keys is not None and valid_key(keys, key):
             response.set_cookie(KEY_COOKIE, key_cookie(key), httponly=True, samesite="strict")
         return response

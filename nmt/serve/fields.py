@@ -3,14 +3,21 @@ this server's limits (texts, characters, beam), and each refusal as one line nam
 gathers the fields (the query string, then a JSON or form body over it); these models check them, and give
 the OpenAPI document its request bodies.
 
-One rule for values, in JSON and in forms alike: a number or a boolean may also be sent as a string that
-spells it ("3"; true/false, yes/no, on/off, 1/0 in any case), as forms send only strings; a boolean is no
-number; an empty value ("") is a field not sent.
+No value is converted to another type, with two exceptions, both for text:
+- JSON values have JSON's types: a boolean is true or false, a number a JSON number (a whole number may be 2
+  or 2.0: JSON has one type of number), a text a string. Only LibreTranslate's `alternatives` may also be a
+  string of digits, as LibreTranslate itself reads it with int().
+- Values of a form or the query string are text: a boolean is one of TEXT_BOOLEANS (any case: true/false,
+  1/0, on/off, which Python, JavaScript, PHP and a ticked HTML checkbox send), a whole number is written in
+  digits (`WHOLE`), another number in decimals (`DECIMAL`: 0.5, 1e-3).
+An empty value ("") is a field not sent, in JSON too (LibreTranslate clients send `"api_key": ""`).
 """
 
 from __future__ import annotations
 
 import functools
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -23,22 +30,58 @@ from pydantic import (
     Field,
     Tag,
     ValidationError,
+    ValidationInfo,
     model_validator,
 )
 from pydantic_core import ErrorDetails, PydanticCustomError
 
+from nmt.limits import MAX_SIZE
 from nmt.serve.payloads import ApiError, Fields, Limits, clipped, kind
 
 M = TypeVar("M", bound=BaseModel)
+TEXT_BOOLEANS = {"true": True, "false": False, "1": True, "0": False, "on": True, "off": False}
+WHOLE = re.compile(r"[+-]?[0-9]{1,4000}")  # a whole number as text: ASCII digits (Python reads up to 4300)
+DECIMAL = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")  # a number as text: 0.5, 1e-3
+FORM_BOOLEANS = "in a form: true/false, 1/0, on/off"
 
 
-def _no_boolean(value: Any) -> Any:
-    if isinstance(value, bool):
-        raise PydanticCustomError("int_type", "must be a whole number")
+def _texts(info: ValidationInfo) -> frozenset[str]:
+    """The fields that came as text (`validated` passes them as the context)."""
+    return info.context.get("texts", frozenset()) if isinstance(info.context, dict) else frozenset()
+
+
+def _boolean(value: Any, info: ValidationInfo) -> bool:
+    if isinstance(value, str) and info.field_name in _texts(info):
+        value = TEXT_BOOLEANS.get(value.lower(), value)
+    if not isinstance(value, bool):
+        raise PydanticCustomError("bool_type", "must be true or false")
     return value
 
 
-NO_BOOLEAN = BeforeValidator(_no_boolean)  # last in a field's Annotated, after its bounds
+def _number(whole: bool, digit_strings: bool = False) -> Callable[[Any, ValidationInfo], Any]:
+    """A number's check before pydantic's (which, for a whole number, takes 2 and 2.0 and refuses 2.5): no
+    boolean; a string only as text, or in JSON where `digit_strings`, and then written as `WHOLE` or
+    `DECIMAL` says."""
+    kind, text, read = ("int", WHOLE, int) if whole else ("float", DECIMAL, float)
+
+    def check(value: Any, info: ValidationInfo) -> Any:
+        if isinstance(value, bool):
+            raise PydanticCustomError(f"{kind}_type", "must be a number")
+        if not isinstance(value, str):
+            return value
+        if not digit_strings and info.field_name not in _texts(info):
+            raise PydanticCustomError("json_number", "must be a JSON number")
+        if not text.fullmatch(value):
+            raise PydanticCustomError(f"{kind}_parsing", "must be a number")
+        return read(value)
+
+    return check
+
+
+BOOLEAN = BeforeValidator(_boolean)
+WHOLE_NUMBER = BeforeValidator(_number(whole=True))  # last in a field's Annotated, after its bounds
+LIBRETRANSLATE_WHOLE_NUMBER = BeforeValidator(_number(whole=True, digit_strings=True))
+NUMBER = BeforeValidator(_number(whole=False))
 KEY = "A key of the server's --api-key-file (or send `Authorization: Bearer KEY`, or ?api_key=KEY)."
 
 
@@ -81,20 +124,20 @@ class V1TranslateAsked(Asked):
     model: str | None = Field(None, description="A model of /v1/models (default: the pair's default).")
     nbest: int = 1
     beam_size: int = 0
-    attention: bool = Field(False, description="Return the attention of each hypothesis.")
-    sampling: bool = Field(
+    attention: Annotated[bool, BOOLEAN] = Field(False, description="Return the attention of each hypothesis.")
+    sampling: Annotated[bool, BOOLEAN] = Field(
         False, description="Draw nbest samples instead of searching (beam_size is ignored)."
     )
-    temperature: Annotated[float, Field(gt=0, le=100), NO_BOOLEAN] = Field(
+    temperature: Annotated[float, Field(gt=0, le=100), NUMBER] = Field(
         1.0, description="Sampling: divide log-probabilities by this (< 1 sharper, > 1 flatter)."
     )
-    top_k: Annotated[int, Field(ge=0), NO_BOOLEAN] = Field(
+    top_k: Annotated[int, Field(ge=0, le=MAX_SIZE), WHOLE_NUMBER] = Field(
         0, description="Sampling: only the k most probable tokens (0: all)."
     )
-    top_p: Annotated[float, Field(gt=0, le=1), NO_BOOLEAN] = Field(
+    top_p: Annotated[float, Field(gt=0, le=1), NUMBER] = Field(
         1.0, description="Sampling: only the smallest set of tokens whose probability reaches p."
     )
-    seed: Annotated[int | None, Field(ge=0, lt=2**63), NO_BOOLEAN] = Field(
+    seed: Annotated[int | None, Field(ge=0, lt=2**63), WHOLE_NUMBER] = Field(
         None,
         description="Sampling: the seed (the same request and seed give the same samples; none: random).",
     )
@@ -144,13 +187,15 @@ def bounded(limits: Limits) -> RequestModels:
         )
 
     class Translate(BoundedTexts, TranslateAsked):
-        alternatives: Annotated[int, Field(ge=0, le=beam - 1), NO_BOOLEAN] = Field(
+        alternatives: Annotated[int, Field(ge=0, le=beam - 1), LIBRETRANSLATE_WHOLE_NUMBER] = Field(
             0, description="How many other translations to return besides the best one."
         )
 
     class V1Translate(BoundedTexts, V1TranslateAsked):
-        nbest: Annotated[int, Field(ge=1, le=beam), NO_BOOLEAN] = Field(1, description="Hypotheses per line.")
-        beam_size: Annotated[int, Field(ge=0, le=beam), NO_BOOLEAN] = Field(
+        nbest: Annotated[int, Field(ge=1, le=beam), WHOLE_NUMBER] = Field(
+            1, description="Hypotheses per line."
+        )
+        beam_size: Annotated[int, Field(ge=0, le=beam), WHOLE_NUMBER] = Field(
             0, description="The beam (0: the model's own; widened to nbest)."
         )
 
@@ -176,12 +221,12 @@ def _within(chars: int, q: str | list[str]) -> str | list[str]:
 def validated(model: type[M], fields: Fields) -> M:
     """`fields` checked by `model`; the first problem is an ApiError (400) naming the field."""
     try:
-        return model.model_validate(fields)
+        return model.model_validate(fields.values, context={"texts": fields.texts})
     except ValidationError as err:
-        raise ApiError(400, _message(err.errors(include_url=False), model)) from err
+        raise ApiError(400, _message(err.errors(include_url=False), model, fields.texts)) from err
 
 
-def _message(errors: list[ErrorDetails], model: type[BaseModel]) -> str:
+def _message(errors: list[ErrorDetails], model: type[BaseModel], texts: frozenset[str]) -> str:
     unknown = [clipped(str(e["loc"][0])) for e in errors if e["type"] == "extra_forbidden"]
     if unknown:
         return f"unknown field(s) {', '.join(unknown)}; expected some of {', '.join(model.model_fields)}"
@@ -197,8 +242,13 @@ def _message(errors: list[ErrorDetails], model: type[BaseModel]) -> str:
             return f"{name} must be a string, not {kind(value)}"
         case "int_type" | "int_parsing" | "int_from_float" | "finite_number":
             return f"{name} must be a whole number, not {_shown(value)}"
-        case "bool_type" | "bool_parsing":
-            return f"{name} must be true or false (or yes/no, on/off, 1/0), not {_shown(value)}"
+        case "json_number":
+            return f"{name} must be a JSON number, not the string {_shown(value)}"
+        case "bool_type" if name in texts:
+            return f"{name} must be true or false, not {_shown(value)} ({FORM_BOOLEANS})"
+        case "bool_type":
+            shown = f"the string {_shown(value)}" if isinstance(value, str) else _shown(value)
+            return f"{name} must be true or false, not {shown}"
         case "float_type" | "float_parsing":
             return f"{name} must be a number, not {_shown(value)}"
         case "greater_than":

@@ -1,7 +1,9 @@
 """The gate every HTTP request passes first: its body is read within the size limit (413) and in time (408),
 its fields are parsed from the query and the body (400, 415), its API key is checked (403). The route then
 finds the fields in `request.state.fields`; it is cancelled when its client disconnects before the answer
-(its sentences leave the batcher's queue), and answered 503 when the server stops without waiting for it."""
+(its sentences leave the batcher's queue). A request the server cancels as it stops without waiting for it (a
+second Ctrl-C), whether its body is still arriving or its route runs, is answered 503 unless its answer has
+started, and ends quietly: no traceback."""
 
 from __future__ import annotations
 
@@ -31,6 +33,22 @@ class Gate:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        started = False
+
+        async def sending(message: Message) -> None:
+            nonlocal started
+            started = True
+            await send(message)
+
+        try:
+            await self._admit(scope, receive, sending)
+        except asyncio.CancelledError:  # the server stops without waiting for this request
+            if not started:
+                stopped = error_answer(503, "the server stopped before answering", {"Connection": "close"})
+                await stopped(scope, receive, send)
+
+    async def _admit(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Read, parse and check the request, then run the route (see the module's docstring)."""
         headers = Headers(scope=scope)
         try:
             body = await _read_body(headers, receive, self.limits.max_body, self.body_timeout)
@@ -41,7 +59,7 @@ class Gate:
             close = {"Connection": "close"} if err.status == 408 else None  # the rest of the body may come
             await error_answer(err.status, str(err), close)(scope, receive, send)
             return
-        if not self._allowed(offered_key(headers), fields.get("api_key")):
+        if not self._allowed(offered_key(headers), fields.values.get("api_key")):
             message = "a valid api_key is required (field api_key, or Authorization: Bearer KEY)"
             await error_answer(403, message)(scope, receive, send)
             return
@@ -102,9 +120,9 @@ async def _read_body(headers: Headers, receive: Receive, limit: int, timeout: fl
 
 async def _answer_unless_gone(app: ASGIApp, scope: Scope, body: bytes, receive: Receive, send: Send) -> None:
     """Run the route over the body already read while listening for the client's disconnect: a client gone
-    before its answer cancels the route; a route the server cancels as it stops is answered 503 (quietly: no
-    traceback), unless its answer has started."""
-    gone, started, handed = asyncio.Event(), False, False
+    before its answer cancels the route; when the server cancels this request, the route is cancelled too."""
+    gone = asyncio.Event()
+    handed = False
 
     async def replay() -> Message:
         nonlocal handed
@@ -119,25 +137,14 @@ async def _answer_unless_gone(app: ASGIApp, scope: Scope, body: bytes, receive: 
             pass
         gone.set()
 
-    async def sending(message: Message) -> None:
-        nonlocal started
-        started = True
-        await send(message)
-
-    route = asyncio.ensure_future(app(scope, replay, sending))
+    route = asyncio.ensure_future(app(scope, replay, send))
     listener = asyncio.ensure_future(listen())
     try:
         await asyncio.wait({route, listener}, return_when=asyncio.FIRST_COMPLETED)
-    except asyncio.CancelledError:  # the server stops without waiting for this request
-        route.cancel()
-        await asyncio.wait({route})
-        if not started:
-            await error_answer(503, "the server stopped before answering")(scope, replay, send)
-        return
     finally:
         listener.cancel()
-    if not route.done():  # the client went away
-        route.cancel()
-    await asyncio.wait({route})
+        if not route.done():  # the client went away, or the server stops
+            route.cancel()
+        await asyncio.wait({route})
     if not route.cancelled():
         route.result()  # a failure of the route is raised here, for the app's error handler

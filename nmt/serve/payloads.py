@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl
 
-Fields = dict[str, Any]
 MAX_JSON_DEPTH = 32
 
 
@@ -20,6 +19,15 @@ class ApiError(Exception):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status = status
+
+
+@dataclass(frozen=True)
+class Fields:
+    """A request's fields by name (`values`); `texts`: those that came as text, from the query string or a
+    form, whose values are all strings (a JSON body's values have JSON's types)."""
+
+    values: dict[str, Any]
+    texts: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -38,15 +46,18 @@ class Limits:
 
 def parse_fields(body: bytes, content_type: str, query: bytes) -> Fields:
     """The request's fields: those of the query string, then those of the body (a JSON object, or a
-    urlencoded form) over them. Invalid UTF-8, malformed JSON, a field given twice → 400."""
-    fields = _form(query, "the query string")
+    urlencoded form) over them, and which came as text. Invalid UTF-8, malformed JSON, a field given twice
+    → 400."""
+    texts = _form(query, "the query string")
     media = content_type.split(";")[0].strip().lower()
     if not body.strip():
-        return fields
+        return Fields(texts, frozenset(texts))
     if media == "application/json" or media.endswith("+json"):
-        return fields | _json_object(body)
+        typed = _json_object(body)
+        return Fields(texts | typed, frozenset(texts.keys() - typed.keys()))
     if media in ("application/x-www-form-urlencoded", ""):
-        return fields | _form(body, "the form")
+        texts |= _form(body, "the form")
+        return Fields(texts, frozenset(texts))
     raise ApiError(
         415, f"a body of type {media} is not understood; send application/json or a urlencoded form"
     )
@@ -61,7 +72,7 @@ def _text(data: bytes, what: str) -> str:
         ) from err
 
 
-def _json_object(body: bytes) -> Fields:
+def _json_object(body: bytes) -> dict[str, Any]:
     def no_constants(name: str) -> None:
         raise ValueError(f"{name} is not a JSON number")
 
@@ -82,7 +93,7 @@ def _json_object(body: bytes) -> Fields:
     return value
 
 
-def _check_json(body: Fields) -> None:
+def _check_json(body: dict[str, Any]) -> None:
     """Refuse a body nested deeper than MAX_JSON_DEPTH levels, or with an unpaired surrogate in a string or a
     name: a \\ud800 escape is valid JSON but no text (it cannot be encoded, translated or named in an answer).
     Level by level, without recursion: a body nested deep enough would exhaust Python's stack."""
@@ -115,7 +126,7 @@ def _is_text(value: str) -> bool:
     return True
 
 
-def _form(data: bytes, what: str) -> Fields:
+def _form(data: bytes, what: str) -> dict[str, str]:
     try:
         pairs = parse_qsl(_text(data, what), keep_blank_values=True, errors="strict")
     except UnicodeDecodeError as err:

@@ -1,6 +1,8 @@
 """`nmt serve`: the listening socket, the API keys, and uvicorn running the app until SIGINT or SIGTERM,
 after which the requests in flight are answered (for at most GRACE seconds; a body that stops arriving is
-refused after the gate's BODY_TIMEOUT) and the process exits with code 0. A second Ctrl-C stops at once."""
+refused after the gate's BODY_TIMEOUT) and the process exits with code 0. A second Ctrl-C stops at once, also
+with code 0: uvicorn stops waiting and cancels the requests still open, which the gate answers 503 quietly,
+and one line counts them."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import socket
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 from nmt.errors import UserError
@@ -127,7 +130,8 @@ def serve(catalog: Catalog, settings: Settings) -> None:
     with sock:
         server.run(sockets=[sock])
     if server.force_exit:
-        log.info("stopped at once (a second Ctrl-C): the requests in flight were answered 503")
+        n = server.unanswered
+        log.info("stopped at once; %d request%s not answered (503)", n, " was" if n == 1 else "s were")
     else:
         log.info("stopped")
 
@@ -141,10 +145,19 @@ def _loopback(host: str) -> bool:
 
 def _server(config: Any) -> Any:
     """uvicorn's server, ending quietly after SIGINT/SIGTERM: uvicorn re-raises the signal once it has shut
-    down (the process would then die of it, or nmt report an interruption); `nmt serve` stops with code 0."""
+    down (the process would then die of it, or nmt report an interruption); `nmt serve` stops with code 0.
+    `unanswered`: the requests in flight when a second Ctrl-C forced the exit (uvicorn's `force_exit`)."""
     import uvicorn
 
     class Server(uvicorn.Server):
+        unanswered = 0
+
+        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+            forced = self.force_exit
+            super().handle_exit(sig, frame)
+            if self.force_exit and not forced:
+                self.unanswered = len(self.server_state.tasks)
+
         @contextlib.contextmanager
         def capture_signals(self) -> Iterator[None]:
             previous = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}

@@ -9,9 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, load_script
-
-harness = load_script("scripts/argos_offline/harness.py")
+from tests.conftest import ROOT
+from tests.export.argos_offline import harness
 
 
 def table_rows(stdout: str) -> dict[tuple[str, str], list[str]]:

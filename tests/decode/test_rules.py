@@ -59,6 +59,7 @@ def test_the_most_probable_token_alone_is_greedy() -> None:
     for narrow in (
         Sampling(top_k=1, seed=5),
         Sampling(top_p=1e-6, seed=5),
+        Sampling(top_p=1e-100, seed=5),  # 0 in float32: the most probable token must still stay
         Sampling(temperature=1e-4, seed=5),
     ):
         assert tokens(search(model, src, mask, narrow, options)) == greedy
@@ -72,6 +73,8 @@ def test_top_k_and_top_p_keep_the_most_probable_tokens() -> None:
     assert kept.tolist() == [[True, True, False, False]]
     kept = Sampling(top_p=0.96).filtered(log_probs).isfinite()
     assert kept.tolist() == [[True, True, True, True]]
+    kept = Sampling(top_p=1e-100).filtered(log_probs).isfinite()  # below float32's smallest number
+    assert kept.tolist() == [[True, False, False, False]]
 
 
 def test_samples_follow_the_distribution() -> None:

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from nmt.data.synthetic import reordering_pairs
-from tests.conftest import ROOT, assert_one_line_error, load_script, run_cli, train_args
+from tests.conftest import ROOT, assert_one_line_error, run_cli, train_args
+from tests.export.argos_offline import harness  # argostranslate in a venv of its own, offline
 
-harness = load_script("scripts/argos_offline/harness.py")  # argostranslate in a venv of its own, offline
 NO_REPORT = ("--set", "train.final_report=false")
 
 

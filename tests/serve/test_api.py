@@ -6,6 +6,7 @@ import dataclasses
 import logging
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -136,26 +137,74 @@ def test_v1_translate_without_a_pair_among_several_says_which_to_send(catalog: C
     assert named.status_code == 200 and named.json()["model"] == "other"
 
 
+def hypotheses(response: Any) -> list[dict]:
+    assert response.status_code == 200, response.text
+    return response.json()["translations"][0]["lines"][0]["hypotheses"]
+
+
 @pytest.mark.parametrize(
-    ("body", "form"),
+    ("fields", "form"),
     [
-        ({"attention": "yes", "nbest": "2"}, False),
-        ({"attention": "on", "nbest": "2"}, True),
-        ({"attention": "TRUE", "nbest": "2.0"}, True),
-        ({"attention": 1, "nbest": 2.0}, False),
+        ({"attention": True, "nbest": 2}, False),
+        ({"attention": True, "nbest": 2.0}, False),  # JSON has one type of number: 2.0 is a whole one
+        ({"attention": "true", "nbest": "2"}, True),
+        ({"attention": "True", "nbest": "+2"}, True),  # as Python's str(True) writes it
+        ({"attention": "1", "nbest": "2"}, True),
+        ({"attention": "on", "nbest": "2"}, True),  # an HTML checkbox that is ticked
+        ({"attention": "ON", "nbest": "2"}, True),
     ],
 )
-def test_numbers_and_booleans_may_come_as_strings_that_spell_them(
-    client: TestClient, body: dict, form: bool
+def test_booleans_and_numbers_as_json_has_them_or_as_a_form_spells_them(
+    client: TestClient, fields: dict, form: bool
 ) -> None:
-    """One rule in JSON and forms alike: a string spelling a number or a boolean is taken."""
-    fields = {"q": "nopaju kaju", **PAIR, **body}
-    response = client.post("/v1/translate", **{"data" if form else "json": fields})
-    assert response.status_code == 200, response.text
-    hyps = response.json()["translations"][0]["lines"][0]["hypotheses"]
+    """JSON values have JSON's types; a form's values are text: true/false, 1/0, on/off (any case), and
+    whole numbers in digits."""
+    body = {"q": "nopaju kaju", **PAIR, **fields}
+    hyps = hypotheses(client.post("/v1/translate", **{"data" if form else "json": body}))
     assert len(hyps) == 2 and all("attention" in h for h in hyps)
-    off = client.post("/v1/translate", json={"q": "nopaju kaju", **PAIR, "attention": "no"}).json()
-    assert "attention" not in off["translations"][0]["lines"][0]["hypotheses"][0]
+
+
+@pytest.mark.parametrize(("value", "form"), [(False, False), ("false", True), ("0", True), ("OFF", True)])
+def test_a_false_boolean_turns_attention_off(client: TestClient, value: object, form: bool) -> None:
+    body = {"q": "nopaju kaju", **PAIR, "attention": value}
+    (best,) = hypotheses(client.post("/v1/translate", **{"data" if form else "json": body}))
+    assert "attention" not in best
+
+
+def test_the_query_string_is_text_under_a_json_body(client: TestClient) -> None:
+    """A field of the query string is text, as a form's are, even when the body is JSON."""
+    response = client.post("/v1/translate?attention=on&nbest=2", json={"q": "nopaju kaju", **PAIR})
+    hyps = hypotheses(response)
+    assert len(hyps) == 2 and all("attention" in h for h in hyps)
+
+
+@pytest.mark.parametrize(
+    ("fields", "form"),
+    [
+        ({"sampling": True, "temperature": 2, "top_k": 10, "top_p": 0.9, "seed": 7}, False),
+        ({"sampling": "on", "temperature": "2", "top_k": "10", "top_p": ".9", "seed": "7"}, True),
+        ({"sampling": "TRUE", "temperature": "2e0", "top_k": "10", "top_p": "9E-1", "seed": "+7"}, True),
+    ],
+)
+def test_sampling_fields_as_json_has_them_or_as_a_form_spells_them(
+    client: TestClient, fields: dict, form: bool
+) -> None:
+    """The sampling fields follow the same rule; JSON and the two forms above ask for the same samples."""
+    body = {"q": "nopaju kaju zufete giholo", **PAIR, "nbest": 2, **fields}
+    hyps = hypotheses(client.post("/v1/translate", **{"data" if form else "json": body}))
+    same = {"sampling": True, "temperature": 2.0, "top_k": 10, "top_p": 0.9, "seed": 7}
+    expected = hypotheses(client.post("/v1/translate", json={**body, **same}))
+    assert len(hyps) == 2 and hyps == expected
+
+
+@pytest.mark.parametrize("alternatives", [2, "2", 2.0])
+def test_libretranslate_alternatives_are_read_as_libretranslate_reads_them(
+    client: TestClient, alternatives: object
+) -> None:
+    """LibreTranslate reads JSON's `alternatives` with int(): a string of digits is taken there too."""
+    answer = client.post("/translate", json={"q": "nopaju kaju", **PAIR, "alternatives": alternatives})
+    assert answer.status_code == 200, answer.text
+    assert "alternatives" in answer.json()
 
 
 def test_v1_models_and_health(client: TestClient, trained_run: Path) -> None:

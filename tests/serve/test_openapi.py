@@ -61,6 +61,14 @@ def test_the_fields_carry_this_servers_limits_as_json_and_as_a_form(spec: dict) 
     assert libre["properties"]["format"]["const"] == "text"
 
 
+def test_the_document_says_how_values_are_read(spec: dict) -> None:
+    """JSON values keep their types; a form's are text, whose spellings the document lists."""
+    described = spec["info"]["description"]
+    assert "JSON values have JSON's types" in described
+    assert "a boolean true/false, 1/0 or on/off in any case, a whole number in digits" in described
+    assert "another number in decimals" in described
+
+
 def test_the_answers_are_described(spec: dict) -> None:
     schemas = spec["components"]["schemas"]
     answer = spec["paths"]["/v1/translate"]["post"]["responses"]["200"]["content"]["application/json"]

@@ -1,6 +1,7 @@
 """`nmt serve` as a real process on 127.0.0.1 (slow layer): a real LibreTranslate client (libretranslatepy)
 gets the offline translations; SIGTERM or Ctrl-C answers the requests in flight, then exits with 0, whatever
-a stalled client does; a client that hangs up costs no decoding; a second Ctrl-C ends quietly."""
+a stalled client does; a client that hangs up costs no decoding; a second Ctrl-C ends at once, in one line,
+also while a client stalls its upload."""
 
 import json
 import signal
@@ -156,7 +157,7 @@ def test_a_second_ctrl_c_stops_at_once_and_quietly(trained_run: Path) -> None:
     client.join(timeout=60)
     log = served.stderr()
     assert "Traceback" not in log and "Exception" not in log, log
-    assert log.splitlines()[-1].startswith("nmt: stopped at once (a second Ctrl-C)")
+    assert log.splitlines()[-1] == "nmt: stopped at once; 1 request was not answered (503)", log
     assert answers and answers[0][0] == 503
 
 
@@ -165,3 +166,26 @@ def test_the_access_log_is_offered_by_a_flag(trained_run: Path) -> None:
     assert call(served.url, "/health")[0] == 200
     assert served.stop() == 0
     assert '"GET /health HTTP/1.1" 200' in served.stderr()
+
+
+def test_a_second_ctrl_c_during_a_stalled_upload_is_one_line(trained_run: Path) -> None:
+    """Ctrl-C while a client stalls its upload (the drain waits for its body), Ctrl-C again 2 s later: the
+    server stops within seconds, with one line counting the request it did not answer, and no traceback; the
+    stalled client is answered 503."""
+    served = start(trained_run)
+    stalled = open_request(served.url, b'{"q": "' + b"a" * 390 + b'"}', sent=200)
+    try:
+        assert call(served.url, "/health")[0] == 200  # the stalled request is in the server's hands
+        served.process.send_signal(signal.SIGINT)
+        time.sleep(2)
+        assert served.process.poll() is None, "the first Ctrl-C did not wait for the stalled request"
+        started = time.monotonic()
+        assert served.stop(signal.SIGINT) == 0
+        assert time.monotonic() - started < 5
+        log = served.stderr()
+        assert "Traceback" not in log and "Exception" not in log and "Error" not in log, log
+        assert log.splitlines()[-1] == "nmt: stopped at once; 1 request was not answered (503)", log
+        assert stalled.recv(1000).startswith(b"HTTP/1.1 503 ")
+    finally:
+        stalled.close()
+        served.process.kill()

@@ -117,6 +117,37 @@ BAD = [  # (path, body bytes, headers, status, words the error names)
     ),
     ("/v1/translate", b"q=a&source=src&target=tgt&attention=maybe", FORM, 400, "attention must be true or"),
 ]
+V1 = b'{"q": "a", "source": "src", "target": "tgt", '
+FORM_V1 = b"q=a&source=src&target=tgt&"
+BOOLEAN = "attention must be true or false, not"
+STRICT = [  # (path, body, headers, the error): a JSON value has JSON's type; a form's, one of the spellings
+    ("/v1/translate", V1 + b'"attention": 1}', JSON, f"{BOOLEAN} 1"),
+    ("/v1/translate", V1 + b'"attention": 0}', JSON, f"{BOOLEAN} 0"),
+    ("/v1/translate", V1 + b'"attention": "yes"}', JSON, f"{BOOLEAN} the string 'yes'"),
+    ("/v1/translate", V1 + b'"attention": "true"}', JSON, f"{BOOLEAN} the string 'true'"),
+    ("/v1/translate", V1 + b'"attention": null}', JSON, f"{BOOLEAN} null"),
+    ("/v1/translate", V1 + b'"attention": [true]}', JSON, f"{BOOLEAN} a list"),
+    ("/v1/translate", V1 + b'"nbest": "2"}', JSON, "nbest must be a JSON number, not the string '2'"),
+    ("/v1/translate", V1 + b'"beam_size": "3"}', JSON, "beam_size must be a JSON number, not the string '3'"),
+    ("/translate", V1 + b'"alternatives": "1.0"}', JSON, "alternatives must be a whole number, not '1.0'"),
+    ("/translate", V1 + b'"alternatives": " 1"}', JSON, "alternatives must be a whole number, not ' 1'"),
+    ("/v1/translate", FORM_V1 + b"attention=yes", FORM, "'yes' (in a form: true/false, 1/0, on/off)"),
+    ("/v1/translate", FORM_V1 + b"attention=2", FORM, f"{BOOLEAN} '2'"),
+    ("/v1/translate", FORM_V1 + b"nbest=2.0", FORM, "nbest must be a whole number, not '2.0'"),
+    ("/v1/translate", FORM_V1 + b"nbest=1_0", FORM, "nbest must be a whole number, not '1_0'"),
+    ("/v1/translate", FORM_V1 + b"nbest=+2", FORM, "nbest must be a whole number, not ' 2'"),  # + is a space
+    ("/translate", FORM_V1 + b"alternatives=%D9%A3", FORM, "alternatives must be a whole number"),  # Arabic 3
+    ("/v1/translate", V1 + b'"sampling": 1}', JSON, "sampling must be true or false, not 1"),
+    ("/v1/translate", V1 + b'"temperature": "0.5"}', JSON, "temperature must be a JSON number, not the"),
+    ("/v1/translate", V1 + b'"temperature": true}', JSON, "temperature must be a number, not a boolean"),
+    ("/v1/translate", V1 + b'"top_k": true}', JSON, "top_k must be a whole number, not a boolean"),
+    ("/v1/translate", V1 + b'"seed": "7"}', JSON, "seed must be a JSON number, not the string '7'"),
+    ("/v1/translate", FORM_V1 + b"sampling=yes", FORM, "sampling must be true or false, not 'yes'"),
+    ("/v1/translate", FORM_V1 + b"temperature=inf", FORM, "temperature must be a number, not 'inf'"),
+    ("/v1/translate", FORM_V1 + b"top_p=nan", FORM, "top_p must be a number, not 'nan'"),
+    ("/v1/translate", FORM_V1 + b"top_p=1_0", FORM, "top_p must be a number, not '1_0'"),
+    ("/v1/translate", V1 + b'"top_k": 2147483648}', JSON, "top_k=2147483648 must be at most 2147483647"),
+]
 
 
 @pytest.mark.parametrize(("path", "body", "headers", "status", "named"), BAD)
@@ -127,6 +158,17 @@ def test_bad_requests_get_a_4xx_json_error_naming_the_problem(
     assert response.status_code == status, response.text
     assert named in response.json()["error"]
     assert small.post("/translate", json=GOOD).status_code == 200  # and the server keeps serving
+
+
+@pytest.mark.parametrize(("path", "body", "headers", "error"), STRICT)
+def test_values_of_the_wrong_type_are_refused_not_converted(
+    small: TestClient, path: str, body: bytes, headers: dict[str, str], error: str
+) -> None:
+    """No lax coercion: `"attention": 1` or `"nbest": "2"` in JSON, `attention=yes` or `nbest=2.0` in a form
+    are refused with 400, the error naming the field and the value."""
+    response = small.post(path, content=body, headers=headers)
+    assert response.status_code == 400, response.text
+    assert error in response.json()["error"]
 
 
 UNPAIRED = [  # a \ud800 escape is valid JSON but no text: in a value, a list, a field's name, a nested name
