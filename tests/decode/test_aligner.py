@@ -10,8 +10,9 @@ import torch
 
 from nmt.align.pharaoh import read_links
 from nmt.align.symmetrize import symmetrize
+from nmt.config.yaml_file import load_config
 from nmt.data.words import WordPieces
-from nmt.decode.aligner import Forced, Reading, force, soft_text
+from nmt.decode.aligner import Forced, Reading, default_reading, force, soft_text
 from nmt.decode.trained_run import load_run
 from nmt.decode.translator import TorchTranslator
 from tests.conftest import assert_one_line_error, run_cli, train_args
@@ -43,6 +44,16 @@ def test_soft_weights_sum_a_source_words_subwords_and_average_a_target_words() -
     # head 0 without eos: t0 (0.6, 0.1 | 0.1), t1 (0.1, 0.1 | 0.7), t2 (0.1, 0.2 | 0.1); source words summed:
     # t0 (0.7, 0.1), t1 (0.2, 0.7), t2 (0.3, 0.1); target word 1 the mean of t1 and t2: (0.25, 0.4)
     assert soft_text(FORCED.soft(Reading(0, (0,)))) == "[[0.7, 0.1], [0.25, 0.4]]\n"
+
+
+def test_a_guided_run_aligns_with_the_attention_it_was_trained_on(tiny: Path) -> None:
+    three = ["model.decoder_layers=3", "model.transformer.heads=4"]
+    guided = load_config(tiny, [*three, "train.alignment.links=train.links", "train.alignment.heads=2"])
+    assert default_reading(guided, None, None, "RUN") == Reading(1, (0, 1))  # penultimate
+    assert default_reading(guided, -1, "mean", "RUN") == Reading(-1, None)
+    plain = load_config(tiny, three)
+    assert default_reading(plain, None, None, "RUN") == Reading(2, None)  # the last layer, mean of heads
+    assert default_reading(plain, 0, (3,), "RUN") == Reading(0, (3,))
 
 
 @pytest.fixture(scope="module")
