@@ -30,6 +30,7 @@ from nmt.decode.translator import Progress, TorchTranslator
 from nmt.errors import UserError
 
 SOFT_DIGITS = 4  # decimals of soft weights
+CHUNK_PAIRS = 1000  # pairs forced at a time: the attention of every layer and head is kept only for them
 Heads = tuple[int, ...] | Literal["mean"] | None  # asked: these heads' mean, all heads', or the run's default
 
 
@@ -124,15 +125,19 @@ def read_pairs(src: Path, tgt: Path) -> tuple[list[str], list[str]]:
 
 
 def force(
-    run: TrainedRun, src_lines: Sequence[str], tgt_lines: Sequence[str], progress: Progress | None = None
+    run: TrainedRun,
+    src_lines: Sequence[str],
+    tgt_lines: Sequence[str],
+    progress: Progress | None = None,
+    first_line: int = 1,
 ) -> Forced:
     """Teacher-force each target line on its source line (every word encoded on its own) through the run's
     model, in batches of its `search.batch_size` pairs; a pair longer than a Transformer's positions is a
-    UserError naming its line."""
+    UserError naming its line (the first pair's: `first_line`)."""
     translator = TorchTranslator.of_run(run)
     src, tgt = translator.encode_words(src_lines, "source"), translator.encode_words(tgt_lines, "target")
     limit = run.cfg.model.position_limit
-    for number, (s, t) in enumerate(zip(src, tgt, strict=True), 1):
+    for number, (s, t) in enumerate(zip(src, tgt, strict=True), first_line):
         longest = max(len(s.ids), len(t.ids)) + 1  # with eos (bos)
         if limit is not None and longest > limit:
             raise UserError(
@@ -176,28 +181,39 @@ class Request:
 
 
 def align_files(run: TrainedRun, src: Path, tgt: Path, asked: Request) -> str:
-    """The output of `nmt align` for the pairs of `src` and `tgt`: Pharaoh lines or soft JSON lines."""
+    """The output of `nmt align` for the pairs of `src` and `tgt`: Pharaoh lines or soft JSON lines, the pairs
+    forced `CHUNK_PAIRS` at a time."""
     if asked.threshold is not None and not 0.0 < asked.threshold <= 1.0:
         raise UserError(f"--threshold {asked.threshold}: a weight, above 0 and at most 1")
     if asked.soft and (asked.reverse is not None or asked.threshold is not None):
         raise UserError("--soft writes the weights of one run: it takes no --reverse-run or --threshold")
     src_lines, tgt_lines = read_pairs(src, tgt)
     forward = _reading(run, asked, "RUN")
-    if asked.reverse is None:
-        forced = force(run, src_lines, tgt_lines)
-        return soft_text(forced.soft(forward)) if asked.soft else pharaoh_text(forced.links(forward))
+    other = None if asked.reverse is None else (asked.reverse, _reverse_reading(run, asked.reverse, asked))
+    out = []
+    for start in range(0, len(src_lines), CHUNK_PAIRS):
+        chunk = src_lines[start : start + CHUNK_PAIRS], tgt_lines[start : start + CHUNK_PAIRS]
+        forced = force(run, *chunk, first_line=start + 1)
+        if asked.soft:
+            out.append(soft_text(forced.soft(forward)))
+        elif other is None:
+            out.append(pharaoh_text(forced.links(forward)))
+        else:
+            reverse = force(other[0], chunk[1], chunk[0], first_line=start + 1)
+            out.append(pharaoh_text(symmetrized(forced, reverse, (forward, other[1]), asked.method)))
+    return "".join(out)
+
+
+def _reverse_reading(run: TrainedRun, reverse: TrainedRun, asked: Request) -> Reading:
+    """The reading of the reverse run, which must translate the other way."""
     pair = (run.cfg.data.src_lang, run.cfg.data.tgt_lang)
-    other = (asked.reverse.cfg.data.src_lang, asked.reverse.cfg.data.tgt_lang)
+    other = (reverse.cfg.data.src_lang, reverse.cfg.data.tgt_lang)
     if other != pair[::-1]:
         raise UserError(
             f"--reverse-run translates {other[0]} → {other[1]}; RUN translates {pair[0]} → {pair[1]}, so the "
             f"reverse run must translate {pair[1]} → {pair[0]}"
         )
-    backward = _reading(asked.reverse, asked, "--reverse-run")
-    reverse = force(asked.reverse, tgt_lines, src_lines)
-    return pharaoh_text(
-        symmetrized(force(run, src_lines, tgt_lines), reverse, (forward, backward), asked.method)
-    )
+    return _reading(reverse, asked, "--reverse-run")
 
 
 def _reading(run: TrainedRun, asked: Request, name: str) -> Reading:

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
+import nmt.decode.aligner
 from nmt.align.pharaoh import read_links
 from nmt.align.symmetrize import symmetrize
 from nmt.config.yaml_file import load_config
@@ -72,7 +73,7 @@ def word_counts(path: Path) -> list[int]:
 
 
 def test_a_model_links_the_words_of_each_given_pair(
-    trained_run: Path, pairs: tuple[Path, Path], tmp_path: Path
+    trained_run: Path, pairs: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     src, tgt = pairs
     code, out, err = run_cli(
@@ -94,6 +95,8 @@ def test_a_model_links_the_words_of_each_given_pair(
     lines = src.read_text().splitlines(), tgt.read_text().splitlines()
     expected = force(run, *lines).links(Reading(-1, None))  # the default: the last layer, mean of heads
     assert [set(line.possible) for line in found] == expected
+    monkeypatch.setattr(nmt.decode.aligner, "CHUNK_PAIRS", 4)  # pairs forced a few at a time: the same links
+    assert run_cli("align", str(trained_run), "--src", str(src), "--tgt", str(tgt)) == (0, out, "")
 
 
 def test_soft_output_has_a_row_per_target_word_and_a_weight_per_source_word(
@@ -186,3 +189,18 @@ def test_files_that_do_not_pair_up_are_one_line_errors(trained_run: Path, tmp_pa
     code, out, err = run_cli(*args)  # a pair empty on both sides: a line without links
     assert code == 0 and out.split("\n")[1:] == ["", ""], err
     assert_one_line_error(run_cli(*args[:-1], str(tmp_path / "missing")), "cannot read", "missing")
+
+
+def test_a_pair_longer_than_the_models_positions_is_named(
+    trained_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    limit = load_run(trained_run, torch.device("cpu")).cfg.model.position_limit
+    assert limit is not None
+    src, tgt = tmp_path / "src", tmp_path / "tgt"
+    src.write_text("kalo mi\nsu te\n" + "kalo " * limit + "\n")
+    tgt.write_text("mizu\nholo\nmizu\n")
+    monkeypatch.setattr(
+        nmt.decode.aligner, "CHUNK_PAIRS", 2
+    )  # the long pair is the first of the second chunk
+    result = run_cli("align", str(trained_run), "--src", str(src), "--tgt", str(tgt))
+    assert_one_line_error(result, "line 3 takes", f"more than the {limit}")
