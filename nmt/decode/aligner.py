@@ -133,7 +133,8 @@ def force(
 ) -> Forced:
     """Teacher-force each target line on its source line (every word encoded on its own) through the run's
     model, in batches of its `search.batch_size` pairs; a pair longer than a Transformer's positions is a
-    UserError naming its line (the first pair's: `first_line`)."""
+    UserError naming its line (the first pair's: `first_line`). The layer that guided alignment trained with
+    full context attends with full context here too."""
     translator = TorchTranslator.of_run(run)
     src, tgt = translator.encode_words(src_lines, "source"), translator.encode_words(tgt_lines, "target")
     limit = run.cfg.model.position_limit
@@ -144,8 +145,18 @@ def force(
                 f"line {number} takes {longest} subword positions, more than the {limit} the model has; "
                 f"split or drop that pair"
             )
-    attention = translator.teacher_forced([s.ids for s in src], [t.ids for t in tgt], progress)
+    ids = [s.ids for s in src], [t.ids for t in tgt]
+    attention = translator.teacher_forced(*ids, progress, full_context_layer(run.cfg))
     return Forced(src, tgt, attention)
+
+
+def full_context_layer(cfg: Config) -> int | None:
+    """The decoder layer that guided alignment trained with full target context, if the run was
+    (`train.alignment.full_context`)."""
+    guided = cfg.train.alignment
+    if guided is None or guided.links is None or not guided.full_context or cfg.model.transformer is None:
+        return None
+    return guided.decoder_layer(cfg.model.decoder_layers)
 
 
 def symmetrized(

@@ -371,11 +371,13 @@ class TorchTranslator(Translator):
         sources: Sequence[IntSequence],
         targets: Sequence[IntSequence],
         progress: Progress | None = None,
+        full_context_layer: int | None = None,
     ) -> list[Tensor]:
         """The attention of every layer and head the model pays producing each target (ids without bos/eos)
         from its source, teacher-forced in batches of `settings.batch_size` pairs of similar length
         (`progress` told the size of each): per pair (layers, heads, len(target) + 1, len(source) + 1),
-        rows and columns ending with eos. Not for an ensemble, which has no teacher-forced pass."""
+        rows and columns ending with eos; `full_context_layer` as `teacher_forced_attention` takes it. Not for
+        an ensemble, which has no teacher-forced pass."""
         if isinstance(self.model, Ensemble):
             raise UserError("an ensemble has no teacher-forced pass; give one run")
         found: list[Tensor] = []
@@ -384,7 +386,7 @@ class TorchTranslator(Translator):
         for group in sorted_groups(lengths, self.settings.batch_size):
             src, tgt = [sources[i] for i in group], [targets[i] for i in group]
             with autocast(self.model.device):
-                found += teacher_forced_attention(self.model, src, tgt)
+                found += teacher_forced_attention(self.model, src, tgt, full_context_layer)
             order += group
             if progress is not None:
                 progress(len(group))

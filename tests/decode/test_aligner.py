@@ -12,10 +12,14 @@ import nmt.decode.aligner
 from nmt.align.pharaoh import read_links
 from nmt.align.symmetrize import symmetrize
 from nmt.config.yaml_file import load_config
+from nmt.data.batching import collate
 from nmt.data.words import WordPieces
 from nmt.decode.aligner import Forced, Reading, default_reading, force, soft_text
+from nmt.decode.alignments import teacher_forced_attention
 from nmt.decode.trained_run import load_run
 from nmt.decode.translator import TorchTranslator
+from nmt.models.build import build_model
+from nmt.models.config import ModelConfig, TransformerConfig
 from tests.conftest import assert_one_line_error, run_cli, train_args
 
 # One pair: source subwords s0 s1 s2 in words [0, 0, 1], target subwords t0 t1 t2 in words [0, 1, 1]. The
@@ -204,3 +208,28 @@ def test_a_pair_longer_than_the_models_positions_is_named(
     )  # the long pair is the first of the second chunk
     result = run_cli("align", str(trained_run), "--src", str(src), "--tgt", str(tgt))
     assert_one_line_error(result, "line 3 takes", f"more than the {limit}")
+
+
+def test_the_layer_trained_with_full_context_attends_with_full_context() -> None:
+    """Teacher forcing reads the attention guided alignment trained: with `full_context_layer` that layer's
+    from the pass that sees the whole target, every other layer's as the plain pass has them."""
+    model = build_model(
+        ModelConfig(encoder_layers=1, decoder_layers=3, transformer=TransformerConfig(d_model=16, heads=2)),
+        30,
+        30,
+        True,
+        0,
+    ).eval()
+    torch.manual_seed(0)
+    sources, outputs = [[5, 6, 7], [8, 9]], [[10, 11, 12, 13], [14]]
+    plain = teacher_forced_attention(model, sources, outputs)
+    guided = teacher_forced_attention(model, sources, outputs, full_context_layer=1)
+    batch = collate(sources, outputs, [0, 1])
+    with torch.inference_mode():
+        full = model(batch.src, batch.src_mask, batch.tgt_in, align_layer=1, full_context=True).alignment
+    assert full is not None
+    for i, (before, after) in enumerate(zip(plain, guided, strict=True)):
+        rows, columns = before.shape[2:]
+        torch.testing.assert_close(after[1], full[i, :, :rows, :columns])
+        assert not torch.allclose(after[1], before[1])  # row t sees target tokens after t
+        torch.testing.assert_close(after[[0, 2]], before[[0, 2]])
