@@ -14,7 +14,7 @@ import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, BinaryIO, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, BinaryIO, Literal, TypeVar
 
 import typer
 from tqdm import tqdm
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from typer._click import Context as ClickContext  # what TyperGroup's methods take (typer.Context's base)
 
     from nmt.decode.outputs import OutputFormat
+    from nmt.decode.trained_run import TrainedRun
     from nmt.evaluate.plots import Scale
 
 Choice = TypeVar("Choice", bound=str)
@@ -392,6 +393,13 @@ def translate(
     format: Annotated[
         str, typer.Option("--format", help="text, or jsonl: one JSON object of hypotheses per line.")
     ] = "text",
+    alignments: Annotated[
+        bool,
+        typer.Option(
+            help="Append each translation's word alignment, ` ||| i-j …` (source word i, output word j, from "
+            "0), from the attention search pays (a Transformer's last layer, mean of heads)."
+        ),
+    ] = False,
     device: Device = "auto",
     checkpoint: Checkpoint = None,
     skip_bad_lines: Annotated[
@@ -420,6 +428,9 @@ def translate(
     log-probabilities at every beam size: the summed log-probability of the tokens and eos divided by
     ((5 + length) / 6) ** A, A the length penalty. The input is read and translated in chunks, written as
     they are done (to --output only when complete).
+
+    With --alignments each translation is followed by ` ||| 0-0 1-2 …`: each output word linked to the source
+    words its subwords attended most (with --format jsonl: an "alignment" field of [i, j] pairs).
     """
     from nmt.atomic_files import write_output
     from nmt.decode.outputs import stream_translations
@@ -452,7 +463,7 @@ def translate(
         def write(out: BinaryIO) -> None:
             nonlocal bad
             live = terminal if interactive is None else interactive
-            bad = stream_translations(translator, source, name, out, skip_bad_lines, live, style)
+            bad = stream_translations(translator, source, name, out, skip_bad_lines, live, style, alignments)
 
         write_output(output, write)
     if bad:
@@ -535,6 +546,101 @@ def plot_attention(
     translated = TorchTranslator.of_run(run).translate_with_attention(text)
     save_attention(translated, out, run.cfg.model, layer, head, all_heads, colours)
     typer.echo(f"{translated.best.text}\nwrote {out}")
+
+
+@app.command()
+def align(
+    run_dir: RunDirArgument,
+    src: Annotated[Path, typer.Option(help="Source sentences, whitespace-tokenized, one a line.")],
+    tgt: Annotated[
+        Path, typer.Option(help="Their target sentences (references, not translations), line by line.")
+    ],
+    layer: Annotated[
+        int | None,
+        typer.Option(
+            help="Decoder layer, from 0 (negative: from the last); default: the layer guided alignment "
+            "trained, else the last."
+        ),
+    ] = None,
+    head: Annotated[
+        str | None,
+        typer.Option(
+            help="Head N, heads N,M,… (their mean) or 'mean' (of all); default: the heads guided alignment "
+            "trained, else the mean."
+        ),
+    ] = None,
+    rule: Annotated[
+        str,
+        typer.Option(
+            help="argmax: the attention of the step that predicts each target subword; shift: of the step "
+            "that reads it (Shift-Att)."
+        ),
+    ] = "argmax",
+    threshold: Annotated[
+        float | None,
+        typer.Option(help="Link every source subword with at least this weight (none, or several) instead."),
+    ] = None,
+    soft: Annotated[
+        bool,
+        typer.Option(help="Write JSON lines of weights instead: per target word, one per source word."),
+    ] = False,
+    reverse_run: Annotated[
+        Path | None,
+        typer.Option(help="A run of the other direction: its links are symmetrized with RUN's."),
+    ] = None,
+    symmetrize: Annotated[
+        str | None,
+        typer.Option(
+            "--symmetrize",
+            help="With --reverse-run: intersection, union, grow-diag (strict), grow-diag-moses or "
+            "grow-diag-final-and (the default); see `nmt symmetrize`.",
+        ),
+    ] = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Output file (default stdout).")] = None,
+    batch_size: BatchSize = None,
+    device: Device = "auto",
+    checkpoint: Checkpoint = None,
+) -> None:
+    """Word-align sentence pairs with a trained model's attention, teacher-forced on the given target: one
+    Pharaoh line per pair (0-based source-target word links, `</s>` dropped), a word pair linked when any of
+    their subwords are. Each word is encoded on its own, its subwords kept."""
+    from nmt.align.attention import RULES
+    from nmt.align.symmetrize import METHODS
+    from nmt.atomic_files import write_output
+    from nmt.decode.aligner import Request, align_files
+    from nmt.decode.trained_run import load_run
+    from nmt.device import resolve_device
+
+    if symmetrize is not None and reverse_run is None:
+        raise UserError("--symmetrize combines two directions: give the other one's run with --reverse-run")
+    overrides = search_overrides(batch_size=batch_size)
+
+    def load(path: Path) -> TrainedRun:
+        return load_run(path, resolve_device(device), checkpoint, overrides)
+
+    asked = Request(
+        layer=layer,
+        heads=_heads(head),
+        rule=_choice("--rule", rule, RULES),
+        threshold=threshold,
+        soft=soft,
+        reverse=None if reverse_run is None else load(reverse_run),
+        method=_choice("--symmetrize", symmetrize or "grow-diag-final-and", METHODS),
+    )
+    text = align_files(load(run_dir), src, tgt, asked)
+    write_output(out, lambda handle: handle.write(text.encode("utf-8")))
+
+
+def _heads(head: str | None) -> tuple[int, ...] | Literal["mean"] | None:
+    """--head: None (the run's default), 'mean' (every head), N or N,M,…."""
+    if head is None:
+        return None
+    if head == "mean":
+        return "mean"
+    try:
+        return tuple(int(part) for part in head.split(","))
+    except ValueError:
+        raise UserError(f"--head {head}: expected mean, a head number N or numbers N,M,…") from None
 
 
 @app.command("score-alignments")

@@ -44,6 +44,7 @@ def load_script(path: str) -> ModuleType:
     """The file `path` (relative to the repository, e.g. 'scripts/speed_table.py'), loaded as a module."""
     spec = importlib.util.spec_from_file_location(Path(path).stem, ROOT / path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # where dataclasses look up the module's names
     spec.loader.exec_module(module)
     return module
 

@@ -191,9 +191,10 @@ def test_no_line_opts_out_of_the_formatter() -> None:
 
 
 def test_only_the_translator_turns_text_into_ids() -> None:
-    """Text to translate becomes source ids in `Translator.encode` alone (nmt/data/ encodes the training
-    corpora); every command, the server and the exports' runtimes go through it."""
-    encoding = re.compile(r"\.(src|tgt|sp)\.encode\(|\bsp\.encode\(|\bnormalize\(")
+    """Text to translate becomes source ids in `Translator.encode` alone, text to align in
+    `Translator.encode_words` (nmt/data/ encodes the training corpora, and words one by one); every command,
+    the server and the exports' runtimes go through it."""
+    encoding = re.compile(r"\.(src|tgt|sp)\.encode\(|\b(sp|tokenizer)\.encode\(|\bnormalize\(")
     found = [
         f"{path.relative_to(ROOT)}:{number}"
         for path in PACKAGE.rglob("*.py")

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nmt.align.pharaoh import SentenceLinks, check_links, read_lines, read_links
-from nmt.align.subwords import WordPieces, encode_words
 from nmt.data.tokenizer import Tokenizers
+from nmt.data.words import WordPieces, encode_words
 from nmt.errors import UserError
 
 

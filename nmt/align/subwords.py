@@ -1,47 +1,24 @@
 """Subwords ↔ words: which whitespace word of a sentence each sentencepiece subword belongs to.
 
-Word alignments index the whitespace words of a line; models see sentencepiece subwords. `encode_words`
-encodes every word of a sentence on its own and keeps the ids, so that each subword belongs to exactly one
-word by construction (the joined text is never tokenized again). For ids already encoded as whole sentences
-(the training cache), `word_starts` reads the same map from sentencepiece's spacer: a piece that begins with
-`▁` begins a word.
+Word alignments index the whitespace words of a line; models see sentencepiece subwords. Text to align is
+encoded word by word (nmt/data/words.py `encode_words`, through the Translator), so each subword belongs to
+one word by construction. For ids encoded as whole sentences (the training cache, a translation's source and
+output), `word_starts` reads the same map from sentencepiece's spacer: a piece that begins with `▁` begins a
+word.
 """
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
 from nmt.align.pharaoh import Link
 from nmt.data.tokenizer import Tokenizer
+from nmt.data.words import SPACER
 
-SPACER = "▁"  # sentencepiece's mark of a word's first piece
 Words = Sequence[int] | np.ndarray  # the word of each subword of a sentence
-
-
-@dataclass(frozen=True)
-class WordPieces:
-    """One sentence's subword ids, word after word, and the word (from 0) of each subword."""
-
-    ids: list[int]
-    words: list[int]  # len(ids) entries, non-decreasing
-    count: int  # whitespace words in the sentence (a word sentencepiece drops entirely has no subword)
-
-
-def encode_words(tokenizer: Tokenizer, sentences: Sequence[str]) -> list[WordPieces]:
-    """Each sentence split at whitespace and every word encoded on its own, in one batch."""
-    split = [sentence.split() for sentence in sentences]
-    encoded = iter(tokenizer.encode([word for words in split for word in words]))
-    found = []
-    for words in split:
-        pieces = [next(encoded) for _ in words]
-        ids = [i for piece in pieces for i in piece]
-        owner = [word for word, piece in enumerate(pieces) for _ in piece]
-        found.append(WordPieces(ids, owner, len(words)))
-    return found
 
 
 def word_starts(tokenizer: Tokenizer) -> np.ndarray:
@@ -75,3 +52,13 @@ def _positions(words: Words) -> dict[int, list[int]]:
     for position, word in enumerate(words):
         found.setdefault(int(word), []).append(position)
     return found
+
+
+def attended_links(
+    attended: Sequence[int], src_words: Sequence[int | None], tgt_words: Sequence[int | None]
+) -> list[Link]:
+    """Word links of a translation, sorted: output subword t and the source subword `attended[t]` it attended
+    most, as (source word, output word), where both belong to a word (`src_words`/`tgt_words`: each
+    subword's word, None for none)."""
+    pairs = {(src_words[s], tgt_words[t]) for t, s in enumerate(attended)}
+    return sorted((i, j) for i, j in pairs if i is not None and j is not None)

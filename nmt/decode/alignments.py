@@ -3,20 +3,43 @@ given outputs, in one teacher-forced pass."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 from torch import Tensor
 
-from nmt.data.batching import collate
+from nmt.data.batching import IntSequence, collate
 from nmt.models.base import Seq2Seq
 
 
 @torch.inference_mode()
-def teacher_forced_attention(model: Seq2Seq, src_ids: list[int], outputs: list[list[int]]) -> list[Tensor]:
-    """The encoder-decoder attention of every layer and head that `model` pays producing each of `outputs`
-    (target ids without bos/eos) from one source, in one teacher-forced pass: per output
-    (layers, heads, len(output) + 1, len(src_ids) + 1), the rows its tokens and eos, the columns the source
-    and its eos. Not for an Ensemble (search only: use the attention search collects)."""
-    batch = collate([src_ids] * len(outputs), outputs, range(len(outputs))).to(model.device)
-    attention = model(batch.src, batch.src_mask, batch.tgt_in, return_attention=True).attention
-    attention = attention.float().cpu()  # (outputs, layers, heads, longest + 1, src_len)
-    return [attention[i, :, :, : len(tokens) + 1] for i, tokens in enumerate(outputs)]
+def teacher_forced_attention(
+    model: Seq2Seq,
+    sources: Sequence[IntSequence],
+    outputs: Sequence[IntSequence],
+    full_context_layer: int | None = None,
+) -> list[Tensor]:
+    """The encoder-decoder attention of every layer and head that `model` pays producing each output (target
+    ids without bos/eos) from its source (ids without eos), in one teacher-forced pass: per pair
+    (layers, heads, len(output) + 1, len(source) + 1), the rows its tokens and eos, the columns the source
+    and its eos. Decoder layer `full_context_layer`, when given, attends as guided alignment with full
+    context trained it: each target position seeing the whole target (a second pass up to that layer). Not
+    for an Ensemble (search only: use the attention search collects)."""
+    batch = collate(sources, outputs, range(len(outputs))).to(model.device)
+    found = model(
+        batch.src,
+        batch.src_mask,
+        batch.tgt_in,
+        return_attention=True,
+        align_layer=full_context_layer,
+        full_context=full_context_layer is not None,
+    )
+    attention = found.attention
+    assert attention is not None
+    if full_context_layer is not None and found.alignment is not None:
+        attention[:, full_context_layer] = found.alignment
+    attention = attention.float().cpu()  # (pairs, layers, heads, longest + 1, longest source + 1)
+    return [
+        attention[i, :, :, : len(tokens) + 1, : len(src) + 1]
+        for i, (src, tokens) in enumerate(zip(sources, outputs, strict=True))
+    ]

@@ -5,11 +5,12 @@ replay it whole (nmt/decode/step_graphs.py). The buffers are named by what they 
 
 - `memory.*`, `state.*`: the model's memory (per sentence) and decoder state (per live hypothesis);
 - `sentence.*`: per sentence still searched — its index in the batch, output limit, live scores (sentences,
-  width) and count of finished hypotheses;
+  width), count of finished hypotheses and, for alignments, the position of its source's eos;
 - `hyp.*`: per live hypothesis (sentences × width rows) — its last token, its tokens so far and, when asked,
-  the attention it paid. Every `hyp.*` field moves with its hypothesis when a rule reorders them, leaves with
-  its sentence, and is kept in `best.*` when the hypothesis finishes: a field that travels with a hypothesis
-  (an alignment, a constraint's state) is one more `hyp.` entry;
+  the attention it paid and its alignment (the source position each of its tokens attended most). Every
+  `hyp.*` field moves with its hypothesis when a rule reorders them, leaves with its sentence, and is kept in
+  `best.*` when the hypothesis finishes: a field that travels with a hypothesis (a constraint's state) is one
+  more `hyp.` entry;
 - `best.*`: per sentence of the batch, its best finished hypotheses (nbest of them).
 
 On a GPU the host reads "how many sentences are still searched?" every `CHECK_EVERY` steps, and once at most
@@ -37,21 +38,28 @@ CHECK_EVERY = 8  # decoding steps between two reads of "is every sentence finish
 @dataclass(frozen=True)
 class Hypothesis:
     """One output of search: tokens without bos/eos, its score (`score`) and, when asked, the
-    encoder-decoder attention paid for each token and the final eos (len(tokens) + 1, src_len)."""
+    encoder-decoder attention paid for each token and the final eos (len(tokens) + 1, src_len), and the
+    alignment: for each token, the source position (from 0, eos excluded) it attended most."""
 
     tokens: list[int]
     score: float
     attention: Tensor | None = None
+    alignment: list[int] | None = None
 
 
 @dataclass(frozen=True)
 class SearchOptions:
     """What a search returns and its limits, whatever the rule: `nbest` hypotheses per sentence (at most the
-    rule's width), the attention search paid when `attention`, outputs of at most a × source length + b tokens
-    before eos, `banned` ids never output, CUDA graphs when `cuda_graphs` (and the rule allows them)."""
+    rule's width), the attention search paid when `attention`, each token's most attended source token when
+    `alignments`, outputs of at most a × source length + b tokens before eos, `banned` ids never output, CUDA
+    graphs when `cuda_graphs` (and the rule allows them).
+
+    The attention search pays (and aligns with) is the one a decoding step returns: a Transformer's last
+    decoder layer, the mean of its heads; an RNN's one attention; an ensemble's mean of its members'."""
 
     nbest: int = 1
     attention: bool = False
+    alignments: bool = False
     max_len_a: float = 1.5
     max_len_b: int = 10
     cuda_graphs: bool = False
@@ -122,6 +130,10 @@ def start(
         "scores": rule.start(batch, device),
         "finished": torch.zeros(batch, dtype=torch.long, device=device),
     }
+    if options.alignments:  # per token, a source position; the position of each source's eos
+        hyp["alignment"] = src.new_zeros(batch * width, max_steps)
+        best["alignment"] = src.new_zeros(batch, n, max_steps)
+        sentence["source_eos"] = (src != PAD).sum(dim=1) - 1
     return (
         prefixed(memory, "memory.")
         | prefixed(model.init_state(memory, max_steps, width), "state.")
@@ -141,6 +153,9 @@ def search_step(model: Seq2Seq, rule: SearchRule, buffers: Buffers) -> None:
     log_probs = step.log_probs.index_fill_(1, buffers["banned"], float("-inf"))  # (rows, vocab)
     if "hyp.attention" in buffers:
         buffers["hyp.attention"].index_copy_(1, t.view(1), step_attention(step).unsqueeze(1).float())
+    if "hyp.alignment" in buffers:
+        attended = most_attended(step_attention(step), buffers["sentence.source_eos"], rule.width)
+        buffers["hyp.alignment"].index_copy_(1, t.view(1), attended.unsqueeze(1))
     found = at_limits(rule.extend(log_probs, buffers["sentence.scores"]), buffers, rule.width)
     sentences, candidates = found.scores.shape
     offsets = torch.arange(sentences, device=t.device).unsqueeze(1) * rule.width  # (sentences, 1)
@@ -257,6 +272,13 @@ def step_attention(step: Step) -> Tensor:
     return step.attention
 
 
+def most_attended(attention: Tensor, source_eos: Tensor, width: int) -> Tensor:
+    """Each row's most attended source position other than its source's eos (the first of equal ones):
+    attention (sentences × width, src_len), source_eos (sentences,) → (sentences × width,)."""
+    eos = source_eos.repeat_interleave(width).unsqueeze(1)  # (rows, 1)
+    return attention.float().scatter(1, eos, -1.0).argmax(dim=1)
+
+
 def results(buffers: Buffers, src_mask: Tensor) -> list[list[Hypothesis]]:
     """Each sentence's finished hypotheses, best first (fewer than n where fewer were found)."""
     best_scores = buffers["best.scores"]
@@ -264,11 +286,13 @@ def results(buffers: Buffers, src_mask: Tensor) -> list[list[Hypothesis]]:
     tokens = buffers["best.tokens"][:, :, 1:].reshape(batch * n, -1)  # (batch * n, max_steps)
     attention = buffers.get("best.attention")
     attention = None if attention is None else attention.flatten(0, 1).float().cpu()
+    alignment = buffers.get("best.alignment")
+    attended = None if alignment is None else alignment.flatten(0, 1).tolist()  # (batch * n, max_steps)
     src_len = src_mask.sum(dim=(1, 2)).repeat_interleave(n).tolist()
     flat = []
     for i, (row, value) in enumerate(zip(trim(tokens), best_scores.view(-1).tolist(), strict=True)):
         weights = None if attention is None else attention[i, : len(row) + 1, : src_len[i]]
-        flat.append(Hypothesis(row, value, weights))
+        flat.append(Hypothesis(row, value, weights, None if attended is None else attended[i][: len(row)]))
     found = torch.isfinite(best_scores).tolist()
     return [
         [h for h, ok in zip(flat[i * n : (i + 1) * n], found[i], strict=True) if ok] for i in range(batch)

@@ -10,6 +10,9 @@ through one of them:
     sources = translator.encode(texts)
     found = translator.search(sources)      # a rule and options other than the settings' may be given
     translated = translator.decode(sources, found)
+
+Word alignment teacher-forces given targets instead of searching: `encode_words` keeps each word's subwords of
+whitespace-tokenized text, and `TorchTranslator.teacher_forced` returns the attention paid producing them.
 """
 
 from __future__ import annotations
@@ -20,17 +23,20 @@ import logging
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import torch
 from torch import Tensor
 
+from nmt.align.pharaoh import Link
+from nmt.align.subwords import attended_links
 from nmt.config.schema import Config
 from nmt.config.sections import SearchConfig
 from nmt.data.batching import IntSequence, collate, sorted_groups
 from nmt.data.corpus import normalize
 from nmt.data.language_tags import LanguageTags
 from nmt.data.tokenizer import Tokenizers
+from nmt.data.words import WordPieces, encode_words, output_words, source_words
 from nmt.decode.alignments import teacher_forced_attention
 from nmt.decode.rules import BeamSearch, Greedy, SearchRule
 from nmt.decode.sampling import Sampling
@@ -50,13 +56,17 @@ T = TypeVar("T", bound="Translator")
 @dataclass(frozen=True)
 class Translation:
     """One hypothesis, decoded: its text, score, token ids, subwords ending with '</s>' (none for an empty
-    source) and, when asked, its attention (layers, heads, len(pieces), len(source pieces))."""
+    source) and, when asked, its attention (layers, heads, len(pieces), len(source pieces)) and its word
+    alignment: (source word, output word) links, from 0, sorted, each output subword linked to the source
+    subword it attended most (`SearchOptions.alignments`); the words are those of the source line and
+    `text`."""
 
     text: str
     score: float
     tokens: list[int]
     pieces: list[str]
     attention: Tensor | None = None
+    alignment: list[Link] | None = None
 
 
 @dataclass(frozen=True)
@@ -88,11 +98,14 @@ def search_rule(settings: SearchConfig) -> SearchRule:
     return BeamSearch(settings.beam_size, settings.length_penalty)
 
 
-def search_options(settings: SearchConfig, attention: bool = False) -> SearchOptions:
+def search_options(
+    settings: SearchConfig, attention: bool = False, alignments: bool = False
+) -> SearchOptions:
     """The rule-independent options a search config describes."""
     return SearchOptions(
         nbest=settings.nbest,
         attention=attention,
+        alignments=alignments,
         max_len_a=settings.max_len_a,
         max_len_b=settings.max_len_b,
         cuda_graphs=settings.cuda_graphs,
@@ -135,6 +148,7 @@ class Translator(ABC):
         self.tags, self.target = tags, None if tags is None else ""
 
     has_attention = True  # whether `search` can return attention
+    has_alignments = True  # whether `search` can return alignments
     engine = "torch"
 
     def with_search(self: T, **changes: Any) -> T:
@@ -162,6 +176,13 @@ class Translator(ABC):
             return ids
         return [self.tags.source(sentence, self.target_language()) for sentence in ids]
 
+    def encode_words(self, texts: Sequence[str], side: Literal["source", "target"]) -> list[WordPieces]:
+        """Whitespace-tokenized texts of one side, every word encoded on its own and its subwords kept (the
+        joined text is never tokenized again), for word alignment."""
+        if self.tags is not None:
+            raise UserError("this model is multilingual; word alignment needs a model of one language pair")
+        return encode_words(self.tokenizers.src if side == "source" else self.tokenizers.tgt, texts)
+
     def target_language(self) -> str:
         """The language a multilingual model's translator translates into (`toward`)."""
         if not self.target:
@@ -187,13 +208,19 @@ class Translator(ABC):
             raise UserError(
                 f"the {self.engine} engine returns no attention; translate with the run directory"
             )
+        if options.alignments and not self.has_alignments:
+            raise UserError(
+                f"this {self.engine} export returns no alignments: it was written by an earlier nmt; export "
+                f"the run again"
+            )
         too_long = sum(len(s) > self.max_source_len for s in sources)
         if too_long:
             log.warning(
                 "%d source lines exceed %d subwords and were truncated", too_long, self.max_source_len
             )
         cut = [list(s[: self.max_source_len]) for s in sources]
-        outputs: list[list[Hypothesis]] = [[Hypothesis([], 0.0)] for _ in cut]
+        blank = Hypothesis([], 0.0, alignment=[] if options.alignments else None)
+        outputs: list[list[Hypothesis]] = [[blank] for _ in cut]
         nonempty = [i for i, s in enumerate(cut) if s]
         for group in sorted_groups([len(cut[i]) for i in nonempty], self.settings.batch_size):
             indices = [nonempty[g] for g in group]
@@ -227,7 +254,8 @@ class Translator(ABC):
         self, sources: list[list[int]], rule: SearchRule, options: SearchOptions
     ) -> list[list[Hypothesis]]:
         """Search one batch of non-empty sources, each within the length limit. A hypothesis' attention, when
-        asked, is (layers, heads, len(tokens) + 1, len(source) + 1): rows and columns end with eos."""
+        asked, is (layers, heads, len(tokens) + 1, len(source) + 1): rows and columns end with eos; its
+        alignment, when asked, the source position each token attended most (eos excluded)."""
 
     def decode(self, sources: Sequence[IntSequence], found: list[list[Hypothesis]]) -> list[Translated]:
         """Each source's hypotheses as text and subwords (the sources as searched: cut to the limit)."""
@@ -240,19 +268,36 @@ class Translator(ABC):
                     Translated(
                         [],
                         [
-                            Translation(text, h.score, h.tokens, [])
+                            Translation(
+                                text, h.score, h.tokens, [], alignment=None if h.alignment is None else []
+                            )
                             for h, text in zip(hyps, texts, strict=True)
                         ],
                     )
                 )
                 continue
-            source_pieces = [*src.pieces(list(ids[: self.max_source_len])), "</s>"]
+            searched = list(ids[: self.max_source_len])
             translations = [
-                Translation(text, h.score, h.tokens, [*tgt.pieces(h.tokens), "</s>"], h.attention)
+                Translation(
+                    text,
+                    h.score,
+                    h.tokens,
+                    [*tgt.pieces(h.tokens), "</s>"],
+                    h.attention,
+                    self._links(searched, h),
+                )
                 for h, text in zip(hyps, texts, strict=True)
             ]
-            out.append(Translated(source_pieces, translations))
+            out.append(Translated([*src.pieces(searched), "</s>"], translations))
         return out
+
+    def _links(self, source: list[int], hypothesis: Hypothesis) -> list[Link] | None:
+        """The hypothesis' word links (None when search returned no alignment)."""
+        if hypothesis.alignment is None:
+            return None
+        src_words = source_words(self.tokenizers.src, source)
+        tgt_words = output_words(self.tokenizers.tgt, hypothesis.tokens)
+        return attended_links(hypothesis.alignment, src_words, tgt_words)
 
     def translate(self, texts: Sequence[str], progress: Progress | None = None) -> list[str]:
         """The best translation of each raw text: encode → search → decode."""
@@ -313,11 +358,40 @@ class TorchTranslator(Translator):
             [
                 dataclasses.replace(h, attention=weights)
                 for h, weights in zip(
-                    hyps, teacher_forced_attention(self.model, src, [h.tokens for h in hyps]), strict=True
+                    hyps,
+                    teacher_forced_attention(self.model, [src] * len(hyps), [h.tokens for h in hyps]),
+                    strict=True,
                 )
             ]
             for src, hyps in zip(sources, found, strict=True)
         ]
+
+    def teacher_forced(
+        self,
+        sources: Sequence[IntSequence],
+        targets: Sequence[IntSequence],
+        progress: Progress | None = None,
+        full_context_layer: int | None = None,
+    ) -> list[Tensor]:
+        """The attention of every layer and head the model pays producing each target (ids without bos/eos)
+        from its source, teacher-forced in batches of `settings.batch_size` pairs of similar length
+        (`progress` told the size of each): per pair (layers, heads, len(target) + 1, len(source) + 1),
+        rows and columns ending with eos; `full_context_layer` as `teacher_forced_attention` takes it. Not for
+        an ensemble, which has no teacher-forced pass."""
+        if isinstance(self.model, Ensemble):
+            raise UserError("an ensemble has no teacher-forced pass; give one run")
+        found: list[Tensor] = []
+        order: list[int] = []
+        lengths = [len(s) + len(t) for s, t in zip(sources, targets, strict=True)]
+        for group in sorted_groups(lengths, self.settings.batch_size):
+            src, tgt = [sources[i] for i in group], [targets[i] for i in group]
+            with autocast(self.model.device):
+                found += teacher_forced_attention(self.model, src, tgt, full_context_layer)
+            order += group
+            if progress is not None:
+                progress(len(group))
+        at = {i: k for k, i in enumerate(order)}
+        return [found[at[i]] for i in range(len(sources))]
 
 
 def _one_layer_one_head(hypothesis: Hypothesis) -> Hypothesis:

@@ -42,6 +42,7 @@ QUANTIZATIONS = (
     "bfloat16",
 )
 META = "nmt-export.json"
+ALIGNMENT = "last decoder layer, mean of heads"  # the attention CTranslate2 returns, as nmt's search pays it
 CROSS_ATTENTION = ("query_proj", "key_value_proj", "out_proj")  # CTranslate2's order of its 3 linears
 
 
@@ -93,6 +94,7 @@ def _save(spec: Any, run: TrainedRun, out_dir: Path, quantization: str) -> None:
         "languages": [run.cfg.data.src_lang, run.cfg.data.tgt_lang],
         "search": dataclasses.asdict(run.cfg.search),
         "max_source_len": max_source_len(run.cfg),
+        "alignment": ALIGNMENT,
     }
     with staged_directory(out_dir) as tmp:
         spec.save(str(tmp))
@@ -131,12 +133,17 @@ def transformer_spec(model: TransformerSeq2Seq, heads: int, pre_norm: bool) -> A
     Embeddings are scaled by sqrt(d) and get our sinusoidal table (sin on even, cos on odd dimensions; stored
     explicitly, as CTranslate2's default concatenates sin and cos halves). The fused self-attention `qkv_proj`
     (rows: queries, keys, values) is CTranslate2's fused linear as it is; cross-attention keeps its query and
-    fused key/value projections. Final layer norms exist in pre-norm models only, in both.
+    fused key/value projections. Final layer norms exist in pre-norm models only, in both. The attention
+    CTranslate2 returns is the last decoder layer's mean of heads (`ALIGNMENT`; its default is the first
+    head alone), the one nmt's search returns and aligns with.
     """
     from ctranslate2.specs import transformer_spec as ts
 
     layers = (len(model.encoder_layers), len(model.decoder_layers))
-    spec = ts.TransformerSpec.from_config(layers, heads, pre_norm=pre_norm)
+    every_head = 0  # CTranslate2 averages this many heads of alignment_layer; 0: all of them
+    spec = ts.TransformerSpec.from_config(
+        layers, heads, pre_norm=pre_norm, alignment_layer=-1, alignment_heads=every_head
+    )
     weights = _Weights(model.state_dict())
     encoder, decoder = spec.encoder, spec.decoder
     positions = sinusoidal_positions(*model.src_embed.positions.shape)  # (max_positions, d_model)

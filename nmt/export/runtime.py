@@ -5,6 +5,8 @@ search, n-best lists with CTranslate2's scores.
 Greedy search gives our greedy output token for token: the same banned outputs (padding, bos), no minimum
 length, and each sentence cut at our limit a * (source length + 1) + b. Beam search is CTranslate2's own, with
 the same beam size and length-penalty alpha but its own length normalisation, so it may differ slightly.
+Alignments come from the attention CTranslate2 returns (`return_attention`): the export sets it to the last
+decoder layer's mean of heads (nmt/export/ctranslate2.py `ALIGNMENT`), the attention nmt's search aligns with.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from nmt.decode.search import Hypothesis, SearchOptions
 from nmt.decode.trained_run import load_runs
 from nmt.decode.translator import TorchTranslator, Translator
 from nmt.errors import UserError
-from nmt.export.ctranslate2 import META, import_ctranslate2
+from nmt.export.ctranslate2 import ALIGNMENT, META, import_ctranslate2
 
 
 def output_limit(src_len: int, options: SearchOptions | SearchConfig) -> int:
@@ -49,9 +51,11 @@ class ExportedTranslator(Translator):
         max_source_len: int,
         languages: tuple[str, str]
         | None = None,  # source, target (exports of nmt 0.1.0 before serving: None)
+        has_alignments: bool = True,  # False: an export written before its attention was set (ALIGNMENT)
     ) -> None:
         super().__init__(tokenizers, settings, max_source_len)
         self.translator, self.languages = translator, languages
+        self.has_alignments = has_alignments
 
     def search_batch(
         self, sources: list[list[int]], rule: SearchRule, options: SearchOptions
@@ -68,15 +72,27 @@ class ExportedTranslator(Translator):
             max_decoding_length=max(limits),
             min_decoding_length=0,
             suppress_sequences=[[piece] for piece in tgt.pieces(list(options.banned))],
+            return_attention=options.alignments,
             **runtime_search(rule),
         )
-        return [
-            [
-                Hypothesis([tgt.sp.piece_to_id(piece) for piece in pieces[:limit]], score)
-                for pieces, score in zip(result.hypotheses, result.scores, strict=True)
-            ]
-            for limit, result in zip(limits, results, strict=True)
-        ]
+        found = []
+        for ids, limit, result in zip(sources, limits, results, strict=True):
+            hyps = []
+            for k, (pieces, score) in enumerate(zip(result.hypotheses, result.scores, strict=True)):
+                tokens = [tgt.sp.piece_to_id(piece) for piece in pieces[:limit]]
+                attended = (
+                    most_attended(result.attention[k], len(ids), len(tokens)) if options.alignments else None
+                )
+                hyps.append(Hypothesis(tokens, score, alignment=attended))
+            found.append(hyps)
+        return found
+
+
+def most_attended(attention: list[list[float]], src_len: int, tokens: int) -> list[int]:
+    """The source position (of `src_len`, eos excluded) each of the first `tokens` rows of CTranslate2's
+    attention (a row per output token, a column per source token and eos) attends most (the first of equal
+    ones), as nmt/decode/search.py `most_attended` picks it."""
+    return np.asarray(attention, dtype=np.float32)[:tokens, :src_len].argmax(axis=1).tolist()
 
 
 def runtime_search(rule: SearchRule) -> dict[str, Any]:
@@ -142,7 +158,8 @@ def load_export(
     tokenizers = load_tokenizers(path, meta["joint_vocabulary"])
     languages = tuple(meta["languages"]) if "languages" in meta else None
     settings = SearchConfig(**meta["search"])
-    return ExportedTranslator(translator, tokenizers, settings, meta["max_source_len"], languages)
+    aligns = meta.get("alignment") == ALIGNMENT
+    return ExportedTranslator(translator, tokenizers, settings, meta["max_source_len"], languages, aligns)
 
 
 def load_translator(

@@ -96,6 +96,12 @@ class HypothesisAnswer(Answer):
         description="With attention: (layers, heads, target_pieces, source_pieces) weights, each row "
         "summing to 1, rounded to 5 decimals.",
     )
+    alignment: list[list[int]] | None = Field(
+        None,
+        description="With alignments: [source word, output word] links, from 0, the words of the line and of "
+        "text (whitespace-separated); each output word linked to the source words its subwords attended "
+        "most in the attention search paid (a Transformer's last layer, mean of heads).",
+    )
 
 
 class LineAnswer(Answer):

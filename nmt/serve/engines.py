@@ -32,7 +32,8 @@ ENSEMBLE_ATTENTION = "one layer, one head: what search collected, the mean of th
 @dataclass(frozen=True)
 class Options:
     """How a request wants its sentences searched: beam search (beam 1: greedy) or, with `sampling`, drawing
-    `nbest` samples as its settings say; the attention of every hypothesis when `attention`."""
+    `nbest` samples as its settings say; the attention of every hypothesis when `attention`, its word
+    alignment when `alignments`."""
 
     beam_size: int
     nbest: int
@@ -42,6 +43,7 @@ class Options:
     top_k: int = 0
     top_p: float = 1.0
     seed: int = 0
+    alignments: bool = False
 
 
 @dataclass(frozen=True)
@@ -81,7 +83,8 @@ class Engine:
             seed=options.seed,
         )
         settings = searching.settings
-        return searching.search(sources, search_rule(settings), search_options(settings, options.attention))
+        wanted = search_options(settings, options.attention, options.alignments)
+        return searching.search(sources, search_rule(settings), wanted)
 
     def describe(self) -> ModelFacts:
         """What /v1/models says of the model beyond its name and pair."""

@@ -142,6 +142,11 @@ class V1TranslateAsked(Asked):
         description="Sampling: the seed (the same request and seed give the same samples; none: random).",
     )
 
+    alignments: bool = Field(
+        False,
+        description="Return the word alignment of each hypothesis: [source word, output word] pairs, from 0.",
+    )
+
     def sampled(self) -> Sampled | None:
         """The sampling this request asks for, or None when it asks for search."""
         if not self.sampling:

@@ -1,5 +1,5 @@
 """nmt's own API: POST /v1/translate (n-best with scores, subwords and, on request, the attention of every
-layer and head), GET /v1/models and GET /health."""
+layer and head and the word alignment), GET /v1/models and GET /health."""
 
 from __future__ import annotations
 
@@ -28,12 +28,13 @@ DIGITS = 5  # attention weights are rounded to this many decimals
 async def translate(request: Request) -> Response:
     """Translate `q` (a string or a list of texts, each split into lines) with the model `model`, or the
     default one of `source` → `target` (without either: the one pair served): per text its best translation,
-    and per line its `nbest` hypotheses with their scores, subwords and (with `attention`) attention."""
+    and per line its `nbest` hypotheses with their scores, subwords and (with `attention`) attention (with
+    `alignments`: word alignment)."""
     service: Service = request.app.state.service
     asked = validated(service.requests.v1_translate, request.state.fields)
     engine = service.choose(asked.source, asked.target, asked.model)
     beam = asked.beam_size or None  # 0: the model's own
-    decoding = service.decoding(engine, beam, asked.nbest, asked.attention, asked.sampled())
+    decoding = service.decoding(engine, beam, asked.nbest, asked.attention, asked.sampled(), asked.alignments)
     texts = asked.q if isinstance(asked.q, list) else [asked.q]
     results = await service.translate(engine, texts, decoding)
     answer = V1Translation(
@@ -61,6 +62,7 @@ def _line(line: Translated) -> LineAnswer:
                 score=round(found.score, 4),
                 target_pieces=found.pieces,
                 attention=None if found.attention is None else _rounded(found.attention),
+                alignment=None if found.alignment is None else [list(link) for link in found.alignment],
             )
             for found in line.hypotheses
         ],

@@ -56,6 +56,7 @@ class Service:
         nbest: int,
         attention: bool,
         sampling: Sampled | None = None,
+        alignments: bool = False,
     ) -> Decoding:
         """How to decode a request: with `engine`, its beam (else the model's), wide enough for `nbest`; or,
         with `sampling`, `nbest` samples drawn as it says (seeded: this request's samples alone, whatever is
@@ -64,10 +65,18 @@ class Service:
         if beam > self.limits.max_beam:
             raise ApiError(400, f"a beam of {beam} exceeds this server's limit of {self.limits.max_beam}")
         if sampling is None:
-            return Decoding(engine.name, Options(beam, nbest, attention))
+            return Decoding(engine.name, Options(beam, nbest, attention, alignments=alignments))
         seed = secrets.randbits(63) if sampling.seed is None else sampling.seed
         options = Options(
-            beam, nbest, attention, True, sampling.temperature, sampling.top_k, sampling.top_p, seed
+            beam,
+            nbest,
+            attention,
+            True,
+            sampling.temperature,
+            sampling.top_k,
+            sampling.top_p,
+            seed,
+            alignments,
         )
         return Decoding(engine.name, options, next(self._requests))
 
@@ -76,6 +85,8 @@ class Service:
         translator = engine.translator
         if decoding.options.attention and not translator.has_attention:
             raise ApiError(400, f"model {engine.name!r} ({engine.describe().engine}) returns no attention")
+        if decoding.options.alignments and not translator.has_alignments:
+            raise ApiError(400, f"model {engine.name!r} returns no alignments: export its run again")
         lines = [text.split("\n") for text in texts]
         flat = translator.encode([line for text in lines for line in text])
         for i, ids in enumerate(flat):

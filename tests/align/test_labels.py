@@ -10,13 +10,14 @@ import numpy as np
 import pytest
 
 from nmt.align.labels import with_training_links
-from nmt.align.subwords import encode_words, subword_links
+from nmt.align.subwords import subword_links
 from nmt.config.schema import Config
 from nmt.config.yaml_file import load_config
 from nmt.data.arrays import EncodedCorpus
 from nmt.data.batching import iterate_batches
 from nmt.data.prepare import PreparedData, prepare_data
 from nmt.data.synthetic import reordering_pairs
+from nmt.data.words import encode_words
 from nmt.errors import UserError
 from tests.conftest import ROOT
 

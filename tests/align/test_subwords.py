@@ -1,19 +1,8 @@
-"""Subword ↔ word maps: hand-worked cases, and words encoded one by one agreeing with whole sentences."""
+"""Subword ↔ word maps: hand-worked cases."""
 
 import numpy as np
-import pytest
 
-from nmt.align.subwords import encode_words, subword_links, word_starts, words_of
-from nmt.config.sections import TokenizerConfig
-from nmt.data.synthetic import reordering_pairs
-from nmt.data.tokenizer import Tokenizers, train_tokenizers
-
-
-@pytest.fixture(scope="module")
-def tokenizers(tmp_path_factory: pytest.TempPathFactory) -> Tokenizers:
-    """A joint BPE vocabulary too small for whole words: most words are several subwords."""
-    src, tgt = reordering_pairs(300, 40, 2, 8, seed=1)
-    return train_tokenizers(TokenizerConfig(vocab_size=120), src, tgt, tmp_path_factory.mktemp("spm"))
+from nmt.align.subwords import attended_links, subword_links, words_of
 
 
 def test_words_of_spacer_marked_pieces() -> None:
@@ -31,12 +20,10 @@ def test_subword_links_join_every_subword_pair() -> None:
     assert subword_links([(5, 0)], [0, 0, 1], [0, 1, 1]) == []  # a word without subwords links nothing
 
 
-def test_words_encoded_one_by_one_are_the_sentence_encoded_whole(tokenizers: Tokenizers) -> None:
-    sentences = [*reordering_pairs(20, 40, 2, 8, seed=7)[0], "kamisu , lote .", "  lote   kamisu  "]
-    starts = word_starts(tokenizers.src)
-    for sentence, pieces in zip(sentences, encode_words(tokenizers.src, sentences), strict=True):
-        assert pieces.ids == tokenizers.src.encode([sentence])[0]  # the model sees the same ids
-        assert pieces.count == len(sentence.split())
-        assert pieces.words == words_of(np.array(pieces.ids), starts).tolist()  # and the spacer agrees
-        assert sorted(set(pieces.words)) == list(range(pieces.count))
-    assert any(len(p.ids) > p.count for p in encode_words(tokenizers.src, sentences))  # words were split
+def test_attended_links_merge_subwords_into_words() -> None:
+    # source subwords in words [0, 0, 1] and a language tag (in no word); output subwords in words [0, 1, 1]
+    # and eos; output subword t attended most to source subword attended[t]
+    src_words, tgt_words = [None, 0, 0, 1], [0, 1, 1, None]
+    assert attended_links([1, 3, 2, 1], src_words, tgt_words) == [(0, 0), (0, 1), (1, 1)]
+    assert attended_links([0, 0], src_words, tgt_words) == []  # the tag links nothing
+    assert attended_links([], src_words, []) == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import os
 import select
 import subprocess
@@ -16,6 +17,7 @@ import torch
 
 import nmt.decode.outputs
 import nmt.decode.translator
+from nmt.align.pharaoh import parse_links
 from nmt.config.yaml_file import load_config
 from nmt.decode.outputs import stream_translations
 from nmt.decode.search import Hypothesis
@@ -218,3 +220,29 @@ def test_out_of_memory_on_one_sentence_is_one_line(
     monkeypatch.setattr(nmt.decode.translator, "search", out_of_memory)
     result = run_cli("translate", str(trained_run), "--beam-size", "1", input="kalo mi su\n")
     assert_one_line_error(result, "out of GPU memory translating one sentence", "--beam-size")
+
+
+def test_alignments_follow_each_translation(trained_run: Path, corpus: Path, tmp_path: Path) -> None:
+    """` ||| i-j` after each translation: source word i of the line, output word j of the translation, every
+    output word linked; a blank line's translation has none. N-best lines and JSON lines carry them too."""
+    lines = [*(corpus / "test.src").read_text().splitlines()[:10], ""]
+    (tmp_path / "in.txt").write_text("".join(line + "\n" for line in lines))
+    args = ["translate", str(trained_run), "-i", str(tmp_path / "in.txt"), "--beam-size", "1"]
+    code, out, err = run_cli(*args, "--alignments")
+    assert code == 0, err
+    plain = run_cli(*args)[1].splitlines()
+    for source, line, text in zip(lines, out.splitlines(), plain, strict=True):
+        translation, links = line.split(" ||| ")
+        assert translation == text
+        found = parse_links(links, "the output").possible
+        assert all(i < len(source.split()) for i, _ in found)
+        assert {j for _, j in found} == set(range(len(translation.split())))
+    assert out.splitlines()[-1] == " ||| "
+    code, nbest, err = run_cli(*args[:-1], "3", "--nbest", "2", "--alignments")
+    assert code == 0, err
+    assert all(len(line.split(" ||| ")) == 4 for line in nbest.splitlines())
+    code, jsonl, err = run_cli(*args, "--alignments", "--format", "jsonl")
+    assert code == 0, err
+    first = json.loads(jsonl.splitlines()[0])["hypotheses"][0]
+    links = parse_links(out.splitlines()[0].split(" ||| ")[1], "the first line").possible
+    assert first["alignment"] == [list(link) for link in sorted(links)]

@@ -1,14 +1,16 @@
 """The Translator's steps on a trained run: encode is the one place text becomes ids, search cuts overlong
-sources once, decode labels attention rows and columns with the subwords."""
+sources once and carries each hypothesis' alignment, decode labels attention rows and columns with the
+subwords."""
 
 from pathlib import Path
 
 import pytest
 import torch
 
+from nmt.decode.alignments import teacher_forced_attention
 from nmt.decode.search import Hypothesis
 from nmt.decode.trained_run import load_run
-from nmt.decode.translator import TorchTranslator
+from nmt.decode.translator import TorchTranslator, search_options
 
 
 @pytest.fixture(scope="module")
@@ -57,3 +59,20 @@ def test_attention_of_every_hypothesis_on_request(translator: TorchTranslator) -
         layers, heads, rows, columns = hypothesis.attention.shape
         assert (rows, columns) == (len(hypothesis.pieces), len(translated.source_pieces))
         torch.testing.assert_close(hypothesis.attention.sum(dim=-1), torch.ones(layers, heads, rows))
+
+
+def test_alignments_follow_each_hypothesis_through_beam_search(
+    translator: TorchTranslator, corpus: Path
+) -> None:
+    """The source position each token attended most, carried by search with its hypothesis through every
+    reordering of the beam, is the argmax (eos left out) of the last layer's mean of heads in a teacher-forced
+    pass over the finished hypothesis."""
+    searching = translator.with_search(beam_size=4, nbest=4)
+    sources = searching.encode((corpus / "test.src").read_text().splitlines()[:20])
+    found = searching.search(sources, options=search_options(searching.settings, alignments=True))
+    assert sum(len(hyps) for hyps in found) == 80
+    for src, hyps in zip(sources, found, strict=True):
+        forced = teacher_forced_attention(translator.model, [src] * len(hyps), [h.tokens for h in hyps])
+        for hypothesis, weights in zip(hyps, forced, strict=True):
+            paid = weights[-1].mean(dim=0)[: len(hypothesis.tokens), : len(src)]  # last layer, without eos
+            assert hypothesis.alignment == paid.argmax(dim=1).tolist()

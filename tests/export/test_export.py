@@ -1,5 +1,6 @@
 """`nmt export --to ctranslate2` and `nmt translate --engine ctranslate2`: CTranslate2's greedy output equals
-ours token for token (both through the Translator); what cannot be exported is refused in one line."""
+ours token for token (both through the Translator), with the same attention and alignments; what cannot be
+exported is refused in one line."""
 
 import json
 from pathlib import Path
@@ -8,7 +9,7 @@ import pytest
 import torch
 
 from nmt.decode.trained_run import load_run
-from nmt.decode.translator import TorchTranslator
+from nmt.decode.translator import TorchTranslator, search_options
 from nmt.export.ctranslate2 import META
 from nmt.export.runtime import load_export
 from tests.conftest import assert_one_line_error, run_cli, train_args
@@ -135,3 +136,37 @@ def test_nonempty_out_dir_is_refused(trained_run: Path, tmp_path: Path) -> None:
 def test_engine_needs_an_export(trained_run: Path) -> None:
     result = run_cli("translate", str(trained_run), "--engine", "ctranslate2", input="ka lo\n")
     assert_one_line_error(result, "not a directory written by `nmt export`")
+
+
+def test_alignments_are_the_same_from_both_engines(trained_run: Path, corpus: Path, tmp_path: Path) -> None:
+    """The export's attention is the one nmt's search pays (the last layer's mean of heads), so greedy
+    translations with --alignments are the same lines from CTranslate2 as from torch; an export written
+    before that is refused in one line."""
+    out = tmp_path / "ct2"
+    assert run_cli("export", str(trained_run), str(out))[0] == 0
+    args = ["-i", str(corpus / "test.src"), "--beam-size", "1", "--alignments"]
+    torch_out = run_cli("translate", str(trained_run), *args, "--device", "cpu")
+    ct2_out = run_cli("translate", str(out), *args)
+    assert torch_out[0] == ct2_out[0] == 0, ct2_out[2]
+    assert torch_out[1] == ct2_out[1]
+    assert all(line.split(" ||| ")[1] for line in ct2_out[1].splitlines())
+
+    exported = load_export(out, "cpu").with_search(beam_size=1)
+    ours = TorchTranslator.of_run(load_run(trained_run, torch.device("cpu"))).with_search(beam_size=1)
+    sources = ours.encode((corpus / "test.src").read_text().splitlines()[:10])
+    paid = ours.search(sources, options=search_options(ours.settings, attention=True))
+    for ids, (found,) in zip(sources, paid, strict=True):
+        (result,) = exported.translator.translate_batch(
+            [exported.tokenizers.src.pieces(ids)], return_attention=True
+        )
+        assert found.attention is not None  # (layers, heads, output + eos, source + eos)
+        theirs = torch.tensor(result.attention[0])  # a row per output token, a column per source token
+        paid = found.attention[-1].mean(dim=0)[:-1, :-1]  # the last layer's mean of heads, eos left out
+        torch.testing.assert_close(theirs, paid, atol=1e-5, rtol=1e-4)
+
+    meta = json.loads((out / META).read_text())
+    del meta["alignment"]
+    (out / META).write_text(json.dumps(meta))
+    assert_one_line_error(
+        run_cli("translate", str(out), *args), "returns no alignments", "export the run again"
+    )

@@ -13,7 +13,7 @@ import torch
 from starlette.testclient import TestClient
 
 from nmt.decode.trained_run import load_run
-from nmt.decode.translator import TorchTranslator
+from nmt.decode.translator import TorchTranslator, search_options
 from nmt.errors import UserError
 from nmt.serve.engines import Catalog, load_catalog
 from tests.serve.conftest import make_client, sentences_of
@@ -115,6 +115,21 @@ def test_v1_attention_is_every_layer_and_head_of_each_hypothesis(
     best = torch.tensor(line["hypotheses"][0]["attention"], dtype=torch.float64)
     assert line["hypotheses"][0]["target_pieces"] == translated.best.pieces
     torch.testing.assert_close(best, translated.best.attention.double(), atol=1e-4, rtol=0)
+
+
+def test_v1_alignments_are_the_word_links_of_each_hypothesis(client: TestClient, trained_run: Path) -> None:
+    translator = TorchTranslator.of_run(load_run(trained_run, torch.device("cpu"))).with_search(nbest=2)
+    sentence = "nopaju kaju zufete giholo"
+    asked = {"q": f"{sentence}\n", "nbest": 2, "alignments": True, **PAIR}
+    lines = client.post("/v1/translate", json=asked).json()["translations"][0]["lines"]
+    sources = translator.encode([sentence])
+    found = translator.search(sources, options=search_options(translator.settings, alignments=True))
+    (expected,) = translator.decode(sources, found)
+    assert [h["alignment"] for h in lines[0]["hypotheses"]] == [
+        [list(link) for link in h.alignment or []] for h in expected.hypotheses
+    ]
+    assert lines[0]["hypotheses"][0]["alignment"] and "attention" not in lines[0]["hypotheses"][0]
+    assert lines[1]["hypotheses"][0]["alignment"] == []  # the blank line
 
 
 def test_v1_translate_without_a_pair_uses_the_one_served(client: TestClient, trained_run: Path) -> None:
@@ -329,6 +344,13 @@ def test_a_ctranslate2_export_is_served_with_nbest_and_no_attention(
         assert len(scores) == 2 and scores == sorted(scores, reverse=True)
         refused = client.post("/v1/translate", json={"q": sentences[0], "attention": True, **PAIR})
         assert refused.status_code == 400 and "no attention" in refused.json()["error"]
+        asked = {"q": sentences, "beam_size": 1, "alignments": True, **PAIR}
+        aligned = client.post("/v1/translate", json=asked).json()["translations"]
+        options, sources = search_options(greedy.settings, alignments=True), greedy.encode(sentences)
+        expected = greedy.decode(sources, greedy.search(sources, options=options))
+        assert [t["lines"][0]["hypotheses"][0]["alignment"] for t in aligned] == [
+            [list(link) for link in line.best.alignment or []] for line in expected
+        ]
         (model,) = client.get("/v1/models").json()["models"]
         assert (model["engine"], model["name"]) == ("ctranslate2", "ct2")
     (beam_2,) = load_catalog([tmp_path / "ct2"], "ctranslate2", torch.device("cpu"), None, 2).engines.values()

@@ -1,8 +1,9 @@
 """The attention explorer in a real browser (slow layer): Debian's Chromium, headless, driven by Selenium
 through Debian's chromedriver, against `nmt serve` on 127.0.0.1. It types a sentence, waits for the
-translation, and checks the heatmap's cells against the attention /v1/translate returns; with a 40-subword
-sentence in a wide and a narrow window, it checks that every column and row label can be seen, that no two
-overlap and that a heatmap wider than its panel says it scrolls."""
+translation, and checks the heatmap's cells against the attention /v1/translate returns and the word links
+drawn over it against its alignment; with a 40-subword sentence in a wide and a narrow window, it checks that
+every column and row label can be seen, that no two overlap and that a heatmap wider than its panel says it
+scrolls."""
 
 import json
 import shutil
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from nmt.data.tokenizer import Tokenizer
+from nmt.data.words import output_words, source_words
 from tests.conftest import ROOT, run_cli
 from tests.serve.conftest import start
 
@@ -148,6 +150,54 @@ def test_the_heatmap_shows_the_attention_the_api_returns(
     assert driver.find_element(By.CSS_SELECTOR, ".panel .legend .top").text == f"{largest:.2f}"  # type: ignore[attr-defined]
     Select(driver.find_element(By.CSS_SELECTOR, ".panel select.scale")).select_by_value("fixed")  # type: ignore[attr-defined]
     assert driver.find_element(By.CSS_SELECTOR, ".panel .legend .top").text == "1"  # type: ignore[attr-defined]
+
+
+# Per word link the explorer drew: its two words and the cells (row, column) whose centres its outline holds.
+LINKS = """
+const cells = [...document.querySelectorAll('.panel rect.cell')];
+const centre = (r) => [+r.getAttribute('x') + +r.getAttribute('width') / 2,
+                       +r.getAttribute('y') + +r.getAttribute('height') / 2];
+return [...document.querySelectorAll('.panel rect.link')].map((link) => {
+  const [x, y, w, h] = ['x', 'y', 'width', 'height'].map((name) => +link.getAttribute(name));
+  const held = cells.filter((cell) => {
+    const [cx, cy] = centre(cell);
+    return cx > x && cx < x + w && cy > y && cy < y + h;
+  });
+  return [+link.dataset.src, +link.dataset.tgt, held.map((cell) => [+cell.dataset.row, +cell.dataset.col])];
+});
+"""
+
+
+def test_the_word_links_are_drawn_over_the_heatmap(browser: object, server: str, trained_run: Path) -> None:
+    """Each link /v1/translate returns outlines the cells of its source word's subwords (columns) and its
+    output word's subwords (rows), the words counted as the server counts them; unticking hides them."""
+    from selenium.webdriver.common.by import By
+
+    driver = browser
+    open_page(driver, server)
+    sentence = "nopaju kalomisute zufete dosuvi"  # two made-up words of several subwords each
+    translate(driver, sentence)
+    chosen = "return [...document.querySelectorAll('.panel .nbest li')].findIndex(li => li.classList.contains('chosen'))"  # noqa: E501
+    body = {"q": sentence, "model": trained_run.name, "nbest": 5, "attention": True, "alignments": True}
+    request = urllib.request.Request(
+        f"{server}/v1/translate", json.dumps(body).encode(), {"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=60) as response:
+        line = json.loads(response.read())["translations"][0]["lines"][0]
+    shown = line["hypotheses"][driver.execute_script(chosen)]  # type: ignore[attr-defined]
+    tokenizer = Tokenizer(next(trained_run.glob("spm*.model")))
+    src_words = source_words(tokenizer, [tokenizer.sp.piece_to_id(p) for p in line["source_pieces"]])
+    tgt_words = output_words(tokenizer, [tokenizer.sp.piece_to_id(p) for p in shown["target_pieces"]])
+    assert max(src_words.count(w) for w in set(src_words) - {None}) > 1  # a word of several subwords
+    drawn = driver.execute_script(LINKS)  # type: ignore[attr-defined]
+    assert sorted([i, j] for i, j, _ in drawn) == shown["alignment"] and drawn
+    for i, j, held in drawn:
+        expected = [
+            [t, s] for t, tw in enumerate(tgt_words) for s, sw in enumerate(src_words) if (sw, tw) == (i, j)
+        ]
+        assert sorted(held) == expected, (i, j)
+    driver.find_element(By.CSS_SELECTOR, ".panel input.links").click()  # type: ignore[attr-defined]
+    assert driver.execute_script(LINKS) == []  # type: ignore[attr-defined]
 
 
 @pytest.fixture(scope="module")

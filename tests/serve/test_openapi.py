@@ -52,6 +52,7 @@ def test_the_fields_carry_this_servers_limits_as_json_and_as_a_form(spec: dict) 
     assert (fields["nbest"]["minimum"], fields["nbest"]["maximum"]) == (1, 7)
     assert (fields["beam_size"]["minimum"], fields["beam_size"]["maximum"]) == (0, 7)
     assert fields["attention"]["type"] == "boolean"
+    assert fields["alignments"]["type"] == "boolean"
     assert body["content"]["application/json"]["schema"]["additionalProperties"] is False  # typos refused
     form = body["content"]["application/x-www-form-urlencoded"]["schema"]["properties"]
     assert form["q"]["type"] == "string" and "oneOf" not in form["q"]  # a form has one value a field
@@ -73,7 +74,13 @@ def test_the_answers_are_described(spec: dict) -> None:
     schemas = spec["components"]["schemas"]
     answer = spec["paths"]["/v1/translate"]["post"]["responses"]["200"]["content"]["application/json"]
     assert answer["schema"] == {"$ref": "#/components/schemas/V1Translation"}
-    assert set(schemas["HypothesisAnswer"]["properties"]) == {"text", "score", "target_pieces", "attention"}
+    assert set(schemas["HypothesisAnswer"]["properties"]) == {
+        "text",
+        "score",
+        "target_pieces",
+        "attention",
+        "alignment",
+    }
     assert set(schemas["Health"]["required"]) == {
         "status",
         "models",

@@ -1,6 +1,7 @@
 // The attention explorer: one text, translated by one or more served models side by side, each with its n-best
 // list and an SVG heatmap of the attention (output subwords × source subwords). Each cell carries its weight in
-// data-w, exactly as /v1/translate returned it (the mean of heads is computed here, to 5 decimals).
+// data-w, exactly as /v1/translate returned it (the mean of heads is computed here, to 5 decimals). The word
+// alignment /v1/translate returns is drawn over it: each link outlines the cells of its two words' subwords.
 // A heatmap fits its panel where cells of MIN_CELL pixels do; else the panels stack, one to a row, and a
 // heatmap still too wide scrolls inside its frame, with its row labels kept in view and a line saying so.
 // Cells are as large as the panel's width and the window's height allow (up to MAX_CELL), so that a heatmap
@@ -87,7 +88,7 @@ function addPanel(modelName) {
     updateButtons();
     layOut();
   });
-  for (const picker of [".layer", ".head", ".scale"]) $(picker, node).addEventListener("change", layOut);
+  for (const picker of [".layer", ".head", ".scale", ".links"]) $(picker, node).addEventListener("change", layOut);
   $(".bar", node).style.background = `linear-gradient(to right, ${STOPS.map((c) => `rgb(${c})`).join(", ")})`;
   $(".heatmap-frame", node).addEventListener("scroll", () => showScroll(panel));
   $("#panels").append(node);
@@ -113,7 +114,7 @@ async function translatePanel(panel) {
   const message = $(".message", panel.node);
   message.textContent = "translating…";
   message.className = "message";
-  const body = { q: text, model: $(".model", panel.node).value, attention: true,
+  const body = { q: text, model: $(".model", panel.node).value, attention: true, alignments: true,
                  nbest: Number($("#nbest").value) || 1 };
   if (Number($("#beam").value) > 0) body.beam_size = Number($("#beam").value);
   try {
@@ -178,6 +179,7 @@ function fillPickers(panel) {  // a model with one layer or one head (an RNN) sh
   head.value = keepHead !== "" && (keepHead === "mean" || keepHead < heads) ? keepHead : "mean";
   layer.closest(".picker").hidden = layers === 1;
   head.closest(".picker").hidden = heads === 1;
+  $(".links-toggle", panel.node).hidden = !hyp.alignment;
 }
 
 function weightsShown(panel) {  // (tgt, src) for the chosen line, hypothesis, layer and head
@@ -257,10 +259,63 @@ function draw(panel) {
     rect.append(el("svg:title", {}, `${show(piece)} → ${show(src[s])}: ${w.toFixed(3)}`));
     cells.push(svg.appendChild(rect));
   }));
+  if (hyp.alignment && $(".links", panel.node).checked) {
+    drawLinks(svg, hyp.alignment, sourceWords(src), outputWords(tgt), cell, top);
+  }
   panel.cell = cell;
   panel.columns = src.length;
   connectHover(frame, labels, cells, weights);
   showScroll(panel);
+}
+
+// The word of each subword, as the server counts words (nmt/data/words.py): a source piece with ▁ starts a
+// word, and so does the first; control pieces (</s>, language tags) belong to none. An output piece belongs to
+// the word of its first visible character in the decoded text, a lone ▁ to the word after it; an unknown
+// piece decodes to " ⁇ ", a word of its own.
+function isControl(piece) {
+  return ["</s>", "<s>", "<pad>"].includes(piece) || /^>>.+<<$/.test(piece);
+}
+
+function sourceWords(pieces) {
+  let word = -1;
+  return pieces.map((piece) => {
+    if (isControl(piece)) return null;
+    if (word < 0 || piece.startsWith("▁")) word += 1;
+    return word;
+  });
+}
+
+function outputWords(pieces) {
+  const found = [];
+  let word = -1, inside = false, waiting = 0;
+  for (const piece of pieces) {
+    const surface = piece === "<unk>" ? " ⁇ " : isControl(piece) ? "" : piece.replaceAll("▁", " ");
+    let first = null;
+    for (const char of surface) {
+      if (/\s/.test(char)) inside = false;
+      else if (!inside) { word += 1; inside = true; if (first === null) first = word; }
+      else if (first === null) first = word;
+    }
+    if (first === null) { waiting += 1; continue; }
+    for (let k = 0; k <= waiting; k++) found.push(first);
+    waiting = 0;
+  }
+  return found.concat(Array(waiting).fill(null));
+}
+
+function drawLinks(svg, links, srcWords, tgtWords, cell, top) {  // an outline around each linked word pair
+  const span = (words, word) => {
+    const at = words.flatMap((w, k) => (w === word ? [k] : []));
+    return at.length ? [at[0], at[at.length - 1]] : null;
+  };
+  for (const [i, j] of links) {
+    const cols = span(srcWords, i), rows = span(tgtWords, j);
+    if (!cols || !rows) continue;
+    svg.appendChild(el("svg:rect", {
+      class: "link", "data-src": i, "data-tgt": j, x: cols[0] * cell + 1, y: top + rows[0] * cell + 1,
+      width: (cols[1] - cols[0] + 1) * cell - 3, height: (rows[1] - rows[0] + 1) * cell - 3,
+    }));
+  }
 }
 
 function size(svg, width, height) {

@@ -1,0 +1,232 @@
+"""`nmt align`: word alignments of given sentence pairs, read from a trained model's attention.
+
+Each pair is whitespace-tokenized text, one sentence a line in two files. Every word is encoded on its own and
+its subwords kept (`Translator.encode_words`: the joined text is never tokenized again); the model is
+teacher-forced on the given target in batches (`TorchTranslator.teacher_forced`), and one decoder layer's
+attention (one head, or the mean of several) becomes word links (nmt/align/attention.py: `</s>` dropped, the
+argmax or Shift-Att row of each target subword, or every source subword over a threshold; a word pair is
+linked when any of their subwords are), or soft word × word weights. A second run of the other direction
+gives reverse links, and the two are symmetrized (nmt/align/symmetrize.py).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+from torch import Tensor
+
+from nmt.align.attention import Rule, layer_attention, word_links, word_weights
+from nmt.align.pharaoh import Link, format_links, read_lines
+from nmt.align.symmetrize import Method, symmetrize
+from nmt.config.schema import Config
+from nmt.data.words import WordPieces
+from nmt.decode.trained_run import TrainedRun
+from nmt.decode.translator import Progress, TorchTranslator
+from nmt.errors import UserError
+
+SOFT_DIGITS = 4  # decimals of soft weights
+CHUNK_PAIRS = 1000  # pairs forced at a time: the attention of every layer and head is kept only for them
+Heads = tuple[int, ...] | Literal["mean"] | None  # asked: these heads' mean, all heads', or the run's default
+
+
+@dataclass(frozen=True)
+class Reading:
+    """Which attention aligns and how it becomes links: decoder `layer` (from 0, negative from the last), the
+    mean of `heads` (None: all of them), `rule` and, when set, `threshold` (see nmt/align/attention.py)."""
+
+    layer: int
+    heads: tuple[int, ...] | None
+    rule: Rule = "argmax"
+    threshold: float | None = None
+
+
+@dataclass(frozen=True)
+class Forced:
+    """Sentence pairs teacher-forced through a model: each side's words and subwords, and per pair the
+    attention of every layer and head, (layers, heads, target subwords + 1, source subwords + 1)."""
+
+    src: list[WordPieces]
+    tgt: list[WordPieces]
+    attention: list[Tensor]
+
+    def links(self, reading: Reading) -> list[set[Link]]:
+        """Each pair's word links (source word, target word) under `reading`."""
+        return [
+            word_links(self._weights(i, reading), s.words, t.words, reading.rule, reading.threshold)
+            for i, (s, t) in enumerate(zip(self.src, self.tgt, strict=True))
+        ]
+
+    def soft(self, reading: Reading) -> list[np.ndarray]:
+        """Each pair's word × word weights (target words, source words) under `reading` (no threshold)."""
+        return [
+            word_weights(self._weights(i, reading), s.words, t.words, s.count, t.count, reading.rule)
+            for i, (s, t) in enumerate(zip(self.src, self.tgt, strict=True))
+        ]
+
+    def _weights(self, pair: int, reading: Reading) -> np.ndarray:
+        return layer_attention(self.attention[pair].numpy(), reading.layer, reading.heads)
+
+
+def attention_layout(cfg: Config) -> tuple[int, int]:
+    """The decoder layers and heads of a model's encoder-decoder attention (an RNN: 1 and 1)."""
+    if cfg.model.transformer is None:
+        return 1, 1
+    return cfg.model.decoder_layers, cfg.model.transformer.heads
+
+
+def default_reading(cfg: Config, layer: int | None, heads: Heads, name: str) -> Reading:
+    """The attention a run aligns with: `layer` and `heads` as given ('mean': all heads), else those guided
+    alignment supervised (when the run was trained with `train.alignment.links`), else the last layer's mean
+    of heads (the one search pays, and `nmt translate --alignments` reads). A layer or head the model lacks is
+    a UserError naming the run (`name`)."""
+    layers, head_count = attention_layout(cfg)
+    guided = cfg.train.alignment if cfg.train.alignment and cfg.train.alignment.links else None
+    transformer = cfg.model.transformer is not None
+    if layer is None:
+        layer = guided.decoder_layer(layers) if guided and transformer else layers - 1
+    if heads is None:
+        heads = tuple(range(guided.heads)) if guided and transformer else "mean"
+    if not -layers <= layer < layers:
+        raise UserError(
+            f"--layer {layer}: {name} has {layers} decoder layer(s) with attention; use 0 to {layers - 1} "
+            f"(or -1 for the last)"
+        )
+    if heads == "mean":
+        return Reading(layer, None)
+    wrong = [head for head in heads if not 0 <= head < head_count]
+    if wrong:
+        raise UserError(
+            f"--head {wrong[0]}: {name} has {head_count} head(s) a layer; use 0 to {head_count - 1}"
+        )
+    return Reading(layer, heads)
+
+
+def read_pairs(src: Path, tgt: Path) -> tuple[list[str], list[str]]:
+    """The lines of two line-aligned files of whitespace-tokenized text; another number of lines, or a line
+    empty on one side only, is a UserError naming it (a pair empty on both sides has no links)."""
+    src_lines, tgt_lines = read_lines(src), read_lines(tgt)
+    if len(src_lines) != len(tgt_lines):
+        raise UserError(
+            f"{src} has {len(src_lines)} lines but {tgt} has {len(tgt_lines)}; they must be line-aligned"
+        )
+    for number, (s, t) in enumerate(zip(src_lines, tgt_lines, strict=True), 1):
+        if bool(s.split()) != bool(t.split()):
+            empty, other = (src, tgt) if not s.split() else (tgt, src)
+            raise UserError(
+                f"{empty} line {number} is empty but {other} line {number} is not; are the files "
+                f"line-aligned? (leave both sides empty for a pair without links)"
+            )
+    return src_lines, tgt_lines
+
+
+def force(
+    run: TrainedRun,
+    src_lines: Sequence[str],
+    tgt_lines: Sequence[str],
+    progress: Progress | None = None,
+    first_line: int = 1,
+) -> Forced:
+    """Teacher-force each target line on its source line (every word encoded on its own) through the run's
+    model, in batches of its `search.batch_size` pairs; a pair longer than a Transformer's positions is a
+    UserError naming its line (the first pair's: `first_line`). The layer that guided alignment trained with
+    full context attends with full context here too."""
+    translator = TorchTranslator.of_run(run)
+    src, tgt = translator.encode_words(src_lines, "source"), translator.encode_words(tgt_lines, "target")
+    limit = run.cfg.model.position_limit
+    for number, (s, t) in enumerate(zip(src, tgt, strict=True), first_line):
+        longest = max(len(s.ids), len(t.ids)) + 1  # with eos (bos)
+        if limit is not None and longest > limit:
+            raise UserError(
+                f"line {number} takes {longest} subword positions, more than the {limit} the model has; "
+                f"split or drop that pair"
+            )
+    ids = [s.ids for s in src], [t.ids for t in tgt]
+    attention = translator.teacher_forced(*ids, progress, full_context_layer(run.cfg))
+    return Forced(src, tgt, attention)
+
+
+def full_context_layer(cfg: Config) -> int | None:
+    """The decoder layer that guided alignment trained with full target context, if the run was
+    (`train.alignment.full_context`)."""
+    guided = cfg.train.alignment
+    if guided is None or guided.links is None or not guided.full_context or cfg.model.transformer is None:
+        return None
+    return guided.decoder_layer(cfg.model.decoder_layers)
+
+
+def symmetrized(
+    forward: Forced, reverse: Forced, readings: tuple[Reading, Reading], method: Method
+) -> list[set[Link]]:
+    """The links of both directions (`reverse` forced target → source, its links swapped), symmetrized."""
+    swapped = [{(i, j) for j, i in line} for line in reverse.links(readings[1])]
+    return [symmetrize(f, r, method) for f, r in zip(forward.links(readings[0]), swapped, strict=True)]
+
+
+def pharaoh_text(lines: Sequence[set[Link]]) -> str:
+    """Pharaoh lines, 0-based, source-target, sorted."""
+    return "".join(format_links(line) + "\n" for line in lines)
+
+
+def soft_text(weights: Sequence[np.ndarray]) -> str:
+    """JSON lines: per pair, a list per target word of its weight on each source word."""
+    return "".join(json.dumps(np.round(w.astype(np.float64), SOFT_DIGITS).tolist()) + "\n" for w in weights)
+
+
+@dataclass(frozen=True)
+class Request:
+    """What `nmt align` was asked: the attention (layer and heads: None for each run's default), rule,
+    threshold, soft output, and a reverse run with the symmetrization `method`."""
+
+    layer: int | None = None
+    heads: Heads = None
+    rule: Rule = "argmax"
+    threshold: float | None = None
+    soft: bool = False
+    reverse: TrainedRun | None = None
+    method: Method = "grow-diag-final-and"
+
+
+def align_files(run: TrainedRun, src: Path, tgt: Path, asked: Request) -> str:
+    """The output of `nmt align` for the pairs of `src` and `tgt`: Pharaoh lines or soft JSON lines, the pairs
+    forced `CHUNK_PAIRS` at a time."""
+    if asked.threshold is not None and not 0.0 < asked.threshold <= 1.0:
+        raise UserError(f"--threshold {asked.threshold}: a weight, above 0 and at most 1")
+    if asked.soft and (asked.reverse is not None or asked.threshold is not None):
+        raise UserError("--soft writes the weights of one run: it takes no --reverse-run or --threshold")
+    src_lines, tgt_lines = read_pairs(src, tgt)
+    forward = _reading(run, asked, "RUN")
+    other = None if asked.reverse is None else (asked.reverse, _reverse_reading(run, asked.reverse, asked))
+    out = []
+    for start in range(0, len(src_lines), CHUNK_PAIRS):
+        chunk = src_lines[start : start + CHUNK_PAIRS], tgt_lines[start : start + CHUNK_PAIRS]
+        forced = force(run, *chunk, first_line=start + 1)
+        if asked.soft:
+            out.append(soft_text(forced.soft(forward)))
+        elif other is None:
+            out.append(pharaoh_text(forced.links(forward)))
+        else:
+            reverse = force(other[0], chunk[1], chunk[0], first_line=start + 1)
+            out.append(pharaoh_text(symmetrized(forced, reverse, (forward, other[1]), asked.method)))
+    return "".join(out)
+
+
+def _reverse_reading(run: TrainedRun, reverse: TrainedRun, asked: Request) -> Reading:
+    """The reading of the reverse run, which must translate the other way."""
+    pair = (run.cfg.data.src_lang, run.cfg.data.tgt_lang)
+    other = (reverse.cfg.data.src_lang, reverse.cfg.data.tgt_lang)
+    if other != pair[::-1]:
+        raise UserError(
+            f"--reverse-run translates {other[0]} → {other[1]}; RUN translates {pair[0]} → {pair[1]}, so the "
+            f"reverse run must translate {pair[1]} → {pair[0]}"
+        )
+    return _reading(reverse, asked, "--reverse-run")
+
+
+def _reading(run: TrainedRun, asked: Request, name: str) -> Reading:
+    chosen = default_reading(run.cfg, asked.layer, asked.heads, name)
+    return Reading(chosen.layer, chosen.heads, asked.rule, asked.threshold)

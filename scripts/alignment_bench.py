@@ -1,0 +1,619 @@
+"""Is attention alignment? Word alignments of every kind of model scored against human gold, in one table.
+
+    taskset -c 0 env OMP_NUM_THREADS=1 python scripts/alignment_bench.py --work /tmp/nmt-align-bench \
+        --figure docs/images/alignment-heads.png
+
+Stages, each skipped when its output is in --work (rerun the command to go on after an interruption):
+
+1. Data (work/data, work/gold): Multi30k En–Fr (train, val, test2016) lower-cased and split into words by
+   a fixed regex (punctuation apart; English clitics start a word, French elisions end one: `man 's`,
+   `l' homme`), and the 447 Hansards gold pairs (lower-cased, their words as given) appended to the training
+   split as plain parallel text; their links are never training input.
+2. eflomal (work/eflomal): `eflomal-align --model 3 --n-samplers 3` on that whole training text, both
+   directions, symmetrized by every method.
+3. Training (work/runs), one CPU thread, a fixed number of updates (about 5 minutes on an idle core): en→fr
+   and fr→en of RNN + Bahdanau, RNN + Luong and the Transformer (configs/multi30k-cpu-*.yaml, validated
+   once at the end), and of each guided-Transformer candidate (`GUIDED`: train.alignment on eflomal's
+   grow-diag-final-and links, as many updates as the plain Transformer); the candidate whose supervised
+   attention has the lowest validation AER on the first 100 gold pairs (both directions) is the guided
+   Transformer.
+4. Measuring (work/results.json): each run teacher-forced on the gold pairs (`nmt align`'s code); every
+   reading of its attention (rule × layer × head, then thresholds for the best) scored; the reading of each
+   direction chosen by AER on the first 100 pairs, and for the symmetrized links (lilt's strict grow-diag)
+   the pair of readings best there; AER, precision and recall on the 347 pairs after them and on all 447.
+   Beside them: the diagonal baseline, eflomal's links of the gold pairs, and the fixture's fast_align and
+   GIZA++ (trained on 1.1M in-domain pairs). Per kind also: the agreement (AER) of the symmetrized links with
+   eflomal's (grow-diag) on the first 1,000 Multi30k training pairs, the speed of `nmt align` against greedy
+   `nmt translate` on those pairs (after a warm-up), and test BLEU (beam 5, the tokenized lower-cased
+   test2016).
+
+It prints the tables in Markdown; --figure draws the AER of every layer × head of the Transformers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import itertools
+import json
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from nmt.align.attention import RULES
+from nmt.align.eflomal import align_with_eflomal
+from nmt.align.pharaoh import Link, SentenceLinks, read_lines, read_links, write_links
+from nmt.align.score import AlignmentScores, score_alignments
+from nmt.align.symmetrize import METHODS, symmetrize
+from nmt.decode.aligner import Reading, attention_layout, force
+from nmt.decode.trained_run import TrainedRun, load_run
+from nmt.decode.translator import TorchTranslator
+from nmt.evaluate.evaluation import evaluate_run
+
+EFLOMAL_OPTIONS = ("--model", "3", "--n-samplers", "3")  # IBM1+HMM+fertility, 3 samplers
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT.parent / "shared" / "data"
+TOKENS = {  # the fixed preprocessing of the Multi30k side: lower-cased, then these words
+    "en": re.compile(r"'\w+|\w+|[^\w\s]"),  # clitics start a word: "man's" → man 's
+    "fr": re.compile(r"\w+'|\w+|[^\w\s]"),  # elisions end one: "l'homme" → l' homme
+}
+
+
+def tokenize(line: str, lang: str) -> str:
+    """A Multi30k line as the benchmark's words: lower-cased, punctuation and clitics split off."""
+    return " ".join(TOKENS[lang].findall(line.lower()))
+
+
+def read_gold(data: Path) -> tuple[list[str], list[str], list[str]]:
+    """The 447 En–Fr gold pairs, lower-cased (their words as given), and their links, 0-based, English
+    first, `p` marking a possible link."""
+    pairs = (data / "alignment" / "gold" / "enfr.src-tgt").read_text(encoding="utf-8").splitlines()
+    en, fr = zip(*(line.split(" ||| ") for line in pairs), strict=True)
+    links = []
+    for line in (data / "alignment" / "gold" / "enfr.gold").read_text(encoding="utf-8").splitlines():
+        found = (re.fullmatch(r"(\d+)([-p])(\d+)", token) for token in line.split())
+        links.append(" ".join(f"{int(m[1]) - 1}{m[2]}{int(m[3]) - 1}" for m in found if m))
+    return [" ".join(s.lower().split()) for s in en], [" ".join(s.lower().split()) for s in fr], links
+
+
+def prepare(data: Path, work: Path) -> None:
+    """work/data: Multi30k En–Fr tokenized (train, val, test2016), the gold pairs appended to train;
+    work/gold: the gold pairs and links (gold.*), and the first 100 of them (first100.*)."""
+    corpus, gold = work / "data", work / "gold"
+    if (gold / "gold.links").exists():
+        return
+    corpus.mkdir(parents=True, exist_ok=True)
+    gold.mkdir(parents=True, exist_ok=True)
+    en, fr, links = read_gold(data)
+    sides = {"en": en, "fr": fr}
+    for split in ("train", "val", "test2016"):
+        for lang in ("en", "fr"):
+            lines = (data / "multi30k" / f"{split}.{lang}").read_text(encoding="utf-8").splitlines()
+            words = [tokenize(line, lang) for line in lines] + (sides[lang] if split == "train" else [])
+            (corpus / f"{split}.{lang}").write_text("".join(f"{w}\n" for w in words), encoding="utf-8")
+    for name, first in (("gold", 447), ("first100", 100)):
+        for lang, lines in (*sides.items(), ("links", links)):
+            (gold / f"{name}.{lang}").write_text("".join(f"{w}\n" for w in lines[:first]), encoding="utf-8")
+
+
+def run_eflomal(work: Path) -> None:
+    """work/eflomal: eflomal's links of the whole training text (Multi30k and the gold pairs), English
+    first, each direction (`forward.links`, `reverse.links`) and symmetrized (`METHOD.links`)."""
+    out = work / "eflomal"
+    if (out / "grow-diag-final-and.links").exists():
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    en, fr = (read_lines(work / "data" / f"train.{lang}") for lang in ("en", "fr"))
+    started = time.perf_counter()
+    found = align_with_eflomal(en, fr, "grow-diag", EFLOMAL_OPTIONS)
+    seconds = time.perf_counter() - started
+    write_links(out / "forward.links", found.forward)
+    write_links(out / "reverse.links", found.reverse)
+    for method in METHODS:
+        write_links(
+            out / f"{method}.links",
+            [symmetrize(f, r, method) for f, r in zip(found.forward, found.reverse, strict=True)],
+        )
+    (out / "seconds").write_text(f"{seconds:.1f}\n")
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A kind of model: its config, updates (about 5 minutes on one CPU thread) and settings."""
+
+    name: str
+    config: str
+    steps: int
+    settings: tuple[str, ...] = ()
+
+
+KINDS = (
+    Kind("RNN + Bahdanau", "multi30k-cpu-rnn-bahdanau.yaml", 400),
+    Kind("RNN + Luong", "multi30k-cpu-rnn-luong.yaml", 1000),
+    Kind("Transformer", "multi30k-cpu-transformer.yaml", 1200),
+)
+GUIDED = {  # candidates for the guided Transformer, one chosen by the AER of its attention on the first 100
+    "guided λ0.05 layer 0": ("train.alignment.weight=0.05", "train.alignment.layer=0"),
+    "guided λ0.5 layer 0 full context": (
+        "train.alignment.weight=0.5",
+        "train.alignment.layer=0",
+        "train.alignment.full_context=true",
+    ),
+    "guided λ0.5 layer 1 full context": (
+        "train.alignment.weight=0.5",
+        "train.alignment.layer=1",
+        "train.alignment.full_context=true",
+    ),
+}
+DIRECTIONS = (("en", "fr"), ("fr", "en"))
+GUIDED_STEPS = 1200  # as many updates as the plain Transformer's
+GUIDED_NAME = "Transformer, guided (eflomal's links)"
+STEPS = {kind.name: kind.steps for kind in KINDS} | dict.fromkeys(GUIDED, GUIDED_STEPS)
+
+
+def run_name(kind: str, src: str, tgt: str) -> str:
+    return f"{re.sub(r'[^a-z0-9.]+', '-', kind.lower()).strip('-')}.{src}-{tgt}"
+
+
+def guided_settings(work: Path, src: str, tgt: str, candidate: tuple[str, ...]) -> tuple[str, ...]:
+    """train.alignment for one direction: eflomal's grow-diag-final-and links of the training text, the
+    first 100 gold pairs as the validation gold set."""
+    labels = work / "eflomal" / ("grow-diag-final-and.links" if src == "en" else "grow-diag-final-and.fr-en")
+    if not labels.exists():
+        swapped = [
+            {(j, i) for i, j in line.possible}
+            for line in read_links(work / "eflomal" / "grow-diag-final-and.links")
+        ]
+        write_links(labels, swapped)
+    gold = work / "gold"
+    return (
+        f"train.alignment.links={labels}",
+        f"train.alignment.gold_src={gold / f'first100.{src}'}",
+        f"train.alignment.gold_tgt={gold / f'first100.{tgt}'}",
+        f"train.alignment.gold_links={gold / 'first100.links'}",
+        f"train.alignment.gold_reverse={'true' if src == 'fr' else 'false'}",
+        *candidate,
+    )
+
+
+def train(work: Path, kind: Kind, src: str, tgt: str) -> Path:
+    """One run (skipped when it finished before), `kind.steps` updates, validated once at the end."""
+    out = work / "runs" / run_name(kind.name, src, tgt)
+    done = out / "trained"
+    if done.exists():
+        return out
+    if out.exists():
+        shutil.rmtree(out)
+    settings = (
+        f"train.max_steps={kind.steps}",
+        "train.max_time=0",
+        f"train.eval_every={kind.steps}",
+        "train.final_report=false",
+        *kind.settings,
+    )
+    command = [sys.executable, "-m", "nmt", "-q", "train", str(ROOT / "configs" / kind.config)]
+    command += ["--data", str(work / "data"), "--src-lang", src, "--tgt-lang", tgt, "--out", str(out)]
+    command += [f"--set={setting}" for setting in settings]
+    started = time.perf_counter()
+    subprocess.run(command, check=True)
+    done.write_text(f"{time.perf_counter() - started:.1f}\n")
+    return out
+
+
+def train_all(work: Path) -> None:
+    for src, tgt in DIRECTIONS:
+        for kind in KINDS:
+            train(work, kind, src, tgt)
+    for src, tgt in DIRECTIONS:
+        for name, candidate in GUIDED.items():
+            guided = Kind(
+                name,
+                "multi30k-cpu-transformer.yaml",
+                GUIDED_STEPS,
+                guided_settings(work, src, tgt, candidate),
+            )
+            train(work, guided, src, tgt)
+
+
+SPLITS = {"first 100": slice(0, 100), "347": slice(100, 447), "447": slice(0, 447)}
+THRESHOLDS = (None, 0.1, 0.2, 0.3, 0.4, 0.5)
+READING = ("rule", "layer", "head", "threshold")  # what a reading is, as the tables show it
+AGREEMENT_PAIRS = 1000  # the first Multi30k training pairs, for agreement with eflomal and for speed
+
+
+@dataclass(frozen=True)
+class Directed:
+    """One run's links of the gold pairs (English word first) under every reading (rule × layer × head, and
+    thresholds for the best of them), their AER on each split, and the reading chosen on the first 100."""
+
+    run: Path
+    chosen: Reading
+    every: dict[Reading, list[set[Link]]]
+    grid: dict[Reading, dict[str, AlignmentScores]]
+
+
+def scored(links: Sequence[set[Link]], gold: Sequence[SentenceLinks]) -> dict[str, AlignmentScores]:
+    return {name: score_alignments(links[part], gold[part]) for name, part in SPLITS.items()}
+
+
+def english_first(links: Sequence[set[Link]], src: str) -> list[set[Link]]:
+    """Links of a run from `src` as (English word, French word)."""
+    return [set(line) if src == "en" else {(j, i) for i, j in line} for line in links]
+
+
+def every_reading(run: TrainedRun) -> list[Reading]:
+    layers, heads = attention_layout(run.cfg)
+    choices: list[tuple[int, ...] | None] = [(h,) for h in range(heads)] + ([None] if heads > 1 else [])
+    return [Reading(layer, h, rule) for rule in RULES for layer in range(layers) for h in choices]
+
+
+def measure_run(run_dir: Path, src: str, gold: dict[str, list[str]], links: list[SentenceLinks]) -> Directed:
+    """Align the gold pairs with a run in its direction; choose the reading (rule, layer, head, then the
+    threshold) with the lowest AER on the first 100 pairs."""
+    run = load_run(run_dir, torch.device("cpu"))
+    tgt = "fr" if src == "en" else "en"
+    forced = force(run, gold[src], gold[tgt])
+    every = {r: english_first(forced.links(r), src) for r in every_reading(run)}
+    best = min(every, key=lambda r: score_alignments(every[r][:100], links[:100]).aer)
+    for threshold in THRESHOLDS[1:]:
+        with_threshold = dataclasses.replace(best, threshold=threshold)
+        every[with_threshold] = english_first(forced.links(with_threshold), src)
+    grid = {r: scored(found, links) for r, found in every.items()}
+    chosen = min(
+        (dataclasses.replace(best, threshold=t) for t in THRESHOLDS), key=lambda r: grid[r]["first 100"].aer
+    )
+    return Directed(run_dir, chosen, every, grid)
+
+
+def joint_readings(pair: dict[str, Directed], gold: list[SentenceLinks]) -> tuple[Reading, Reading]:
+    """The readings of the two directions whose links, symmetrized with grow-diag, have the lowest AER on the
+    first 100 pairs."""
+    first = gold[:100]
+
+    def aer(readings: tuple[Reading, Reading]) -> float:
+        forward, reverse = pair["en"].every[readings[0]][:100], pair["fr"].every[readings[1]][:100]
+        links = [symmetrize(f, r, "grow-diag") for f, r in zip(forward, reverse, strict=True)]
+        return score_alignments(links, first).aer
+
+    return min(itertools.product(pair["en"].every, pair["fr"].every), key=aer)
+
+
+def diagonal(en: Sequence[str], fr: Sequence[str], src: str) -> list[set[Link]]:
+    """Position alone: each target word j of J linked to source word ≈ (j + ½)·I/J of I (English first)."""
+    found = []
+    for e, f in zip(en, fr, strict=True):
+        i_count, j_count = len(e.split()), len(f.split())
+        if src == "fr":  # French word j → English word ≈ j·I/J
+            found.append({(min(i_count - 1, int((j + 0.5) * i_count / j_count)), j) for j in range(j_count)})
+        else:
+            found.append({(i, min(j_count - 1, int((i + 0.5) * j_count / i_count))) for i in range(i_count)})
+    return found
+
+
+def agreement(work: Path, pair: dict[str, Directed], readings: tuple[Reading, Reading]) -> AlignmentScores:
+    """AER of a kind's symmetrized (grow-diag) attention links (`readings` of the two directions) on the
+    first Multi30k training pairs against eflomal's symmetrized (grow-diag) links of them, taken as sure."""
+    text = {lang: read_lines(work / "data" / f"train.{lang}")[:AGREEMENT_PAIRS] for lang in ("en", "fr")}
+    directions = []
+    for (src, tgt), reading in zip(DIRECTIONS, readings, strict=True):
+        forced = force(load_run(pair[src].run, torch.device("cpu")), text[src], text[tgt])
+        directions.append(english_first(forced.links(reading), src))
+    links = [symmetrize(f, r, "grow-diag") for f, r in zip(*directions, strict=True)]
+    teacher = read_links(work / "eflomal" / "grow-diag.links")[:AGREEMENT_PAIRS]
+    return score_alignments(links, [SentenceLinks(t.possible, t.possible) for t in teacher])
+
+
+def speed(found: Directed, work: Path, src: str) -> tuple[float, float]:
+    """Sentence pairs a second: `nmt align` (teacher-forced, the chosen reading) and greedy `nmt translate` of
+    the same sources, on the first Multi30k training pairs, after a warm-up on 50 of them."""
+    tgt = "fr" if src == "en" else "en"
+    text = {lang: read_lines(work / "data" / f"train.{lang}")[:AGREEMENT_PAIRS] for lang in ("en", "fr")}
+    run = load_run(found.run, torch.device("cpu"))
+    translator = TorchTranslator.of_run(run).with_search(beam_size=1)
+    seconds = []
+    for task in (
+        lambda n: force(run, text[src][:n], text[tgt][:n]).links(found.chosen),
+        lambda n: translator.translate(text[src][:n]),
+    ):
+        task(50)
+        started = time.perf_counter()
+        task(AGREEMENT_PAIRS)
+        seconds.append(time.perf_counter() - started)
+    return AGREEMENT_PAIRS / seconds[0], AGREEMENT_PAIRS / seconds[1]
+
+
+def percent(scores: AlignmentScores) -> dict[str, float]:
+    return {"aer": 100 * scores.aer, "precision": 100 * scores.precision, "recall": 100 * scores.recall}
+
+
+def by_split(scores: dict[str, AlignmentScores]) -> dict[str, dict[str, float]]:
+    return {name: percent(found) for name, found in scores.items()}
+
+
+def symmetrized(
+    forward: Sequence[set[Link]], reverse: Sequence[set[Link]], gold: list[SentenceLinks]
+) -> dict:
+    """Every method's scores on each split."""
+    return {
+        method: by_split(
+            scored([symmetrize(f, r, method) for f, r in zip(forward, reverse, strict=True)], gold)
+        )
+        for method in METHODS
+    }
+
+
+def describe(reading: Reading) -> dict[str, object]:
+    heads = "mean" if reading.heads is None else ",".join(map(str, reading.heads))
+    return {"rule": reading.rule, "layer": reading.layer, "head": heads, "threshold": reading.threshold}
+
+
+def choose_guided(work: Path) -> tuple[str, dict[str, dict[str, float]]]:
+    """The guided candidate whose supervised attention had the lowest validation AER on the first 100 gold
+    pairs, averaged over both directions; and every candidate's AER there."""
+    found = {}
+    for name in GUIDED:
+        aer = {}
+        for src, tgt in DIRECTIONS:
+            records = (
+                json.loads(line)
+                for line in (work / "runs" / run_name(name, src, tgt) / "metrics.jsonl").open()
+            )
+            aer[f"{src}-{tgt}"] = 100 * [r["aer"] for r in records if r["kind"] == "valid"][-1]
+        found[name] = aer
+    return min(found, key=lambda name: sum(found[name].values())), found
+
+
+def measure(work: Path, data: Path) -> dict:
+    """Everything the report shows (see the module's docstring), as JSON-ready numbers."""
+    text = {lang: read_lines(work / "gold" / f"gold.{lang}") for lang in ("en", "fr")}
+    gold = read_links(work / "gold" / "gold.links")
+    guided, candidates = choose_guided(work)
+    results: dict = {"guided_choice": guided, "guided_candidates": candidates, "kinds": {}}
+    for kind in [k.name for k in KINDS] + [guided]:
+        pair = {
+            src: measure_run(work / "runs" / run_name(kind, src, tgt), src, text, gold)
+            for src, tgt in DIRECTIONS
+        }
+        readings = joint_readings(pair, gold)
+        entry: dict = {
+            "symmetrized": symmetrized(pair["en"].every[readings[0]], pair["fr"].every[readings[1]], gold),
+            "symmetrized_readings": [describe(reading) for reading in readings],
+        }
+        for src, tgt in DIRECTIONS:
+            found, name = pair[src], f"{src}-{tgt}"
+            run_dir = work / "runs" / run_name(kind, src, tgt)
+            entry[name] = {
+                "chosen": describe(found.chosen),
+                "scores": by_split(found.grid[found.chosen]),
+                "grid": [{**describe(r), **by_split(g)} for r, g in found.grid.items()],
+                "speed": speed(found, work, src),
+                "bleu": evaluate_run([run_dir], "test", None, None, "cpu")["bleu"],
+                "train_seconds": float((run_dir / "trained").read_text()),
+            }
+        entry["agreement"] = percent(agreement(work, pair, readings))
+        results["kinds"][kind] = entry
+    results["diagonal"] = {
+        f"{src}-{tgt}": by_split(scored(diagonal(text["en"], text["fr"], src), gold))
+        for src, tgt in DIRECTIONS
+    }
+    results["diagonal"]["symmetrized"] = symmetrized(
+        diagonal(text["en"], text["fr"], "en"), diagonal(text["en"], text["fr"], "fr"), gold
+    )
+    eflomal = {
+        name: [set(line.possible) for line in read_links(work / "eflomal" / f"{name}.links")[-447:]]
+        for name in ("forward", "reverse")
+    }
+    results["eflomal"] = {
+        "en-fr": by_split(scored(eflomal["forward"], gold)),
+        "fr-en": by_split(scored(eflomal["reverse"], gold)),
+        "symmetrized": symmetrized(eflomal["forward"], eflomal["reverse"], gold),
+        "seconds": float((work / "eflomal" / "seconds").read_text()),
+    }
+    fixtures = data / "alignment" / "reference-outputs"
+    results["fixtures"] = {
+        name: by_split(
+            scored(
+                [
+                    set(line.possible)
+                    for line in read_links(fixtures / folder / "test.enfr.grow-diagonal.talp")
+                ],
+                gold,
+            )
+        )
+        for name, folder in (("fast_align", "fast_align"), ("GIZA++", "giza"))
+    }
+    return results
+
+
+def report(results: dict) -> str:
+    """The benchmark's tables in Markdown."""
+    kinds, guided = results["kinds"], results["guided_choice"]
+    rows = [("diagonal (position only)", results["diagonal"], None)]
+    rows += [(GUIDED_NAME if kind == guided else kind, kinds[kind], kind) for kind in kinds]
+    rows += [("eflomal (this text, 3 samplers)", results["eflomal"], None)]
+    lines = [
+        "AER (%) on the 347 gold pairs after the first 100 (every choice was made on the first 100); "
+        "symmetrized with lilt's strict grow-diag.",
+        "",
+        "| system | en→fr | fr→en | symmetrized | precision | recall | symmetrized, all 447 | "
+        "agreement with eflomal, 1,000 Multi30k pairs | test BLEU en→fr / fr→en |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, entry, kind in rows:
+        sym = entry["symmetrized"]["grow-diag"]
+        agree = f"{entry['agreement']['aer']:.1f}" if kind else "–"
+        bleu = f"{entry['en-fr']['bleu']:.1f} / {entry['fr-en']['bleu']:.1f}" if kind else "–"
+        directed = [
+            entry[d]["scores"]["347"]["aer"] if kind else entry[d]["347"]["aer"] for d in ("en-fr", "fr-en")
+        ]
+        lines.append(
+            f"| {name} | {directed[0]:.1f} | {directed[1]:.1f} | **{sym['347']['aer']:.1f}** | "
+            f"{sym['347']['precision']:.1f} | {sym['347']['recall']:.1f} | {sym['447']['aer']:.1f} | "
+            f"{agree} | {bleu} |"
+        )
+    for name, found in results["fixtures"].items():
+        lines.append(
+            f"| {name} (1.1M Hansards pairs: context) | | | {found['347']['aer']:.1f} | "
+            f"{found['347']['precision']:.1f} | {found['347']['recall']:.1f} | {found['447']['aer']:.1f} | "
+            "– | – |"
+        )
+    lines += [
+        "",
+        "The reading of each model's attention, chosen by AER on the first 100 pairs (for the symmetrized "
+        "links: the two readings whose grow-diag is best there):",
+        "",
+    ]
+    lines += [
+        "| model | direction | rule | layer | head | threshold | AER first 100 | AER 347 | "
+        "best on the 347 (hindsight) |",
+        "|---|---|---|---:|---|---:|---:|---:|---:|",
+    ]
+    for kind, entry in kinds.items():
+        for direction in ("en-fr", "fr-en"):
+            found, chosen = entry[direction], entry[direction]["chosen"]
+            hindsight = min(g["347"]["aer"] for g in found["grid"])
+            threshold = "–" if chosen["threshold"] is None else chosen["threshold"]
+            lines.append(
+                f"| {GUIDED_NAME if kind == guided else kind} | {direction} | {chosen['rule']} | "
+                f"{chosen['layer']} | {chosen['head']} | {threshold} | "
+                f"{found['scores']['first 100']['aer']:.1f} | {found['scores']['347']['aer']:.1f} | "
+                f"{hindsight:.1f} |"
+            )
+        both = entry["symmetrized_readings"]
+        cells = [" / ".join(str(r[key] if r[key] is not None else "–") for r in both) for key in READING]
+        sym = entry["symmetrized"]["grow-diag"]
+        lines.append(
+            f"| {GUIDED_NAME if kind == guided else kind} | grow-diag of both (en→fr / fr→en) | "
+            + " | ".join(cells)
+            + f" | {sym['first 100']['aer']:.1f} | {sym['347']['aer']:.1f} | |"
+        )
+    lines += ["", "Each rule, its layer and head chosen on the first 100 (no threshold), AER on the 347:", ""]
+    lines += ["| model | direction | argmax | shift |", "|---|---|---:|---:|"]
+    for kind, entry in kinds.items():
+        for direction in ("en-fr", "fr-en"):
+            best = []
+            for rule in RULES:
+                grid = [g for g in entry[direction]["grid"] if g["rule"] == rule and g["threshold"] is None]
+                chosen = min(grid, key=lambda g: g["first 100"]["aer"])
+                best.append(f"{chosen['347']['aer']:.1f} (layer {chosen['layer']}, head {chosen['head']})")
+            name = GUIDED_NAME if kind == guided else kind
+            lines.append(f"| {name} | {direction} | {best[0]} | {best[1]} |")
+    lines += ["", "Symmetrization methods, AER on the 347:", ""]
+    lines += ["| system | " + " | ".join(METHODS) + " |", "|---|" + "---:|" * len(METHODS)]
+    for name, entry, _ in rows:
+        lines.append(
+            f"| {name} | "
+            + " | ".join(f"{entry['symmetrized'][m]['347']['aer']:.1f}" for m in METHODS)
+            + " |"
+        )
+    lines += ["", "Guided candidates: validation AER of the supervised attention on the first 100 pairs:", ""]
+    lines += ["| candidate | en→fr | fr→en | chosen |", "|---|---:|---:|---|"]
+    for name, aer in results["guided_candidates"].items():
+        lines.append(
+            f"| {name} | {aer['en-fr']:.1f} | {aer['fr-en']:.1f} | {'yes' if name == guided else ''} |"
+        )
+    lines += [
+        "",
+        f"Speed on {AGREEMENT_PAIRS:,} Multi30k training pairs, sentence pairs a second (one CPU thread):",
+        "",
+    ]
+    lines += [
+        "| model | direction | nmt align | greedy nmt translate | align ÷ translate |",
+        "|---|---|---:|---:|---:|",
+    ]
+    for kind, entry in kinds.items():
+        for direction in ("en-fr", "fr-en"):
+            align, translate = entry[direction]["speed"]
+            name = GUIDED_NAME if kind == guided else kind
+            lines.append(
+                f"| {name} | {direction} | {align:.0f} | {translate:.0f} | {align / translate:.1f}× |"
+            )
+    seconds = {k: [e[d]["train_seconds"] for d in ("en-fr", "fr-en")] for k, e in kinds.items()}
+    lines += [
+        "",
+        "Training (one CPU thread), seconds per direction, updates: "
+        + "; ".join(
+            f"{GUIDED_NAME if k == guided else k} {s[0]:.0f} / {s[1]:.0f} s ({STEPS[k]} updates)"
+            for k, s in seconds.items()
+        )
+        + f"; eflomal {results['eflomal']['seconds']:.0f} s (both directions).",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def figure(results: dict, path: Path) -> None:
+    """AER on the 347 of every layer × head (and their mean) of the Transformers, for both rules; the
+    reading chosen on the first 100 outlined."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    guided = results["guided_choice"]
+    panels = [(kind, d) for kind in ("Transformer", guided) for d in ("en-fr", "fr-en")]
+    fig, axes = plt.subplots(len(panels), 2, figsize=(9, 2.1 * len(panels)), squeeze=False)
+    for row, (kind, direction) in enumerate(panels):
+        found = results["kinds"][kind][direction]
+        grid = [g for g in found["grid"] if g["threshold"] is None]
+        layers = sorted({g["layer"] for g in grid})
+        heads = [h for h in dict.fromkeys(g["head"] for g in grid)]
+        for col, rule in enumerate(RULES):
+            values = np.full((len(layers), len(heads)), np.nan)
+            for g in grid:
+                if g["rule"] == rule:
+                    values[layers.index(g["layer"]), heads.index(g["head"])] = g["347"]["aer"]
+            ax = axes[row][col]
+            ax.imshow(values, cmap="viridis_r", vmin=20, vmax=90, aspect="auto")
+            for (i, j), value in np.ndenumerate(values):
+                ax.text(
+                    j, i, f"{value:.0f}", ha="center", va="center", color="white" if value > 55 else "black"
+                )
+            chosen = found["chosen"]
+            if chosen["rule"] == rule:
+                box = (heads.index(chosen["head"]) - 0.5, layers.index(chosen["layer"]) - 0.5)
+                ax.add_patch(plt.Rectangle(box, 1, 1, fill=False, edgecolor="red", linewidth=2))
+            ax.set_xticks(range(len(heads)), heads)
+            ax.set_yticks(range(len(layers)), layers)
+            ax.set_xlabel("head")
+            ax.set_ylabel("layer")
+            name = "guided Transformer" if kind == guided else kind
+            ax.set_title(f"{name}, {direction}, {rule}", fontsize=10)
+    fig.suptitle(
+        "AER (%) on the 347 gold pairs per decoder layer × head, no threshold\n"
+        "(red: the reading chosen on the first 100)"
+    )
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--work", type=Path, required=True, help="data, runs and results (kept for reruns)")
+    parser.add_argument("--data", type=Path, default=DATA, help="the shared data (multi30k/, alignment/)")
+    parser.add_argument("--figure", type=Path, help="also draw the layer × head figure into this PNG")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    prepare(args.data, args.work)
+    run_eflomal(args.work)
+    train_all(args.work)
+    saved = args.work / "results.json"
+    if not saved.exists():
+        saved.write_text(json.dumps(measure(args.work, args.data), indent=1) + "\n")
+    results = json.loads(saved.read_text())
+    print(report(results))
+    if args.figure is not None:
+        figure(results, args.figure)
+
+
+if __name__ == "__main__":
+    main()

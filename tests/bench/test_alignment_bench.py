@@ -1,0 +1,30 @@
+"""scripts/alignment_bench.py's fixed parts: its preprocessing of Multi30k, the position-only baseline and
+the gold set read from the shared data (skipped where ../shared/data is absent); the benchmark itself is run
+by hand (it trains a dozen models)."""
+
+import pytest
+
+from tests.conftest import load_script
+
+bench = load_script("scripts/alignment_bench.py")
+
+
+def test_the_preprocessing_lower_cases_and_splits_punctuation_and_clitics() -> None:
+    assert bench.tokenize("Two young, White males.", "en") == "two young , white males ."
+    assert bench.tokenize("A man's hat", "en") == "a man 's hat"
+    assert bench.tokenize("L'homme d'affaires mange.", "fr") == "l' homme d' affaires mange ."
+
+
+def test_the_diagonal_links_each_word_to_its_relative_position() -> None:
+    en, fr = ["a b c d"], ["w x"]
+    assert bench.diagonal(en, fr, "fr") == [{(1, 0), (3, 1)}]  # French word j → English (j + ½)·4/2
+    assert bench.diagonal(en, fr, "en") == [{(0, 0), (1, 0), (2, 1), (3, 1)}]  # English i → (i + ½)·2/4
+
+
+def test_the_gold_set_is_read_english_first_from_0() -> None:
+    if not (bench.DATA / "alignment" / "gold" / "enfr.gold").exists():
+        pytest.skip(f"the shared data is not in {bench.DATA}")
+    en, fr, links = bench.read_gold(bench.DATA)
+    assert len(en) == len(fr) == len(links) == 447
+    assert (en[0], fr[0], links[0]) == ("2 .", "2 .", "1-1 0-0")  # the file: "2-2 1-1", 1-based
+    assert sum("p" in line for line in links) > 400  # possible links kept as such
