@@ -142,7 +142,7 @@ class V1TranslateAsked(Asked):
         description="Sampling: the seed (the same request and seed give the same samples; none: random).",
     )
 
-    alignments: bool = Field(
+    alignments: Annotated[bool, BOOLEAN] = Field(
         False,
         description="Return the word alignment of each hypothesis: [source word, output word] pairs, from 0.",
     )

@@ -157,7 +157,7 @@ def test_alignments_are_the_same_from_both_engines(trained_run: Path, corpus: Pa
     paid = ours.search(sources, options=search_options(ours.settings, attention=True))
     for ids, (found,) in zip(sources, paid, strict=True):
         (result,) = exported.translator.translate_batch(
-            [exported.tokenizers.src.pieces(ids)], return_attention=True
+            [exported.tokenizers.src.pieces(ids)], beam_size=1, return_attention=True
         )
         assert found.attention is not None  # (layers, heads, output + eos, source + eos)
         theirs = torch.tensor(result.attention[0])  # a row per output token, a column per source token

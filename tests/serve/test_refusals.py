@@ -138,6 +138,8 @@ STRICT = [  # (path, body, headers, the error): a JSON value has JSON's type; a 
     ("/v1/translate", FORM_V1 + b"nbest=+2", FORM, "nbest must be a whole number, not ' 2'"),  # + is a space
     ("/translate", FORM_V1 + b"alternatives=%D9%A3", FORM, "alternatives must be a whole number"),  # Arabic 3
     ("/v1/translate", V1 + b'"sampling": 1}', JSON, "sampling must be true or false, not 1"),
+    ("/v1/translate", V1 + b'"alignments": 1}', JSON, "alignments must be true or false, not 1"),
+    ("/v1/translate", FORM_V1 + b"alignments=yes", FORM, "'yes' (in a form: true/false, 1/0, on/off)"),
     ("/v1/translate", V1 + b'"temperature": "0.5"}', JSON, "temperature must be a JSON number, not the"),
     ("/v1/translate", V1 + b'"temperature": true}', JSON, "temperature must be a number, not a boolean"),
     ("/v1/translate", V1 + b'"top_k": true}', JSON, "top_k must be a whole number, not a boolean"),
