@@ -111,11 +111,13 @@ def run_tags(cfg: Config, tokenizers: Tokenizers) -> LanguageTags | None:
 
 def max_source_len(cfg: Config) -> int:
     """Longest source (in subwords) to translate: 4× the training limit, and short enough that the longest
-    allowed output (a * length + b) still fits the model's positions (a Transformer's)."""
+    allowed output (a * length + b, after bos and a decoder tag) still fits the model's positions (a
+    Transformer's)."""
     search_cfg, positions = cfg.search, cfg.model.position_limit
     if positions is None:
         return 4 * cfg.data.max_len
-    limit = int((positions - 2 - search_cfg.max_len_b) / max(search_cfg.max_len_a, 1.0))
+    forced = 0 if cfg.data.multilingual is None else cfg.data.multilingual.forced_tokens
+    limit = int((positions - 2 - forced - search_cfg.max_len_b) / max(search_cfg.max_len_a, 1.0))
     return max(1, min(4 * cfg.data.max_len, limit))
 
 
@@ -181,8 +183,9 @@ class Translator(ABC):
         searched in turn (`progress` told the size of each); one that runs out of memory, in halves."""
         rule = rule or search_rule(self.settings)
         options = options or search_options(self.settings)
-        if self.tags is not None:  # a tag is never an output
-            options = dataclasses.replace(options, banned=(*options.banned, *self.tags.banned))
+        if self.tags is not None:  # a tag is never an output, but where forced first (decoder tags)
+            prefix = tuple(self.tags.forced_prefix(self.target_language()))
+            options = dataclasses.replace(options, banned=(*options.banned, *self.tags.banned), prefix=prefix)
         if options.attention and not self.has_attention:
             raise UserError(
                 f"the {self.engine} engine returns no attention; translate with the run directory"
@@ -313,7 +316,9 @@ class TorchTranslator(Translator):
             [
                 dataclasses.replace(h, attention=weights)
                 for h, weights in zip(
-                    hyps, teacher_forced_attention(self.model, src, [h.tokens for h in hyps]), strict=True
+                    hyps,
+                    teacher_forced_attention(self.model, src, [h.tokens for h in hyps], options.prefix),
+                    strict=True,
                 )
             ]
             for src, hyps in zip(sources, found, strict=True)

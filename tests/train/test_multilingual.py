@@ -10,9 +10,12 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from nmt.config.multilingual import Direction
-from nmt.config.sections import TrainConfig
+from nmt.config.sections import SearchConfig, TrainConfig
+from nmt.decode.trained_run import load_run
+from nmt.decode.translator import TorchTranslator, search_options
 from nmt.evaluate import off_target
 from nmt.evaluate.directions import direction_scores
 from nmt.run.directory import RunDir
@@ -83,6 +86,49 @@ def test_the_report_scores_every_direction_of_valid_and_test(multilingual_run: P
             assert len(hypotheses.read_text().splitlines()) == sentences
     assert report["best_valid_bleu_greedy"] == max(r["bleu"] for r in records(multilingual_run, "valid"))
     assert (multilingual_run / "attention" / "valid-2.png").stat().st_size > 1000
+
+
+@pytest.fixture(scope="module")
+def decoder_tag_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny run again, with its tags as the decoder's first target token."""
+    from nmt.data.synthetic import write_multilingual_corpus
+
+    root = tmp_path_factory.mktemp("decoder-tags")
+    data = write_multilingual_corpus(root / "data", train=400, valid=12, test=6, vocab=40)
+    (root / "config.yaml").write_text(CONFIG)
+    run = root / "run"
+    code, _, err = run_cli(
+        "train",
+        str(root / "config.yaml"),
+        "--data",
+        str(data),
+        "--out",
+        str(run),
+        "--max-steps",
+        "10",
+        "--set",
+        "data.multilingual.tags=decoder",
+    )
+    assert code == 0, err
+    return run
+
+
+def test_a_decoder_tag_run_validates_and_reports_every_direction(decoder_tag_run: Path) -> None:
+    """Its training targets start with the tag; search forces it, and outputs no tag."""
+    validations = records(decoder_tag_run, "valid")
+    assert [list(record["directions"]) for record in validations] == [DIRECTIONS, DIRECTIONS]
+    report = json.loads((decoder_tag_run / "report.json").read_text())
+    test = report["test"][report["checkpoint"]]
+    assert list(test["directions"]) == DIRECTIONS
+    run = load_run(decoder_tag_run, torch.device("cpu"))
+    translator = TorchTranslator.of_run(run).toward("xb")
+    tags = translator.tags
+    assert tags is not None and tags.placement == "decoder"
+    sources = translator.encode(["a b c", "d e"])
+    assert all(tags.id("xb") not in ids for ids in sources)  # no tag on the source side
+    options = search_options(SearchConfig(beam_size=2, nbest=2))
+    for hyps in translator.search(sources, options=options):
+        assert hyps and all(not set(h.tokens) & set(tags.banned) for h in hyps)
 
 
 def test_nmt_evaluate_refuses_a_multilingual_run(multilingual_run: Path) -> None:
