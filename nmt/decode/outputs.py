@@ -7,7 +7,8 @@ import json
 from typing import BinaryIO, Literal
 
 from nmt.data.corpus import decode_lines, line_chunks
-from nmt.decode.translator import Translated, Translator
+from nmt.decode.languages import Translates
+from nmt.decode.translator import Translated
 
 CHUNK_LINES = 10_000  # lines read, sorted by length and translated at a time
 BAD_LINE_HINT = "pass --skip-bad-lines to translate such lines as empty ones"
@@ -31,7 +32,7 @@ def format_translations(first: int, translated: list[Translated], style: OutputF
 
 
 def stream_translations(
-    translator: Translator,
+    translator: Translates,
     source: BinaryIO,
     name: str,
     out: BinaryIO,
@@ -48,9 +49,7 @@ def stream_translations(
     first, bad = 1, 0
     for chunk in line_chunks(source, 1 if interactive else CHUNK_LINES):
         sentences, skipped = decode_lines(chunk, name, first, skip_bad_lines, BAD_LINE_HINT)
-        sources = translator.encode(sentences)
-        translated = translator.decode(sources, translator.search(sources))
-        text = format_translations(first - 1, translated, style)
+        text = format_translations(first - 1, translator.translated(sentences), style)
         first, bad = first + len(chunk), bad + len(skipped)
         out.write(text.encode("utf-8"))
         out.flush()

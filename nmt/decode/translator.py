@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 import torch
 from torch import Tensor
 
+from nmt.config.multilingual import Direction
 from nmt.config.schema import Config
 from nmt.config.sections import SearchConfig
 from nmt.data.batching import IntSequence, collate, sorted_groups
@@ -121,10 +122,17 @@ def max_source_len(cfg: Config) -> int:
     return max(1, min(4 * cfg.data.max_len, limit))
 
 
+def run_directions(cfg: Config) -> tuple[Direction, ...]:
+    """The directions a run was trained on: a multilingual run's, else its one pair."""
+    ml = cfg.data.multilingual
+    return (Direction(cfg.data.src_lang, cfg.data.tgt_lang),) if ml is None else ml.pairs
+
+
 class Translator(ABC):
     """Translates with one model: its tokenizers, default search `settings` and the longest source it
     takes (`max_source_len` subwords; longer ones are cut). A multilingual model's translator knows its
-    language `tags` and translates into one `target` language at a time (`toward`)."""
+    language `tags` and translates into one `target` language at a time (`toward`). `directions`: those the
+    model was trained on (empty where they are not known)."""
 
     def __init__(
         self,
@@ -132,9 +140,11 @@ class Translator(ABC):
         settings: SearchConfig,
         max_source_len: int,
         tags: LanguageTags | None = None,
+        directions: tuple[Direction, ...] = (),
     ) -> None:
         self.tokenizers, self.settings, self.max_source_len = tokenizers, settings, max_source_len
         self.tags, self.target = tags, None if tags is None else ""
+        self.directions = directions
 
     has_attention = True  # whether `search` can return attention
     engine = "torch"
@@ -262,6 +272,11 @@ class Translator(ABC):
         found = self.search(self.encode(texts), progress=progress)
         return self.tokenizers.tgt.decode([hyps[0].tokens for hyps in found])
 
+    def translated(self, texts: Sequence[str]) -> list[Translated]:
+        """Each raw text's hypotheses, decoded: encode → search → decode."""
+        sources = self.encode(texts)
+        return self.decode(sources, self.search(sources))
+
     def translate_with_attention(self, text: str) -> Translated:
         """One raw text translated, with the attention of every hypothesis (for heatmaps)."""
         sources = self.encode([text])
@@ -287,15 +302,17 @@ class TorchTranslator(Translator):
         settings: SearchConfig,
         max_source_len: int,
         tags: LanguageTags | None = None,
+        directions: tuple[Direction, ...] = (),
     ) -> None:
-        super().__init__(tokenizers, settings, max_source_len, tags)
+        super().__init__(tokenizers, settings, max_source_len, tags, directions)
         self.model = model
 
     @classmethod
     def of_run(cls, run: TrainedRun) -> TorchTranslator:
         """The translator of a loaded run (or ensemble), with the run's search settings."""
-        tags = run_tags(run.cfg, run.tokenizers)
-        return cls(run.model, run.tokenizers, run.cfg.search, max_source_len(run.cfg), tags)
+        cfg = run.cfg
+        tags = run_tags(cfg, run.tokenizers)
+        return cls(run.model, run.tokenizers, cfg.search, max_source_len(cfg), tags, run_directions(cfg))
 
     def search_batch(
         self, sources: list[list[int]], rule: SearchRule, options: SearchOptions

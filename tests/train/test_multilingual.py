@@ -20,32 +20,9 @@ from nmt.evaluate import off_target
 from nmt.evaluate.directions import direction_scores
 from nmt.run.directory import RunDir
 from nmt.train.monitor import Monitor
-from tests.conftest import assert_one_line_error, run_cli
+from tests.conftest import MULTILINGUAL_DIRECTIONS, run_cli
 
-DIRECTIONS = ["xa-xb", "xb-xa", "xa-xc", "xc-xa"]
-CONFIG = """\
-data: {max_len: 64, multilingual: {directions: [xa-xb, xb-xa, xa-xc, xc-xa], weights: {xa-xc: 2.0}}}
-tokenizer: {vocab_size: 200}
-model: {encoder_layers: 1, decoder_layers: 1, dropout: 0.1, transformer: {d_model: 32, heads: 2, ff_dim: 64}}
-train: {device: cpu, batch_tokens: 600, pad_to_multiple: 1, lr: 2.0e-3, warmup_steps: 20, eval_every: 5,
-        eval_max_sentences: 8, log_every: 5, max_time: 0.0}
-search: {beam_size: 2, batch_size: 50, max_len_a: 1.0, max_len_b: 4}
-"""
-
-
-@pytest.fixture(scope="module")
-def multilingual_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from nmt.data.synthetic import write_multilingual_corpus
-
-    root = tmp_path_factory.mktemp("multilingual")
-    data = write_multilingual_corpus(root / "data", train=400, valid=12, test=6, vocab=40)
-    (root / "config.yaml").write_text(CONFIG)
-    run = root / "run"
-    code, _, err = run_cli(
-        "train", str(root / "config.yaml"), "--data", str(data), "--out", str(run), "--max-steps", "10"
-    )
-    assert code == 0, err
-    return run
+DIRECTIONS = MULTILINGUAL_DIRECTIONS
 
 
 def records(run: Path, kind: str) -> list[dict]:
@@ -88,31 +65,6 @@ def test_the_report_scores_every_direction_of_valid_and_test(multilingual_run: P
     assert (multilingual_run / "attention" / "valid-2.png").stat().st_size > 1000
 
 
-@pytest.fixture(scope="module")
-def decoder_tag_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The tiny run again, with its tags as the decoder's first target token."""
-    from nmt.data.synthetic import write_multilingual_corpus
-
-    root = tmp_path_factory.mktemp("decoder-tags")
-    data = write_multilingual_corpus(root / "data", train=400, valid=12, test=6, vocab=40)
-    (root / "config.yaml").write_text(CONFIG)
-    run = root / "run"
-    code, _, err = run_cli(
-        "train",
-        str(root / "config.yaml"),
-        "--data",
-        str(data),
-        "--out",
-        str(run),
-        "--max-steps",
-        "10",
-        "--set",
-        "data.multilingual.tags=decoder",
-    )
-    assert code == 0, err
-    return run
-
-
 def test_a_decoder_tag_run_validates_and_reports_every_direction(decoder_tag_run: Path) -> None:
     """Its training targets start with the tag; search forces it, and outputs no tag."""
     validations = records(decoder_tag_run, "valid")
@@ -129,11 +81,6 @@ def test_a_decoder_tag_run_validates_and_reports_every_direction(decoder_tag_run
     options = search_options(SearchConfig(beam_size=2, nbest=2))
     for hyps in translator.search(sources, options=options):
         assert hyps and all(not set(h.tokens) & set(tags.banned) for h in hyps)
-
-
-def test_nmt_evaluate_refuses_a_multilingual_run(multilingual_run: Path) -> None:
-    result = run_cli("evaluate", str(multilingual_run), "--device", "cpu")
-    assert_one_line_error(result, "is a multilingual run, and nmt evaluate takes no direction yet")
 
 
 def test_tensorboard_gets_every_direction(tmp_path: Path) -> None:
