@@ -74,7 +74,8 @@ def test_the_hugging_face_export_generates_the_same_tokens(
     assert run_cli("export", str(learned_multilingual), str(export), "--to", "huggingface")[0] == 0
     tokenizer = transformers.AutoTokenizer.from_pretrained(export)
     model = transformers.AutoModelForSeq2SeqLM.from_pretrained(export).eval()
-    assert "forced_bos_token_id=tokenizer.convert_tokens_to_ids" in (export / "README.md").read_text()
+    card = (export / "README.md").read_text()
+    assert "language: [xa, xb, xc]" in card and "forced_bos_token_id=tokenizer.convert_tokens_to_ids" in card
     translator = TorchTranslator.of_run(load_run(learned_multilingual, torch.device("cpu")))
     search = translator.settings
     for name in MULTILINGUAL_DIRECTIONS:

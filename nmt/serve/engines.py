@@ -77,9 +77,8 @@ class Engine:
         return self.pairs[0][1]
 
     def pair(self, source: str, target: str) -> Engine:
-        """This model's engine for `source` → `target`, one of its pairs."""
-        if len(self.pairs) == 1:
-            return self
+        """This model's engine for `source` → `target`, one of its pairs (a multilingual model's translator
+        into `target`)."""
         return Engine(self.name, ((source, target),), into(self.translator, target), self.facts)
 
     @property
