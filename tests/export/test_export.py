@@ -11,7 +11,7 @@ from nmt.decode.trained_run import load_run
 from nmt.decode.translator import TorchTranslator
 from nmt.export.ctranslate2 import META
 from nmt.export.runtime import load_export
-from tests.conftest import assert_one_line_error, run_cli, train_args
+from tests.conftest import MULTILINGUAL_DIRECTIONS, assert_one_line_error, run_cli, train_args
 
 pytest.importorskip("ctranslate2")
 pytestmark = pytest.mark.slow  # exports and a second training: the end-to-end layer
@@ -135,3 +135,31 @@ def test_nonempty_out_dir_is_refused(trained_run: Path, tmp_path: Path) -> None:
 def test_engine_needs_an_export(trained_run: Path) -> None:
     result = run_cli("translate", str(trained_run), "--engine", "ctranslate2", input="ka lo\n")
     assert_one_line_error(result, "not a directory written by `nmt export`")
+
+
+@pytest.mark.parametrize(
+    ("fixture", "tags"), [("multilingual_run", "encoder"), ("decoder_tag_run", "decoder")]
+)
+def test_a_multilingual_export_translates_every_direction_as_the_run(
+    fixture: str, tags: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """The export knows the run's directions and tags: the same source ids (an encoder tag first) and the
+    same greedy outputs (a decoder tag forced as CTranslate2's target_prefix) into every target."""
+    run_dir: Path = request.getfixturevalue(fixture)
+    out = tmp_path / "ct2"
+    assert run_cli("export", str(run_dir), str(out))[0] == 0
+    meta = json.loads((out / META).read_text())
+    assert (meta["directions"], meta["tags"]) == (MULTILINGUAL_DIRECTIONS, tags)
+    exported = load_export(out, "cpu").with_search(beam_size=1, nbest=1)
+    translator = TorchTranslator.of_run(load_run(run_dir, torch.device("cpu"))).with_search(beam_size=1)
+    language_tags = translator.tags
+    assert language_tags is not None
+    for name in MULTILINGUAL_DIRECTIONS:
+        src, tgt = name.split("-")
+        lines = (run_dir.parent / "data" / f"test.{src}").read_text().splitlines()
+        ours, theirs = translator.toward(tgt), exported.toward(tgt)
+        sources = ours.encode(lines)
+        assert theirs.encode(lines) == sources
+        found = [hyps[0].tokens for hyps in ours.search(sources)]
+        assert [hyps[0].tokens for hyps in theirs.search(sources)] == found
+        assert not {token for tokens in found for token in tokens} & set(language_tags.banned)
