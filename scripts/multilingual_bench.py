@@ -47,6 +47,7 @@ TRAINED = ("en-de", "de-en", "en-fr", "fr-en", "en-cs", "cs-en")
 ZERO_SHOT = ("de-fr", "fr-de")
 LANGUAGES = ("cs", "de", "en", "fr")
 MULTILINGUAL = f"data.multilingual.directions=[{', '.join(TRAINED)}]"
+SYSTEMS = ("bilingual", "multi-encoder", "multi-decoder")  # the columns of the one-vs-six table
 BILINGUAL_EVAL = ["--set", "train.eval_every=200", "--set", "train.eval_max_sentences=200"]
 MULTILINGUAL_EVAL = ["--set", "train.eval_every=600", "--set", "train.eval_max_sentences=100"]
 
@@ -298,16 +299,14 @@ def one_vs_six_table(bench: Bench) -> str:
     multilingual runs."""
     scores, trained = bench.results.get("scores", {}), bench.results.get("trained", {})
     sizes = bench.args.vocab_sizes
-    head = "| direction | bilingual: greedy valid BLEU by vocabulary | bilingual BLEU | chrF | off-target % |"
+    head = (
+        "| direction | bilingual: greedy valid BLEU by vocabulary | bilingual BLEU | chrF | off-target % | "
+    )
     head += (
-        " multilingual, encoder tags: BLEU | chrF | off-target % | decoder tags: BLEU | chrF | off-target % |"
+        "multilingual, encoder tags: BLEU | chrF | off-target % | decoder tags: BLEU | chrF | off-target % |"
     )
     lines = [head, "|---|---|" + "---:|" * 9]
-    columns: dict[str, list[dict[str, Any] | None]] = {
-        "bilingual": [],
-        "multi-encoder": [],
-        "multi-decoder": [],
-    }
+    columns: dict[str, list[dict[str, Any] | None]] = {name: [] for name in SYSTEMS}
     for direction in TRAINED:
         tried = ", ".join(
             f"{size // 1000}k {trained[f'bi-{direction}-v{size}']['valid_bleu']:.2f}"
@@ -320,14 +319,11 @@ def one_vs_six_table(bench: Bench) -> str:
         row = " | ".join(cell(found[name]) for name in columns)
         lines.append(f"| {direction} | {tried} | {row} |")
     lines.append(f"| **mean** | | {' | '.join(mean_cell(values) for values in columns.values())} |")
-    updates = [
-        sum(trained.get(best_bilingual(bench, d), {}).get("updates", 0) for d in TRAINED)
-        if all(f"bi-{d}-v{size}" in trained for d in TRAINED for size in sizes)
-        else 0,
-        trained.get("multi-encoder", {}).get("updates", 0),
-        trained.get("multi-decoder", {}).get("updates", 0),
-    ]
-    lines.append(f"| updates | | {updates[0]:,} | | | {updates[1]:,} | | | {updates[2]:,} | | |")
+    done = all(f"bi-{d}-v{size}" in trained for d in TRAINED for size in sizes)
+    for key, label in (("updates", "updates"), ("cpu", "CPU seconds (the `nmt train` processes)")):
+        bilingual = sum(trained[best_bilingual(bench, d)][key] for d in TRAINED) if done else 0
+        runs = [trained.get(f"multi-{tags}", {}).get(key, 0) for tags in ("encoder", "decoder")]
+        lines.append(f"| {label} | | {bilingual:,} | | | {runs[0]:,} | | | {runs[1]:,} | | |")
     return "\n".join(lines)
 
 
