@@ -28,6 +28,7 @@ from nmt.limits import MAX_BEAM, MAX_SIZE
 if TYPE_CHECKING:
     from typer._click import Context as ClickContext  # what TyperGroup's methods take (typer.Context's base)
 
+    from nmt.decode.languages import Asked
     from nmt.decode.outputs import OutputFormat
     from nmt.decode.trained_run import TrainedRun
     from nmt.evaluate.plots import Scale
@@ -162,6 +163,36 @@ DataDir = Annotated[
 SrcLang = Annotated[str | None, typer.Option(help="Source language: its files' suffix (data.src_lang).")]
 TgtLang = Annotated[str | None, typer.Option(help="Target language: its files' suffix (data.tgt_lang).")]
 Overrides = Annotated[list[str] | None, typer.Option("--set", help="KEY=VALUE, e.g. --set train.lr=3.0e-4")]
+FromLang = Annotated[
+    str | None,
+    typer.Option("--src-lang", help="The source language (checked against the model's directions)."),
+]
+IntoLang = Annotated[
+    str | None,
+    typer.Option("--tgt-lang", help="The target language; a multilingual model needs it."),
+]
+ZeroShot = Annotated[
+    bool,
+    typer.Option(
+        "--zero-shot",
+        help="Translate a direction the multilingual model was never trained on (between two of its "
+        "languages).",
+    ),
+]
+PivotLang = Annotated[
+    str | None,
+    typer.Option(
+        help="Translate through this third language with the same multilingual model (source → pivot → "
+        "target)."
+    ),
+]
+
+
+def _asked(src_lang: str | None, tgt_lang: str | None, zero_shot: bool, pivot: str | None = None) -> Asked:
+    """The direction the options ask for (nmt/decode/languages.py `Asked`)."""
+    from nmt.decode.languages import Asked
+
+    return Asked(src_lang, tgt_lang, zero_shot, pivot)
 
 
 def search_overrides(**flags: Any) -> list[str]:
@@ -400,6 +431,10 @@ def translate(
             "0), from the attention search pays (a Transformer's last layer, mean of heads)."
         ),
     ] = False,
+    src_lang: FromLang = None,
+    tgt_lang: IntoLang = None,
+    zero_shot: ZeroShot = False,
+    pivot: PivotLang = None,
     device: Device = "auto",
     checkpoint: Checkpoint = None,
     skip_bad_lines: Annotated[
@@ -431,8 +466,13 @@ def translate(
 
     With --alignments each translation is followed by ` ||| 0-0 1-2 …`: each output word linked to the source
     words its subwords attended most (with --format jsonl: an "alignment" field of [i, j] pairs).
+
+    A multilingual model translates into --tgt-lang: from --src-lang, a direction it was trained on (or any
+    of its languages with --zero-shot), or through a third language with --pivot (the scores and n-best
+    lists are then those of the second step).
     """
     from nmt.atomic_files import write_output
+    from nmt.decode.languages import into_direction
     from nmt.decode.outputs import stream_translations
     from nmt.device import resolve_device
     from nmt.export.runtime import load_translator
@@ -454,7 +494,8 @@ def translate(
         "seed": seed,
     }
     given = {name: value for name, value in flags.items() if value is not None}
-    translator = load_translator(run_dirs, engine, resolve_device(device), checkpoint, given)
+    loaded = load_translator(run_dirs, engine, resolve_device(device), checkpoint, given)
+    translator = into_direction(loaded, _asked(src_lang, tgt_lang, zero_shot, pivot))
     bad = 0
     with _read_input(input) as (source, name, terminal):
         if terminal:  # the model is loaded: a user at the keyboard learns when to type, and how to stop
@@ -487,11 +528,20 @@ def evaluate(
     json_path: Annotated[
         Path | None, typer.Option("--json", help="Also write the scores as JSON here.")
     ] = None,
+    src_lang: FromLang = None,
+    tgt_lang: IntoLang = None,
+    zero_shot: ZeroShot = False,
+    pivot: PivotLang = None,
     device: Device = "auto",
     checkpoint: Checkpoint = None,
 ) -> None:
     """Translate a test set and print sacreBLEU BLEU and chrF with their signatures (several runs: as an
-    ensemble)."""
+    ensemble).
+
+    A multilingual run is scored on every direction of the split (each with its off-target rate, then the
+    means), or on the one --src-lang → --tgt-lang names (any two of its languages with --zero-shot, through a
+    third with --pivot; --src and --ref files need it too).
+    """
     from nmt.evaluate.evaluation import evaluate_run
 
     flags = search_overrides(
@@ -501,16 +551,39 @@ def evaluate(
         max_len_b=max_len_b,
         batch_size=batch_size,
     )
-    report = evaluate_run(run_dirs, split, src, ref, device, checkpoint, data, flags)
+    asked = _asked(src_lang, tgt_lang, zero_shot, pivot)
+    report = evaluate_run(run_dirs, split, src, ref, device, checkpoint, data, flags, asked)
     chosen = "" if checkpoint else " (the run's choice)"
     typer.echo(f"checkpoint: {report['checkpoint']}.pt{chosen}, beam size {report['beam_size']}")
-    typer.echo(f"BLEU = {report['bleu']:.2f}  ({report['bleu_signature']})")
-    typer.echo(f"chrF = {report['chrf']:.2f}  ({report['chrf_signature']})")
-    typer.echo(f"hypotheses: {report['hypotheses']}")
+    for line in _score_lines(report):
+        typer.echo(line)
     if json_path is not None:
         from nmt.atomic_files import atomic_write_text
 
         atomic_write_text(json_path, json.dumps(report, indent=2) + "\n")
+
+
+def _score_lines(report: dict[str, Any]) -> list[str]:
+    """What `nmt evaluate` prints of its report: BLEU and chrF (and a multilingual run's off-target rate) with
+    their signatures and hypotheses, of one direction or of each direction and their means."""
+    rate = "" if report.get("off_target") is None else f"  off-target {report['off_target']:.1f}%"
+    if "directions" not in report:
+        lines = [] if "direction" not in report else [f"direction: {report['direction']}{rate}"]
+        return [
+            *lines,
+            f"BLEU = {report['bleu']:.2f}  ({report['bleu_signature']})",
+            f"chrF = {report['chrf']:.2f}  ({report['chrf_signature']})",
+            f"hypotheses: {report['hypotheses']}",
+        ]
+    from nmt.evaluate.directions import direction_lines
+
+    first = next(iter(report["directions"].values()))
+    return [
+        *direction_lines(report),
+        f"mean BLEU = {report['bleu']:.2f}  mean chrF = {report['chrf']:.2f}{rate}",
+        f"({first['bleu_signature']}; {first['chrf_signature']})",
+        f"hypotheses: {Path(first['hypotheses']).parent}",
+    ]
 
 
 @app.command("plot-attention")
@@ -531,10 +604,15 @@ def plot_attention(
         ),
     ] = "figure",
     beam_size: BeamSize = None,
+    src_lang: FromLang = None,
+    tgt_lang: IntoLang = None,
+    zero_shot: ZeroShot = False,
     device: Device = "auto",
     checkpoint: Checkpoint = None,
 ) -> None:
-    """Draw the encoder-decoder attention of one translation as a heatmap (output rows, source columns)."""
+    """Draw the encoder-decoder attention of one translation as a heatmap (output rows, source columns);
+    a multilingual run's into --tgt-lang."""
+    from nmt.decode.languages import toward
     from nmt.decode.trained_run import load_run
     from nmt.decode.translator import TorchTranslator
     from nmt.device import resolve_device
@@ -543,7 +621,8 @@ def plot_attention(
     check_output_path(out)
     colours: Scale = _choice("--scale", scale, ("figure", "fixed"))
     run = load_run(run_dir, resolve_device(device), checkpoint, search_overrides(beam_size=beam_size))
-    translated = TorchTranslator.of_run(run).translate_with_attention(text)
+    translator = toward(TorchTranslator.of_run(run), src_lang, tgt_lang, zero_shot)
+    translated = translator.translate_with_attention(text)
     save_attention(translated, out, run.cfg.model, layer, head, all_heads, colours)
     typer.echo(f"{translated.best.text}\nwrote {out}")
 

@@ -105,6 +105,70 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+MULTILINGUAL_DIRECTIONS = ["xa-xb", "xb-xa", "xa-xc", "xc-xa"]
+MULTILINGUAL_CONFIG = """\
+data: {max_len: 64, multilingual: {directions: [xa-xb, xb-xa, xa-xc, xc-xa], weights: {xa-xc: 2.0}}}
+tokenizer: {vocab_size: 200}
+model: {encoder_layers: 1, decoder_layers: 1, dropout: 0.1, transformer: {d_model: 32, heads: 2, ff_dim: 64}}
+train: {device: cpu, batch_tokens: 600, pad_to_multiple: 1, lr: 2.0e-3, warmup_steps: 20, eval_every: 5,
+        eval_max_sentences: 8, log_every: 5, max_time: 0.0}
+search: {beam_size: 2, batch_size: 50, max_len_a: 1.0, max_len_b: 4}
+"""
+
+
+def train_multilingual(root: Path, tags: str) -> Path:
+    """A tiny run on four directions between three synthetic languages (xa, xb, xc), its tags on the
+    `tags` side, trained for 10 steps with its final report; its data in root/data."""
+    from nmt.data.synthetic import write_multilingual_corpus
+
+    data = write_multilingual_corpus(root / "data", train=400, valid=12, test=6, vocab=40)
+    (root / "config.yaml").write_text(MULTILINGUAL_CONFIG)
+    run = root / "run"
+    tagged = f"data.multilingual.tags={tags}"
+    args = ["--data", str(data), "--out", str(run), "--max-steps", "10", "--set", tagged]
+    code, _, err = run_cli("train", str(root / "config.yaml"), *args)
+    assert code == 0, err
+    return run
+
+
+@pytest.fixture(scope="session")
+def multilingual_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny multilingual run with its tags on the encoder (the default)."""
+    return train_multilingual(tmp_path_factory.mktemp("multilingual"), "encoder")
+
+
+@pytest.fixture(scope="session")
+def decoder_tag_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny multilingual run with its tags as the decoder's first target token."""
+    return train_multilingual(tmp_path_factory.mktemp("decoder-tags"), "decoder")
+
+
+LEARNED_CONFIG = """\
+data: {max_len: 64, multilingual: {directions: [xa-xb, xb-xa, xa-xc, xc-xa], tags: decoder}}
+tokenizer: {vocab_size: 300}
+model: {encoder_layers: 2, decoder_layers: 2, dropout: 0.0, transformer: {d_model: 64, heads: 4, ff_dim: 128}}
+train: {device: cpu, batch_tokens: 2000, pad_to_multiple: 1, lr: 3.0e-3, warmup_steps: 100, eval_every: 400,
+        eval_max_sentences: 50, log_every: 100, max_time: 0.0}
+search: {beam_size: 1, batch_size: 100}
+"""
+
+
+@pytest.fixture(scope="session")
+def learned_multilingual(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A three-language run with decoder tags that learned its four directions (800 steps; for the slow
+    layer), its data in ../data."""
+    from nmt.data.synthetic import write_multilingual_corpus
+
+    root = tmp_path_factory.mktemp("learned-multilingual")
+    data = write_multilingual_corpus(root / "data", train=3000, valid=100, test=100, vocab=60)
+    (root / "config.yaml").write_text(LEARNED_CONFIG)
+    run = root / "run"
+    args = ["--data", str(data), "--out", str(run), "--max-steps", "800"]
+    code, _, err = run_cli("train", str(root / "config.yaml"), *args)
+    assert code == 0, err
+    return run
+
+
 def train_args(tiny: Path, data: Path, out: Path, *extra: str) -> list[str]:
     return ["train", str(tiny), "--data", str(data), "--out", str(out), *extra]
 

@@ -68,8 +68,8 @@ class MultilingualConfig:
     )
     tags: Literal["encoder", "decoder"] = setting(
         "encoder",
-        "where the target-language tag goes: encoder, the first source token; decoder, the forced first "
-        "target token (not available yet)",
+        "where the target-language tag goes: encoder, the first source token; decoder, the first target "
+        "token (forced when translating)",
     )
 
     def __post_init__(self) -> None:
@@ -87,11 +87,6 @@ class MultilingualConfig:
                 )
             if not (isinstance(weight, float) and math.isfinite(weight) and weight > 0):
                 raise ConfigError(f"{KEY}.weights.{name}={weight!r} must be a positive number")
-        if self.tags == "decoder":
-            raise ConfigError(
-                f"{KEY}.tags=decoder is not available yet: validation needs search to force the tag as the "
-                f"first target token; use tags: encoder"
-            )
 
     @property
     def pairs(self) -> tuple[Direction, ...]:
@@ -102,6 +97,11 @@ class MultilingualConfig:
     def languages(self) -> tuple[str, ...]:
         """Every language of the run, sorted."""
         return tuple(sorted({lang for d in self.pairs for lang in (d.src, d.tgt)}))
+
+    @property
+    def forced_tokens(self) -> int:
+        """Tokens the decoder reads after bos before its output: the tag, with decoder tags."""
+        return 1 if self.tags == "decoder" else 0
 
     def weight(self, direction: Direction) -> float:
         return (self.weights or {}).get(direction.name, 1.0)

@@ -4,6 +4,7 @@ sentence pairs of each direction, a chunk at a time (nmt/data/corpus.py reads a 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -155,6 +156,13 @@ def read_directions(cfg: DataConfig, split: str) -> dict[Direction, ParallelText
         tally.report(f"{split} {direction.name}", located.pair_files(direction))
         texts[direction] = text
     return texts
+
+
+def read_direction(cfg: DataConfig, direction: Direction, split: str) -> ParallelText:
+    """One direction's pairs of a (small) split of a multilingual run, whether the run was trained on it or
+    not: any two of the languages of its files."""
+    one = dataclasses.replace(multilingual(cfg), directions=(direction.name,), weights=None)
+    return read_directions(dataclasses.replace(cfg, multilingual=one), split)[direction]
 
 
 def jsonl_records(path: Path, skip_bad_lines: bool) -> Iterator[tuple[list[dict[str, str] | None], int]]:

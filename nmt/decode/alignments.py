@@ -18,14 +18,17 @@ def teacher_forced_attention(
     sources: Sequence[IntSequence],
     outputs: Sequence[IntSequence],
     full_context_layer: int | None = None,
+    prefix: Sequence[int] = (),
 ) -> list[Tensor]:
     """The encoder-decoder attention of every layer and head that `model` pays producing each output (target
-    ids without bos/eos) from its source (ids without eos), in one teacher-forced pass: per pair
-    (layers, heads, len(output) + 1, len(source) + 1), the rows its tokens and eos, the columns the source
-    and its eos. Decoder layer `full_context_layer`, when given, attends as guided alignment with full
-    context trained it: each target position seeing the whole target (a second pass up to that layer). Not
-    for an Ensemble (search only: use the attention search collects)."""
-    batch = collate(sources, outputs, range(len(outputs))).to(model.device)
+    ids without bos/eos, read after the forced `prefix`) from its source (ids without eos), in one
+    teacher-forced pass: per pair (layers, heads, len(output) + 1, len(source) + 1), the rows its tokens and
+    eos (not the prefix's), the columns the source and its eos. Decoder layer `full_context_layer`, when
+    given, attends as guided alignment with full context trained it: each target position seeing the whole
+    target (a second pass up to that layer). Not for an Ensemble (search only: use the attention search
+    collects)."""
+    targets = [[*prefix, *tokens] for tokens in outputs]
+    batch = collate(sources, targets, range(len(outputs))).to(model.device)
     found = model(
         batch.src,
         batch.src_mask,
@@ -38,8 +41,9 @@ def teacher_forced_attention(
     assert attention is not None
     if full_context_layer is not None and found.alignment is not None:
         attention[:, full_context_layer] = found.alignment
-    attention = attention.float().cpu()  # (pairs, layers, heads, longest + 1, longest source + 1)
+    attention = attention.float().cpu()  # (pairs, layers, heads, prefix + longest + 1, longest source + 1)
+    first = len(prefix)
     return [
-        attention[i, :, :, : len(tokens) + 1, : len(src) + 1]
+        attention[i, :, :, first : first + len(tokens) + 1, : len(src) + 1]
         for i, (src, tokens) in enumerate(zip(sources, outputs, strict=True))
     ]

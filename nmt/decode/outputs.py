@@ -9,7 +9,8 @@ from typing import BinaryIO, Literal
 
 from nmt.align.pharaoh import format_links
 from nmt.data.corpus import decode_lines, line_chunks
-from nmt.decode.translator import Translated, Translation, Translator, search_options
+from nmt.decode.languages import Translates
+from nmt.decode.translator import Translated, Translation
 
 CHUNK_LINES = 10_000  # lines read, sorted by length and translated at a time
 BAD_LINE_HINT = "pass --skip-bad-lines to translate such lines as empty ones"
@@ -50,7 +51,7 @@ def _hypothesis(translation: Translation, alignments: bool) -> dict[str, object]
 
 
 def stream_translations(
-    translator: Translator,
+    translator: Translates,
     source: BinaryIO,
     name: str,
     out: BinaryIO,
@@ -69,10 +70,7 @@ def stream_translations(
     first, bad = 1, 0
     for chunk in line_chunks(source, 1 if interactive else CHUNK_LINES):
         sentences, skipped = decode_lines(chunk, name, first, skip_bad_lines, BAD_LINE_HINT)
-        sources = translator.encode(sentences)
-        options = search_options(translator.settings, alignments=alignments)
-        translated = translator.decode(sources, translator.search(sources, options=options))
-        text = format_translations(first - 1, translated, style, alignments)
+        text = format_translations(first - 1, translator.translated(sentences, alignments), style, alignments)
         first, bad = first + len(chunk), bad + len(skipped)
         out.write(text.encode("utf-8"))
         out.flush()

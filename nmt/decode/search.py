@@ -55,7 +55,11 @@ class SearchOptions:
     graphs when `cuda_graphs` (and the rule allows them).
 
     The attention search pays (and aligns with) is the one a decoding step returns: a Transformer's last
-    decoder layer, the mean of its heads; an RNN's one attention; an ensemble's mean of its members'."""
+    decoder layer, the mean of its heads; an RNN's one attention; an ensemble's mean of its members'.
+
+    `prefix`: tokens forced after bos, read by the decoder before search begins (a multilingual model's
+    decoder tag). They are no part of a hypothesis: not in its tokens, its score or its length (the length
+    penalty's and the output limit's), nor in its attention rows or alignments."""
 
     nbest: int = 1
     attention: bool = False
@@ -64,6 +68,7 @@ class SearchOptions:
     max_len_b: int = 10
     cuda_graphs: bool = False
     banned: tuple[int, ...] = (PAD, BOS)
+    prefix: tuple[int, ...] = ()
 
 
 def output_limits(src_mask: Tensor, max_len_a: float, max_len_b: int) -> Tensor:
@@ -118,7 +123,9 @@ def start(
     batch, width, n, device = src.size(0), rule.width, options.nbest, src.device
     tokens = src.new_full((batch * width, max_steps + 1), EOS)  # bos, tokens …, eos-filled
     tokens[:, 0] = BOS
-    hyp = {"last": src.new_full((batch * width,), BOS), "tokens": tokens}
+    state = model.init_state(memory, max_steps + len(options.prefix), width)
+    state, last = read_prefix(model, memory, state, options.prefix, src.new_full((batch * width,), BOS))
+    hyp = {"last": last, "tokens": tokens}
     best = {"scores": torch.full((batch, n), float("-inf"), device=device)}
     best["tokens"] = src.new_full((batch, n, max_steps + 1), EOS)
     if options.attention:  # one row per token and the final eos
@@ -136,12 +143,24 @@ def start(
         sentence["source_eos"] = (src != PAD).sum(dim=1) - 1
     return (
         prefixed(memory, "memory.")
-        | prefixed(model.init_state(memory, max_steps, width), "state.")
+        | prefixed(state, "state.")
         | prefixed(sentence, "sentence.")
         | prefixed(hyp, "hyp.")
         | prefixed(best, "best.")
         | {"t": torch.zeros((), dtype=torch.long, device=device), "banned": src.new_tensor(options.banned)}
     )
+
+
+def read_prefix(
+    model: Seq2Seq, memory: Memory, state: State, prefix: tuple[int, ...], bos: Tensor
+) -> tuple[State, Tensor]:
+    """The decoder's state after reading bos and the forced `prefix` but its last token, and the token that
+    the first search step reads (bos without a prefix, else the prefix's last token), (rows,) like `bos`."""
+    last = bos
+    for token in prefix:
+        state = model.decode_step(last, memory, state).state  # its prediction is overruled by `token`
+        last = torch.full_like(bos, token)
+    return state, last
 
 
 def search_step(model: Seq2Seq, rule: SearchRule, buffers: Buffers) -> None:

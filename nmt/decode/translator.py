@@ -30,6 +30,7 @@ from torch import Tensor
 
 from nmt.align.pharaoh import Link
 from nmt.align.subwords import attended_links
+from nmt.config.multilingual import Direction
 from nmt.config.schema import Config
 from nmt.config.sections import SearchConfig
 from nmt.data.batching import IntSequence, collate, sorted_groups
@@ -124,18 +125,27 @@ def run_tags(cfg: Config, tokenizers: Tokenizers) -> LanguageTags | None:
 
 def max_source_len(cfg: Config) -> int:
     """Longest source (in subwords) to translate: 4× the training limit, and short enough that the longest
-    allowed output (a * length + b) still fits the model's positions (a Transformer's)."""
+    allowed output (a * length + b, after bos and a decoder tag) still fits the model's positions (a
+    Transformer's)."""
     search_cfg, positions = cfg.search, cfg.model.position_limit
     if positions is None:
         return 4 * cfg.data.max_len
-    limit = int((positions - 2 - search_cfg.max_len_b) / max(search_cfg.max_len_a, 1.0))
+    forced = 0 if cfg.data.multilingual is None else cfg.data.multilingual.forced_tokens
+    limit = int((positions - 2 - forced - search_cfg.max_len_b) / max(search_cfg.max_len_a, 1.0))
     return max(1, min(4 * cfg.data.max_len, limit))
+
+
+def run_directions(cfg: Config) -> tuple[Direction, ...]:
+    """The directions a run was trained on: a multilingual run's, else its one pair."""
+    ml = cfg.data.multilingual
+    return (Direction(cfg.data.src_lang, cfg.data.tgt_lang),) if ml is None else ml.pairs
 
 
 class Translator(ABC):
     """Translates with one model: its tokenizers, default search `settings` and the longest source it
     takes (`max_source_len` subwords; longer ones are cut). A multilingual model's translator knows its
-    language `tags` and translates into one `target` language at a time (`toward`)."""
+    language `tags` and translates into one `target` language at a time (`toward`). `directions`: those the
+    model was trained on (empty where they are not known)."""
 
     def __init__(
         self,
@@ -143,9 +153,11 @@ class Translator(ABC):
         settings: SearchConfig,
         max_source_len: int,
         tags: LanguageTags | None = None,
+        directions: tuple[Direction, ...] = (),
     ) -> None:
         self.tokenizers, self.settings, self.max_source_len = tokenizers, settings, max_source_len
         self.tags, self.target = tags, None if tags is None else ""
+        self.directions = directions
 
     has_attention = True  # whether `search` can return attention
     has_alignments = True  # whether `search` can return alignments
@@ -202,8 +214,9 @@ class Translator(ABC):
         searched in turn (`progress` told the size of each); one that runs out of memory, in halves."""
         rule = rule or search_rule(self.settings)
         options = options or search_options(self.settings)
-        if self.tags is not None:  # a tag is never an output
-            options = dataclasses.replace(options, banned=(*options.banned, *self.tags.banned))
+        if self.tags is not None:  # a tag is never an output, but where forced first (decoder tags)
+            prefix = tuple(self.tags.forced_prefix(self.target_language()))
+            options = dataclasses.replace(options, banned=(*options.banned, *self.tags.banned), prefix=prefix)
         if options.attention and not self.has_attention:
             raise UserError(
                 f"the {self.engine} engine returns no attention; translate with the run directory"
@@ -304,6 +317,13 @@ class Translator(ABC):
         found = self.search(self.encode(texts), progress=progress)
         return self.tokenizers.tgt.decode([hyps[0].tokens for hyps in found])
 
+    def translated(self, texts: Sequence[str], alignments: bool = False) -> list[Translated]:
+        """Each raw text's hypotheses, decoded (with their word links when `alignments`): encode → search →
+        decode."""
+        sources = self.encode(texts)
+        options = search_options(self.settings, alignments=alignments)
+        return self.decode(sources, self.search(sources, options=options))
+
     def translate_with_attention(self, text: str) -> Translated:
         """One raw text translated, with the attention of every hypothesis (for heatmaps)."""
         sources = self.encode([text])
@@ -329,15 +349,17 @@ class TorchTranslator(Translator):
         settings: SearchConfig,
         max_source_len: int,
         tags: LanguageTags | None = None,
+        directions: tuple[Direction, ...] = (),
     ) -> None:
-        super().__init__(tokenizers, settings, max_source_len, tags)
+        super().__init__(tokenizers, settings, max_source_len, tags, directions)
         self.model = model
 
     @classmethod
     def of_run(cls, run: TrainedRun) -> TorchTranslator:
         """The translator of a loaded run (or ensemble), with the run's search settings."""
-        tags = run_tags(run.cfg, run.tokenizers)
-        return cls(run.model, run.tokenizers, run.cfg.search, max_source_len(run.cfg), tags)
+        cfg = run.cfg
+        tags = run_tags(cfg, run.tokenizers)
+        return cls(run.model, run.tokenizers, cfg.search, max_source_len(cfg), tags, run_directions(cfg))
 
     def search_batch(
         self, sources: list[list[int]], rule: SearchRule, options: SearchOptions
@@ -359,7 +381,9 @@ class TorchTranslator(Translator):
                 dataclasses.replace(h, attention=weights)
                 for h, weights in zip(
                     hyps,
-                    teacher_forced_attention(self.model, [src] * len(hyps), [h.tokens for h in hyps]),
+                    teacher_forced_attention(
+                        self.model, [src] * len(hyps), [h.tokens for h in hyps], prefix=options.prefix
+                    ),
                     strict=True,
                 )
             ]

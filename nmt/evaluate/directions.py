@@ -43,11 +43,16 @@ def direction_scores(
 
 def describe_directions(scores: dict[str, Any]) -> str:
     """One line of every direction's scores: `en-de BLEU 30.12 chrF 58.30 off-target 0.5%, …`."""
-    return ", ".join(
+    return ", ".join(direction_lines(scores))
+
+
+def direction_lines(scores: dict[str, Any]) -> list[str]:
+    """Each direction's scores: `en-de BLEU 30.12 chrF 58.30 off-target 0.5%`."""
+    return [
         f"{name} BLEU {record['bleu']:.2f} chrF {record['chrf']:.2f}"
         + ("" if record["off_target"] is None else f" off-target {record['off_target']:.1f}%")
         for name, record in scores["directions"].items()
-    )
+    ]
 
 
 def direction_scalars(scores: dict[str, Any]) -> dict[str, float]:

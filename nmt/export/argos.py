@@ -1,7 +1,8 @@
 """`nmt export --to argos`: a trained Transformer as an Argos Translate package, which argostranslate (and
 LibreTranslate through it) installs with `argostranslate.package.install_from_path` and runs offline.
 
-The package is a zip holding one folder, `translate-<src>_<tgt>-nmt/`:
+The package is a zip holding one folder, `translate-<src>_<tgt>-nmt/` (a multilingual run with decoder tags:
+one package per direction, its metadata.json naming the tag Argos forces as `target_prefix`):
 ```
 metadata.json        language codes and names, package_version, argos_version, type "translate"
 README.md            the run, the checkpoint, the sentence splitter's rules
@@ -20,9 +21,13 @@ import shutil
 import tempfile
 import zipfile
 from pathlib import Path
+from typing import Any
 
+from nmt.config.multilingual import Direction
+from nmt.data.language_tags import tag_piece
 from nmt.errors import UserError
 from nmt.export.ctranslate2 import META, export_run
+from nmt.export.runtime import export_directions
 from nmt.export.sentence_splitter import description, import_onnx, write_splitter
 
 PACKAGE_VERSION = "1.0"
@@ -34,34 +39,63 @@ ARGOS_SEARCH = "beam size ARGOS_BEAM_SIZE (default 4) and length penalty 0.2, at
 
 def export_package(run_dir: Path, out: Path, quantization: str = "float32", which: str | None = None) -> Path:
     """Write the run's checkpoint `which` (default: the run's choice) as an Argos Translate package at `out`
-    (a new file; by convention `*.argosmodel`), weights stored as `quantization`; returns `out`."""
+    (a new file; by convention `*.argosmodel`), weights stored as `quantization`; returns `out`.
+
+    A multilingual run with decoder tags becomes one package per direction in the new directory `out`
+    (`<src>_<tgt>.argosmodel`), each forcing its target tag with Argos's `target_prefix`; one with encoder
+    tags is refused: Argos Translate 1.x passes no source prefix."""
     if out.exists():
-        raise UserError(f"{out} already exists; choose a new file name")
+        raise UserError(f"{out} already exists; choose a new {'file' if out.suffix else 'directory'} name")
     import_onnx()
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=f".{out.name}.", dir=out.parent) as tmp:
-        folder = _write_folder(run_dir, Path(tmp), quantization, which)
-        archive = Path(tmp) / out.name
-        with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zipped:
-            for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-                zipped.write(path, path.relative_to(tmp).as_posix())
-        archive.replace(out)
+        model = export_run(run_dir, Path(tmp) / "model", "ctranslate2", quantization, which)
+        meta = json.loads((model / META).read_text(encoding="utf-8"))
+        _check(run_dir, meta)
+        directions = export_directions(meta)
+        if meta["tags"] is None:
+            _zip(_write_folder(model, directions[0], meta, None), Path(tmp) / out.name).replace(out)
+            return out
+        packages = Path(tmp) / out.name
+        packages.mkdir()
+        for direction in directions:
+            folder = _write_folder(model, direction, meta, tag_piece(direction.tgt))
+            _zip(folder, packages / f"{direction.src}_{direction.tgt}.argosmodel")
+            shutil.rmtree(folder)
+        packages.replace(out)
     return out
 
 
-def _write_folder(run_dir: Path, tmp: Path, quantization: str, which: str | None) -> Path:
-    """The package's folder, written inside `tmp`."""
-    model = export_run(run_dir, tmp / "model", "ctranslate2", quantization, which)
-    meta = json.loads((model / META).read_text(encoding="utf-8"))
+def _check(run_dir: Path, meta: dict[str, Any]) -> None:
+    """Refuse what an Argos package cannot hold: two sentencepiece models, tags on the source side."""
     if not meta["joint_vocabulary"]:
         raise UserError(
             f"{run_dir} has a source and a target sentencepiece model; an Argos package holds one: "
             f"train with tokenizer.joint=true"
         )
-    src, tgt = meta["languages"]
-    folder = tmp / f"translate-{src}_{tgt}-nmt"
+    if meta["tags"] == "encoder":
+        raise UserError(
+            f"{run_dir} puts its language tags on the source (data.multilingual.tags=encoder), and Argos "
+            f"Translate 1.x passes no source prefix, only a target_prefix: train with "
+            f"data.multilingual.tags=decoder to export to Argos"
+        )
+
+
+def _zip(folder: Path, archive: Path) -> Path:
+    """`folder` as the zip file `archive` (paths inside it start with the folder's name)."""
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zipped:
+        for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+            zipped.write(path, path.relative_to(folder.parent).as_posix())
+    return archive
+
+
+def _write_folder(model: Path, direction: Direction, meta: dict[str, Any], prefix: str | None) -> Path:
+    """The package folder of `direction` beside the CTranslate2 export `model` (copied into it), with the
+    decoder tag `prefix` that Argos forces (None: a one-pair run)."""
+    src, tgt = direction.src, direction.tgt
+    folder = model.parent / f"translate-{src}_{tgt}-nmt"
     folder.mkdir()
-    model = model.rename(folder / "model")
+    shutil.copytree(model, folder / "model")
     shutil.copyfile(model / "spm.model", folder / "sentencepiece.model")
     write_splitter(src, folder / "minisbd" / f"{src}.onnx")
     metadata = {
@@ -75,6 +109,8 @@ def _write_folder(run_dir: Path, tmp: Path, quantization: str, which: str | None
         "sentence_splitter": description(src),
         "nmt": {key: meta[key] for key in ("checkpoint", "step", "quantization")},
     }
+    if prefix is not None:
+        metadata["target_prefix"] = prefix
     (folder / "metadata.json").write_text(json.dumps(metadata, indent=2, ensure_ascii=False) + "\n", "utf-8")
     (folder / "README.md").write_text(_readme(metadata, Path(meta["run_dir"]).name), encoding="utf-8")
     return folder
@@ -82,6 +118,14 @@ def _write_folder(run_dir: Path, tmp: Path, quantization: str, which: str | None
 
 def _readme(metadata: dict, run_name: str) -> str:
     src, tgt, nmt = metadata["from_code"], metadata["to_code"], metadata["nmt"]
+    multilingual = "target_prefix" in metadata
+    direction = f"--src-lang {src} --tgt-lang {tgt} " if multilingual else ""
+    prefix = (
+        f"\n\nThe model translates several directions; Argos Translate forces `{metadata['target_prefix']}` "
+        f"(metadata.json's `target_prefix`) as the first token of each translation, which makes it {tgt}."
+        if multilingual
+        else ""
+    )
     return f"""# {metadata["from_name"]} → {metadata["to_name"]} ({src} → {tgt}), trained with nmt
 
 Written by `nmt export --to argos` from the run `{run_name}`: checkpoint {nmt["checkpoint"]} (step \
@@ -91,7 +135,7 @@ Written by `nmt export --to argos` from the run `{run_name}`: checkpoint {nmt["c
 - `sentencepiece.model`: the sentencepiece model of source and target.
 - `minisbd/{src}.onnx`: the sentence splitter. {metadata["sentence_splitter"]}
 
-Argos Translate searches with {ARGOS_SEARCH}: `nmt translate model/ --beam-size 4 \
+Argos Translate searches with {ARGOS_SEARCH}: `nmt translate model/ {direction}--beam-size 4 \
 --length-penalty 0.2` gives the same translations, sentence by sentence, unless one reaches its length limit \
-(nmt's is search.max_len_a × source length + search.max_len_b).
+(nmt's is search.max_len_a × source length + search.max_len_b).{prefix}
 """

@@ -25,7 +25,7 @@ from torch import Tensor
 from nmt.data.special_tokens import BOS, EOS, UNK
 from nmt.data.tokenizer import Tokenizer, tokenizer_paths
 from nmt.decode.trained_run import TrainedRun
-from nmt.decode.translator import max_source_len
+from nmt.decode.translator import max_source_len, run_directions
 from nmt.errors import UserError
 from nmt.export.directories import check_out_dir, load_transformer_run, staged_directory
 from nmt.models.transformer import EncoderLayer, TransformerSeq2Seq, sinusoidal_positions
@@ -83,7 +83,7 @@ def export_run(
 
 def _save(spec: Any, run: TrainedRun, out_dir: Path, quantization: str) -> None:
     """Write the export into a temporary sibling directory, then rename it to `out_dir`."""
-    joint = run.tokenizers.joint
+    joint, cfg = run.tokenizers.joint, run.cfg
     meta = {
         "format": "ctranslate2",
         "run_dir": str(run.directory.path.resolve()),
@@ -91,9 +91,10 @@ def _save(spec: Any, run: TrainedRun, out_dir: Path, quantization: str) -> None:
         "step": run.checkpoint.get("step"),
         "quantization": quantization,
         "joint_vocabulary": joint,
-        "languages": [run.cfg.data.src_lang, run.cfg.data.tgt_lang],
-        "search": dataclasses.asdict(run.cfg.search),
-        "max_source_len": max_source_len(run.cfg),
+        "directions": [direction.name for direction in run_directions(cfg)],
+        "tags": None if cfg.data.multilingual is None else cfg.data.multilingual.tags,
+        "search": dataclasses.asdict(cfg.search),
+        "max_source_len": max_source_len(cfg),
         "alignment": ALIGNMENT,
     }
     with staged_directory(out_dir) as tmp:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import shutil
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -40,6 +41,7 @@ from nmt.models.config import ModelConfig
 from nmt.models.transformer import TransformerSeq2Seq
 
 HF_CLASSES = {"pre": "PegasusForConditionalGeneration", "post": "MarianMTModel"}  # by model.transformer.norm
+NEVER = -1e9  # the bias of a language tag's logit: never generated, unless forced
 
 
 def import_transformers() -> ModuleType:
@@ -70,7 +72,8 @@ def export_run(run_dir: Path, out_dir: Path, quantization: str = "float32", whic
             f"{run_dir} has separate source and target vocabularies (tokenizer.joint=false); transformers' "
             f"Pegasus and Marian models with our tokenizer need one: train with tokenizer.joint=true"
         )
-    model = hf_model(transformers, ours, run.cfg, len(run.tokenizers.src))
+    tags = sorted(run.tokenizers.src.tag_ids.values())
+    model = hf_model(transformers, ours, run.cfg, len(run.tokenizers.src), tags)
     with staged_directory(out_dir) as tmp:
         model.save_pretrained(tmp)
         save_tokenizer(transformers, run, tmp)
@@ -79,10 +82,13 @@ def export_run(run_dir: Path, out_dir: Path, quantization: str = "float32", whic
     return out_dir
 
 
-def hf_model(transformers: ModuleType, ours: TransformerSeq2Seq, cfg: Config, vocab_size: int) -> Any:
+def hf_model(
+    transformers: ModuleType, ours: TransformerSeq2Seq, cfg: Config, vocab_size: int, tags: Sequence[int] = ()
+) -> Any:
     """Our model (built from `cfg` with a joint vocabulary of `vocab_size`) as a transformers model with
-    generation settings for greedy search; refuses a model this version of transformers cannot hold (it
-    loads a weight into a place shared with another)."""
+    generation settings for greedy search, never generating the language `tags` (the decoder tag of a
+    multilingual run is forced by `generate(…, forced_bos_token_id=…)`); refuses a model this version of
+    transformers cannot hold (it loads a weight into a place shared with another)."""
     arch = cfg.model.transformer_settings
     norm = arch.norm
     model = getattr(transformers, HF_CLASSES[norm])(hf_config(transformers, cfg.model, vocab_size)).eval()
@@ -97,6 +103,7 @@ def hf_model(transformers: ModuleType, ours: TransformerSeq2Seq, cfg: Config, vo
             f"with transformers 5 (`pip install 'transformers>=5'`)"
         )
     limit = output_limit(max_source_len(cfg), cfg.search)
+    forced = 0 if cfg.data.multilingual is None else cfg.data.multilingual.forced_tokens
     model.generation_config = transformers.GenerationConfig(
         decoder_start_token_id=BOS,
         bos_token_id=BOS,
@@ -104,8 +111,9 @@ def hf_model(transformers: ModuleType, ours: TransformerSeq2Seq, cfg: Config, vo
         pad_token_id=PAD,
         forced_eos_token_id=EOS,
         suppress_tokens=[PAD, BOS],
+        sequence_bias=[[[tag], NEVER] for tag in tags] or None,  # suppress_tokens refuses a forced token
         num_beams=1,
-        max_length=min(arch.max_positions, limit + 2),  # the decoder start, `limit` tokens and eos
+        max_length=min(arch.max_positions, limit + 2 + forced),  # decoder start, tag, `limit` tokens, eos
     )
     return model
 
@@ -221,14 +229,15 @@ def save_tokenizer(transformers: ModuleType, run: TrainedRun, directory: Path) -
     vocab = {piece: i for i, piece in enumerate(pieces)}
     (directory / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False, indent=0), encoding="utf-8")
     pad, unk, eos = tokenizer.pieces([PAD, UNK, EOS])
+    multilingual = run.cfg.data.multilingual is not None
     with warnings.catch_warnings():  # it recommends sacremoses, for a normaliser it never calls
         warnings.filterwarnings("ignore", message=".*sacremoses")
         hf_tokenizer = transformers.MarianTokenizer(
             source_spm=str(directory / "source.spm"),
             target_spm=str(directory / "target.spm"),
             vocab=str(directory / "vocab.json"),
-            source_lang=run.cfg.data.src_lang,
-            target_lang=run.cfg.data.tgt_lang,
+            source_lang=None if multilingual else run.cfg.data.src_lang,
+            target_lang=None if multilingual else run.cfg.data.tgt_lang,
             pad_token=pad,
             unk_token=unk,
             eos_token=eos,

@@ -10,17 +10,17 @@ CARD = """\
 ---
 library_name: transformers
 pipeline_tag: translation
-language: [{src}, {tgt}]
+language: [{languages}]
 tags: [translation, nmt]
 ---
 
-# {src}→{tgt} translation: a Transformer trained with nmt
+# {title} translation: a Transformer trained with nmt
 
 A `{hf_class}` converted by `nmt export --to huggingface` from the run `{run_name}` (checkpoint
 `{checkpoint}`, step {step}): {layers}, d_model {d_model}, {heads} heads, feed-forward {ff_dim}, {norm}-norm
 layers, a joint sentencepiece vocabulary of {vocab} pieces, {tied}. Its greedy output equals `nmt translate
 --beam-size 1` token for token (float32).{transformers_note}
-
+{directions}
 ## Load and translate
 
 ```python
@@ -28,8 +28,9 @@ from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 model = AutoModelForSeq2SeqLM.from_pretrained("{name}")  # this directory, or "your-name/{name}" on the Hub
 tokenizer = AutoTokenizer.from_pretrained("{name}")
-batch = tokenizer(["A {src} sentence.", "Another one."], return_tensors="pt", padding=True, truncation=True)
-outputs = model.generate(**batch)  # greedy: generation_config.json sets num_beams=1
+batch = tokenizer([{texts}], return_tensors="pt", padding=True, truncation=True)
+# greedy: generation_config.json sets num_beams=1
+outputs = model.generate(**batch{forced})
 print(tokenizer.batch_decode(outputs, skip_special_tokens=True))
 ```
 
@@ -40,7 +41,7 @@ sooner, after {a} × (its subwords + 1) + {b} tokens; to stop where it does, tra
 ```python
 ids = tokenizer([sentence], return_tensors="pt", truncation=True)
 limit = int({a} * ids["input_ids"].size(1) + {b})  # tokens before eos, as nmt allows
-outputs = model.generate(**ids, max_new_tokens=limit + 1)
+outputs = model.generate(**ids, max_new_tokens=limit + {after}{forced})
 ```
 
 ## Push to the Hub
@@ -70,6 +71,19 @@ HfApi().upload_folder(folder_path="{name}", repo_id="your-name/{name}")  # this 
 """
 
 
+DIRECTIONS = """
+## Directions
+
+It translates {count} directions, {names}: the target language is chosen by its tag, `>>{tgt}<<` for {tgt}.
+{how}
+"""
+ENCODER_TAGS = """Start each text with the tag (`>>{tgt}<< A {src} sentence.`): `MarianTokenizer` puts the
+tag's id first in the source, as `nmt translate --tgt-lang {tgt}` does."""
+DECODER_TAGS = """The tag is the decoder's first token: generate with
+`forced_bos_token_id=tokenizer.convert_tokens_to_ids(">>{tgt}<<")` (as `nmt translate --tgt-lang {tgt}`
+forces it); `batch_decode` drops it from the text. Do not start a text with a tag."""
+
+
 def model_card(run: TrainedRun, hf_class: str, name: str, max_length: int) -> str:
     """The model card of `run` exported as `hf_class` (generating at most `max_length` decoder positions)
     into a directory called `name`."""
@@ -86,8 +100,7 @@ def model_card(run: TrainedRun, hf_class: str, name: str, max_length: int) -> st
     tied = "separate encoder, decoder and output embeddings" if untied else "one shared embedding matrix"
     source_limit = max_source_len(cfg)
     return CARD.format(
-        src=cfg.data.src_lang,
-        tgt=cfg.data.tgt_lang,
+        **_languages(run),
         hf_class=hf_class,
         run_name=run.directory.path.name,
         checkpoint=run.checkpoint_name,
@@ -106,4 +119,44 @@ def model_card(run: TrainedRun, hf_class: str, name: str, max_length: int) -> st
         a=search.max_len_a,
         b=search.max_len_b,
         alpha=search.length_penalty,
+    )
+
+
+def _languages(run: TrainedRun) -> dict[str, str]:
+    """What the card says of the run's languages: its one pair, or a multilingual run's directions and how to
+    choose the target language (shown with the first direction)."""
+    cfg, ml = run.cfg, run.cfg.data.multilingual
+    if ml is None:
+        src, tgt = cfg.data.src_lang, cfg.data.tgt_lang
+        texts = f'"A {src} sentence.", "Another one."'
+        return dict(
+            src=src,
+            tgt=tgt,
+            languages=f"{src}, {tgt}",
+            title=f"{src}→{tgt}",
+            texts=texts,
+            forced="",
+            directions="",
+            after="1",  # tokens after the limit: eos
+        )
+    first = ml.pairs[0]
+    src, tgt = first.src, first.tgt
+    names = ", ".join(f"{d.src}→{d.tgt}" for d in ml.pairs)
+    how = (ENCODER_TAGS if ml.tags == "encoder" else DECODER_TAGS).format(src=src, tgt=tgt)
+    directions = DIRECTIONS.format(count=len(ml.pairs), names=names, tgt=tgt, how=how)
+    if ml.tags == "encoder":
+        texts, forced = f'">>{tgt}<< A {src} sentence.", ">>{tgt}<< Another one."', ""
+    else:
+        texts = f'"A {src} sentence.", "Another one."'
+        forced = f', forced_bos_token_id=tokenizer.convert_tokens_to_ids(">>{tgt}<<")'
+    languages = ", ".join(ml.languages)
+    return dict(
+        src=src,
+        tgt=tgt,
+        languages=languages,
+        title=f"Multilingual ({languages})",
+        texts=texts,
+        forced=forced,
+        directions=directions,
+        after=str(1 + ml.forced_tokens),  # eos, and the tag
     )

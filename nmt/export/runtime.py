@@ -2,8 +2,10 @@
 recognises one): the export's own sentencepiece models and search settings, `ctranslate2.Translator` for
 search, n-best lists with CTranslate2's scores.
 
-Greedy search gives our greedy output token for token: the same banned outputs (padding, bos), no minimum
-length, and each sentence cut at our limit a * (source length + 1) + b. Beam search is CTranslate2's own, with
+Greedy search gives our greedy output token for token: the same banned outputs (padding, bos, language tags),
+no minimum length, each sentence cut at our limit a * (source length + 1) + b, and a multilingual model's
+tags where ours go (an encoder tag first in the source pieces, a decoder tag as CTranslate2's
+`target_prefix`). Beam search is CTranslate2's own, with
 the same beam size and length-penalty alpha but its own length normalisation, so it may differ slightly.
 Alignments come from the attention CTranslate2 returns (`return_attention`): the export sets it to the last
 decoder layer's mean of heads (nmt/export/ctranslate2.py `ALIGNMENT`), the attention nmt's search aligns with.
@@ -18,7 +20,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from nmt.config.multilingual import Direction
 from nmt.config.sections import SearchConfig
+from nmt.data.language_tags import LanguageTags
 from nmt.data.tokenizer import Tokenizers, load_tokenizers
 from nmt.decode.rules import BeamSearch, Greedy, SearchRule
 from nmt.decode.sampling import Sampling
@@ -49,19 +53,23 @@ class ExportedTranslator(Translator):
         tokenizers: Tokenizers,
         settings: SearchConfig,
         max_source_len: int,
-        languages: tuple[str, str]
-        | None = None,  # source, target (exports of nmt 0.1.0 before serving: None)
+        tags: LanguageTags | None = None,
+        directions: tuple[Direction, ...] = (),  # exports of nmt 0.1.0 before serving: none
         has_alignments: bool = True,  # False: an export written before its attention was set (ALIGNMENT)
     ) -> None:
-        super().__init__(tokenizers, settings, max_source_len)
-        self.translator, self.languages = translator, languages
+        super().__init__(tokenizers, settings, max_source_len, tags, directions)
+        self.translator = translator
         self.has_alignments = has_alignments
 
     def search_batch(
         self, sources: list[list[int]], rule: SearchRule, options: SearchOptions
     ) -> list[list[Hypothesis]]:
+        """A decoder tag is CTranslate2's `target_prefix`: forced, counted in its length limit and returned
+        with each hypothesis, from which it is cut."""
         src, tgt = self.tokenizers.src, self.tokenizers.tgt
         limits = [output_limit(len(ids), options) for ids in sources]
+        forced = len(options.prefix)
+        prefix = {"target_prefix": [tgt.pieces(list(options.prefix))] * len(sources)} if forced else {}
         results = self.translator.translate_batch(
             [src.pieces(ids) for ids in sources],
             max_batch_size=len(sources),
@@ -69,19 +77,22 @@ class ExportedTranslator(Translator):
             return_scores=True,
             length_penalty=rule.length_penalty,
             max_input_length=0,
-            max_decoding_length=max(limits),
+            max_decoding_length=max(limits) + forced,
             min_decoding_length=0,
             suppress_sequences=[[piece] for piece in tgt.pieces(list(options.banned))],
             return_attention=options.alignments,
+            **prefix,
             **runtime_search(rule),
         )
         found = []
         for ids, limit, result in zip(sources, limits, results, strict=True):
             hyps = []
             for k, (pieces, score) in enumerate(zip(result.hypotheses, result.scores, strict=True)):
-                tokens = [tgt.sp.piece_to_id(piece) for piece in pieces[:limit]]
+                tokens = [tgt.sp.piece_to_id(piece) for piece in pieces[forced : forced + limit]]
                 attended = (
-                    most_attended(result.attention[k], len(ids), len(tokens)) if options.alignments else None
+                    most_attended(result.attention[k][forced:], len(ids), len(tokens))
+                    if options.alignments
+                    else None
                 )
                 hyps.append(Hypothesis(tokens, score, alignment=attended))
             found.append(hyps)
@@ -156,10 +167,20 @@ def load_export(
     except (RuntimeError, ValueError) as err:
         raise UserError(f"CTranslate2 cannot load {path}: {err}") from err
     tokenizers = load_tokenizers(path, meta["joint_vocabulary"])
-    languages = tuple(meta["languages"]) if "languages" in meta else None
     settings = SearchConfig(**meta["search"])
+    tags = None if meta.get("tags") is None else LanguageTags(tokenizers.src.tag_ids, meta["tags"])
     aligns = meta.get("alignment") == ALIGNMENT
-    return ExportedTranslator(translator, tokenizers, settings, meta["max_source_len"], languages, aligns)
+    return ExportedTranslator(
+        translator, tokenizers, settings, meta["max_source_len"], tags, export_directions(meta), aligns
+    )
+
+
+def export_directions(meta: dict[str, Any]) -> tuple[Direction, ...]:
+    """The directions an export's run was trained on, as its nmt-export.json names them: `directions`, or
+    the `languages` pair of older exports (none in the oldest)."""
+    if "directions" in meta:
+        return tuple(Direction.parse(name) for name in meta["directions"])
+    return (Direction(*meta["languages"]),) if "languages" in meta else ()
 
 
 def load_translator(

@@ -1,9 +1,10 @@
 """The models a server translates with, behind one blocking `search` that the batcher calls from its thread.
 
-Each run directory is served as itself, named after its directory; the runs of one language pair that share a
-vocabulary are also served as their ensemble, which is then the pair's default (as `nmt translate RUN RUN`
-decodes) unless `--default NAME` chooses another; the default of each pair is logged at startup. With
-`--engine ctranslate2` each directory is an export of `nmt export` instead.
+Each run directory is served as itself, named after its directory, for every direction it was trained on (a
+multilingual run: each of its directions, into the target language by its tag); the runs of one language pair
+that share a vocabulary are also served as their ensemble, which is then the pair's default (as
+`nmt translate RUN RUN` decodes) unless `--default NAME` chooses another; the default of each pair is logged
+at startup. With `--engine ctranslate2` each directory is an export of `nmt export` instead.
 """
 
 from __future__ import annotations
@@ -48,30 +49,50 @@ class Options:
 
 @dataclass(frozen=True)
 class Decoding:
-    """What to decode and how: the served model's name and the search options. The batcher's key: sentences
-    batch only with others decoded alike. `request` sets a request apart (seeded sampling: its samples must
-    not depend on what else is decoded with it)."""
+    """What to decode and how: the served model's name, the language it translates into and the search
+    options. The batcher's key: sentences batch only with others decoded alike. `request` sets a request
+    apart (seeded sampling: its samples must not depend on what else is decoded with it)."""
 
     model: str
     options: Options
     request: int | None = None
+    target: str | None = None
+
+
+Pair = tuple[str, str]  # source and target language
 
 
 class Engine:
-    """A model served under `name` for one language pair: its translator, and what /v1/models says of it."""
+    """A model served under `name` for its language pairs (a multilingual model's directions): its
+    translator, and what /v1/models says of it. `pair` gives the engine of one of them (`source`,
+    `target`), which a request translates with."""
 
-    def __init__(self, name: str, pair: tuple[str, str], translator: Translator, facts: ModelFacts) -> None:
-        self.name, (self.source, self.target) = name, pair
-        self.translator, self.facts = translator, facts
+    def __init__(self, name: str, pairs: tuple[Pair, ...], translator: Translator, facts: ModelFacts) -> None:
+        self.name, self.pairs, self.translator, self.facts = name, pairs, translator, facts
+
+    @property
+    def source(self) -> str:
+        return self.pairs[0][0]
+
+    @property
+    def target(self) -> str:
+        return self.pairs[0][1]
+
+    def pair(self, source: str, target: str) -> Engine:
+        """This model's engine for `source` → `target`, one of its pairs (a multilingual model's translator
+        into `target`)."""
+        return Engine(self.name, ((source, target),), into(self.translator, target), self.facts)
 
     @property
     def beam_size(self) -> int:
         return self.translator.settings.beam_size
 
-    def search(self, sources: list[list[int]], options: Options) -> list[list[Hypothesis]]:
-        """Search source id lists as one batch; blocking. Each batch has a new shape: capturing CUDA graphs
-        would cost more than it saves."""
-        searching = self.translator.with_search(
+    def search(
+        self, sources: list[list[int]], options: Options, target: str | None = None
+    ) -> list[list[Hypothesis]]:
+        """Search source id lists as one batch, into `target` (a multilingual model's); blocking. Each batch
+        has a new shape: capturing CUDA graphs would cost more than it saves."""
+        searching = into(self.translator, target).with_search(
             beam_size=options.beam_size,
             nbest=options.nbest,
             batch_size=max(1, len(sources)),
@@ -91,6 +112,18 @@ class Engine:
         return self.facts
 
 
+def into(translator: Translator, target: str | None) -> Translator:
+    """A multilingual model's translator into `target`; a one-pair model's as it is."""
+    return translator if translator.tags is None or target is None else translator.toward(target)
+
+
+def pairs_of(translator: Translator, name: str) -> tuple[Pair, ...]:
+    """The language pairs a model is served for: the directions it was trained on."""
+    if not translator.directions:
+        raise UserError(f"{name}: the export names no language pair; export the run again with this nmt")
+    return tuple((d.src, d.tgt) for d in translator.directions)
+
+
 def run_engine(name: str, run: TrainedRun, members: list[TrainedRun]) -> Engine:
     """A trained run (or an ensemble of runs) served by nmt's own search."""
     cfg, alone = run.cfg, len(members) == 1
@@ -104,13 +137,12 @@ def run_engine(name: str, run: TrainedRun, members: list[TrainedRun]) -> Engine:
         beam_size=cfg.search.beam_size,
         attention=attention_layout(cfg.model) if alone else ENSEMBLE_ATTENTION,
     )
-    return Engine(name, (cfg.data.src_lang, cfg.data.tgt_lang), TorchTranslator.of_run(run), facts)
+    translator = TorchTranslator.of_run(run)
+    return Engine(name, pairs_of(translator, name), translator, facts)
 
 
 def export_engine(name: str, exported: ExportedTranslator) -> Engine:
     """An export of `nmt export --to ctranslate2`: n-best with CTranslate2's scores, no attention."""
-    if exported.languages is None:
-        raise UserError(f"{name}: the export names no language pair; export the run again with this nmt")
     facts = ModelFacts(
         engine="ctranslate2",
         type="transformer",
@@ -121,7 +153,7 @@ def export_engine(name: str, exported: ExportedTranslator) -> Engine:
         beam_size=exported.settings.beam_size,
         attention=None,
     )
-    return Engine(name, exported.languages, exported, facts)
+    return Engine(name, pairs_of(exported, name), exported, facts)
 
 
 def attention_layout(model: ModelConfig) -> str:
@@ -147,11 +179,11 @@ class Catalog:
     """The served models by name, and the default model of each language pair."""
 
     engines: dict[str, Engine]
-    defaults: dict[tuple[str, str], str]
+    defaults: dict[Pair, str]
 
     def search(self, decoding: Decoding, sources: list[list[int]]) -> list[list[Hypothesis]]:
         """Decode source id lists as `decoding` says (the batcher's decode function); blocking."""
-        return self.engines[decoding.model].search(sources, decoding.options)
+        return self.engines[decoding.model].search(sources, decoding.options, decoding.target)
 
 
 def load_catalog(
@@ -177,7 +209,7 @@ def load_catalog(
     runs = [load_run(path, device, which, overrides) for path in paths]
     engines = [run_engine(name, run, [run]) for name, run in zip(names, runs, strict=True)]
     ensembles: list[Engine] = []
-    for pair, group in _by_pair(runs).items():
+    for pair, group in _by_pair(runs).items():  # one-pair runs
         if len(group) > 1:
             try:
                 ensembles.append(run_engine(f"ensemble-{pair[0]}-{pair[1]}", ensemble(group), group))
@@ -190,38 +222,36 @@ def _catalog(engines: list[Engine], ensembles: list[Engine], chosen: list[str]) 
     """Each pair's default is the model `chosen` names for it, else its ensemble, else its first model; each
     pair's default is logged with the other models of the pair."""
     served = {e.name: e for e in engines + ensembles}
-    defaults: dict[tuple[str, str], str] = {}
+    defaults: dict[Pair, str] = {}
     for engine in engines:
-        defaults.setdefault((engine.source, engine.target), engine.name)
-    defaults |= {(e.source, e.target): e.name for e in ensembles}
-    picked: dict[tuple[str, str], str] = {}
+        for pair in engine.pairs:
+            defaults.setdefault(pair, engine.name)
+    defaults |= {pair: e.name for e in ensembles for pair in e.pairs}
+    picked: dict[Pair, str] = {}
     for name in chosen:
         if name not in served:
             raise UserError(f"--default {name}: no such model; served: {', '.join(served)}")
-        pair = (served[name].source, served[name].target)
-        if pair in picked and picked[pair] != name:
-            raise UserError(
-                f"--default {picked[pair]} and --default {name} both translate {pair[0]} → "
-                f"{pair[1]}: choose one"
-            )
-        picked[pair] = name
+        for pair in served[name].pairs:
+            if pair in picked and picked[pair] != name:
+                raise UserError(
+                    f"--default {picked[pair]} and --default {name} both translate {pair[0]} → "
+                    f"{pair[1]}: choose one"
+                )
+            picked[pair] = name
     defaults |= picked
     for (source, target), name in defaults.items():
-        others = [
-            e.name
-            for e in served.values()
-            if (e.source, e.target, e.name) != (source, target, name)
-            and (e.source, e.target) == (source, target)
-        ]
+        others = [e.name for e in served.values() if e.name != name and (source, target) in e.pairs]
         also = f" (also served: {', '.join(others)}; --default NAME chooses)" if others else ""
         log.info("%s → %s: %s by default%s", source, target, name, also)
     return Catalog(served, defaults)
 
 
-def _by_pair(runs: list[TrainedRun]) -> dict[tuple[str, str], list[TrainedRun]]:
-    groups: dict[tuple[str, str], list[TrainedRun]] = {}
+def _by_pair(runs: list[TrainedRun]) -> dict[Pair, list[TrainedRun]]:
+    """The one-pair runs by their pair (multilingual runs are served alone)."""
+    groups: dict[Pair, list[TrainedRun]] = {}
     for run in runs:
-        groups.setdefault((run.cfg.data.src_lang, run.cfg.data.tgt_lang), []).append(run)
+        if run.cfg.data.multilingual is None:
+            groups.setdefault((run.cfg.data.src_lang, run.cfg.data.tgt_lang), []).append(run)
     return groups
 
 

@@ -75,14 +75,19 @@ def _rounded(weights: Tensor) -> Weights:
 
 
 async def models(request: Request) -> Response:
-    """Every served model: its pair, whether it is the pair's default, what it is."""
+    """Every served model, once for each of its pairs: the pair, whether the model is the pair's default, what
+    it is."""
     catalog = request.app.state.service.catalog
-    defaults = set(catalog.defaults.values())
     served = [
         ServedModel(
-            name=name, source=e.source, target=e.target, default=name in defaults, **e.describe().model_dump()
+            name=name,
+            source=source,
+            target=target,
+            default=catalog.defaults.get((source, target)) == name,
+            **e.describe().model_dump(),
         )
         for name, e in catalog.engines.items()
+        for source, target in e.pairs
     ]
     return json_answer(Models(models=served))
 

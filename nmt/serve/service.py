@@ -29,23 +29,24 @@ class Service:
         self._requests = itertools.count()  # numbers requests that must be decoded apart
 
     def choose(self, source: str | None, target: str | None, model: str | None) -> Engine:
-        """The model named `model`, else the default one of the served pair that `source` → `target` names: a
-        missing side, or a `source` of 'auto', is the one that the served pairs leave."""
+        """The engine of the model named `model`, else of the default model of the served pair that `source`
+        → `target` names, for that pair: a missing side, or a `source` of 'auto', is the one that the pairs
+        (of the model, when named) leave."""
+        served = self.catalog.defaults
         if model is not None:
-            engine = self.catalog.engines.get(model)
-            if engine is None:
+            found = self.catalog.engines.get(model)
+            if found is None:
                 raise ApiError(400, f"no model {clipped(model)!r}; served: {', '.join(self.catalog.engines)}")
-            if (source not in (None, "auto", engine.source)) or (target not in (None, engine.target)):
-                raise ApiError(400, f"model {model!r} translates {engine.source} → {engine.target}")
-            return engine
-        defaults = self.catalog.defaults
-        pairs = [(s, t) for s, t in defaults if source in (None, "auto", s) and target in (None, t)]
+            served = dict.fromkeys(found.pairs, model)
+        pairs = [(s, t) for s, t in served if source in (None, "auto", s) and target in (None, t)]
         if len(pairs) == 1:
-            return self.catalog.engines[defaults[pairs[0]]]
-        served = ", ".join(f"{s}→{t}" for s, t in defaults)
+            return self.catalog.engines[served[pairs[0]]].pair(*pairs[0])
+        listed = ", ".join(f"{s}→{t}" for s, t in served)
         asked = f"{clipped(source or 'any source')} → {clipped(target or 'any target')}"
         if not pairs:
-            raise ApiError(400, f"{asked} is not served; pairs: {served}")
+            if model is not None:
+                raise ApiError(400, f"model {model!r} translates {listed}; not {asked}")
+            raise ApiError(400, f"{asked} is not served; pairs: {listed}")
         matched = ", ".join(f"{s}→{t}" for s, t in pairs)
         raise ApiError(400, f"{asked} matches {len(pairs)} served pairs ({matched}): send source and target")
 
@@ -65,7 +66,8 @@ class Service:
         if beam > self.limits.max_beam:
             raise ApiError(400, f"a beam of {beam} exceeds this server's limit of {self.limits.max_beam}")
         if sampling is None:
-            return Decoding(engine.name, Options(beam, nbest, attention, alignments=alignments))
+            options = Options(beam, nbest, attention, alignments=alignments)
+            return Decoding(engine.name, options, target=engine.target)
         seed = secrets.randbits(63) if sampling.seed is None else sampling.seed
         options = Options(
             beam,
@@ -78,7 +80,7 @@ class Service:
             seed,
             alignments,
         )
-        return Decoding(engine.name, options, next(self._requests))
+        return Decoding(engine.name, options, next(self._requests), engine.target)
 
     async def translate(self, engine: Engine, texts: list[str], decoding: Decoding) -> list[list[Translated]]:
         """Each text's lines translated (blank lines stay blank), all lines of all texts queued together."""

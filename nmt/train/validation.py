@@ -4,7 +4,6 @@ attention that guided alignment supervises (teacher-forced)."""
 
 from __future__ import annotations
 
-import itertools
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,7 @@ from nmt.data.directions import DirectionData
 from nmt.data.loader import prefetch
 from nmt.data.prepare import PreparedData
 from nmt.data.tokenizer import Tokenizers
-from nmt.decode.translator import TorchTranslator, max_source_len, run_tags
+from nmt.decode.translator import TorchTranslator, max_source_len
 from nmt.device import autocast
 from nmt.errors import ConfigError
 from nmt.evaluate.directions import direction_scores
@@ -46,7 +45,8 @@ def validation_scores(
     greedy = replace(cfg, search={"beam_size": 1, "nbest": 1}).search
     if data.directions is None:
         limit = min(cfg.train.eval_max_sentences or len(data.valid), len(data.valid))
-        outputs = _greedy_outputs(model, data, [range(limit)], greedy, cfg)[0]
+        translator = TorchTranslator(model, data.tokenizers, greedy, max_source_len(cfg))
+        outputs = _greedy_outputs(translator, data, range(limit))
         scores = score(outputs, data.valid.tgt[:limit])
         found: dict[str, Any] = {"bleu": scores.bleu, "chrf": scores.chrf}
     else:
@@ -65,21 +65,19 @@ def _direction_scores(
     """Each direction's scores on its first `eval_max_sentences` validation pairs, and their means."""
     limit = cfg.train.eval_max_sentences
     rows = [r[:limit] if limit else r for r in directions.valid_rows()]
-    outputs = dict(zip(directions.directions, _greedy_outputs(model, data, rows, search, cfg), strict=True))
+    translator = TorchTranslator(model, data.tokenizers, search, max_source_len(cfg), directions.tags)
+    outputs = {  # the sources hold their encoder tags; toward() forces a decoder tag, bans every tag
+        d: _greedy_outputs(translator.toward(d.tgt), data, r)
+        for d, r in zip(directions.directions, rows, strict=True)
+    }
     references = {d: [data.valid.tgt[i] for i in r] for d, r in zip(directions.directions, rows, strict=True)}
     return direction_scores(outputs, references, directions.languages)
 
 
-def _greedy_outputs(
-    model: Seq2Seq, data: PreparedData, rows: list[range], search: SearchConfig, cfg: Config
-) -> list[list[str]]:
-    """The greedy translations of the validation sources at each group of `rows`, searched together."""
-    sources = [data.valid_ids.src[i] for r in rows for i in r]
-    tags = run_tags(cfg, data.tokenizers)  # the sources hold their tags: only the ban of tag outputs is new
-    hyps = TorchTranslator(model, data.tokenizers, search, max_source_len(cfg), tags).search(sources)
-    texts = data.tokenizers.tgt.decode([h[0].tokens for h in hyps])
-    ends = list(itertools.accumulate(len(r) for r in rows))
-    return [texts[end - len(r) : end] for r, end in zip(rows, ends, strict=True)]
+def _greedy_outputs(translator: TorchTranslator, data: PreparedData, rows: range) -> list[str]:
+    """The greedy translations of the (encoded) validation sources at `rows`."""
+    hyps = translator.search([data.valid_ids.src[i] for i in rows])
+    return data.tokenizers.tgt.decode([h[0].tokens for h in hyps])
 
 
 def read_gold_set(

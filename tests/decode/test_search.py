@@ -1,6 +1,7 @@
 """The search loop under the greedy and beam rules, against a scripted model whose best answers are worked out
 by hand and against reference searches written plainly."""
 
+import dataclasses
 import math
 from collections.abc import Callable
 
@@ -21,13 +22,15 @@ from nmt.models.config import ModelConfig, RNNConfig, TransformerConfig
 from nmt.models.rnn import RNNSeq2Seq
 from nmt.models.transformer import TransformerSeq2Seq
 
-A, B = 4, 5
+A, B, TAG = 4, 5, 6
 # next-token probabilities after each prefix; anything unlisted ends with eos
 SCRIPT = {
-    (): {A: 0.6, B: 0.4},
+    (): {A: 0.6, B: 0.4},  # TAG has probability 0: forced, it must not count
     (A,): {A: 0.4, B: 0.3, EOS: 0.3},
     (B,): {EOS: 0.9, A: 0.1},
     (A, A): {EOS: 1.0},
+    (TAG,): {B: 0.5, A: 0.4, EOS: 0.1},  # after the forced TAG, another language: B first
+    (TAG, B): {B: 0.6, EOS: 0.4},
 }
 
 
@@ -106,6 +109,53 @@ def test_beam_search_returns_the_n_best_sorted_by_score() -> None:
 def test_beam_one_equals_greedy_on_the_script() -> None:
     src, mask = one_sentence()
     assert tokens(beam_search(ScriptedModel(), src, mask.unsqueeze(1), settings(1, 1.0, 2.0, 5))) == [[A, A]]
+
+
+def forced(beam: int, a: float = 2.0, b: int = 5, alpha: float = 0.0, nbest: int = 1) -> list[Hypothesis]:
+    """The one sentence searched with TAG forced after bos, by greedy (beam 1) or beam search."""
+    src, mask = one_sentence()
+    cfg = settings(beam, alpha, a, b, nbest)
+    options = dataclasses.replace(search_options(cfg), prefix=(TAG,))
+    rule = Greedy(alpha) if beam == 1 else BeamSearch(beam, alpha)
+    return search(ScriptedModel(), src, mask.unsqueeze(1), rule, options)[0]
+
+
+def test_greedy_reads_the_forced_prefix_which_is_no_part_of_the_output() -> None:
+    (hyp,) = forced(beam=1)
+    assert hyp.tokens == [B, B] and hyp.score == pytest.approx(math.log(0.3))  # TAG's probability 0 not in it
+    (limited,) = forced(beam=1, a=0.0, b=1)  # the limit counts the tokens after the prefix: one, then eos
+    assert limited.tokens == [B] and limited.score == pytest.approx(math.log(0.5))
+
+
+def test_beam_search_reads_the_forced_prefix() -> None:
+    found = forced(beam=2, nbest=2)
+    assert [h.tokens for h in found] == [[A], [B, B]]  # 0.4 × 1.0 beats greedy's 0.5 × 0.6
+    assert [h.score for h in found] == pytest.approx([math.log(0.4), math.log(0.3)])
+
+
+def test_the_length_penalty_counts_the_tokens_after_the_prefix() -> None:
+    (hyp,) = forced(beam=2, alpha=1.0)
+    assert hyp.tokens == [A] and hyp.score == pytest.approx(math.log(0.4) / length_penalty(2, 1.0))
+
+
+def test_a_prefix_reads_like_a_teacher_forced_token() -> None:
+    """Search after a forced prefix continues as if the decoder had been fed bos and the prefix; its
+    attention rows are the hypothesis' tokens and eos, without the prefix's."""
+    model, (src, mask) = random_transformer(10), random_batch(10)
+    cfg = settings(3, 1.0, 1.5, 3)
+    options = dataclasses.replace(search_options(cfg, True), prefix=(7,))
+    limits = output_limits(mask, 1.5, 3).tolist()
+    with torch.inference_mode():
+        found = search(model, src, mask, BeamSearch(3, 1.0), options)
+        for i, (hyp,) in enumerate(found):
+            tgt_in = torch.tensor([[BOS, 7, *hyp.tokens]])
+            out = model(src[i : i + 1], mask[i : i + 1], tgt_in, return_attention=True)
+            log_probs = out.logits.log_softmax(-1)[0, 1:]  # (len(tokens) + 1, vocab): after the prefix
+            chosen = log_probs.gather(1, torch.tensor([*hyp.tokens, EOS]).unsqueeze(1)).squeeze(1)
+            expected = chosen.sum() if len(hyp.tokens) < limits[i] else chosen[:-1].sum()  # eos forced: 0
+            assert hyp.score == pytest.approx(float(expected) / length_penalty(len(hyp.tokens) + 1, 1.0))
+            weights = out.attention[0, -1].mean(dim=0)[1:, : int(mask[i].sum())]  # the prefix's row dropped
+            torch.testing.assert_close(hyp.attention, weights, atol=1e-5, rtol=1e-4)
 
 
 def random_transformer(seed: int) -> TransformerSeq2Seq:

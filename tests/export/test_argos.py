@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from nmt.data.synthetic import reordering_pairs
-from tests.conftest import ROOT, assert_one_line_error, run_cli, train_args
+from tests.conftest import MULTILINGUAL_DIRECTIONS, ROOT, assert_one_line_error, run_cli, train_args
 from tests.export.argos_offline import harness  # argostranslate in a venv of its own, offline
 
 NO_REPORT = ("--set", "train.final_report=false")
@@ -57,6 +57,43 @@ def test_package_layout_and_metadata(tiny_run: Path, tmp_path: Path) -> None:
     assert config["add_source_eos"] is True  # argostranslate passes bare pieces: CTranslate2 adds the eos
     assert spm == (tiny_run / "spm.model").read_bytes()
     assert "not a trained model" in readme and "--beam-size 4 --length-penalty 0.2" in readme
+
+
+def test_a_decoder_tag_run_gives_a_package_per_direction(decoder_tag_run: Path, tmp_path: Path) -> None:
+    """Each package forces its direction's target tag as Argos's target_prefix."""
+    pytest.importorskip("ctranslate2")
+    pytest.importorskip("onnx")
+    out = tmp_path / "packages"
+    code, stdout, err = run_cli("export", str(decoder_tag_run), str(out), "--to", "argos")
+    assert code == 0, err
+    assert stdout.strip() == str(out) and [p.name for p in tmp_path.iterdir()] == ["packages"]
+    expected = [name.replace("-", "_") + ".argosmodel" for name in MULTILINGUAL_DIRECTIONS]
+    assert sorted(p.name for p in out.iterdir()) == sorted(expected)
+    for name in MULTILINGUAL_DIRECTIONS:
+        src, tgt = name.split("-")
+        folder = f"translate-{src}_{tgt}-nmt"
+        with zipfile.ZipFile(out / f"{src}_{tgt}.argosmodel") as package:
+            metadata = json.loads(package.read(f"{folder}/metadata.json"))
+            meta = json.loads(package.read(f"{folder}/model/nmt-export.json"))
+            readme = package.read(f"{folder}/README.md").decode()
+            assert f"{folder}/minisbd/{src}.onnx" in package.namelist()
+        assert (metadata["from_code"], metadata["to_code"], metadata["target_prefix"]) == (
+            src,
+            tgt,
+            f">>{tgt}<<",
+        )
+        assert meta["tags"] == "decoder" and meta["directions"] == MULTILINGUAL_DIRECTIONS
+        assert f"nmt translate model/ --src-lang {src} --tgt-lang {tgt} --beam-size 4" in readme
+
+
+def test_an_encoder_tag_run_is_refused(multilingual_run: Path, tmp_path: Path) -> None:
+    pytest.importorskip("ctranslate2")
+    pytest.importorskip("onnx")
+    result = run_cli("export", str(multilingual_run), str(tmp_path / "packages"), "--to", "argos")
+    assert_one_line_error(
+        result, "Argos Translate 1.x passes no source prefix", "data.multilingual.tags=decoder"
+    )
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_rnn_run_is_refused(tiny: Path, small_corpus: Path, tmp_path: Path) -> None:
@@ -175,9 +212,9 @@ def test_argostranslate_translates_offline_as_nmt_does(
     assert answer["paragraph"] == " ".join(expected)
 
 
-def nmt_translations(model: Path, sentences: list[str]) -> list[str]:
-    """`nmt translate MODEL` with Argos Translate's search settings."""
-    search = ["--beam-size", "4", "--length-penalty", "0.2"]
+def nmt_translations(model: Path, sentences: list[str], *flags: str) -> list[str]:
+    """`nmt translate MODEL FLAGS` with Argos Translate's search settings."""
+    search = ["--beam-size", "4", "--length-penalty", "0.2", *flags]
     code, out, err = run_cli("translate", str(model), *search, input="\n".join(sentences) + "\n")
     assert code == 0, err
     return out.splitlines()
@@ -205,3 +242,32 @@ def test_libretranslate_serves_the_packages_offline(
     expected = nmt_translations(tmp_path / "home" / "packages" / "translate-de_en-nmt" / "model", sentences)
     assert expected[-1][-1] == sentences[-1][-1], "LibreTranslate would change the final punctuation"
     assert answer["answer"]["translatedText"] == " ".join(expected)
+
+
+@pytest.mark.slow
+def test_argostranslate_translates_every_direction_of_a_multilingual_run(
+    learned_multilingual: Path, argos_python: Path, tmp_path: Path
+) -> None:
+    """Each direction's package, installed beside the others, forces its target tag: argostranslate
+    translates as `nmt translate --src-lang … --tgt-lang …` does on the installed model/ with Argos's
+    search."""
+    pytest.importorskip("ctranslate2")
+    pytest.importorskip("onnx")
+    packages = tmp_path / "packages"
+    assert run_cli("export", str(learned_multilingual), str(packages), "--to", "argos")[0] == 0
+    for name in MULTILINGUAL_DIRECTIONS:
+        src, tgt = name.split("-")
+        sentences = (learned_multilingual.parent / "data" / f"test.{src}").read_text().splitlines()[:12]
+        request = {
+            "mode": "translate",
+            "packages": [str(p) for p in sorted(packages.iterdir())],
+            "from": src,
+            "to": tgt,
+            "paragraph": sentences[0],
+            "sentences": sentences,
+        }
+        home = tmp_path / f"home-{name}"
+        answer = harness.run_offline(argos_python, request, home)
+        model = home / "packages" / f"translate-{src}_{tgt}-nmt" / "model"
+        expected = nmt_translations(model, sentences, "--src-lang", src, "--tgt-lang", tgt)
+        assert answer["sentences"] == expected and sum(bool(line) for line in expected) >= 10

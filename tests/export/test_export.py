@@ -12,7 +12,7 @@ from nmt.decode.trained_run import load_run
 from nmt.decode.translator import TorchTranslator, search_options
 from nmt.export.ctranslate2 import META
 from nmt.export.runtime import load_export
-from tests.conftest import assert_one_line_error, run_cli, train_args
+from tests.conftest import MULTILINGUAL_DIRECTIONS, assert_one_line_error, run_cli, train_args
 
 pytest.importorskip("ctranslate2")
 pytestmark = pytest.mark.slow  # exports and a second training: the end-to-end layer
@@ -170,3 +170,33 @@ def test_alignments_are_the_same_from_both_engines(trained_run: Path, corpus: Pa
     assert_one_line_error(
         run_cli("translate", str(out), *args), "returns no alignments", "export the run again"
     )
+
+
+@pytest.mark.parametrize(
+    ("fixture", "tags"), [("multilingual_run", "encoder"), ("decoder_tag_run", "decoder")]
+)
+def test_a_multilingual_export_translates_every_direction_as_the_run(
+    fixture: str, tags: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """The export knows the run's directions and tags: the same source ids (an encoder tag first) and the
+    same greedy outputs and alignments (a decoder tag forced as CTranslate2's target_prefix: no output token
+    and no attention row) into every target."""
+    run_dir: Path = request.getfixturevalue(fixture)
+    out = tmp_path / "ct2"
+    assert run_cli("export", str(run_dir), str(out))[0] == 0
+    meta = json.loads((out / META).read_text())
+    assert (meta["directions"], meta["tags"]) == (MULTILINGUAL_DIRECTIONS, tags)
+    exported = load_export(out, "cpu").with_search(beam_size=1, nbest=1)
+    translator = TorchTranslator.of_run(load_run(run_dir, torch.device("cpu"))).with_search(beam_size=1)
+    language_tags = translator.tags
+    assert language_tags is not None
+    for name in MULTILINGUAL_DIRECTIONS:
+        src, tgt = name.split("-")
+        lines = (run_dir.parent / "data" / f"test.{src}").read_text().splitlines()
+        ours, theirs = translator.toward(tgt), exported.toward(tgt)
+        sources = ours.encode(lines)
+        assert theirs.encode(lines) == sources
+        options = search_options(ours.settings, alignments=True)
+        found = [(h[0].tokens, h[0].alignment) for h in ours.search(sources, options=options)]
+        assert [(h[0].tokens, h[0].alignment) for h in theirs.search(sources, options=options)] == found
+        assert not {token for tokens, _ in found for token in tokens} & set(language_tags.banned)

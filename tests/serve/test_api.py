@@ -140,7 +140,7 @@ def test_v1_translate_without_a_pair_uses_the_one_served(client: TestClient, tra
 def test_v1_translate_without_a_pair_among_several_says_which_to_send(catalog: Catalog) -> None:
     (engine,) = catalog.engines.values()
     other = copy.copy(engine)
-    other.name, other.source = "other", "xx"
+    other.name, other.pairs = "other", (("xx", "tgt"),)
     pairs = {("src", "tgt"): engine.name, ("xx", "tgt"): "other"}
     two = Catalog({engine.name: engine, "other": other}, pairs)
     with make_client(two) as client:
@@ -301,10 +301,10 @@ def test_a_batch_out_of_memory_is_split_and_every_request_answered(
     (engine,) = catalog.engines.values()
 
     class Tight(type(engine)):  # type: ignore[misc]
-        def search(self, sources, options):  # type: ignore[no-untyped-def]
+        def search(self, sources, options, target=None):  # type: ignore[no-untyped-def]
             if len(sources) > 1:
                 raise torch.cuda.OutOfMemoryError("CUDA out of memory (simulated)")
-            return super().search(sources, options)
+            return super().search(sources, options, target)
 
     tight = Tight.__new__(Tight)
     tight.__dict__.update(engine.__dict__)

@@ -386,3 +386,39 @@ def test_the_explorer_opened_with_a_base64_key_translates(
         assert driver.find_elements(By.CSS_SELECTOR, ".panel .nbest li .text")  # type: ignore[attr-defined]
     finally:
         assert served.stop() == 0
+
+
+def test_a_multilingual_model_translates_into_the_direction_picked(
+    browser: object, learned_multilingual: Path
+) -> None:
+    """The panel of a multilingual model lists its directions; the one picked is the translation's, and its
+    heatmap shows that direction's attention."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+
+    text = (learned_multilingual.parent / "data" / "test.xa").read_text().splitlines()[0]
+    served = start(learned_multilingual)
+    try:
+        driver = browser
+        open_page(driver, served.url)
+        panel = driver.find_element(By.CSS_SELECTOR, ".panel")  # type: ignore[attr-defined]
+        models = [option.text for option in panel.find_elements(By.CSS_SELECTOR, "select.model option")]
+        assert models == [f"{learned_multilingual.name} (4 directions)"]
+        picker = Select(panel.find_element(By.CSS_SELECTOR, "select.direction"))
+        assert [option.text for option in picker.options] == ["xa → xb", "xb → xa", "xa → xc", "xc → xa"]
+        assert picker.first_selected_option.text == "xa → xb"  # the default of the first pair
+        picker.select_by_visible_text("xa → xc")
+        driver.find_element(By.ID, "text").send_keys(text)  # type: ignore[attr-defined]
+        driver.find_element(By.ID, "translate").click()  # type: ignore[attr-defined]
+        shown = "return document.querySelector('.panel .nbest li .text')?.textContent"
+        WebDriverWait(driver, 60).until(lambda d: d.execute_script(shown))
+        body = json.dumps({"q": text, "source": "xa", "target": "xc", "nbest": 5}).encode()
+        request = urllib.request.Request(
+            f"{served.url}/v1/translate", body, {"Content-Type": "application/json"}
+        )
+        with urllib.request.urlopen(request, timeout=60) as response:
+            expected = json.loads(response.read())["translations"][0]["translatedText"]
+        assert driver.execute_script(shown) == expected  # type: ignore[attr-defined]
+        assert driver.find_elements(By.CSS_SELECTOR, ".panel rect.cell")  # type: ignore[attr-defined]
+    finally:
+        assert served.stop() == 0

@@ -10,39 +10,19 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from nmt.config.multilingual import Direction
-from nmt.config.sections import TrainConfig
+from nmt.config.sections import SearchConfig, TrainConfig
+from nmt.decode.trained_run import load_run
+from nmt.decode.translator import TorchTranslator, search_options
 from nmt.evaluate import off_target
 from nmt.evaluate.directions import direction_scores
 from nmt.run.directory import RunDir
 from nmt.train.monitor import Monitor
-from tests.conftest import assert_one_line_error, run_cli
+from tests.conftest import MULTILINGUAL_DIRECTIONS, run_cli
 
-DIRECTIONS = ["xa-xb", "xb-xa", "xa-xc", "xc-xa"]
-CONFIG = """\
-data: {max_len: 64, multilingual: {directions: [xa-xb, xb-xa, xa-xc, xc-xa], weights: {xa-xc: 2.0}}}
-tokenizer: {vocab_size: 200}
-model: {encoder_layers: 1, decoder_layers: 1, dropout: 0.1, transformer: {d_model: 32, heads: 2, ff_dim: 64}}
-train: {device: cpu, batch_tokens: 600, pad_to_multiple: 1, lr: 2.0e-3, warmup_steps: 20, eval_every: 5,
-        eval_max_sentences: 8, log_every: 5, max_time: 0.0}
-search: {beam_size: 2, batch_size: 50, max_len_a: 1.0, max_len_b: 4}
-"""
-
-
-@pytest.fixture(scope="module")
-def multilingual_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from nmt.data.synthetic import write_multilingual_corpus
-
-    root = tmp_path_factory.mktemp("multilingual")
-    data = write_multilingual_corpus(root / "data", train=400, valid=12, test=6, vocab=40)
-    (root / "config.yaml").write_text(CONFIG)
-    run = root / "run"
-    code, _, err = run_cli(
-        "train", str(root / "config.yaml"), "--data", str(data), "--out", str(run), "--max-steps", "10"
-    )
-    assert code == 0, err
-    return run
+DIRECTIONS = MULTILINGUAL_DIRECTIONS
 
 
 def records(run: Path, kind: str) -> list[dict]:
@@ -85,9 +65,22 @@ def test_the_report_scores_every_direction_of_valid_and_test(multilingual_run: P
     assert (multilingual_run / "attention" / "valid-2.png").stat().st_size > 1000
 
 
-def test_nmt_evaluate_refuses_a_multilingual_run(multilingual_run: Path) -> None:
-    result = run_cli("evaluate", str(multilingual_run), "--device", "cpu")
-    assert_one_line_error(result, "is a multilingual run, and nmt evaluate takes no direction yet")
+def test_a_decoder_tag_run_validates_and_reports_every_direction(decoder_tag_run: Path) -> None:
+    """Its training targets start with the tag; search forces it, and outputs no tag."""
+    validations = records(decoder_tag_run, "valid")
+    assert [list(record["directions"]) for record in validations] == [DIRECTIONS, DIRECTIONS]
+    report = json.loads((decoder_tag_run / "report.json").read_text())
+    test = report["test"][report["checkpoint"]]
+    assert list(test["directions"]) == DIRECTIONS
+    run = load_run(decoder_tag_run, torch.device("cpu"))
+    translator = TorchTranslator.of_run(run).toward("xb")
+    tags = translator.tags
+    assert tags is not None and tags.placement == "decoder"
+    sources = translator.encode(["a b c", "d e"])
+    assert all(tags.id("xb") not in ids for ids in sources)  # no tag on the source side
+    options = search_options(SearchConfig(beam_size=2, nbest=2))
+    for hyps in translator.search(sources, options=options):
+        assert hyps and all(not set(h.tokens) & set(tags.banned) for h in hyps)
 
 
 def test_tensorboard_gets_every_direction(tmp_path: Path) -> None:

@@ -72,16 +72,38 @@ function describe(model) {
   return `${model.type}${size}${bleu}`;
 }
 
+function directionsOf(name) {  // a model's entries of /v1/models: one per direction it translates
+  return state.models.filter((m) => m.name === name);
+}
+
+function modelNames() {  // each served model once, in the order /v1/models lists them
+  return [...new Set(state.models.map((m) => m.name))];
+}
+
+function fillDirections(panel) {  // a model of several directions (a multilingual one): choose the direction
+  const picker = $(".direction", panel.node), directions = directionsOf($(".model", panel.node).value);
+  const keep = picker.value;
+  picker.replaceChildren(...directions.map((m) => el("option", { value: `${m.source} ${m.target}` },
+                                                        `${m.source} → ${m.target}`)));
+  if (directions.some((m) => `${m.source} ${m.target}` === keep)) picker.value = keep;
+  picker.closest(".picker").hidden = directions.length < 2;
+}
+
 function addPanel(modelName) {
   if (state.panels.length >= MAX_PANELS) return;
   const node = $("#panel-template").content.firstElementChild.cloneNode(true);
   const panel = { node, result: null, line: 0, hypothesis: 0 };
   const select = $(".model", node);
-  for (const model of state.models) {
-    select.append(el("option", { value: model.name }, `${model.name} (${model.source}→${model.target})`));
+  for (const name of modelNames()) {
+    const directions = directionsOf(name);
+    const pair = directions.length === 1 ? `${directions[0].source}→${directions[0].target}`
+      : `${directions.length} directions`;
+    select.append(el("option", { value: name }, `${name} (${pair})`));
   }
   select.value = modelName;
-  select.addEventListener("change", () => { showMeta(panel); translatePanel(panel); });
+  fillDirections(panel);
+  select.addEventListener("change", () => { fillDirections(panel); showMeta(panel); translatePanel(panel); });
+  $(".direction", node).addEventListener("change", () => translatePanel(panel));
   $(".remove", node).addEventListener("click", () => {
     state.panels.splice(state.panels.indexOf(panel), 1);
     node.remove();
@@ -116,6 +138,7 @@ async function translatePanel(panel) {
   message.className = "message";
   const body = { q: text, model: $(".model", panel.node).value, attention: true, alignments: true,
                  nbest: Number($("#nbest").value) || 1 };
+  if (directionsOf(body.model).length > 1) [body.source, body.target] = $(".direction", panel.node).value.split(" ");
   if (Number($("#beam").value) > 0) body.beam_size = Number($("#beam").value);
   try {
     const answer = await api("/v1/translate", body);
@@ -380,10 +403,11 @@ async function start() {
     return;
   }
   const first = state.models.find((m) => m.default) || state.models[0];
-  $("#status").textContent = `${state.models.length} model(s) served`;
+  $("#status").textContent = `${modelNames().length} model(s) served`;
   const samePair = state.models.filter((m) => m.source === first.source && m.target === first.target);
   const shown = samePair.filter((m) => m.type !== "ensemble").slice(0, 3);
   for (const model of shown.length ? shown : [first]) addPanel(model.name);
+  for (const panel of state.panels) $(".direction", panel.node).value = `${first.source} ${first.target}`;
   $("#text").placeholder = placeholderFor(first.source);
   $("#ask").addEventListener("submit", (event) => {
     event.preventDefault();
@@ -394,8 +418,8 @@ async function start() {
   });
   $("#add").addEventListener("click", () => {
     const used = new Set(state.panels.map((p) => $(".model", p.node).value));
-    const next = state.models.find((m) => !used.has(m.name)) || state.models[0];
-    const panel = addPanel(next.name);
+    const next = modelNames().find((name) => !used.has(name)) || modelNames()[0];
+    const panel = addPanel(next);
     if (panel && $("#text").value.trim()) translatePanel(panel);
   });
   const redrawIfResized = () => {  // a window resized, a scroll bar come or gone: the heatmaps are drawn again

@@ -1,0 +1,403 @@
+"""One multilingual model against six bilingual ones on Multi30k, and zero-shot de↔fr: the table of
+docs/multilingual.md.
+
+    taskset -c 1 python scripts/multilingual_bench.py --data DIR --work WORK
+
+DIR holds Multi30k's line-aligned train/val/test2016 files in en, de, fr and cs. Every model is a
+configs/multi30k-cpu-transformer.yaml Transformer (2+2 layers, d 128) trained by `nmt train` in a process of
+its own, on --threads threads (OMP_NUM_THREADS; pin the script with taskset), and scored on test2016 by
+`nmt evaluate` (beam 5): BLEU, chrF and the off-target rate (py3langid among en, de, fr, cs).
+
+- one vs six: six bilinguals (en↔de, en↔fr, en↔cs) of --bilingual-time seconds each, at every vocabulary
+  size of --vocab-sizes (each direction's size chosen by its best greedy validation BLEU), against one
+  multilingual model of --multilingual-time seconds (6 × the bilingual time: the same total) on the six
+  directions, with a joint vocabulary of --multilingual-vocab, its tags on the encoder and, in a second run,
+  as the decoder's forced first token;
+- zero-shot de↔fr from both multilingual models (`nmt evaluate --zero-shot`), beside pivoting through
+  English with the same model (`--pivot en`) and beside de→fr and fr→de bilinguals trained on the 29,000
+  de–fr pairs (as the other bilinguals);
+- what lowers zero-shot off-target, each continuing the encoder-tag model for --continue-time seconds on the
+  six directions (`--init-from`): nothing more (the control); --few-pairs real de–fr pairs added (both
+  directions); synthetic de–fr pairs (--synthetic-pairs of each language) made by sampling its translations
+  through English (`nmt translate --pivot en --sampling`) from sentences the few-pairs run does not see.
+
+Runs, hypotheses and results.json stay in WORK: an interrupted benchmark resumes where it stopped (a run
+counts once `nmt train` ended it). --plan core trains and scores the one-vs-six comparison only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIG = ROOT / "configs" / "multi30k-cpu-transformer.yaml"
+TRAINED = ("en-de", "de-en", "en-fr", "fr-en", "en-cs", "cs-en")
+ZERO_SHOT = ("de-fr", "fr-de")
+LANGUAGES = ("cs", "de", "en", "fr")
+MULTILINGUAL = f"data.multilingual.directions=[{', '.join(TRAINED)}]"
+SYSTEMS = ("bilingual", "multi-encoder", "multi-decoder")  # the columns of the one-vs-six table
+BILINGUAL_EVAL = ["--set", "train.eval_every=200", "--set", "train.eval_max_sentences=200"]
+MULTILINGUAL_EVAL = ["--set", "train.eval_every=600", "--set", "train.eval_max_sentences=100"]
+
+
+class Bench:
+    """The work directory: its runs, and results.json, written after every step."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args, self.work = args, args.work
+        self.results_path = self.work / "results.json"
+        self.results: dict[str, Any] = (
+            json.loads(self.results_path.read_text()) if self.results_path.exists() else {}
+        )
+        self.cpu_seconds = 0.0
+        self.env = os.environ | {"OMP_NUM_THREADS": str(args.threads), "MKL_NUM_THREADS": str(args.threads)}
+
+    def save(self) -> None:
+        self.results_path.write_text(json.dumps(self.results, indent=2) + "\n")
+
+    def step(self, section: str, key: str, work: Callable[[], Any]) -> Any:
+        """`work()`'s result, kept in results.json under section/key (done once)."""
+        done = self.results.setdefault(section, {})
+        if key not in done:
+            started = time.monotonic()
+            done[key] = work()
+            print(f"{section} {key}: {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
+            self.save()
+        return done[key]
+
+    def nmt(self, *args: str) -> str:
+        """`nmt ARGS` in a process of its own; its stdout. `self.cpu_seconds`: the CPU time it took."""
+        command = [sys.executable, "-m", "nmt", "-q", *args]
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        result = subprocess.run(command, capture_output=True, text=True, env=self.env)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        self.cpu_seconds = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+        if result.returncode:
+            raise RuntimeError(f"{' '.join(command)} failed:\n{result.stderr[-3000:]}")
+        return result.stdout
+
+    def train(self, name: str, seconds: float, *flags: str) -> dict[str, Any]:
+        """Train run `name` for `seconds` (once); its updates and best greedy validation BLEU."""
+
+        def work() -> dict[str, Any]:
+            run = self.work / "runs" / name
+            where = ["--data", str(self.args.data), "--out", str(run), "--overwrite", "--device", "cpu"]
+            limits = ["--max-time", str(seconds), "--set", "train.final_report=false"]
+            self.nmt("train", str(CONFIG), *where, *limits, *flags)
+            records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+            valid = [r for r in records if r["kind"] == "valid"]
+            steps = max((r["step"] for r in records if "step" in r), default=0)
+            cpu = round(self.cpu_seconds)  # the whole process: data, training, validation
+            return {
+                "updates": steps,
+                "valid_bleu": max(r["bleu"] for r in valid),
+                "seconds": seconds,
+                "cpu": cpu,
+            }
+
+        return self.step("trained", name, work)
+
+    def evaluate(self, key: str, run: str, *flags: str) -> dict[str, Any]:
+        """Test2016 scores of `run` (`nmt evaluate --json`, once) with the off-target rate."""
+
+        def work() -> dict[str, Any]:
+            path = self.work / "scores" / f"{key}.json"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self.nmt(
+                "evaluate", str(self.work / "runs" / run), "--split", "test", "--json", str(path), *flags
+            )
+            found = json.loads(path.read_text())
+            if "off_target" not in found:  # a bilingual run: identified among the same four languages
+                hypotheses = Path(found["hypotheses"]).read_text().splitlines()
+                found["off_target"] = off_target(hypotheses, key.split("/")[-1].split("-")[1])
+            return {name: found[name] for name in ("bleu", "chrf", "off_target", "hypotheses")}
+
+        return self.step("scores", key, work)
+
+
+def off_target(outputs: list[str], lang: str) -> float | None:
+    from nmt.evaluate.off_target import off_target_rate
+
+    return off_target_rate(outputs, lang, LANGUAGES)
+
+
+def direction_flags(direction: str) -> list[str]:
+    src, tgt = direction.split("-")
+    return ["--src-lang", src, "--tgt-lang", tgt]
+
+
+def one_vs_six(bench: Bench) -> None:
+    """Bilinguals at each vocabulary size, each direction's best one scored; the two multilingual runs
+    (trained in an order that puts the first comparison first: bilinguals at the first size, encoder tags)."""
+    args = bench.args
+    first, *others = args.vocab_sizes
+    bilinguals(bench, first, TRAINED)
+    multilingual(bench, "encoder")
+    for vocab in others:
+        bilinguals(bench, vocab, TRAINED)
+    multilingual(bench, "decoder")
+    if args.train_only:
+        return
+    for direction in TRAINED:
+        bench.evaluate(f"bilingual/{direction}", best_bilingual(bench, direction))
+        for tags in ("encoder", "decoder"):
+            bench.evaluate(f"multi-{tags}/{direction}", f"multi-{tags}", *direction_flags(direction))
+
+
+def bilinguals(bench: Bench, vocab: int, directions: tuple[str, ...]) -> None:
+    for direction in directions:
+        flags = [*direction_flags(direction), "--set", f"tokenizer.vocab_size={vocab}", *BILINGUAL_EVAL]
+        bench.train(f"bi-{direction}-v{vocab}", bench.args.bilingual_time, *flags)
+
+
+def multilingual(bench: Bench, tags: str) -> None:
+    vocab = f"tokenizer.vocab_size={bench.args.multilingual_vocab}"
+    flags = ["--set", MULTILINGUAL, "--set", f"data.multilingual.tags={tags}", "--set", vocab]
+    bench.train(f"multi-{tags}", bench.args.multilingual_time, *flags, *MULTILINGUAL_EVAL)
+
+
+def best_bilingual(bench: Bench, direction: str) -> str:
+    """The run of `direction` with the best greedy validation BLEU among the vocabulary sizes tried."""
+    trained = bench.results["trained"]
+    runs = [f"bi-{direction}-v{vocab}" for vocab in bench.args.vocab_sizes]
+    return max(runs, key=lambda run: trained[run]["valid_bleu"])
+
+
+def zero_shot(bench: Bench) -> None:
+    """de↔fr: zero-shot and pivoted through English by both multilingual runs; bilinguals on de–fr pairs."""
+    for vocab in bench.args.vocab_sizes:
+        bilinguals(bench, vocab, ZERO_SHOT)
+    if bench.args.train_only:
+        return
+    for direction in ZERO_SHOT:
+        bench.evaluate(f"bilingual/{direction}", best_bilingual(bench, direction))
+        for tags in ("encoder", "decoder"):
+            flags = direction_flags(direction)
+            bench.evaluate(f"multi-{tags}-zero-shot/{direction}", f"multi-{tags}", *flags, "--zero-shot")
+            bench.evaluate(f"multi-{tags}-pivot/{direction}", f"multi-{tags}", *flags, "--pivot", "en")
+
+
+def remedies(bench: Bench) -> None:
+    """The encoder-tag run continued: alone (the control), with a few real de–fr pairs, with synthetic
+    ones."""
+    args = bench.args
+    common = ["--init-from", str(bench.work / "runs" / "multi-encoder"), *MULTILINGUAL_EVAL]
+    common += ["--set", f"tokenizer.vocab_size={args.multilingual_vocab}"]
+    bench.train("continued", args.continue_time, "--set", MULTILINGUAL, *common)
+    both = f"data.multilingual.directions=[{', '.join((*TRAINED, *ZERO_SHOT))}]"
+    few = ["--set", f"data.train={write_few_pairs(bench)}"]
+    bench.train("few-pairs", args.continue_time, "--set", both, *few, *common)
+    synthetic = ["--set", f"data.train={write_synthetic_pairs(bench)}"]
+    bench.train("synthetic-pairs", args.continue_time, "--set", both, *synthetic, *common)
+    if args.train_only:
+        return
+    for run in ("continued", "few-pairs", "synthetic-pairs"):
+        for direction in ZERO_SHOT:
+            flags = [*direction_flags(direction), *(["--zero-shot"] if run == "continued" else [])]
+            bench.evaluate(f"{run}/{direction}", run, *flags)
+        for direction in TRAINED:
+            bench.evaluate(f"{run}/{direction}", run, *direction_flags(direction))
+
+
+def training_lines(data: Path) -> dict[str, list[str]]:
+    return {lang: (data / f"train.{lang}").read_text(encoding="utf-8").splitlines() for lang in LANGUAGES}
+
+
+def write_jsonl(path: Path, records: list[dict[str, str]]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
+    return path
+
+
+def english_centric(lines: dict[str, list[str]], i: int) -> list[dict[str, str]]:
+    """Line i as English-centric records only: no record holds both German and French."""
+    return [
+        {lang: lines[lang][i] for lang in ("en", "de", "cs")},
+        {"en": lines["en"][i], "fr": lines["fr"][i]},
+    ]
+
+
+def write_few_pairs(bench: Bench) -> Path:
+    """Every training line English-centric, and the first --few-pairs lines also as de–fr pairs."""
+    lines, few = training_lines(bench.args.data), bench.args.few_pairs
+    records = []
+    for i in range(len(lines["en"])):
+        records += [{lang: lines[lang][i] for lang in LANGUAGES}] if i < few else english_centric(lines, i)
+    return write_jsonl(bench.work / "data" / "few-pairs.jsonl", records)
+
+
+def write_synthetic_pairs(bench: Bench) -> Path:
+    """Every training line English-centric, and synthetic de–fr pairs: French sentences of lines the few-pairs
+    run does not see as pairs, with German sampled through English by the encoder-tag model, and German ones
+    (of other lines) with sampled French."""
+    args, lines = bench.args, training_lines(bench.args.data)
+    rows = list(range(args.few_pairs, len(lines["en"])))
+    random.Random(1).shuffle(rows)
+    n = args.synthetic_pairs
+    french, german = sorted(rows[:n]), sorted(rows[n : 2 * n])
+    to_german = sampled(bench, "fr", "de", [lines["fr"][i] for i in french])
+    to_french = sampled(bench, "de", "fr", [lines["de"][i] for i in german])
+    records = [r for i in range(len(lines["en"])) for r in english_centric(lines, i)]
+    records += [{"fr": lines["fr"][i], "de": text} for i, text in zip(french, to_german, strict=True)]
+    records += [{"de": lines["de"][i], "fr": text} for i, text in zip(german, to_french, strict=True)]
+    return write_jsonl(bench.work / "data" / "synthetic-pairs.jsonl", records)
+
+
+def sampled(bench: Bench, src: str, tgt: str, sentences: list[str]) -> list[str]:
+    """Translations of `sentences` from `src` into `tgt` by the encoder-tag model, each of its two steps
+    through English sampled (`nmt translate --pivot en --sampling`); made once, kept in WORK/data."""
+    out = bench.work / "data" / f"sampled.{src}-{tgt}"
+
+    def work() -> int:
+        source = bench.work / "data" / f"source.{src}-{tgt}"
+        source.write_text("".join(line + "\n" for line in sentences), encoding="utf-8")
+        run = str(bench.work / "runs" / "multi-encoder")
+        direction = ["--src-lang", src, "--tgt-lang", tgt, "--pivot", "en"]
+        text = bench.nmt("translate", run, *direction, "--sampling", "--seed", "1", "-i", str(source))
+        out.write_text(text, encoding="utf-8")
+        return len(sentences)
+
+    bench.step("synthetic", f"{src}-{tgt}", work)
+    return out.read_text(encoding="utf-8").splitlines()
+
+
+def cell(scores: dict[str, Any] | None) -> str:
+    """BLEU | chrF | off-target %, or dashes for what was not measured."""
+    if scores is None:
+        return "— | — | —"
+    rate = "—" if scores["off_target"] is None else f"{scores['off_target']:.1f}"
+    return f"{scores['bleu']:.2f} | {scores['chrf']:.2f} | {rate}"
+
+
+def mean_cell(found: list[dict[str, Any] | None]) -> str:
+    if not found or any(f is None for f in found):
+        return cell(None)
+    rates = [f["off_target"] for f in found if f is not None]
+    return cell(
+        {
+            "bleu": statistics.mean(f["bleu"] for f in found if f is not None),
+            "chrf": statistics.mean(f["chrf"] for f in found if f is not None),
+            "off_target": None if None in rates else statistics.mean(rates),
+        }
+    )
+
+
+def one_vs_six_table(bench: Bench) -> str:
+    """The trained directions: each bilingual (its vocabulary sizes' validation BLEU) beside both
+    multilingual runs."""
+    scores, trained = bench.results.get("scores", {}), bench.results.get("trained", {})
+    sizes = bench.args.vocab_sizes
+    head = (
+        "| direction | bilingual: greedy valid BLEU by vocabulary | bilingual BLEU | chrF | off-target % | "
+    )
+    head += (
+        "multilingual, encoder tags: BLEU | chrF | off-target % | decoder tags: BLEU | chrF | off-target % |"
+    )
+    lines = [head, "|---|---|" + "---:|" * 9]
+    columns: dict[str, list[dict[str, Any] | None]] = {name: [] for name in SYSTEMS}
+    for direction in TRAINED:
+        tried = ", ".join(
+            f"{size // 1000}k {trained[f'bi-{direction}-v{size}']['valid_bleu']:.2f}"
+            for size in sizes
+            if f"bi-{direction}-v{size}" in trained
+        )
+        found = {name: scores.get(f"{name}/{direction}") for name in columns}
+        for name, value in found.items():
+            columns[name].append(value)
+        row = " | ".join(cell(found[name]) for name in columns)
+        lines.append(f"| {direction} | {tried} | {row} |")
+    lines.append(f"| **mean** | | {' | '.join(mean_cell(values) for values in columns.values())} |")
+    done = all(f"bi-{d}-v{size}" in trained for d in TRAINED for size in sizes)
+    for key, label in (("updates", "updates"), ("cpu", "CPU seconds (the `nmt train` processes)")):
+        bilingual = sum(trained[best_bilingual(bench, d)][key] for d in TRAINED) if done else 0
+        runs = [trained.get(f"multi-{tags}", {}).get(key, 0) for tags in ("encoder", "decoder")]
+        lines.append(f"| {label} | | {bilingual:,} | | | {runs[0]:,} | | | {runs[1]:,} | | |")
+    return "\n".join(lines)
+
+
+ZERO_SHOT_ROWS = (
+    ("multi-encoder-zero-shot", "zero-shot, encoder tags"),
+    ("multi-decoder-zero-shot", "zero-shot, decoder tags (the target tag forced as the first output token)"),
+    ("multi-encoder-pivot", "`--pivot en`, encoder tags"),
+    ("multi-decoder-pivot", "`--pivot en`, decoder tags"),
+    ("bilingual", "bilingual, trained on the de–fr pairs"),
+    ("continued", "encoder tags continued, English-centric data only (zero-shot)"),
+    ("few-pairs", "encoder tags continued, with {few} real de–fr pairs"),
+    ("synthetic-pairs", "encoder tags continued, with 2 × {synthetic} synthetic de–fr pairs"),
+)
+
+
+def zero_shot_table(bench: Bench) -> str:
+    """de→fr and fr→de by every system, and the mean over the six trained directions where a run has them."""
+    scores, args = bench.results.get("scores", {}), bench.args
+    head = (
+        "| system | de→fr BLEU | chrF | off-target % | fr→de BLEU | chrF | off-target % | six trained: BLEU |"
+    )
+    lines = [head, "|---|" + "---:|" * 7]
+    for key, name in ZERO_SHOT_ROWS:
+        run = key.removesuffix("-zero-shot").removesuffix("-pivot")
+        trained = [scores.get(f"{run}/{d}") for d in TRAINED]
+        mean = f"{statistics.mean(t['bleu'] for t in trained if t):.2f}" if all(trained) else "—"
+        if key in ("bilingual", "multi-encoder-pivot", "multi-decoder-pivot"):
+            mean = "—"
+        label = name.format(few=f"{args.few_pairs:,}", synthetic=f"{args.synthetic_pairs:,}")
+        found = " | ".join(cell(scores.get(f"{key}/{d}")) for d in ZERO_SHOT)
+        lines.append(f"| {label} | {found} | {mean} |")
+    return "\n".join(lines)
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--data", type=Path, required=True, help="Multi30k: train/val/test2016 .en .de .fr .cs"
+    )
+    parser.add_argument("--work", type=Path, required=True, help="runs, hypotheses and results.json")
+    parser.add_argument("--plan", choices=("core", "zero-shot", "all"), default="all")
+    parser.add_argument("--train-only", action="store_true", help="train the plan's runs, score nothing")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--bilingual-time", type=float, default=150.0)
+    parser.add_argument("--multilingual-time", type=float, default=900.0)
+    parser.add_argument("--continue-time", type=float, default=300.0)
+    parser.add_argument("--vocab-sizes", type=int, nargs="+", default=[4000, 8000])
+    parser.add_argument("--multilingual-vocab", type=int, default=8000)
+    parser.add_argument("--few-pairs", type=int, default=1000)
+    parser.add_argument("--synthetic-pairs", type=int, default=2000)
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = parse_args()
+    args.work.mkdir(parents=True, exist_ok=True)
+    bench = Bench(args)
+    bench.results["machine"] = {
+        "python": platform.python_version(),
+        "cpu": platform.processor() or platform.machine(),
+        "threads": args.threads,
+        "affinity": sorted(os.sched_getaffinity(0)),
+    }
+    one_vs_six(bench)
+    if args.plan != "core":
+        zero_shot(bench)
+    if args.plan == "all":
+        remedies(bench)
+    print(one_vs_six_table(bench))
+    print()
+    print(zero_shot_table(bench))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,81 @@
+"""Which direction a translator translates: a multilingual model's target language checked against its
+directions, zero-shot on request, a pivot language; a one-pair model's own pair."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from nmt.config.multilingual import Direction
+from nmt.config.sections import SearchConfig
+from nmt.data.language_tags import LanguageTags
+from nmt.decode.languages import Asked, Pivot, into_direction, toward
+from nmt.decode.translator import TorchTranslator
+from nmt.errors import UserError
+
+TRAINED = tuple(Direction.parse(name) for name in ("en-de", "de-en", "en-fr", "fr-en"))
+TAGS = LanguageTags({"de": 4, "en": 5, "fr": 6, "cs": 7})  # cs: a tag, but no direction into or from it
+
+
+def translator(tags: LanguageTags | None = TAGS, directions: tuple[Direction, ...] = TRAINED) -> Any:
+    """A translator that is never asked to translate: no model, no tokenizers."""
+    return TorchTranslator(None, None, SearchConfig(), 10, tags, directions)  # type: ignore[arg-type]
+
+
+def test_a_trained_direction_translates_into_its_target() -> None:
+    assert toward(translator(), "en", "de").target == "de"
+    assert toward(translator(), None, "en").target == "en"  # the source unnamed: any direction into en
+
+
+@pytest.mark.parametrize(
+    ("src", "tgt", "message"),
+    [
+        ("en", None, "translates several directions (en-de, de-en, en-fr, fr-en): name the target language"),
+        ("de", "fr", "never trained to translate de → fr (its directions: en-de, de-en, en-fr, fr-en); add "),
+        (None, "cs", "never trained to translate into cs"),
+        ("en", "xx", "the vocabulary has no tag for language 'xx'"),
+        ("xx", "de", "the vocabulary has no tag for language 'xx'"),
+    ],
+)
+def test_a_direction_the_model_cannot_take_is_refused(src: str | None, tgt: str | None, message: str) -> None:
+    with pytest.raises(UserError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        toward(translator(), src, tgt)
+
+
+def test_zero_shot_translates_between_any_two_of_its_languages() -> None:
+    assert toward(translator(), "de", "fr", zero_shot=True).target == "fr"
+    assert toward(translator(), "cs", "de", zero_shot=True).target == "de"
+    with pytest.raises(UserError, match="no tag for language 'xx'"):
+        toward(translator(), "de", "xx", zero_shot=True)
+
+
+def test_a_pivot_chains_two_trained_directions() -> None:
+    pivot = into_direction(translator(), Asked("de", "fr", pivot="en"))
+    assert isinstance(pivot, Pivot)
+    assert (pivot.first.target, pivot.second.target) == ("en", "fr")
+    assert pivot.first.settings.nbest == 1
+
+
+@pytest.mark.parametrize(
+    ("asked", "message"),
+    [
+        (Asked("de", "fr", pivot="cs"), "never trained to translate de → cs"),
+        (Asked("de", None, pivot="en"), "--pivot needs the target language"),
+        (Asked("de", "en", pivot="en"), "--pivot en: the pivot is a third language"),
+    ],
+)
+def test_a_pivot_needs_two_directions_the_model_takes(asked: Asked, message: str) -> None:
+    with pytest.raises(UserError, match=message):
+        into_direction(translator(), asked)
+
+
+def test_a_one_pair_model_takes_its_own_pair_only() -> None:
+    one = translator(None, (Direction("de", "en"),))
+    assert toward(one, "de", "en") is one and toward(one, None, None) is one
+    with pytest.raises(UserError, match="this model translates de → en only"):
+        toward(one, "de", "fr")
+    with pytest.raises(UserError, match="--zero-shot: this model translates one language pair"):
+        toward(one, "de", "en", zero_shot=True)
+    with pytest.raises(UserError, match="--pivot: this model translates one language pair"):
+        into_direction(one, Asked("de", "en", pivot="fr"))

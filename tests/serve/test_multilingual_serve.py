@@ -1,0 +1,84 @@
+"""A multilingual run served: every direction it was trained on, chosen by the request's source and target;
+/languages lists every pair, /v1/models each direction of the model; answers equal `nmt translate`'s; the
+torch run and its CTranslate2 export alike, for both tag placements."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+from starlette.testclient import TestClient
+
+from nmt.decode.trained_run import load_run
+from nmt.decode.translator import TorchTranslator
+from nmt.serve.engines import Catalog, load_catalog
+from tests.conftest import MULTILINGUAL_DIRECTIONS, run_cli
+from tests.serve.conftest import make_client
+
+
+@pytest.fixture(scope="module", params=["encoder", "decoder"])
+def run(request: pytest.FixtureRequest) -> Path:
+    return request.getfixturevalue("multilingual_run" if request.param == "encoder" else "decoder_tag_run")
+
+
+@pytest.fixture(scope="module")
+def client(run: Path) -> Iterator[TestClient]:
+    with make_client(load_catalog([run], "torch", torch.device("cpu"), None, None)) as test_client:
+        yield test_client
+
+
+def lines_of(run: Path, lang: str) -> list[str]:
+    return (run.parent / "data" / f"test.{lang}").read_text().splitlines()
+
+
+def offline(run: Path, tgt: str, lines: list[str]) -> list[str]:
+    return TorchTranslator.of_run(load_run(run, torch.device("cpu"))).toward(tgt).translate(lines)
+
+
+def test_every_direction_is_translated_as_offline(client: TestClient, run: Path) -> None:
+    for name in MULTILINGUAL_DIRECTIONS:
+        src, tgt = name.split("-")
+        lines = lines_of(run, src)
+        answer = client.post("/translate", json={"q": lines, "source": src, "target": tgt})
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["translatedText"] == offline(run, tgt, lines)
+        v1 = client.post(
+            "/v1/translate", json={"q": lines[0], "source": src, "target": tgt, "model": run.name}
+        )
+        assert (v1.json()["source"], v1.json()["target"]) == (src, tgt)
+        assert v1.json()["translations"][0]["translatedText"] == offline(run, tgt, lines[:1])[0]
+
+
+def test_languages_and_models_list_every_direction(client: TestClient, run: Path) -> None:
+    languages = {language["code"]: language["targets"] for language in client.get("/languages").json()}
+    assert languages == {"xa": ["xb", "xc"], "xb": ["xa"], "xc": ["xa"]}
+    models = client.get("/v1/models").json()["models"]
+    assert [(m["name"], f"{m['source']}-{m['target']}", m["default"]) for m in models] == [
+        (run.name, name, True) for name in MULTILINGUAL_DIRECTIONS
+    ]
+
+
+def test_a_direction_never_trained_is_refused(client: TestClient, run: Path) -> None:
+    answer = client.post("/translate", json={"q": "a b", "source": "xb", "target": "xc"})
+    assert answer.status_code == 400 and "xb → xc is not served" in answer.json()["error"]
+    named = client.post("/v1/translate", json={"q": "a b", "source": "xb", "target": "xc", "model": run.name})
+    assert named.status_code == 400
+    assert f"model '{run.name}' translates xa→xb, xb→xa, xa→xc, xc→xa; not xb → xc" in named.json()["error"]
+    into_xa = client.post("/translate", json={"q": "a b", "source": "auto", "target": "xa"})
+    assert into_xa.status_code == 400 and "matches 2 served pairs" in into_xa.json()["error"]
+
+
+def test_an_export_is_served_as_the_run(run: Path, tmp_path: Path) -> None:
+    pytest.importorskip("ctranslate2")
+    export = tmp_path / "ct2"
+    assert run_cli("export", str(run), str(export))[0] == 0
+    catalog: Catalog = load_catalog([export], "ctranslate2", torch.device("cpu"), None, 1)
+    with make_client(catalog) as client:
+        for name in MULTILINGUAL_DIRECTIONS:
+            src, tgt = name.split("-")
+            lines = lines_of(run, src)
+            answer = client.post("/translate", json={"q": lines, "source": src, "target": tgt}).json()
+            greedy = TorchTranslator.of_run(load_run(run, torch.device("cpu"))).with_search(beam_size=1)
+            assert answer["translatedText"] == greedy.toward(tgt).translate(lines)

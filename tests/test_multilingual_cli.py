@@ -1,0 +1,140 @@
+"""The commands take a multilingual run's direction: `nmt translate`, `nmt evaluate` and `nmt plot-attention`
+into --tgt-lang (from --src-lang), a direction the run never saw with --zero-shot, through a third language
+with --pivot; whatever they cannot take is a one-line error. Both tag placements."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from nmt.decode.trained_run import load_run
+from nmt.decode.translator import TorchTranslator
+from tests.conftest import MULTILINGUAL_DIRECTIONS, assert_one_line_error, run_cli
+
+
+@pytest.fixture(params=["encoder", "decoder"])
+def run(request: pytest.FixtureRequest) -> Path:
+    return request.getfixturevalue("multilingual_run" if request.param == "encoder" else "decoder_tag_run")
+
+
+def source_lines(run: Path, lang: str) -> list[str]:
+    return (run.parent / "data" / f"test.{lang}").read_text().splitlines()
+
+
+def library(run: Path, tgt: str, lines: list[str]) -> list[str]:
+    """`lines` translated into `tgt` by the run's Translator."""
+    return TorchTranslator.of_run(load_run(run, torch.device("cpu"))).toward(tgt).translate(lines)
+
+
+def cli(run: Path, lines: list[str], *flags: str) -> list[str]:
+    code, out, err = run_cli("translate", str(run), "--device", "cpu", *flags, input="\n".join(lines) + "\n")
+    assert code == 0, err
+    return out.splitlines()
+
+
+def test_translate_takes_every_direction(run: Path) -> None:
+    for name in MULTILINGUAL_DIRECTIONS:
+        src, tgt = name.split("-")
+        lines = source_lines(run, src)
+        assert cli(run, lines, "--src-lang", src, "--tgt-lang", tgt) == library(run, tgt, lines)
+
+
+def test_zero_shot_and_pivot(run: Path) -> None:
+    """xb → xc was never trained: with --zero-shot the tag of xc decides; --pivot xa translates into xa, then
+    into xc."""
+    lines = source_lines(run, "xb")
+    assert cli(run, lines, "--src-lang", "xb", "--tgt-lang", "xc", "--zero-shot") == library(run, "xc", lines)
+    pivoted = cli(run, lines, "--src-lang", "xb", "--tgt-lang", "xc", "--pivot", "xa")
+    assert pivoted == library(run, "xc", library(run, "xa", lines))
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        ([], "translates several directions (xa-xb, xb-xa, xa-xc, xc-xa): name the target language with"),
+        (["--src-lang", "xb", "--tgt-lang", "xc"], "never trained to translate xb → xc"),
+        (["--tgt-lang", "zz"], "the vocabulary has no tag for language 'zz' (its tags: xa, xb, xc)"),
+        (["--src-lang", "xa", "--tgt-lang", "xb", "--pivot", "xc"], "never trained to translate xc → xb"),
+        (["--tgt-lang", "xb", "--pivot", "xb"], "the pivot is a third language"),
+    ],
+)
+def test_translate_refuses_in_one_line(multilingual_run: Path, flags: list[str], message: str) -> None:
+    assert_one_line_error(run_cli("translate", str(multilingual_run), *flags, input="a b\n"), message)
+
+
+def test_a_bilingual_run_takes_its_own_pair_only(trained_run: Path) -> None:
+    assert (
+        run_cli("translate", str(trained_run), "--src-lang", "src", "--tgt-lang", "tgt", input="a\n")[0] == 0
+    )
+    result = run_cli("translate", str(trained_run), "--tgt-lang", "xx", input="a\n")
+    assert_one_line_error(result, "this model translates src → tgt only")
+    result = run_cli("translate", str(trained_run), "--tgt-lang", "tgt", "--pivot", "en", input="a\n")
+    assert_one_line_error(result, "--pivot: this model translates one language pair")
+
+
+def test_evaluate_scores_every_direction_and_their_means(run: Path, tmp_path: Path) -> None:
+    code, out, err = run_cli("evaluate", str(run), "--device", "cpu", "--json", str(tmp_path / "all.json"))
+    assert code == 0, err
+    scores = json.loads((tmp_path / "all.json").read_text())
+    assert list(scores["directions"]) == MULTILINGUAL_DIRECTIONS
+    assert [line.split()[0] for line in out.splitlines()[1:5]] == MULTILINGUAL_DIRECTIONS
+    assert f"mean BLEU = {scores['bleu']:.2f}" in out
+    for name, record in scores["directions"].items():
+        src, tgt = name.split("-")
+        hypotheses = Path(record["hypotheses"]).read_text().splitlines()
+        assert hypotheses == library(run, tgt, source_lines(run, src))
+
+
+def test_evaluate_scores_the_direction_named(multilingual_run: Path, tmp_path: Path) -> None:
+    run = multilingual_run
+
+    def scored(*flags: str) -> dict:
+        path = tmp_path / "scores.json"
+        code, _, err = run_cli("evaluate", str(run), "--device", "cpu", "--json", str(path), *flags)
+        assert code == 0, err
+        return json.loads(path.read_text())
+
+    one = scored("--src-lang", "xa", "--tgt-lang", "xb")
+    assert one["direction"] == "xa-xb" and one["sentences"] == 6 and "off_target" in one
+    assert Path(one["hypotheses"]).name == "test.xa-xb.beam2.hyp"
+    zero_shot = scored("--src-lang", "xb", "--tgt-lang", "xc", "--zero-shot", "--split", "valid")
+    assert Path(zero_shot["hypotheses"]).name == "valid.xb-xc.beam2.hyp" and zero_shot["sentences"] == 12
+    pivot = scored("--src-lang", "xb", "--tgt-lang", "xc", "--pivot", "xa")
+    hypotheses = Path(pivot["hypotheses"])
+    assert hypotheses.name == "test.xb-xc.pivot-xa.beam2.hyp"
+    lines = source_lines(run, "xb")
+    assert hypotheses.read_text().splitlines() == library(run, "xc", library(run, "xa", lines))
+    data = run.parent / "data"
+    files = ["--src", str(data / "test.xc"), "--ref", str(data / "test.xa")]
+    hypotheses = Path(scored(*files, "--src-lang", "xc", "--tgt-lang", "xa")["hypotheses"])
+    assert hypotheses.name == "test.xc.xc-xa.beam2.hyp"
+    assert hypotheses.read_text().splitlines() == library(run, "xa", source_lines(run, "xc"))
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--tgt-lang", "xb"], "name the direction to score: --src-lang and --tgt-lang"),
+        (
+            ["--src", "x", "--ref", "y"],
+            "--src and --ref: name their languages with --src-lang and --tgt-lang",
+        ),
+        (["--src-lang", "xb", "--tgt-lang", "xc"], "never trained to translate xb → xc"),
+    ],
+)
+def test_evaluate_refuses_in_one_line(multilingual_run: Path, flags: list[str], message: str) -> None:
+    assert_one_line_error(run_cli("evaluate", str(multilingual_run), "--device", "cpu", *flags), message)
+
+
+def test_plot_attention_draws_the_direction_named(decoder_tag_run: Path, tmp_path: Path) -> None:
+    out = tmp_path / "attention.png"
+    text = source_lines(decoder_tag_run, "xa")[0]
+    args = ["plot-attention", str(decoder_tag_run), "--text", text, "--out", str(out), "--device", "cpu"]
+    code, stdout, err = run_cli(*args, "--src-lang", "xa", "--tgt-lang", "xc")
+    assert code == 0, err
+    assert stdout.splitlines()[0] == library(decoder_tag_run, "xc", [text])[0]
+    assert out.stat().st_size > 1000
+    assert_one_line_error(run_cli(*args), "name the target language with --tgt-lang")
