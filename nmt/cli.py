@@ -649,12 +649,12 @@ def align(
         ),
     ] = None,
     rule: Annotated[
-        str,
+        str | None,
         typer.Option(
             help="argmax: the attention of the step that predicts each target subword; shift: of the step "
-            "that reads it (Shift-Att)."
+            "that reads it (Shift-Att). Default: the rule guided alignment trained, else argmax."
         ),
-    ] = "argmax",
+    ] = None,
     threshold: Annotated[
         float | None,
         typer.Option(help="Link every source subword with at least this weight (none, or several) instead."),
@@ -700,7 +700,7 @@ def align(
     asked = Request(
         layer=layer,
         heads=_heads(head),
-        rule=_choice("--rule", rule, RULES),
+        rule=None if rule is None else _choice("--rule", rule, RULES),
         threshold=threshold,
         soft=soft,
         reverse=None if reverse_run is None else load(reverse_run),

@@ -112,6 +112,11 @@ class AlignmentConfig:
         "compute the supervised layer's attention in a second pass without the future mask, each target "
         "position seeing the whole target (Garg et al.); Transformer only",
     )
+    shift: bool = setting(
+        False,
+        "supervise, for each target subword, the attention of the step that reads it (the next row: Shift-Att's, "
+        "Chen et al. 2020) rather than of the step that predicts it; `nmt align` and validation read that row",
+    )
     gold_src: str | None = setting(None, "a gold set's source sentences, whitespace-tokenized, one a line")
     gold_tgt: str | None = setting(None, "its target sentences, line by line with gold_src")
     gold_links: str | None = setting(
@@ -126,6 +131,11 @@ class AlignmentConfig:
         if any(gold) and not all(gold):
             raise ConfigError(
                 "train.alignment.gold_src, gold_tgt and gold_links go together: set all three or none"
+            )
+        if self.shift and self.full_context:
+            raise ConfigError(
+                "train.alignment.shift and full_context both let the supervised attention see the word it "
+                "aligns: set one of them"
             )
         if self.links is None and self.gold_links is None:
             raise ConfigError(
@@ -151,6 +161,11 @@ class AlignmentConfig:
             )
         if self.heads > heads:
             raise ConfigError(f"train.alignment.heads={self.heads} exceeds model.transformer.heads={heads}")
+
+    @property
+    def rule(self) -> Literal["argmax", "shift"]:
+        """The row that aligns each target subword, as nmt/align/attention.py names the rules."""
+        return "shift" if self.shift else "argmax"
 
     def decoder_layer(self, decoder_layers: int) -> int:
         """The supervised layer from 0 (RNNs: 0, their one attention)."""

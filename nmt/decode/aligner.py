@@ -81,9 +81,10 @@ def attention_layout(cfg: Config) -> tuple[int, int]:
 
 def default_reading(cfg: Config, layer: int | None, heads: Heads, name: str) -> Reading:
     """The attention a run aligns with: `layer` and `heads` as given ('mean': all heads), else those guided
-    alignment supervised (when the run was trained with `train.alignment.links`), else the last layer's mean
-    of heads (the one search pays, and `nmt translate --alignments` reads). A layer or head the model lacks is
-    a UserError naming the run (`name`)."""
+    alignment supervised (when the run was trained with `train.alignment.links`; read by the rule it trained,
+    `train.alignment.shift`), else the last layer's mean of heads (the one search pays, and
+    `nmt translate --alignments` reads). A layer or head the model lacks is a UserError naming the run
+    (`name`)."""
     layers, head_count = attention_layout(cfg)
     guided = cfg.train.alignment if cfg.train.alignment and cfg.train.alignment.links else None
     transformer = cfg.model.transformer is not None
@@ -96,14 +97,15 @@ def default_reading(cfg: Config, layer: int | None, heads: Heads, name: str) -> 
             f"--layer {layer}: {name} has {layers} decoder layer(s) with attention; use 0 to {layers - 1} "
             f"(or -1 for the last)"
         )
+    rule = guided.rule if guided else "argmax"
     if heads == "mean":
-        return Reading(layer, None)
+        return Reading(layer, None, rule)
     wrong = [head for head in heads if not 0 <= head < head_count]
     if wrong:
         raise UserError(
             f"--head {wrong[0]}: {name} has {head_count} head(s) a layer; use 0 to {head_count - 1}"
         )
-    return Reading(layer, heads)
+    return Reading(layer, heads, rule)
 
 
 def read_pairs(src: Path, tgt: Path) -> tuple[list[str], list[str]]:
@@ -179,12 +181,12 @@ def soft_text(weights: Sequence[np.ndarray]) -> str:
 
 @dataclass(frozen=True)
 class Request:
-    """What `nmt align` was asked: the attention (layer and heads: None for each run's default), rule,
+    """What `nmt align` was asked: the attention (layer, heads and rule: None for each run's default),
     threshold, soft output, and a reverse run with the symmetrization `method`."""
 
     layer: int | None = None
     heads: Heads = None
-    rule: Rule = "argmax"
+    rule: Rule | None = None
     threshold: float | None = None
     soft: bool = False
     reverse: TrainedRun | None = None
@@ -229,4 +231,4 @@ def _reverse_reading(run: TrainedRun, reverse: TrainedRun, asked: Request) -> Re
 
 def _reading(run: TrainedRun, asked: Request, name: str) -> Reading:
     chosen = default_reading(run.cfg, asked.layer, asked.heads, name)
-    return Reading(chosen.layer, chosen.heads, asked.rule, asked.threshold)
+    return Reading(chosen.layer, chosen.heads, asked.rule or chosen.rule, asked.threshold)

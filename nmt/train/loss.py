@@ -20,11 +20,14 @@ def sequence_loss(logits: Tensor, targets: Tensor, label_smoothing: float) -> Te
     )
 
 
-def alignment_loss(attention: Tensor, links: Tensor, heads: int) -> Tensor:
+def alignment_loss(attention: Tensor, links: Tensor, heads: int, shift: bool = False) -> Tensor:
     """Guided alignment (Garg et al. 2019): the summed cross-entropy between each linked target subword's
-    label distribution (its links, normalised) and the attention the mean of the first `heads` heads paid;
-    target subwords without a link add nothing. attention (B, H, T, S), links (B, T, S) bool."""
+    label distribution (its links, normalised) and the attention the mean of the first `heads` heads paid at
+    the step that predicts it, or with `shift` at the next step, which reads it; target subwords without a
+    link add nothing. attention (B, H, T, S), links (B, T, S) bool (row T - 1, eos, has none)."""
     probs = attention[:, :heads].float().mean(dim=1)  # (batch, tgt_len, src_len)
     labels = links.float()
+    if shift:  # subword t's links label row t + 1; row 0 (reading bos) has none
+        labels = F.pad(labels[:, :-1], (0, 0, 1, 0))
     labels = labels / labels.sum(dim=-1, keepdim=True).clamp_min(1.0)  # rows of unlinked subwords stay 0
     return -(labels * probs.clamp_min(1e-9).log()).sum()  # clamped: padding columns hold weight 0

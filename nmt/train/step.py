@@ -191,7 +191,9 @@ class Update:
             aligned, total = loss.new_zeros(()), loss
             if self.guide is not None:
                 assert output.alignment is not None and batch.links is not None
-                aligned = alignment_loss(output.alignment, batch.links, self.guide.heads)
+                aligned = alignment_loss(
+                    output.alignment, batch.links, self.guide.heads, self.guide.shift
+                )
                 total = loss + self.guide.weight * aligned
         self.scaler.scale(total * self.world.size / total_tokens).backward()
         if self.compile_log:

@@ -104,7 +104,8 @@ def alignment_scores(
 ) -> AlignmentScores:
     """AER, precision and recall of the attention of decoder layer `layer` (the mean of the first
     `train.alignment.heads` heads) on the gold set, teacher-forced on its target sentences: each target
-    subword's most attended source subword, merged into word links (nmt/align/attention.py)."""
+    subword's most attended source subword (in the row `train.alignment.shift` trained), merged into word
+    links (nmt/align/attention.py)."""
     align = cfg.train.alignment
     assert align is not None
     found: list[set[Link]] = [set() for _ in range(len(gold))]
@@ -119,7 +120,8 @@ def alignment_scores(
         assert output.alignment is not None
         weights = output.alignment[:, : align.heads].float().mean(dim=1).cpu().numpy()  # (batch, tgt, src)
         for row, (i, s, t) in enumerate(zip(group, src, tgt, strict=True)):
-            found[i] = word_links(weights[row, : len(t.ids) + 1, : len(s.ids) + 1], s.words, t.words)
+            matrix = weights[row, : len(t.ids) + 1, : len(s.ids) + 1]
+            found[i] = word_links(matrix, s.words, t.words, align.rule)
     return score_alignments(found, gold.links)
 
 

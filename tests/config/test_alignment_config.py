@@ -36,6 +36,7 @@ def test_defaults_supervise_the_penultimate_layer() -> None:
 
 def test_the_section_needs_links_or_a_gold_set() -> None:
     assert "needs links" in error({"weight": 0.1})
+    assert "set one of them" in error({"links": "x", "shift": True, "full_context": True})
     assert "go together" in error({"gold_src": "a", "gold_links": "c"})
     assert config({"gold_src": "a", "gold_tgt": "b", "gold_links": "c"}).train.alignment is not None
 

@@ -59,6 +59,8 @@ def test_a_guided_run_aligns_with_the_attention_it_was_trained_on(tiny: Path) ->
     plain = load_config(tiny, three)
     assert default_reading(plain, None, None, "RUN") == Reading(2, None)  # the last layer, mean of heads
     assert default_reading(plain, 0, (3,), "RUN") == Reading(0, (3,))
+    shifted = load_config(tiny, [*three, "train.alignment.links=train.links", "train.alignment.shift=true"])
+    assert default_reading(shifted, None, None, "RUN") == Reading(1, (0,), "shift")  # the row it trained
 
 
 @pytest.fixture(scope="module")

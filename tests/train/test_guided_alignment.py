@@ -35,6 +35,8 @@ def test_alignment_loss_by_hand() -> None:
         -(0.5 * math.log((0.5 + 1 / 3) / 2) + 0.5 * math.log((0.3 + 1 / 3) / 2))
     )
     assert alignment_loss(two_heads, links, heads=1).item() == pytest.approx(expected)  # the first head only
+    shifted = -(0.5 * math.log(0.1) + 0.5 * math.log(0.1))  # subword 0's links label row 1, the one reading it
+    assert alignment_loss(attention, links, heads=1, shift=True).item() == pytest.approx(shifted)
 
 
 MODELS = {
@@ -62,13 +64,20 @@ MODELS = {
 
 
 @pytest.mark.parametrize(
-    ("kind", "full_context"),
-    [("transformer", False), ("transformer", True), ("rnn-bahdanau", False), ("rnn-luong", False)],
+    ("kind", "full_context", "shift"),
+    [
+        ("transformer", False, False),
+        ("transformer", True, False),
+        ("transformer", False, True),
+        ("rnn-bahdanau", False, False),
+        ("rnn-luong", False, False),
+        ("rnn-luong", False, True),
+    ],
 )
-def test_the_supervised_attention_learns_the_links(kind: str, full_context: bool) -> None:
+def test_the_supervised_attention_learns_the_links(kind: str, full_context: bool, shift: bool) -> None:
     """One batch, its target subword t linked to source subword (3t + row) mod its length: in 40 updates on
     it the alignment loss falls to a fraction of where it started, and each target subword attends most to
-    its linked source subword."""
+    its linked source subword at the step that predicts it (with `shift`: at the next step, which reads it)."""
     torch.manual_seed(0)
     rng = np.random.default_rng(0)
     src = [rng.integers(4, 40, size=n) for n in (7, 5, 6, 7)]
@@ -78,7 +87,7 @@ def test_the_supervised_attention_learns_the_links(kind: str, full_context: bool
         for row, (s, g) in enumerate(zip(src, tgt, strict=True))
     ]
     batch = collate(src, tgt, range(4), links=links)
-    align = AlignmentConfig(links="labels", weight=1.0, full_context=full_context)
+    align = AlignmentConfig(links="labels", weight=1.0, full_context=full_context, shift=shift)
     cfg = TrainConfig(lr=1e-2, warmup_steps=1, schedule="constant", label_smoothing=0.0, alignment=align)
     model = build_model(MODELS[kind], 40, 40, True, 0)
     update = Update(
@@ -94,11 +103,11 @@ def test_the_supervised_attention_learns_the_links(kind: str, full_context: bool
         output = model(
             batch.src, batch.src_mask, batch.tgt_in, align_layer=update.align_layer, full_context=full_context
         )
-    attended = output.alignment[:, 0].argmax(dim=-1)  # (batch, tgt_len): each target subword's top source
+    attended = output.alignment[:, 0].argmax(dim=-1)  # (batch, tgt_len): each row's top source subword
+    first = int(shift)  # the row of target subword 0
     for row, (pairs, target) in enumerate(zip(links, tgt, strict=True)):
-        assert (
-            attended[row, : len(target)].tolist() == pairs[0::2].tolist()
-        )  # the attention follows the links
+        found = attended[row, first : first + len(target)].tolist()
+        assert found == pairs[0::2].tolist()  # the attention follows the links
 
 
 def reversal_links(text: Path, out: Path) -> None:
