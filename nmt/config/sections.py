@@ -114,8 +114,9 @@ class AlignmentConfig:
     )
     shift: bool = setting(
         False,
-        "supervise, for each target subword, the attention of the step that reads it (the next row: Shift-Att's, "
-        "Chen et al. 2020) rather than of the step that predicts it; `nmt align` and validation read that row",
+        "supervise, for each target subword, the attention of the step that reads it (the next row: "
+        "Shift-Att's, Chen et al. 2020) rather than of the step that predicts it; `nmt align` and validation "
+        "read that row",
     )
     gold_src: str | None = setting(None, "a gold set's source sentences, whitespace-tokenized, one a line")
     gold_tgt: str | None = setting(None, "its target sentences, line by line with gold_src")

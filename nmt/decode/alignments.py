@@ -36,6 +36,7 @@ def teacher_forced_attention(
         return_attention=True,
         align_layer=full_context_layer,
         full_context=full_context_layer is not None,
+        with_logits=False,
     )
     attention = found.attention
     assert attention is not None

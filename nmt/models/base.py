@@ -57,7 +57,7 @@ class Output:
     """Teacher-forced pass: next-token logits and, when asked, encoder-decoder attention weights: of every
     layer (`return_attention`), or of the one layer that guided alignment supervises (`align_layer`)."""
 
-    logits: Tensor  # (batch, tgt_len, vocab)
+    logits: Tensor | None  # (batch, tgt_len, vocab); None when not asked (attention alone)
     attention: Tensor | None = None  # (batch, layers, heads, tgt_len, src_len); RNN models: 1 layer, 1 head
     alignment: Tensor | None = None  # (batch, heads, tgt_len, src_len)
 
@@ -104,12 +104,13 @@ class Seq2Seq(nn.Module):
         return_attention: bool = False,
         align_layer: int | None = None,
         full_context: bool = False,
+        with_logits: bool = True,
     ) -> Output:
         """Teacher-forced decoder pass over the whole target prefix `tgt_in` (batch, tgt_len). With
         `align_layer` (a decoder layer, from 0; the RNNs have one attention, whatever it says) the output
         holds that layer's encoder-decoder attention in `alignment`, computed with `full_context`
         (Transformer only) in a second pass where each target position sees the whole target (Garg et al.
-        2019)."""
+        2019). Without `with_logits` the vocabulary projection is skipped (attention alone is wanted)."""
         raise NotImplementedError
 
     def forward(
@@ -120,9 +121,10 @@ class Seq2Seq(nn.Module):
         return_attention: bool = False,
         align_layer: int | None = None,
         full_context: bool = False,
+        with_logits: bool = True,
     ) -> Output:
         memory = self.encode(src, src_mask)
-        return self.decode(tgt_in, memory, return_attention, align_layer, full_context)
+        return self.decode(tgt_in, memory, return_attention, align_layer, full_context, with_logits)
 
     @property
     def device(self) -> torch.device:

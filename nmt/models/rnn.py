@@ -367,11 +367,12 @@ class RNNSeq2Seq(Seq2Seq):
         return_attention: bool = False,
         align_layer: int | None = None,
         full_context: bool = False,
+        with_logits: bool = True,
     ) -> Output:
         if full_context:
             raise ValueError("an RNN decoder has no target self-attention to give full context")
         embedded = self.tgt_dropout(self.tgt_embedding(tgt_in))  # (batch, tgt_len, embedding)
         outputs, weights = self.decoder.teacher_forced(embedded, memory, self.decoder.init_state(memory))
-        logits = self.logits(outputs)  # (batch, tgt_len, tgt_vocab)
+        logits = self.logits(outputs) if with_logits else None  # (batch, tgt_len, tgt_vocab)
         attention = weights.unsqueeze(1) if return_attention else None  # (batch, 1, 1, tgt_len, src_len)
         return Output(logits, attention, None if align_layer is None else weights)  # weights: (batch, 1, …)

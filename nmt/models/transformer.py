@@ -243,6 +243,7 @@ class TransformerSeq2Seq(Seq2Seq):
         return_attention: bool = False,
         align_layer: int | None = None,
         full_context: bool = False,
+        with_logits: bool = True,
     ) -> Output:
         """Only the layers whose weights are asked for compute them explicitly; the others run in the fused
         attention kernels."""
@@ -259,7 +260,7 @@ class TransformerSeq2Seq(Seq2Seq):
             alignment = self.full_context_attention(tgt_in, memory, align_layer)
         # (batch, layers, heads, tgt, src) when asked
         stacked = torch.stack(attention, dim=1) if return_attention else None
-        return Output(self.logits(x), stacked, alignment)
+        return Output(self.logits(x) if with_logits else None, stacked, alignment)
 
     def full_context_attention(self, tgt_in: Tensor, memory: Memory, layer: int) -> Tensor:
         """The cross-attention of decoder layer `layer` when every target position sees the whole target (its

@@ -187,13 +187,12 @@ class Update:
                 align_layer=self.align_layer,
                 full_context=full_context,
             )
+            assert output.logits is not None
             loss = sequence_loss(output.logits, batch.tgt_out, self.cfg.label_smoothing)
             aligned, total = loss.new_zeros(()), loss
             if self.guide is not None:
                 assert output.alignment is not None and batch.links is not None
-                aligned = alignment_loss(
-                    output.alignment, batch.links, self.guide.heads, self.guide.shift
-                )
+                aligned = alignment_loss(output.alignment, batch.links, self.guide.heads, self.guide.shift)
                 total = loss + self.guide.weight * aligned
         self.scaler.scale(total * self.world.size / total_tokens).backward()
         if self.compile_log:

@@ -67,3 +67,19 @@ def test_the_rnns_give_their_one_attention(kind: str) -> None:
     torch.testing.assert_close(output.alignment, output.attention[:, 0])
     with pytest.raises(ValueError, match="full context"):
         model(src, mask, tgt_in, align_layer=0, full_context=True)
+
+
+@pytest.mark.parametrize("kind", ["transformer", "rnn-bahdanau", "rnn-luong"])
+def test_attention_alone_skips_the_logits_and_changes_no_weight(kind: str) -> None:
+    """What alignment asks for (`with_logits=False`): the same attention, no vocabulary projection."""
+    if kind == "transformer":
+        cfg = TRANSFORMER
+    else:
+        cfg = ModelConfig(type=kind, dropout=0.0, rnn=RNNConfig(embedding_size=8, hidden_size=8))
+    model = build_model(cfg, 30, 30, True, 0).eval()
+    src, mask, tgt_in = batch()
+    full = model(src, mask, tgt_in, return_attention=True, align_layer=0)
+    alone = model(src, mask, tgt_in, return_attention=True, align_layer=0, with_logits=False)
+    assert full.logits is not None and alone.logits is None
+    torch.testing.assert_close(alone.attention, full.attention)
+    torch.testing.assert_close(alone.alignment, full.alignment)

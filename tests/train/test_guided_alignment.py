@@ -35,7 +35,7 @@ def test_alignment_loss_by_hand() -> None:
         -(0.5 * math.log((0.5 + 1 / 3) / 2) + 0.5 * math.log((0.3 + 1 / 3) / 2))
     )
     assert alignment_loss(two_heads, links, heads=1).item() == pytest.approx(expected)  # the first head only
-    shifted = -(0.5 * math.log(0.1) + 0.5 * math.log(0.1))  # subword 0's links label row 1, the one reading it
+    shifted = -(0.5 * math.log(0.1) + 0.5 * math.log(0.1))  # subword 0's links label row 1, which reads it
     assert alignment_loss(attention, links, heads=1, shift=True).item() == pytest.approx(shifted)
 
 
@@ -77,7 +77,7 @@ MODELS = {
 def test_the_supervised_attention_learns_the_links(kind: str, full_context: bool, shift: bool) -> None:
     """One batch, its target subword t linked to source subword (3t + row) mod its length: in 40 updates on
     it the alignment loss falls to a fraction of where it started, and each target subword attends most to
-    its linked source subword at the step that predicts it (with `shift`: at the next step, which reads it)."""
+    its linked source subword at the step that predicts it (with `shift`: at the next one, which reads it)."""
     torch.manual_seed(0)
     rng = np.random.default_rng(0)
     src = [rng.integers(4, 40, size=n) for n in (7, 5, 6, 7)]
