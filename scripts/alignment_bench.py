@@ -152,6 +152,43 @@ GUIDED = {  # candidates for the guided Transformer, one chosen by the AER of it
         "train.alignment.layer=1",
         "train.alignment.full_context=true",
     ),
+    "guided λ0.5 layer 0 shift": (
+        "train.alignment.weight=0.5",
+        "train.alignment.layer=0",
+        "train.alignment.shift=true",
+    ),
+    "guided λ0.5 layer 1 shift": (
+        "train.alignment.weight=0.5",
+        "train.alignment.layer=1",
+        "train.alignment.shift=true",
+    ),
+    "guided λ1 layer 0 shift": (
+        "train.alignment.weight=1.0",
+        "train.alignment.layer=0",
+        "train.alignment.shift=true",
+    ),
+    "guided λ2 layer 0 shift": (
+        "train.alignment.weight=2.0",
+        "train.alignment.layer=0",
+        "train.alignment.shift=true",
+    ),
+    "guided λ4 layer 0 shift": (
+        "train.alignment.weight=4.0",
+        "train.alignment.layer=0",
+        "train.alignment.shift=true",
+    ),
+    "guided λ2 layer 0 shift, 2 heads": (
+        "train.alignment.weight=2.0",
+        "train.alignment.layer=0",
+        "train.alignment.heads=2",
+        "train.alignment.shift=true",
+    ),
+    "guided λ2 layer 0 shift, 4 heads": (
+        "train.alignment.weight=2.0",
+        "train.alignment.layer=0",
+        "train.alignment.heads=4",
+        "train.alignment.shift=true",
+    ),
 }
 DIRECTIONS = (("en", "fr"), ("fr", "en"))
 GUIDED_STEPS = 1200  # as many updates as the plain Transformer's
