@@ -79,3 +79,11 @@ def test_a_one_pair_model_takes_its_own_pair_only() -> None:
         toward(one, "de", "en", zero_shot=True)
     with pytest.raises(UserError, match="--pivot: this model translates one language pair"):
         into_direction(one, Asked("de", "en", pivot="fr"))
+
+
+def test_a_pivot_gives_no_word_alignments() -> None:
+    """Two translations in a row have no links from the input's words to the output's."""
+    pivot = into_direction(translator(), Asked("de", "fr", pivot="en"))
+    assert isinstance(pivot, Pivot)
+    with pytest.raises(UserError, match="drop --pivot or --alignments"):
+        pivot.translated(["ein Hund"], alignments=True)
