@@ -2,9 +2,10 @@
 
 Word alignments index the whitespace words of a line; models see sentencepiece subwords. Text to align is
 encoded word by word (nmt/data/words.py `encode_words`, through the Translator), so each subword belongs to
-one word by construction. For ids encoded as whole sentences (the training cache, a translation's source and
-output), `word_starts` reads the same map from sentencepiece's spacer: a piece that begins with `▁` begins a
-word.
+one word by construction. For ids encoded as whole sentences in the training cache, `word_starts` reads the
+same map from sentencepiece's spacer, a table for the whole vocabulary: a piece that begins with `▁` begins a
+word. A translation's source and output map their words one sentence at a time (nmt/data/words.py
+`source_words`, which also leaves language tags out, and `output_words`).
 """
 
 from __future__ import annotations

@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from nmt.config.multilingual import MultilingualConfig
 from nmt.errors import ConfigError
 from nmt.limits import MAX_BEAM, MAX_SIZE, check_settings, setting
+
+if TYPE_CHECKING:
+    from nmt.align.attention import Rule
 
 
 @dataclass(frozen=True)
@@ -164,7 +167,7 @@ class AlignmentConfig:
             raise ConfigError(f"train.alignment.heads={self.heads} exceeds model.transformer.heads={heads}")
 
     @property
-    def rule(self) -> Literal["argmax", "shift"]:
+    def rule(self) -> Rule:
         """The row that aligns each target subword, as nmt/align/attention.py names the rules."""
         return "shift" if self.shift else "argmax"
 

@@ -281,15 +281,15 @@ class Translator(ABC):
                     Translated(
                         [],
                         [
-                            Translation(
-                                text, h.score, h.tokens, [], alignment=None if h.alignment is None else []
-                            )
+                            Translation(text, h.score, h.tokens, [], alignment=self._links([], h))
                             for h, text in zip(hyps, texts, strict=True)
                         ],
                     )
                 )
                 continue
             searched = list(ids[: self.max_source_len])
+            aligned = any(h.alignment is not None for h in hyps)
+            src_words = source_words(src, searched) if aligned else []  # once for all its hypotheses
             translations = [
                 Translation(
                     text,
@@ -297,18 +297,18 @@ class Translator(ABC):
                     h.tokens,
                     [*tgt.pieces(h.tokens), "</s>"],
                     h.attention,
-                    self._links(searched, h),
+                    self._links(src_words, h),
                 )
                 for h, text in zip(hyps, texts, strict=True)
             ]
             out.append(Translated([*src.pieces(searched), "</s>"], translations))
         return out
 
-    def _links(self, source: list[int], hypothesis: Hypothesis) -> list[Link] | None:
-        """The hypothesis' word links (None when search returned no alignment)."""
+    def _links(self, src_words: list[int | None], hypothesis: Hypothesis) -> list[Link] | None:
+        """The hypothesis' word links, given the word of each source subword (None when search returned no
+        alignment)."""
         if hypothesis.alignment is None:
             return None
-        src_words = source_words(self.tokenizers.src, source)
         tgt_words = output_words(self.tokenizers.tgt, hypothesis.tokens)
         return attended_links(hypothesis.alignment, src_words, tgt_words)
 

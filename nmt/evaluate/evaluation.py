@@ -89,8 +89,8 @@ def evaluate_run(
     ensemble = f".ensemble{len(run_dirs)}" if len(run_dirs) > 1 else ""
     runs = {"runs": [str(path) for path in run_dirs]}
     ml = run.cfg.data.multilingual
+    given = SplitFiles(src, ref) if src is not None and ref is not None else None
     if ml is None:
-        given = SplitFiles(src, ref) if src is not None and ref is not None else None
         files = given or split_files(run.cfg.data, split)
         name = (split if src is None else src.name) + ensemble
         translator = into_direction(TorchTranslator.of_run(run), asked)  # checks the pair asked for
@@ -100,7 +100,6 @@ def evaluate_run(
         if src is not None:
             raise UserError("--src and --ref: name their languages with --src-lang and --tgt-lang")
         return evaluate_directions(run, split) | runs
-    given = SplitFiles(src, ref) if src is not None and ref is not None else None
     return _evaluate_direction(run, asked, split, given, ensemble, ml.languages) | runs
 
 
