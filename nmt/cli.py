@@ -474,7 +474,7 @@ def translate(
     from nmt.atomic_files import write_output
     from nmt.decode.languages import into_direction
     from nmt.decode.outputs import stream_translations
-    from nmt.device import resolve_device
+    from nmt.device.choice import resolve_device
     from nmt.export.runtime import load_translator
 
     if format not in ("text", "jsonl"):
@@ -615,7 +615,7 @@ def plot_attention(
     from nmt.decode.languages import toward
     from nmt.decode.trained_run import load_run
     from nmt.decode.translator import TorchTranslator
-    from nmt.device import resolve_device
+    from nmt.device.choice import resolve_device
     from nmt.evaluate.plots import check_output_path, save_attention
 
     check_output_path(out)
@@ -688,7 +688,7 @@ def align(
     from nmt.atomic_files import write_output
     from nmt.decode.aligner import Request, align_files
     from nmt.decode.trained_run import load_run
-    from nmt.device import resolve_device
+    from nmt.device.choice import resolve_device
 
     if symmetrize is not None and reverse_run is None:
         raise UserError("--symmetrize combines two directions: give the other one's run with --reverse-run")
@@ -919,7 +919,7 @@ def serve(
     from nmt.serve.server import check_installed
 
     check_installed()
-    from nmt.device import resolve_device
+    from nmt.device.choice import resolve_device
     from nmt.export.runtime import choose_engine
     from nmt.serve.engines import load_catalog
     from nmt.serve.payloads import Limits

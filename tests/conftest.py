@@ -5,6 +5,7 @@ records)."""
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -17,8 +18,14 @@ import torch
 from typer.testing import CliRunner
 
 from nmt.cli import app
-from nmt.data.synthetic import write_reordering_corpus
+from nmt.config.yaml_file import load_config
+from nmt.data.prepare import PreparedData
+from nmt.data.synthetic import write_multilingual_corpus, write_reordering_corpus, write_reordering_links
+from nmt.device.choice import resolve_device
 from nmt.run.checkpoint_io import load_checkpoint
+from nmt.run.directory import RunDir
+from nmt.train.command import prepared as prepared_run
+from nmt.train.loop import Trainer
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -38,6 +45,55 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_reordering_corpus(
         tmp_path_factory.mktemp("corpus"), train=3000, valid=100, test=100, vocab=60, min_len=3, max_len=7
     )
+
+
+@pytest.fixture(scope="session")
+def labelled(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The session's reordering corpus with the true links of its training and validation splits."""
+    folder = tmp_path_factory.mktemp("labelled")
+    for name in ("train.src", "train.tgt", "valid.src", "valid.tgt"):
+        shutil.copy(corpus / name, folder / name)
+    write_reordering_links(folder / "train.src", folder / "train.links")
+    write_reordering_links(folder / "valid.src", folder / "valid.links")
+    return folder
+
+
+@pytest.fixture(scope="session")
+def three_languages(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder holding MULTILINGUAL_CONFIG (config.yaml) and its synthetic corpus of three languages
+    (data/)."""
+    root = tmp_path_factory.mktemp("three-languages")
+    write_multilingual_corpus(root / "data", train=400, valid=12, test=6, vocab=40)
+    (root / "config.yaml").write_text(MULTILINGUAL_CONFIG)
+    return root
+
+
+def prepared(config: Path, data: Path, run_dir: Path, *sets: str) -> tuple[PreparedData, list[str]]:
+    """The data of a run of `config` (with `KEY=VALUE` overrides) on the corpus in `data`, prepared in
+    `run_dir` as `nmt train` prepares it (alignment links included), and the overrides that make its
+    config."""
+    overrides = [f"data.dir={data}", *sets]
+    run_dir.mkdir(parents=True)
+    return prepared_run(load_config(config, overrides), run_dir, reuse_tokenizers=False), overrides
+
+
+def make_trainer(
+    config: Path, data: PreparedData, run_dir: Path, overrides: list[str], *sets: str
+) -> Trainer:
+    """A trainer of `config` with `overrides` and then `sets`, over data prepared in `run_dir` (`prepared`);
+    its device is the config's `train.device`."""
+    cfg = load_config(config, [*overrides, *sets])
+    return Trainer(cfg, RunDir(run_dir), data, resolve_device(cfg.train.device))
+
+
+def updates(trainer: Trainer, count: int) -> list[float]:
+    """The summed loss of each of the next `count` updates of the trainer's epoch."""
+    out = []
+    for _, (_, batches) in zip(range(count), trainer.stream.epoch(trainer.progress), strict=False):
+        result = trainer.train_step(batches)
+        assert result is not None
+        out.append(result[0].item())
+    return out
 
 
 def load_script(path: str) -> ModuleType:

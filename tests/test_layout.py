@@ -214,3 +214,22 @@ def test_scripts_holds_only_the_tools_a_user_runs() -> None:
         assert entry.is_file() and entry.suffix == ".py", f"scripts/{entry.name} is not a script"
         usage = f"python scripts/{entry.name}"
         assert usage in entry.read_text(encoding="utf-8"), f"scripts/{entry.name} does not say '{usage} …'"
+
+
+def test_a_batch_s_tensors_are_iterated_in_one_place() -> None:
+    """`Batch.tensors` is the only loop over a batch's fields: a loop of its own over `fields(batch)` (a
+    CUDA-graph shape key was one) breaks the day a field may be None."""
+    found = set()
+    for path in [*PACKAGE.rglob("*.py"), *(ROOT / "scripts").rglob("*.py")]:
+        for function in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(function, ast.FunctionDef) or (path.name, function.name) == (
+                "batching.py",
+                "tensors",
+            ):
+                continue
+            for call in ast.walk(function):
+                if isinstance(call, ast.Call) and ast.unparse(call.func).endswith("fields") and call.args:
+                    argument = ast.unparse(call.args[0])
+                    if "batch" in argument.lower() or (path.name == "batching.py" and argument == "self"):
+                        found.add(f"{path.relative_to(ROOT)}:{call.lineno} fields({argument})")
+    assert not found, sorted(found)

@@ -25,7 +25,7 @@ from nmt.data.prepare import prepare_data
 from nmt.data.synthetic import write_reordering_corpus
 from nmt.decode.search import Hypothesis
 from nmt.decode.translator import TorchTranslator, max_source_len
-from nmt.device import resolve_device
+from nmt.device.choice import resolve_device
 from nmt.run.directory import RunDir
 from nmt.run.metrics import read_metrics
 from nmt.train.loop import Trainer

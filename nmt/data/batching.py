@@ -42,11 +42,18 @@ class Batch:
         """Non-pad target tokens (eos included), as a 0-d tensor (no host sync)."""
         return (self.tgt_out != PAD).sum()
 
+    def tensors(self) -> dict[str, Tensor]:
+        """The batch's tensors by field name, those that are None left out: the one place that iterates a
+        batch's fields (a field that may be None breaks a loop over `fields(batch)`)."""
+        return {f.name: t for f in fields(self) if (t := getattr(self, f.name)) is not None}
+
+    def shapes(self) -> tuple[tuple[str, tuple[int, ...]], ...]:
+        """Each tensor's name and shape: what a step captured for this batch must have been captured for."""
+        return tuple((name, tuple(t.shape)) for name, t in self.tensors().items())
+
     def apply(self, fn: Callable[[Tensor], Tensor]) -> Batch:
         """The batch with `fn` applied to each of its tensors (`links` stays None without labels)."""
-        return replace(
-            self, **{f.name: fn(t) for f in fields(self) if (t := getattr(self, f.name)) is not None}
-        )
+        return replace(self, **{name: fn(t) for name, t in self.tensors().items()})
 
     def pin_memory(self) -> Batch:
         return self.apply(Tensor.pin_memory)

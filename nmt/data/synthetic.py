@@ -1,4 +1,5 @@
-"""Synthetic parallel corpora written by code: a word-reordering task for tests, demos and benchmarks."""
+"""Synthetic parallel corpora written by code: a word-reordering task (and its true word alignment) for tests,
+demos and benchmarks, and line-aligned sentences of several made-up languages."""
 
 from __future__ import annotations
 
@@ -54,6 +55,17 @@ def write_reordering_corpus(
         src, tgt = reordering_pairs(count, vocab, min_len, max_len, seed * 1000 + offset)
         atomic_write_text(out / f"{split}.{src_lang}", "\n".join(src) + "\n")
         atomic_write_text(out / f"{split}.{tgt_lang}", "\n".join(tgt) + "\n")
+    return out
+
+
+def write_reordering_links(text: Path, out: Path) -> Path:
+    """The true word links of the reordering task's sentences in `text` (source word i is target word
+    n - 1 - i), a line of 0-based Pharaoh pairs per sentence, into `out`; returns `out`."""
+    lines = []
+    for sentence in text.read_text(encoding="utf-8").splitlines():
+        n = len(sentence.split())
+        lines.append(" ".join(f"{i}-{n - 1 - i}" for i in range(n)))
+    atomic_write_text(out, "\n".join(lines) + "\n")
     return out
 
 

@@ -1,5 +1,6 @@
 """Attention as alignments: the encoder-decoder attention of every layer and head that a model pays producing
-given outputs, in one teacher-forced pass."""
+given outputs, in one teacher-forced pass, in float32 on every device (bf16 would move argmax ties, and word
+links with them)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import torch
 from torch import Tensor
 
 from nmt.data.batching import IntSequence, collate
+from nmt.device.choice import full_precision
 from nmt.models.base import Seq2Seq
 
 
@@ -26,18 +28,19 @@ def teacher_forced_attention(
     eos (not the prefix's), the columns the source and its eos. Decoder layer `full_context_layer`, when
     given, attends as guided alignment with full context trained it: each target position seeing the whole
     target (a second pass up to that layer). Not for an Ensemble (search only: use the attention search
-    collects)."""
+    collects). Computed in float32, whatever autocast is active around it."""
     targets = [[*prefix, *tokens] for tokens in outputs]
     batch = collate(sources, targets, range(len(outputs))).to(model.device)
-    found = model(
-        batch.src,
-        batch.src_mask,
-        batch.tgt_in,
-        return_attention=True,
-        align_layer=full_context_layer,
-        full_context=full_context_layer is not None,
-        with_logits=False,
-    )
+    with full_precision(model.device):
+        found = model(
+            batch.src,
+            batch.src_mask,
+            batch.tgt_in,
+            return_attention=True,
+            align_layer=full_context_layer,
+            full_context=full_context_layer is not None,
+            with_logits=False,
+        )
     attention = found.attention
     assert attention is not None
     if full_context_layer is not None and found.alignment is not None:

@@ -13,7 +13,7 @@ Greedy and beam search are here; sampling is nmt/decode/sampling.py, a rule adde
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, is_dataclass
 
 import torch
 from torch import Tensor
@@ -51,8 +51,14 @@ class SearchRule(ABC):
 
     @property
     def kind(self) -> tuple:
-        """What a captured step bakes in of this rule (nmt/decode/step_graphs.py keys its graphs by it)."""
-        return (type(self).__name__, self.width, self.length_penalty)
+        """What a captured step bakes in of this rule, its class and every setting: nmt/decode/step_graphs.py
+        keys its graphs by it, so a graph captured for one setting never replays for another. A rule's
+        settings are its dataclass fields (those compared), else its attributes; each must be hashable."""
+        if is_dataclass(self):
+            settings = tuple((f.name, getattr(self, f.name)) for f in fields(self) if f.compare)
+        else:
+            settings = tuple(sorted(vars(self).items()))
+        return (type(self).__qualname__, self.width, *settings)
 
 
 @dataclass(frozen=True)

@@ -13,14 +13,18 @@ replay it whole (nmt/decode/step_graphs.py). The buffers are named by what they 
   more `hyp.` entry;
 - `best.*`: per sentence of the batch, its best finished hypotheses (nbest of them).
 
-On a GPU the host reads "how many sentences are still searched?" every `CHECK_EVERY` steps, and once at most
-half are, the done ones leave the batch (few batch shapes for the graphs). On a CPU, where reading a value
-costs nothing, it checks after every step and done sentences leave at once: no step is spent on them.
+Where steps are captured (a GPU: nmt/device/capture.py `capture_for`, the one place that decides), the host
+reads "how many sentences are still searched?" every `CHECK_EVERY` steps, and once at most half are, the done
+ones leave the batch down to a power of two of at least `MIN_STATIC_SENTENCES` sentences (`sentences_kept`):
+a search captures a few batch sizes, and the next search of the same batch replays them. On a CPU, where
+reading a value costs nothing, it checks after every step and done sentences leave at once: no step is spent
+on them.
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import overload
 
@@ -30,9 +34,13 @@ from torch import Tensor
 from nmt.data.special_tokens import BOS, EOS, PAD
 from nmt.decode.rules import Extensions, SearchRule
 from nmt.decode.step_graphs import Buffers, run_step
+from nmt.device.capture import capture_for
 from nmt.models.base import Memory, Seq2Seq, State, Step, hypothesis_rows, prefixed, unprefixed
 
-CHECK_EVERY = 8  # decoding steps between two reads of "is every sentence finished?" on a GPU
+CHECK_EVERY = 8  # decoding steps between two reads of "is every sentence finished?" where steps are captured
+MIN_STATIC_SENTENCES = (
+    16  # where steps are captured, a batch never shrinks below this (a few sizes to capture)
+)
 
 
 @dataclass(frozen=True)
@@ -89,25 +97,33 @@ def search(
     limits = output_limits(src_mask, options.max_len_a, options.max_len_b)
     max_steps = int(limits.max()) + 1  # the host learns the loop's length once
     buffers = start(model, model.encode(src, src_mask), src, limits, rule, options, max_steps)
-    graphs, every = options.cuda_graphs and rule.graph_safe, check_every(src.device)
+    capture = capture_for(src.device)  # None: eager, and reading a value on the host costs nothing
+    graphs = capture if options.cuda_graphs and rule.graph_safe else None
+    every = CHECK_EVERY if capture else 1
     step = functools.partial(search_step, model, rule)
     for t in range(max_steps):
-        buffers = run_step(model, graphs, rule.kind, step, buffers)
+        buffers = run_step(graphs, model, rule.kind, step, buffers)
         if t % every != every - 1:
             continue
         searched = buffers["sentence.finished"] < rule.width  # (active,)
         left = int(searched.sum())  # the check's one host read
         if left == 0:
             break
-        if left < searched.size(0) and (every == 1 or left <= searched.size(0) // 2):
-            buffers = keep_sentences(model, buffers, searched, left, rule.width)
+        kept = sentences_kept(left, searched.size(0), static=capture is not None)
+        if kept < searched.size(0):
+            buffers = keep_sentences(model, buffers, searched, kept, rule.width)
     return results(buffers, src_mask)
 
 
-def check_every(device: torch.device) -> int:
-    """Steps between two reads of "how many sentences are still searched?": `CHECK_EVERY` on a GPU, where a
-    read waits for the device; 1 elsewhere, where it costs nothing."""
-    return CHECK_EVERY if device.type == "cuda" else 1
+def sentences_kept(left: int, active: int, static: bool) -> int:
+    """How many of the `active` sentences stay in the batch when `left` of them are still searched. Eager:
+    the searched ones. Static (steps captured, where each batch size is a capture): all of them until at most
+    half are searched, then the smallest power of two that holds the searched ones and `MIN_STATIC_SENTENCES`
+    (some done sentences ride along)."""
+    if not static:
+        return left
+    kept = max(MIN_STATIC_SENTENCES, 1 << (left - 1).bit_length())
+    return kept if kept <= active // 2 else active
 
 
 def start(
@@ -163,7 +179,7 @@ def read_prefix(
     return state, last
 
 
-def search_step(model: Seq2Seq, rule: SearchRule, buffers: Buffers) -> None:
+def search_step(model: Seq2Seq, rule: SearchRule, buffers: Mapping[str, Tensor]) -> None:
     """One step, in place: every live hypothesis takes a token; the rule proposes continuations; finished
     ones are kept, the best others live on."""
     memory, state = unprefixed(buffers, "memory."), unprefixed(buffers, "state.")
@@ -200,7 +216,7 @@ def search_step(model: Seq2Seq, rule: SearchRule, buffers: Buffers) -> None:
     t += 1
 
 
-def at_limits(found: Extensions, buffers: Buffers, width: int) -> Extensions:
+def at_limits(found: Extensions, buffers: Mapping[str, Tensor], width: int) -> Extensions:
     """The candidates, where a sentence reached its output limit replaced by eos after each of its live
     hypotheses (score unchanged), best first as the live scores are."""
     at_limit = (buffers["sentence.limit"] <= buffers["t"]).unsqueeze(1)  # (sentences, 1)
@@ -216,7 +232,7 @@ def at_limits(found: Extensions, buffers: Buffers, width: int) -> Extensions:
     )
 
 
-def record_finished(buffers: Buffers, found: Extensions, rows: Tensor, rule: SearchRule) -> None:
+def record_finished(buffers: Mapping[str, Tensor], found: Extensions, rows: Tensor, rule: SearchRule) -> None:
     """Keep, per sentence, the n best finished hypotheses so far (in place, without a host sync): the
     candidates ending in eos among the first `rule.width`, of a sentence still searched. rows (sentences,
     candidates): the hypothesis rows the candidates continue; their tokens end before this step's eos.
@@ -226,7 +242,7 @@ def record_finished(buffers: Buffers, found: Extensions, rows: Tensor, rule: Sea
     still = (buffers["sentence.finished"] < rule.width).unsqueeze(1)  # (sentences, 1)
     finished = (found.tokens == EOS) & torch.isfinite(found.scores) & still
     finished[:, rule.width :] = False
-    buffers["sentence.finished"] += finished.sum(dim=1)
+    buffers["sentence.finished"].add_(finished.sum(dim=1))
     normalised = found.scores / length_penalty(t + 1, rule.length_penalty)  # t tokens and eos
     best_scores = buffers["best.scores"]
     merged = torch.cat([best_scores[sentence], normalised.masked_fill(~finished, float("-inf"))], dim=1)
@@ -248,16 +264,16 @@ def keep_best(best: Tensor, live: Tensor, sentence: Tensor, rows: Tensor, order:
     best[sentence] = both.gather(1, index)
 
 
-def keep_sentences(model: Seq2Seq, buffers: Buffers, searched: Tensor, left: int, width: int) -> Buffers:
-    """The buffers of the sentences still searched alone (`searched` True; `left` of them), in their order,
-    found on the device by a stable sort."""
-    keep = torch.argsort((~searched).to(torch.uint8), stable=True)[:left]  # (left,)
-    rows = hypothesis_rows(keep, width)  # (left * width,)
+def keep_sentences(model: Seq2Seq, buffers: Buffers, searched: Tensor, kept: int, width: int) -> Buffers:
+    """The buffers of `kept` sentences: those still searched (`searched` True) in their order, then the first
+    done ones where `kept` is more, found on the device by a stable sort."""
+    keep = torch.argsort((~searched).to(torch.uint8), stable=True)[:kept]  # (kept,)
+    rows = hypothesis_rows(keep, width)  # (kept * width,)
     memory, state = unprefixed(buffers, "memory."), unprefixed(buffers, "state.")
     memory, state = model.select_sentences(memory, state, keep)
     sentence = {name: t.index_select(0, keep) for name, t in unprefixed(buffers, "sentence.").items()}
     hyp = {name: t.index_select(0, rows) for name, t in unprefixed(buffers, "hyp.").items()}
-    kept = {
+    others = {
         name: t
         for name, t in buffers.items()
         if not name.startswith(("memory.", "state.", "sentence.", "hyp."))
@@ -267,11 +283,11 @@ def keep_sentences(model: Seq2Seq, buffers: Buffers, searched: Tensor, left: int
         | prefixed(state, "state.")
         | prefixed(sentence, "sentence.")
         | prefixed(hyp, "hyp.")
-        | kept
+        | others
     )
 
 
-def store_state(buffers: Buffers, state: State) -> None:
+def store_state(buffers: Mapping[str, Tensor], state: State) -> None:
     """Write the model's new state into the buffers, in place (tensors the step already updated in place are
     the buffers themselves)."""
     for name, tensor in state.items():

@@ -43,7 +43,7 @@ from nmt.decode.rules import BeamSearch, Greedy, SearchRule
 from nmt.decode.sampling import Sampling
 from nmt.decode.search import Hypothesis, SearchOptions, search
 from nmt.decode.trained_run import TrainedRun
-from nmt.device import autocast
+from nmt.device.choice import autocast
 from nmt.errors import UserError
 from nmt.models.base import Seq2Seq
 from nmt.models.ensemble import Ensemble
@@ -400,8 +400,8 @@ class TorchTranslator(Translator):
         """The attention of every layer and head the model pays producing each target (ids without bos/eos)
         from its source, teacher-forced in batches of `settings.batch_size` pairs of similar length
         (`progress` told the size of each): per pair (layers, heads, len(target) + 1, len(source) + 1),
-        rows and columns ending with eos; `full_context_layer` as `teacher_forced_attention` takes it. Not for
-        an ensemble, which has no teacher-forced pass."""
+        rows and columns ending with eos; `full_context_layer` as `teacher_forced_attention` takes it. In
+        float32 on every device. Not for an ensemble, which has no teacher-forced pass."""
         if isinstance(self.model, Ensemble):
             raise UserError("an ensemble has no teacher-forced pass; give one run")
         found: list[Tensor] = []
@@ -409,8 +409,7 @@ class TorchTranslator(Translator):
         lengths = [len(s) + len(t) for s, t in zip(sources, targets, strict=True)]
         for group in sorted_groups(lengths, self.settings.batch_size):
             src, tgt = [sources[i] for i in group], [targets[i] for i in group]
-            with autocast(self.model.device):
-                found += teacher_forced_attention(self.model, src, tgt, full_context_layer)
+            found += teacher_forced_attention(self.model, src, tgt, full_context_layer)
             order += group
             if progress is not None:
                 progress(len(group))

@@ -15,7 +15,7 @@ from nmt.data.language_files import read_direction
 from nmt.decode.languages import Asked, Translates, into_direction
 from nmt.decode.trained_run import TrainedRun, load_runs
 from nmt.decode.translator import TorchTranslator
-from nmt.device import resolve_device
+from nmt.device.choice import resolve_device
 from nmt.errors import UserError
 from nmt.evaluate.directions import evaluate_directions
 from nmt.evaluate.off_target import off_target_rate

@@ -23,7 +23,7 @@ from nmt.config.yaml_file import to_dict
 from nmt.data.corpus import SplitFiles, count_lines, read_split, split_files
 from nmt.decode.trained_run import TrainedRun, load_run
 from nmt.decode.translator import TorchTranslator, search_options
-from nmt.device import resolve_device
+from nmt.device.choice import resolve_device
 from nmt.errors import UserError
 from nmt.evaluate.directions import (
     describe_directions,

@@ -11,6 +11,7 @@ tensor grows), and reads nothing back to the host, so that search can run it in 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import torch
@@ -30,7 +31,7 @@ def prefixed(tensors: dict[str, Tensor], prefix: str) -> dict[str, Tensor]:
     return {prefix + name: t for name, t in tensors.items()}
 
 
-def unprefixed(tensors: dict[str, Tensor], prefix: str) -> dict[str, Tensor]:
+def unprefixed(tensors: Mapping[str, Tensor], prefix: str) -> dict[str, Tensor]:
     """The entries whose names start with `prefix`, without it: what `prefixed` stored."""
     return {name.removeprefix(prefix): t for name, t in tensors.items() if name.startswith(prefix)}
 

@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from nmt.device.capture import static_steps
 from nmt.models.attention import MultiHeadAttention, SelfAttention
 from nmt.models.base import (
     Memory,
@@ -294,17 +295,18 @@ class TransformerSeq2Seq(Seq2Seq):
             "position": torch.zeros(rows, dtype=torch.long, device=device),
             "history": torch.zeros(rows, max_len, dtype=torch.long, device=device),
         }
-        # A GPU step attends to every slot (masked): they must hold numbers. A CPU step reads only the slots
-        # of the positions written so far, so they need no filling (filling cost more than attending).
-        allocate = keys.new_zeros if keys.is_cuda else keys.new_empty
+        # A static step (a GPU's) attends to every slot (masked): they must hold numbers. A CPU step reads
+        # only the slots of the positions written so far: no filling (it cost more than attending).
+        allocate = keys.new_zeros if static_steps(device) else keys.new_empty
         for i in range(len(self.decoder_layers)):
             state[f"self_k{i}"], state[f"self_v{i}"] = allocate(shape), allocate(shape)
         return state  # caches: (sentences, heads, max_len * hypotheses, d_head)
 
     def decode_step(self, tokens: Tensor, memory: Memory, state: State) -> Step:
-        """On a GPU each hypothesis attends to every slot, masked: the same shapes at every step, for CUDA
-        graphs. On a CPU, where reading a value costs nothing, only the slots of the positions written so far
-        are attended to (`written_positions`)."""
+        """Where steps are static (a GPU: nmt/device/capture.py `static_steps`) each hypothesis attends to
+        every slot, masked: the same shapes at every step, for CUDA graphs. On a CPU, where reading a value
+        costs nothing, only the slots of the positions written so far are attended to
+        (`written_positions`)."""
         position, history = state["position"], state["history"]  # (rows,), (rows, max_len)
         sentences, (rows, max_len) = memory["src_mask"].size(0), history.shape
         hypotheses, heads = rows // sentences, memory["cross_k0"].size(1)
@@ -313,13 +315,14 @@ class TransformerSeq2Seq(Seq2Seq):
         x = self.tgt_embed.at(tokens, position).view(sentences, hypotheses, -1)  # (sentences, hyps, d_model)
         slots = (position * hypotheses + own).view(sentences, 1, hypotheses, 1)
         slots = slots.expand(-1, heads, -1, memory["cross_k0"].size(3))  # (sentences, heads, hyps, d_head)
-        positions = max_len if tokens.is_cuda else written_positions(position)
+        static = static_steps(tokens.device)
+        positions = max_len if static else written_positions(position)
         visible = self.visible_slots(history[:, :positions], position, sentences)
         new_state = {"position": position + 1, "history": history}
         for i, layer in enumerate(self.decoder_layers):
             cross_kv = memory[f"cross_k{i}"], memory[f"cross_v{i}"]
             caches = state[f"self_k{i}"], state[f"self_v{i}"]
-            cache = Cache(*caches, slots, visible, positions * hypotheses, not tokens.is_cuda)
+            cache = Cache(*caches, slots, visible, positions * hypotheses, not static)
             x, (new_state[f"self_k{i}"], new_state[f"self_v{i}"]), weights = layer(
                 x, cross_kv, memory["src_mask"], cache
             )
@@ -346,11 +349,12 @@ class TransformerSeq2Seq(Seq2Seq):
         return state | moved
 
     def select_sentences(self, memory: Memory, state: State, sentences: Tensor) -> tuple[Memory, State]:
-        """On a CPU only the written slots of the caches move (the others are never read there)."""
+        """Where steps are not static (a CPU) only the written slots of the caches move (the others are never
+        read there)."""
         position = state["position"]
         hypotheses = position.size(0) // memory["src_mask"].size(0)
         rows = hypothesis_rows(sentences, hypotheses)
-        used = None if position.is_cuda else written_positions(position) * hypotheses
+        used = None if static_steps(position.device) else written_positions(position) * hypotheses
         kept = {
             name: moved_cache(t, sentences, used) if name.startswith("self_") else t.index_select(0, rows)
             for name, t in state.items()

@@ -14,7 +14,7 @@ from nmt.config.schema import Config, with_absolute_paths
 from nmt.config.yaml_file import load_saved_config, save_config
 from nmt.data.cache import cache_root
 from nmt.data.prepare import PreparedData, prepare_data
-from nmt.device import resolve_device
+from nmt.device.choice import resolve_device
 from nmt.errors import UserError, process_rank
 from nmt.evaluate.report import final_report
 from nmt.run.checkpoint import check_training_state, trained_batch_tokens

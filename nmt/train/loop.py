@@ -254,5 +254,7 @@ class Trainer:
         if self.progress.batch_tokens:
             return
         cfg = self.cfg.train
-        fitted = fit_batch_tokens(self.model, self.data.train, cfg.pad_to_multiple, cfg.amp, self.device)
+        fitted = fit_batch_tokens(
+            self.model, self.update.probe, self.data.train, cfg.pad_to_multiple, self.device
+        )
         self.progress.batch_tokens = min(self.world.gather(fitted))

@@ -22,12 +22,12 @@ from torch import Tensor
 
 from nmt.config.sections import TrainConfig
 from nmt.data.batching import Batch
-from nmt.device import autocast
+from nmt.device.choice import autocast
 from nmt.errors import UserError
 from nmt.models.base import Output, Seq2Seq
 from nmt.train.distributed import World
 from nmt.train.loss import alignment_loss, sequence_loss
-from nmt.train.step_graphs import CompileLog, TrainGraphs, cuda_graphs_possible
+from nmt.train.step_graphs import CompileLog, TrainGraphs, training_capture
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +118,7 @@ class Update:
         self.guide = cfg.alignment if align_layer is not None else None
         self.align_layer = align_layer
         self.alignment_sum = torch.zeros((), device=device)
-        graphs = cuda_graphs_possible(cfg, device, world.size)
+        capture = training_capture(cfg, device, world.size)
         self.optimizer = build_optimizer(model, cfg)  # made capturable before the first capture
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lambda step: learning_rate_factor(step, cfg)
@@ -127,9 +127,9 @@ class Update:
         self.scaler = torch.amp.GradScaler(device.type, init_scale=1.0)  # only to skip non-finite updates
         self.guards = UpdateGuards(device, cfg.max_bad_steps)
         steps = (model, self.optimizer, self._micro_step, self._optimizer_step, cfg.max_shapes)
-        self.graphs = TrainGraphs(*steps) if graphs else None
+        self.graphs = TrainGraphs(capture, *steps) if capture else None
         compiled = cfg.compile and device.type == "cuda"
-        self.static_shapes = graphs or compiled if cfg.static_shapes == "auto" else cfg.static_shapes
+        self.static_shapes = bool(capture) or compiled if cfg.static_shapes == "auto" else cfg.static_shapes
         compile_log = CompileLog(self.static_shapes, cfg.max_shapes, cfg.compile_mode)
         self.compile_log = compile_log if compiled else None
         self.forward: Callable[..., Output] = self.replica
@@ -178,9 +178,25 @@ class Update:
         What a CUDA graph captures: no host sync, autocast without its cache."""
         if self.compile_log:
             self.compile_log.before(batch)
+        losses = self._forward_backward(self.forward, batch, total_tokens)
+        if self.compile_log:
+            self.compile_log.after()
+        return losses
+
+    def probe(self, batch: Batch) -> None:
+        """The forward and backward of a micro step on `batch` (guided alignment included), with the model
+        itself (not compiled, not DDP's replica); its gradients are dropped: what `train.batch_tokens: auto`
+        measures."""
+        try:
+            self._forward_backward(self.model, batch, batch.target_tokens())
+        finally:
+            self.model.zero_grad(set_to_none=True)
+
+    def _forward_backward(self, forward: Callable[..., Output], batch: Batch, total_tokens: Tensor) -> Tensor:
+        """`_micro_step`'s work with the model `forward`."""
         full_context = self.guide is not None and self.guide.full_context
         with autocast(self.device, self.cfg.amp, cache=False):
-            output = self.forward(
+            output = forward(
                 batch.src,
                 batch.src_mask,
                 batch.tgt_in,
@@ -195,8 +211,6 @@ class Update:
                 aligned = alignment_loss(output.alignment, batch.links, self.guide.heads, self.guide.shift)
                 total = loss + self.guide.weight * aligned
         self.scaler.scale(total * self.world.size / total_tokens).backward()
-        if self.compile_log:
-            self.compile_log.after()
         return torch.stack([loss, aligned]).detach()
 
     def _optimizer_step(self) -> Tensor:

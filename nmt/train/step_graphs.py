@@ -10,9 +10,11 @@ notes): warm up on a side stream before capturing, copy new inputs into the capt
 before each replay, step a `capturable` AdamW whose learning rate is a device tensor, and capture autocast
 without its weight cache. Gradients live as long as the model (zeroed in place, never set to None), so every
 captured backward accumulates into the same tensors. A capture that fails falls back to eager execution with a
-warning. Nothing here captures on CPU, where the same step functions run eagerly.
+warning.
 
-On CPU the eager paths are tested; tests/test_gpu.py (run on a GPU) checks the captured ones against eager.
+Capture is a backend (nmt/device/capture.py): CUDA graphs on a GPU; in CPU tests the recorder, which runs the
+same bookkeeping and refuses host reads inside a captured step (tests/train/test_captured_training.py);
+tests/test_gpu.py checks the real graphs against eager on a GPU.
 """
 
 from __future__ import annotations
@@ -22,33 +24,34 @@ import logging
 import math
 import time
 import warnings
-from collections.abc import Callable, Iterator
-from dataclasses import fields
+from collections.abc import Callable, Iterator, Sequence
 
 import torch
 from torch import Tensor
 
 from nmt.config.sections import TrainConfig
 from nmt.data.batching import Batch
-from nmt.device import GraphPool, warm_up
+from nmt.device.capture import Capture, Captured, GraphPool, capture_for
 
 log = logging.getLogger(__name__)
 
 
-def cuda_graphs_possible(cfg: TrainConfig, device: torch.device, processes: int) -> bool:
-    """Whether `train.cuda_graphs` applies: on CUDA, in a single process (the log says why not)."""
+def training_capture(cfg: TrainConfig, device: torch.device, processes: int) -> Capture | None:
+    """How the training step is captured when `train.cuda_graphs` applies: on a device that captures (CUDA),
+    in a single process (the log says why not); None: eager."""
     if not cfg.cuda_graphs:
-        return False
-    if device.type != "cuda":
+        return None
+    capture = capture_for(device)
+    if capture is None:
         log.info("train.cuda_graphs applies on CUDA only; training on %s without graphs", device)
-        return False
+        return None
     if processes > 1:
         log.warning(
             "train.cuda_graphs is off under torchrun: DDP's gradient all-reduce inside a captured backward "
             "is not supported here; training without graphs"
         )
-        return False
-    return True
+        return None
+    return capture
 
 
 class TrainGraphs:
@@ -59,17 +62,20 @@ class TrainGraphs:
     At most `max_shapes` shapes are captured; batches of other shapes run eagerly (into the same gradients).
     All captures share one memory pool: they replay one at a time on one stream, and each replay's outputs
     (a loss, a norm) are consumed by kernels queued right after it, before the next replay reuses the memory.
+    A batch's shape is that of every one of its tensors (`Batch.shapes`): with and without alignment links
+    are two shapes.
     """
 
     def __init__(
         self,
+        capture: Capture,
         model: torch.nn.Module,
         optimizer: torch.optim.Optimizer,
         micro_step: Callable[[Batch, Tensor], Tensor],
         update: Callable[[], Tensor],
         max_shapes: int,
     ) -> None:
-        self.model, self.optimizer, self.max_shapes = model, optimizer, max_shapes
+        self.capture, self.model, self.optimizer, self.max_shapes = capture, model, optimizer, max_shapes
         self.micro_step, self.update_step = micro_step, update
         self.captured: dict[tuple, _CapturedMicro] = {}
         self.eager_shapes: set[tuple] = set()
@@ -82,9 +88,15 @@ class TrainGraphs:
     def grads(self) -> list[Tensor]:
         return [p.grad for p in self.model.parameters() if p.grad is not None]
 
+    @property
+    def state(self) -> list[Tensor]:
+        """What an optimizer update changes: the weights, their gradients, the optimizer's state tensors."""
+        moments = [t for s in self.optimizer.state.values() for t in s.values() if isinstance(t, Tensor)]
+        return [*self.model.parameters(), *self.grads, *moments]
+
     def micro(self, batch: Batch, total_tokens: Tensor) -> Tensor:
         """Forward and backward of `batch`, its gradient divided by `total_tokens` (0-d); returns its loss."""
-        key = tuple(tuple(getattr(batch, f.name).shape) for f in fields(batch))
+        key = batch.shapes()
         if key not in self.captured and key not in self.eager_shapes:
             self._capture_micro(key, batch, total_tokens)
         if key in self.eager_shapes:
@@ -97,7 +109,9 @@ class TrainGraphs:
             self._prepare()
             try:
                 with self._timed("the optimizer update"):
-                    self.update_graph = _CapturedUpdate(self.update_step, self.grads, self.pool)
+                    self.update_graph = _CapturedUpdate(
+                        self.capture, self.update_step, self.grads, lambda: self.state, self.pool
+                    )
             except Exception as err:  # graph capture is a beta API: fall back to an eager update
                 log.warning("the optimizer update runs without a CUDA graph: capture failed (%s)", err)
                 self.eager_update = True
@@ -106,7 +120,8 @@ class TrainGraphs:
     def _capture_micro(self, key: tuple, batch: Batch, total_tokens: Tensor) -> None:
         """Capture forward and backward for the shape of `batch`, or mark the shape eager (cap reached, or
         the capture failed)."""
-        shape = "×".join(map(str, key[0])) + f"×{key[2][1]}"  # rows × source length × target length
+        shape = "×".join(map(str, (batch.size, batch.src.size(1), batch.tgt_in.size(1))))
+        shape += " with alignment links" if batch.links is not None else ""
         if len(self.captured) >= self.max_shapes:
             log.warning(
                 "batch shape %s runs without a CUDA graph: %d shapes already captured",
@@ -120,7 +135,7 @@ class TrainGraphs:
             count = f"{len(self.captured) + 1} of at most {self.max_shapes}"
             with self._timed(f"the training step for batch shape {shape} ({count})"):
                 self.captured[key] = _CapturedMicro(
-                    self.micro_step, batch, total_tokens, self.grads, self.pool
+                    self.capture, self.micro_step, batch, total_tokens, self.grads, self.pool
                 )
         except Exception as err:  # graph capture is a beta API: fall back to eager for this shape
             log.warning("batch shape %s runs without a CUDA graph: capture failed (%s)", shape, err)
@@ -140,7 +155,7 @@ class TrainGraphs:
             group["capturable"] = True  # a loaded optimizer state brings the flag it was saved with
             if not isinstance(group["lr"], Tensor):
                 group["lr"] = torch.tensor(group["lr"], dtype=torch.float32, device=device)
-        self.pool = torch.cuda.graph_pool_handle()
+        self.pool = self.capture.pool()
 
     @contextlib.contextmanager
     def _timed(self, what: str) -> Iterator[None]:
@@ -148,7 +163,7 @@ class TrainGraphs:
         log.info("capturing %s in a CUDA graph …", what)
         started = time.perf_counter()
         yield
-        torch.cuda.synchronize()
+        self.capture.synchronize()
         seconds = time.perf_counter() - started
         self.capture_seconds += seconds
         log.info("captured in %.1f s (%.1f s of CUDA graph capture so far)", seconds, self.capture_seconds)
@@ -159,6 +174,7 @@ class _CapturedMicro:
 
     def __init__(
         self,
+        capture: Capture,
         micro_step: Callable[[Batch, Tensor], Tensor],
         batch: Batch,
         total_tokens: Tensor,
@@ -167,39 +183,47 @@ class _CapturedMicro:
     ) -> None:
         self.batch = batch.apply(Tensor.clone)
         self.total_tokens = total_tokens.clone()
-        warm_up(lambda: micro_step(self.batch, self.total_tokens), grads)
-        self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph, pool=pool):
-            self.loss = micro_step(self.batch, self.total_tokens)
+        capture.warm_up(self._step(micro_step), grads)
+        self.graph: Captured = capture.capture(self._step(micro_step), pool, grads)
+
+    def _step(self, micro_step: Callable[[Batch, Tensor], Tensor]) -> Callable[[], Tensor]:
+        return lambda: micro_step(self.batch, self.total_tokens)
 
     def __call__(self, batch: Batch, total_tokens: Tensor) -> Tensor:
-        for f in fields(batch):
-            if (tensor := getattr(batch, f.name)) is not None:
-                getattr(self.batch, f.name).copy_(tensor)
+        for name, tensor in batch.tensors().items():
+            self.batch.tensors()[name].copy_(tensor)
         self.total_tokens.copy_(total_tokens)
-        self.graph.replay()
-        return self.loss
+        loss = self.graph.replay()
+        assert loss is not None
+        return loss
 
 
 class _CapturedUpdate:
     """The optimizer update. Its warm-up runs with a NaN gradient, which the fused AdamW skips on the device,
-    so that warming up changes neither the weights nor the optimizer state."""
+    so that warming up changes neither the weights nor the optimizer state (which it creates); `state()` is
+    all that an update changes, what the recorder's capture puts back."""
 
-    def __init__(self, update: Callable[[], Tensor], grads: list[Tensor], pool: GraphPool | None) -> None:
-        def skipped_update() -> None:
+    def __init__(
+        self,
+        capture: Capture,
+        update: Callable[[], Tensor],
+        grads: list[Tensor],
+        state: Callable[[], Sequence[Tensor]],
+        pool: GraphPool | None,
+    ) -> None:
+        def skipped_update() -> Tensor:
             grads[0].fill_(math.nan)
-            update()
+            return update()
 
         with warnings.catch_warnings():  # capturable AdamW warns when stepped outside a capture
             warnings.simplefilter("ignore")
-            warm_up(skipped_update, grads)
-        self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph, pool=pool):
-            self.norm = update()
+            capture.warm_up(skipped_update, grads)
+            self.graph = capture.capture(update, pool, state())
 
     def __call__(self) -> Tensor:
-        self.graph.replay()
-        return self.norm
+        norm = self.graph.replay()
+        assert norm is not None
+        return norm
 
 
 class CompileLog:

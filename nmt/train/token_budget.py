@@ -3,7 +3,9 @@
 A few probe updates run the longest training sentences at two budgets; peak memory grows about linearly with
 the budget, so the two points predict the budget that fills `MARGIN` of the GPU. One more probe checks the
 prediction (and backs off while it does not fit). The budget is capped so an epoch has at least
-`MIN_UPDATES_PER_EPOCH` batches: memory alone would give a small corpus a handful of giant updates.
+`MIN_UPDATES_PER_EPOCH` batches: memory alone would give a small corpus a handful of giant updates. A probe
+runs the training step itself (`Update.probe`: the alignment loss and its full-context pass included) on a
+batch as training collates it (its alignment links included).
 """
 
 from __future__ import annotations
@@ -16,8 +18,6 @@ import torch
 
 from nmt.data.arrays import EncodedCorpus
 from nmt.data.batching import Batch, collate, round_up
-from nmt.device import autocast
-from nmt.train.loss import sequence_loss
 
 log = logging.getLogger(__name__)
 
@@ -67,16 +67,23 @@ def worst_batch(corpus: EncodedCorpus, tokens: int, multiple: int) -> Batch:
     longest = order[0]
     per_pair = round_up(int(src_len[longest]), multiple) + round_up(int(tgt_len[longest]), multiple)
     chosen = np.resize(order, max(1, tokens // per_pair)).tolist()  # repeats pairs if the corpus is small
-    return collate([corpus.src[i] for i in chosen], [corpus.tgt[i] for i in chosen], chosen, multiple)
+    links = None if corpus.links is None else [corpus.links[i] for i in chosen]
+    src, tgt = [corpus.src[i] for i in chosen], [corpus.tgt[i] for i in chosen]
+    return collate(src, tgt, chosen, multiple, links)
 
 
 def fit_batch_tokens(
-    model: torch.nn.Module, corpus: EncodedCorpus, multiple: int, amp: bool, device: torch.device
+    model: torch.nn.Module,
+    step: Callable[[Batch], object],
+    corpus: EncodedCorpus,
+    multiple: int,
+    device: torch.device,
 ) -> int:
-    """The `auto` budget for training `model` on `corpus` on `device` (CPU_BATCH_TOKENS off the GPU).
+    """The `auto` budget for training `model` on `corpus` on `device` (CPU_BATCH_TOKENS off the GPU), where
+    `step(batch)` is a training step's forward and backward on a batch on the device (`Update.probe`).
 
-    Probes run forward and backward with the optimizer's state (two fp32 copies of the weights, as AdamW
-    keeps) held in memory, inside a forked RNG so training draws the same dropout masks as without them.
+    Probes run `step` with the optimizer's state (two fp32 copies of the weights, as AdamW keeps) held in
+    memory, inside a forked RNG so training draws the same dropout masks as without them.
     """
     if device.type != "cuda":
         log.info("train.batch_tokens: auto uses %d tokens per batch without a GPU", CPU_BATCH_TOKENS)
@@ -88,7 +95,7 @@ def fit_batch_tokens(
     peaks: dict[int, int | None] = {}
 
     def probe(tokens: int) -> int | None:
-        peaks[tokens] = peak_memory(model, worst_batch(corpus, tokens, multiple), amp, device)
+        peaks[tokens] = peak_memory(step, worst_batch(corpus, tokens, multiple), device)
         return peaks[tokens]
 
     with torch.random.fork_rng(devices=[device]):
@@ -112,21 +119,16 @@ def fit_batch_tokens(
     return chosen
 
 
-def peak_memory(model: torch.nn.Module, batch: Batch, amp: bool, device: torch.device) -> int | None:
-    """Peak bytes allocated on the GPU by a forward and backward pass over `batch` (None: out of memory);
-    the gradients are dropped afterwards."""
+def peak_memory(step: Callable[[Batch], object], batch: Batch, device: torch.device) -> int | None:
+    """Peak bytes allocated on the GPU by `step(batch)` (None: out of memory)."""
     batch = batch.to(device)
     torch.cuda.synchronize(device)
     torch.cuda.reset_peak_memory_stats(device)
     try:
-        with autocast(device, amp):
-            output = model(batch.src, batch.src_mask, batch.tgt_in)
-            loss = sequence_loss(output.logits, batch.tgt_out, 0.0)
-        loss.backward()
+        step(batch)
         torch.cuda.synchronize(device)
         return torch.cuda.max_memory_allocated(device)
     except torch.cuda.OutOfMemoryError:
         return None
     finally:
-        model.zero_grad(set_to_none=True)
         torch.cuda.empty_cache()

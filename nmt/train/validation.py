@@ -21,7 +21,7 @@ from nmt.data.loader import prefetch
 from nmt.data.prepare import PreparedData
 from nmt.data.tokenizer import Tokenizers
 from nmt.decode.translator import TorchTranslator, max_source_len
-from nmt.device import autocast
+from nmt.device.choice import autocast, full_precision
 from nmt.errors import ConfigError
 from nmt.evaluate.directions import direction_scores
 from nmt.evaluate.scores import score
@@ -105,7 +105,7 @@ def alignment_scores(
     """AER, precision and recall of the attention of decoder layer `layer` (the mean of the first
     `train.alignment.heads` heads) on the gold set, teacher-forced on its target sentences: each target
     subword's most attended source subword (in the row `train.alignment.shift` trained), merged into word
-    links (nmt/align/attention.py)."""
+    links (nmt/align/attention.py); in float32, as `nmt align` computes them."""
     align = cfg.train.alignment
     assert align is not None
     found: list[set[Link]] = [set() for _ in range(len(gold))]
@@ -113,7 +113,7 @@ def alignment_scores(
     for group in sorted_groups(lengths, cfg.search.batch_size):
         src, tgt = [gold.src[i] for i in group], [gold.tgt[i] for i in group]
         batch = collate([s.ids for s in src], [t.ids for t in tgt], group).to(device)
-        with autocast(device, cfg.train.amp):
+        with full_precision(device):
             output = model(
                 batch.src, batch.src_mask, batch.tgt_in, align_layer=layer, full_context=align.full_context
             )

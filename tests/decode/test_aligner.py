@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import nmt.decode.aligner
+import nmt.decode.translator
 from nmt.align.pharaoh import read_links
 from nmt.align.symmetrize import symmetrize
 from nmt.config.yaml_file import load_config
@@ -235,3 +236,31 @@ def test_the_layer_trained_with_full_context_attends_with_full_context() -> None
         torch.testing.assert_close(after[1], full[i, :, :rows, :columns])
         assert not torch.allclose(after[1], before[1])  # row t sees target tokens after t
         torch.testing.assert_close(after[[0, 2]], before[[0, 2]])
+
+
+def test_alignments_are_computed_in_float32_where_decoding_runs_in_bf16(
+    trained_run: Path, corpus: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a GPU decoding runs under bf16 autocast; the attention `nmt align` reads is computed in float32
+    there too (bf16 moves argmax ties, and the documented AERs are float32's). Here CPU bf16 autocast stands
+    in for the GPU's."""
+    translator = TorchTranslator.of_run(load_run(trained_run, torch.device("cpu")))
+    lines = (
+        (corpus / "test.src").read_text().splitlines()[:20],
+        (corpus / "test.tgt").read_text().splitlines()[:20],
+    )
+    sources, targets = (
+        [w.ids for w in translator.encode_words(text, side)]
+        for text, side in zip(lines, ("source", "target"), strict=True)
+    )
+    expected = translator.teacher_forced(sources, targets)
+
+    def gpu_autocast(device: torch.device, enabled: bool = True, cache: bool = True) -> object:
+        return torch.autocast("cpu", dtype=torch.bfloat16, enabled=enabled, cache_enabled=cache)
+
+    monkeypatch.setattr(nmt.decode.translator, "autocast", gpu_autocast)
+    with gpu_autocast(torch.device("cpu")):
+        found = translator.teacher_forced(sources, targets)
+    for weights, reference in zip(found, expected, strict=True):
+        assert weights.dtype == torch.float32
+        torch.testing.assert_close(weights, reference, rtol=0, atol=0)

@@ -10,12 +10,12 @@ import torch
 from torch import Tensor
 from torch.profiler import ProfilerActivity, profile
 
-import nmt.decode.search
 from nmt.config.sections import SearchConfig
 from nmt.data.special_tokens import BOS, EOS, PAD
 from nmt.decode.rules import BeamSearch, Greedy
 from nmt.decode.search import CHECK_EVERY, Hypothesis, length_penalty, output_limits, search, trim
 from nmt.decode.translator import search_options
+from nmt.device.capture import Recorder, emulating
 from nmt.errors import ConfigError
 from nmt.models.base import Memory, Seq2Seq, State, Step
 from nmt.models.config import ModelConfig, RNNConfig, TransformerConfig
@@ -354,14 +354,14 @@ def host_syncs(work: Callable[[], object]) -> int:
 
 
 @pytest.mark.parametrize("beam", [1, 3])
-def test_search_reads_the_device_once_every_few_steps(beam: int, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_search_reads_the_device_once_every_few_steps(beam: int) -> None:
     """As on a GPU, where a read waits for the device (on a CPU the search checks after every step)."""
-    monkeypatch.setattr(nmt.decode.search, "check_every", lambda device: CHECK_EVERY)
     model, (src, mask) = NeverEnding().eval(), random_batch(8)
-    if beam == 1:
-        syncs = host_syncs(lambda: greedy(model, src, mask, settings(1, 1.0, 2.0, 9)))
-    else:
-        syncs = host_syncs(lambda: beam_search(model, src, mask, settings(beam, 1.0, 2.0, 9)))
+    with emulating(Recorder()):
+        if beam == 1:
+            syncs = host_syncs(lambda: greedy(model, src, mask, settings(1, 1.0, 2.0, 9)))
+        else:
+            syncs = host_syncs(lambda: beam_search(model, src, mask, settings(beam, 1.0, 2.0, 9)))
     assert model.steps == int(output_limits(mask, 2.0, 9).max()) + 1 >= 2 * CHECK_EVERY
     assert syncs <= 1 + model.steps // CHECK_EVERY  # the length limit once, then one per check
 

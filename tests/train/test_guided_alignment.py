@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -75,9 +74,12 @@ MODELS = {
     ],
 )
 def test_the_supervised_attention_learns_the_links(kind: str, full_context: bool, shift: bool) -> None:
-    """One batch, its target subword t linked to source subword (3t + row) mod its length: in 80 updates on
-    it the alignment loss falls to a fraction of where it started, and each target subword attends most to
-    its linked source subword at the step that predicts it (with `shift`: at the next one, which reads it)."""
+    """One batch, its target subword t linked to source subword (3t + row) mod its length, trained on until
+    each target subword gives its linked source subword over 0.9 of its attention at the step that predicts
+    it (with `shift`: at the next one, which reads it) and the alignment loss has fallen to a fraction of
+    where it started. A margin reached, not the argmax after a fixed number of updates: at lr 1e-2 the
+    attention overshoots and comes back, so when every argmax is right depends on the seed and thread count
+    (seeds 0–7 reach the margin in 12 to 77 updates)."""
     torch.manual_seed(0)
     rng = np.random.default_rng(0)
     src = [rng.integers(4, 40, size=n) for n in (7, 5, 6, 7)]
@@ -93,40 +95,32 @@ def test_the_supervised_attention_learns_the_links(kind: str, full_context: bool
     update = Update(
         model, cfg, torch.device("cpu"), World(), align_layer=align.decoder_layer(MODELS[kind].decoder_layers)
     )
-    losses = []
-    for step in range(80):  # 40 left Bahdanau's short of the links with other seeds
+    first = int(shift)  # the attention row of target subword 0
+    linked = [(row, first + t, s) for row, pairs in enumerate(links) for s, t in pairs.reshape(-1, 2)]
+    sentence, step_row, position = torch.tensor(linked).T  # each link's sentence, attention row, source
+
+    def linked_weights() -> torch.Tensor:
+        """The supervised head's weight on each link."""
+        with torch.no_grad():
+            output = model(
+                batch.src,
+                batch.src_mask,
+                batch.tgt_in,
+                align_layer=update.align_layer,
+                full_context=full_context,
+            )
+        return output.alignment[sentence, 0, step_row, position]
+
+    losses: list[float] = []
+    for step in range(200):  # over 2.5× the most any seed took
         update([batch], step, 0)
         losses.append(update.alignment_sum.item())
         update.alignment_sum.zero_()
+        weights = linked_weights()
+        if weights.min() > 0.9 and losses[-1] < 0.3 * losses[0]:
+            break
+    assert weights.min() > 0.9, (step, weights)  # each link by far the most attended: no tie can flip it
     assert losses[-1] < 0.3 * losses[0], losses
-    with torch.no_grad():
-        output = model(
-            batch.src, batch.src_mask, batch.tgt_in, align_layer=update.align_layer, full_context=full_context
-        )
-    attended = output.alignment[:, 0].argmax(dim=-1)  # (batch, tgt_len): each row's top source subword
-    first = int(shift)  # the row of target subword 0
-    for row, (pairs, target) in enumerate(zip(links, tgt, strict=True)):
-        found = attended[row, first : first + len(target)].tolist()
-        assert found == pairs[0::2].tolist()  # the attention follows the links
-
-
-def reversal_links(text: Path, out: Path) -> None:
-    lines = []
-    for sentence in text.read_text().splitlines():
-        n = len(sentence.split())
-        lines.append(" ".join(f"{i}-{n - 1 - i}" for i in range(n)))
-    out.write_text("\n".join(lines) + "\n")
-
-
-@pytest.fixture(scope="module")
-def labelled(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The session's reordering corpus with the true links of its training and validation splits."""
-    folder = tmp_path_factory.mktemp("labelled")
-    for name in ("train.src", "train.tgt", "valid.src", "valid.tgt"):
-        shutil.copy(corpus / name, folder / name)
-    reversal_links(folder / "train.src", folder / "train.links")
-    reversal_links(folder / "valid.src", folder / "valid.links")
-    return folder
 
 
 def guided(data: Path, out: Path, *extra: str) -> list[str]:

@@ -1,20 +1,15 @@
-"""Choosing the device and the matching numeric settings (bf16 autocast on CUDA), and what every CUDA graph
-capture needs first (nmt/train/step_graphs.py, nmt/decode/step_graphs.py)."""
+"""Choosing the device and the matching numeric settings: bf16 autocast on CUDA, float32 where a result must
+not depend on the device (word alignments)."""
 
 from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Callable, Iterator
-from typing import TypeAlias
+from collections.abc import Iterator
 
 import torch
-from torch import Tensor
 
 from nmt.errors import UserError
-
-GraphPool: TypeAlias = "torch.cuda._POOL_HANDLE"  # the memory pool torch.cuda.graph_pool_handle() names
-WARMUP_RUNS = 1  # eager runs on a side stream before each capture (cuBLAS workspaces, lazy initialisation)
 
 
 def resolve_device(name: str) -> torch.device:
@@ -46,25 +41,16 @@ def autocast(device: torch.device, enabled: bool = True, cache: bool = True) -> 
         yield
 
 
-def uncached_autocast() -> contextlib.AbstractContextManager:
-    """The current CUDA autocast setting without its cache of cast weights (it must not outlive a capture)."""
-    return torch.autocast(
-        "cuda",
-        dtype=torch.get_autocast_dtype("cuda"),
-        enabled=torch.is_autocast_enabled("cuda"),
-        cache_enabled=False,
-    )
-
-
-def warm_up(work: Callable[[], object], grads: list[Tensor]) -> None:
-    """Run `work` eagerly on a side stream, as the CUDA graph docs ask before capturing it; the gradients and
-    the random number generators are left as they were."""
-    saved = [grad.clone() for grad in grads]
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.random.fork_rng(devices=[torch.cuda.current_device()]), torch.cuda.stream(stream):
-        for _ in range(WARMUP_RUNS):
-            work()
-    torch.cuda.current_stream().wait_stream(stream)
-    for grad, old in zip(grads, saved, strict=True):
-        grad.copy_(old)
+@contextlib.contextmanager
+def full_precision(device: torch.device) -> Iterator[None]:
+    """float32 inside, whatever autocast is active around it, and on CUDA without TF32 matmuls: for results
+    that must be the same on every device (the attention word alignments read, where bf16 moves argmax
+    ties)."""
+    matmul, cudnn = torch.backends.cuda.matmul, torch.backends.cudnn
+    tf32 = matmul.allow_tf32, cudnn.allow_tf32
+    try:
+        matmul.allow_tf32 = cudnn.allow_tf32 = False
+        with torch.autocast(device.type, enabled=False):
+            yield
+    finally:
+        matmul.allow_tf32, cudnn.allow_tf32 = tf32
