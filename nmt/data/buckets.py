@@ -5,7 +5,9 @@ holds it, so that one captured graph serves all the batches of a bucket.
 Padding adds nothing to the loss or to any gradient: an extra row is an empty sentence pair (source: eos
 alone, so that no attention row is fully masked; target: bos, then nothing to predict) and extra columns are
 padding (masked in the source, ignored by the loss in the target). Planning needs only the length arrays of
-the corpus and the index groups of its batches, whatever corpus class produced them.
+the corpus and the index groups of its batches, whatever corpus class produced them. A group of examples
+whose batch would fit no bucket (an epoch of resampled directions draws groups no planned epoch had) is cut
+by rows into groups that do (`fitting`): its loss is a sum over its examples, so the update is the same.
 """
 
 from __future__ import annotations
@@ -107,6 +109,15 @@ class Buckets:
     def fit(self, shape: Shape) -> Shape | None:
         """The smallest bucket (fewest padded tokens) that holds a batch of `shape`, or None."""
         return next((b for b in self.shapes if all(x <= y for x, y in zip(shape, b, strict=True))), None)
+
+    def fitting(self, group: np.ndarray, shape: Shape) -> list[np.ndarray]:
+        """`group` (example indices, its batch of `shape`) as groups whose batches fit a bucket: itself when
+        it fits one, else cut into runs of as many rows as the roomiest bucket long enough for it holds
+        (itself when none is: it then runs with its own shape)."""
+        if self.fit(shape) is not None:
+            return [group]
+        rows = max((b[0] for b in self.shapes if b[1] >= shape[1] and b[2] >= shape[2]), default=len(group))
+        return [group[start : start + rows] for start in range(0, len(group), rows)]
 
     def pad(self, batches: Iterable[Batch]) -> Iterator[Batch]:
         """Each batch padded to its bucket; a batch that fits none passes as it is (logged once per shape)."""

@@ -23,6 +23,9 @@ from nmt.train.progress import Progress
 log = logging.getLogger(__name__)
 
 
+PLANNED_DRAWS = 4  # epochs of a resampled (multilingual) run whose batch shapes the static plan sees
+
+
 class UpdateStream:
     """The updates of `corpus` for one process of `world`, padded to planned shapes when `static_shapes`;
     `examples(seed)` gives the corpus rows of the epoch of `seed` (a multilingual run's draws), None: every
@@ -71,19 +74,38 @@ class UpdateStream:
         self.planned, groups = True, groups[progress.batches_done :]
         size = self.world.update_batches(cfg)
         updates = [groups[i : i + size] for i in range(0, len(groups), size)]
-        batches = self.world.batches(self.corpus, updates, cfg.pad_to_multiple)
+        parts = [self.fitting(update, progress.batch_tokens) for update in updates]
+        batches = self.world.batches(self.corpus, parts, cfg.pad_to_multiple)
         if self.static_shapes:
             batches = self.bucket_plan(progress.batch_tokens).pad(batches)
         with contextlib.closing(prefetch(batches, self.device)) as ready:
-            for update in updates:
-                yield len(update), [next(ready) for _ in self.world.share(update)]
+            for update, part in zip(updates, parts, strict=True):
+                yield len(update), [next(ready) for _ in self.world.share(part)]
+
+    def fitting(self, update: list[np.ndarray], batch_tokens: int) -> list[np.ndarray]:
+        """The groups of one update; with static shapes, a group that would fit no planned shape cut into
+        groups that do (nmt/data/buckets.py `Buckets.fitting`)."""
+        if not self.static_shapes:
+            return update
+        plan, (src_len, tgt_len) = self.bucket_plan(batch_tokens), self.corpus.lengths()
+        shapes = batch_shapes(update, src_len, tgt_len, self.cfg.pad_to_multiple).tolist()
+        return [
+            part
+            for group, (n, s, t) in zip(update, shapes, strict=True)
+            for part in plan.fitting(group, (n, s, t))
+        ]
 
     def bucket_plan(self, batch_tokens: int) -> Buckets:
         """The static batch shapes, planned once from the shapes of an epoch's batches (the token-budget
-        grouping gives every epoch the same shapes, in another order)."""
+        grouping gives every epoch the same shapes, in another order), and for a resampled run from those of
+        its first `PLANNED_DRAWS` epochs' draws as well (other epochs draw other groups)."""
         if self.buckets is None:
             cfg = self.cfg
             groups = token_budget_groups(self.corpus, batch_tokens, cfg.seed, cfg.pad_to_multiple)
+            if (draw := self.examples) is not None:
+                for seed in range(cfg.seed, cfg.seed + PLANNED_DRAWS):
+                    drawn = draw(seed)
+                    groups += token_budget_groups(self.corpus, batch_tokens, seed, cfg.pad_to_multiple, drawn)
             src_len, tgt_len = self.corpus.lengths()
             shapes = batch_shapes(groups, src_len, tgt_len, cfg.pad_to_multiple)
             self.buckets = Buckets.plan(shapes, cfg.max_shapes)

@@ -168,3 +168,12 @@ def test_training_on_static_shapes_gives_the_losses_of_unpadded_batches(corpus: 
     )
     for name, weight in dynamic.model.state_dict().items():
         torch.testing.assert_close(static.model.state_dict()[name], weight, rtol=1e-3, atol=1e-5)
+
+
+def test_a_group_that_fits_no_bucket_is_cut_into_groups_that_do() -> None:
+    buckets = Buckets(np.array([[8, 4, 4], [4, 8, 8], [2, 12, 12]]))
+    group = np.arange(11)
+    assert [len(g) for g in buckets.fitting(group, (11, 6, 5))] == [4, 4, 3]  # the 4×8×8 bucket's rows
+    assert [len(g) for g in buckets.fitting(group[:8], (8, 3, 4))] == [8]  # fits as it is
+    assert [len(g) for g in buckets.fitting(group, (11, 20, 5))] == [11]  # none is long enough: left whole
+    assert np.concatenate(buckets.fitting(group, (11, 6, 5))).tolist() == group.tolist()
