@@ -15,8 +15,10 @@ from starlette.testclient import TestClient
 from nmt.decode.trained_run import load_run
 from nmt.decode.translator import TorchTranslator, search_options
 from nmt.errors import UserError
+from nmt.export.runtime import load_export
 from nmt.serve.engines import Catalog, load_catalog
 from tests.serve.conftest import make_client, sentences_of
+from tests.ties import assert_equal_but_for_ties
 
 PAIR = {"source": "src", "target": "tgt"}
 
@@ -335,10 +337,16 @@ def test_a_ctranslate2_export_is_served_with_nbest_and_no_attention(
     assert run_cli("export", str(trained_run), str(tmp_path / "ct2"), "--to", "ctranslate2")[0] == 0
     catalog = load_catalog([tmp_path / "ct2"], "ctranslate2", torch.device("cpu"), None, None)
     greedy = TorchTranslator.of_run(load_run(trained_run, torch.device("cpu"))).with_search(beam_size=1)
+    exported = load_export(tmp_path / "ct2", "cpu").with_search(beam_size=1)
     sentences = sentences_of(corpus, 4)
+    options, sources = search_options(greedy.settings, alignments=True), greedy.encode(sentences)
+    found = exported.search(sources, options=options)  # the run's, but where its scores tie (tests/ties.py)
+    ours = [hyps[0] for hyps in greedy.search(sources, options=options)]
+    assert_equal_but_for_ties(greedy.model, sources, ours, [hyps[0] for hyps in found])
+    expected = exported.decode(sources, found)
     with make_client(catalog) as client:
         body = client.post("/v1/translate", json={"q": sentences, "beam_size": 1, **PAIR}).json()
-        assert [t["translatedText"] for t in body["translations"]] == greedy.translate(sentences)
+        assert [t["translatedText"] for t in body["translations"]] == [line.best.text for line in expected]
         two = client.post("/v1/translate", json={"q": sentences[0], "nbest": 2, **PAIR}).json()
         scores = [h["score"] for h in two["translations"][0]["lines"][0]["hypotheses"]]
         assert len(scores) == 2 and scores == sorted(scores, reverse=True)
@@ -346,8 +354,6 @@ def test_a_ctranslate2_export_is_served_with_nbest_and_no_attention(
         assert refused.status_code == 400 and "no attention" in refused.json()["error"]
         asked = {"q": sentences, "beam_size": 1, "alignments": True, **PAIR}
         aligned = client.post("/v1/translate", json=asked).json()["translations"]
-        options, sources = search_options(greedy.settings, alignments=True), greedy.encode(sentences)
-        expected = greedy.decode(sources, greedy.search(sources, options=options))
         assert [t["lines"][0]["hypotheses"][0]["alignment"] for t in aligned] == [
             [list(link) for link in line.best.alignment or []] for line in expected
         ]
