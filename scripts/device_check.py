@@ -1,0 +1,483 @@
+"""The device check: drive the GPU road first whenever a GPU is available (about 6 minutes on one H100).
+
+    python scripts/device_check.py --data DIR --out OUT [--commit SHA] [--stages NAME,NAME] [--budget 420]
+    python scripts/device_check.py --debt
+
+DIR holds Multi30k's raw files (train/val/test2016 .de and .en). Each stage runs its commands in processes of
+their own with time limits, most important first; a stage that would start after `--budget` seconds is
+skipped (and said so):
+
+- gpu-tests: tests/test_gpu.py (real CUDA graphs against eager for every model family, with and without
+  alignment links, multilingual; every search rule and option in fp32 and bf16; the Translator; compile;
+  `batch_tokens: auto`; alignments on the GPU beside the CPU);
+- multi30k-*: every shipped GPU config (configs/multi30k-*.yaml) trains from captured steps and validates
+  from captured decoding steps: the Transformer for 1,000 updates (two validations), the RNNs for 30;
+- guided: guided alignment with full context and `batch_tokens: auto` on the synthetic reordering task;
+- multilingual: three synthetic languages, resampled epochs, decoder tags;
+- translate: the Multi30k Transformer's greedy, beam-5, sampled and aligned translations of 500 test
+  sentences on the GPU beside the CPU's (identical lines counted);
+- align: `nmt align` of the guided run on the GPU beside the CPU (links identical, AER of each);
+- benchmark, profile, ceiling: a short `nmt benchmark`, scripts/gpu_profile.py and the plain-PyTorch ceiling
+  (scripts/ceiling_bench.py), in the same call, so their figures compare.
+
+A stage fails on a non-zero exit or on a line saying the GPU road was left (a step run without its graph, a
+batch that fits no planned shape, out of memory, a traceback). OUT gets summary.md (stage, result, seconds,
+figures), summary.json and logs.tar.gz (every command's output); the exit code is 0 when every stage that
+ran passed.
+
+The last commit that passed is recorded in .ci/device-check.json; `--debt` prints how much GPU-only code
+changed since (`git diff --stat` over `GPU_PATHS`), which .ci/run shows at every run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RECORD = ROOT / ".ci" / "device-check.json"
+GPU_PATHS = [  # code that only a GPU runs, or that decides what a GPU runs
+    "nmt/device",
+    "nmt/models",
+    "nmt/train/step.py",
+    "nmt/train/step_graphs.py",
+    "nmt/train/token_budget.py",
+    "nmt/train/update_stream.py",
+    "nmt/train/distributed.py",
+    "nmt/decode/search.py",
+    "nmt/decode/step_graphs.py",
+    "nmt/decode/rules.py",
+    "nmt/decode/sampling.py",
+    "nmt/data/batching.py",
+    "nmt/data/buckets.py",
+    "nmt/data/loader.py",
+    "nmt/bench",
+    "configs",
+    "scripts/device_check.py",
+    "scripts/gpu_profile.py",
+    "scripts/speed_table.py",
+    "scripts/ceiling_bench.py",
+    "tests/test_gpu.py",
+]
+OFF_THE_ROAD = re.compile(
+    r"without a CUDA graph|without CUDA graphs|fits no planned static shape|out of GPU memory|Traceback"
+)
+GPU_CONFIGS = {
+    "multi30k-transformer": (1000, 500),
+    "multi30k-rnn-bahdanau": (30, 30),
+    "multi30k-rnn-luong": (30, 30),
+}
+
+
+@dataclass
+class Outcome:
+    """What one stage gave: passed, failed or skipped, its seconds, its figures, and why it failed."""
+
+    stage: str
+    result: str
+    seconds: float = 0.0
+    figures: dict = field(default_factory=dict)
+    reason: str = ""
+
+
+class Check:
+    """Runs the stages' commands in processes of their own from the repository's root, keeping their output
+    in `work`/logs; on `device`, with `scale` times the updates (a rehearsal on a CPU: `--smoke`)."""
+
+    def __init__(self, data: Path, work: Path, device: str = "cuda", scale: float = 1.0) -> None:
+        self.data, self.work, self.device, self.scale = data, work, device, scale
+        self.logs = work / "logs"
+        self.logs.mkdir(parents=True, exist_ok=True)
+        path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+        self.env = os.environ | {
+            "NMT_CACHE": str(work / "cache"),
+            "PYTHONUNBUFFERED": "1",
+            "PYTHONPATH": path,
+        }
+
+    def run(self, log: str, *args: str, limit: float) -> str:
+        """Run `args`; returns its standard output. RuntimeError names a failure: its exit code, a time-out
+        or the first line off the GPU road."""
+        started = time.perf_counter()
+        try:
+            done = subprocess.run(args, cwd=ROOT, env=self.env, capture_output=True, text=True, timeout=limit)
+            out, err, code = done.stdout, done.stderr, done.returncode
+        except subprocess.TimeoutExpired as late:
+            out, err, code = str(late.stdout or ""), f"{late.stderr or ''}\ntimed out after {limit:.0f} s", -1
+        seconds = time.perf_counter() - started
+        with (self.logs / f"{log}.log").open("a", encoding="utf-8") as file:
+            file.write(f"$ {' '.join(args)}\n# {seconds:.1f} s, exit code {code}\n{err}\n{out[-20000:]}\n")
+        if code != 0:
+            raise RuntimeError(f"exit code {code}: {last_line(err + out)}")
+        if off := OFF_THE_ROAD.search(err + out):
+            raise RuntimeError(
+                next(line for line in (err + out).splitlines() if off.group(0) in line).strip()
+            )
+        return out
+
+    def nmt(self, log: str, *args: str, limit: float, device: str | None = None) -> str:
+        """`nmt ARGS --device DEVICE` (the check's device by default)."""
+        return self.run(
+            log, sys.executable, "-m", "nmt", *args, "--device", device or self.device, limit=limit
+        )
+
+    def steps(self, updates: int) -> int:
+        return max(2, round(updates * self.scale))
+
+    def train(self, log: str, config: str, data: Path, steps: int, *sets: str, limit: float) -> dict:
+        """`nmt train` for `steps` updates into work/LOG; returns the figures of its log."""
+        out = self.work / log
+        flags = ["train.final_report=false", "train.max_time=0", "train.patience=0", *sets]
+        args = [
+            "train",
+            config,
+            "--data",
+            str(data),
+            "--out",
+            str(out),
+            "--max-steps",
+            str(self.steps(steps)),
+        ]
+        self.nmt(log, *args, *[a for s in flags for a in ("--set", s)], limit=limit)
+        return training_figures((self.logs / f"{log}.log").read_text(encoding="utf-8"))
+
+
+def last_line(text: str) -> str:
+    lines = [line for line in text.splitlines() if line.strip()]
+    return lines[-1][:300] if lines else ""
+
+
+def training_figures(log: str) -> dict:
+    """What a training log reports: training steps captured, capture seconds, target tok/s, the last
+    validation's loss, BLEU and AER, an `auto` token budget."""
+    figures: dict = {"train_captures": len(re.findall(r"capturing the training step", log))}
+    if capture := re.findall(r"\(([\d.]+) s of CUDA graph capture so far\)", log):
+        figures["capture_s"] = float(capture[-1])
+    if speed := re.findall(r"([\d,]+) target tok/s", log):
+        figures["target_tok_per_s"] = speed[-1]
+    if valid := re.findall(r"valid loss ([\d.]+), (?:mean )?BLEU ([\d.]+)(?:, AER ([\d.]+))?", log):
+        loss, bleu, aer = valid[-1]
+        figures |= {"valid_loss": float(loss), "valid_bleu": float(bleu)} | (
+            {"aer": float(aer)} if aer else {}
+        )
+    if budget := re.findall(r"auto chose (\d+) tokens per batch", log):
+        figures["batch_tokens"] = int(budget[0])
+    return figures
+
+
+# --- stages ----------------------------------------------------------------------------------------------
+
+
+def gpu_tests(check: Check) -> dict:
+    out = check.run(
+        "gpu-tests",
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "-rfEs",
+        "tests/test_gpu.py",
+        limit=300,
+    )
+    return {kind: int(n) for n, kind in re.findall(r"(\d+) (passed|failed|skipped|errors?)", out)}
+
+
+def gpu_config(name: str) -> Callable[[Check], dict]:
+    steps, every = GPU_CONFIGS[name]
+
+    def stage(check: Check) -> dict:
+        sets = [
+            f"train.eval_every={check.steps(every)}",
+            "train.keep_checkpoints=0",
+            "train.average_checkpoints=0",
+        ]
+        return check.train(name, f"configs/{name}.yaml", check.data, steps, *sets, limit=240)
+
+    return stage
+
+
+def reordering(check: Check) -> Path:
+    """The synthetic reordering task with its true links (the valid split's as the gold set), made once."""
+    from nmt.data.synthetic import write_reordering_corpus, write_reordering_links
+
+    out = check.work / "reordering"
+    if not (out / "valid.links").is_file():
+        write_reordering_corpus(out)
+        for split in ("train", "valid"):
+            write_reordering_links(out / f"{split}.src", out / f"{split}.links")
+    return out
+
+
+def guided(check: Check) -> dict:
+    data = reordering(check)
+    sets = [
+        f"train.alignment.links={data / 'train.links'}",
+        f"train.alignment.gold_src={data / 'valid.src'}",
+        f"train.alignment.gold_tgt={data / 'valid.tgt'}",
+        f"train.alignment.gold_links={data / 'valid.links'}",
+        "train.alignment.full_context=true",
+        "train.batch_tokens=auto",
+        "train.cuda_graphs=true",
+        "train.amp=true",
+        "search.cuda_graphs=true",
+        f"train.eval_every={check.steps(200)}",
+    ]
+    return check.train("guided", "configs/tiny-transformer.yaml", data, 400, *sets, limit=180)
+
+
+MULTILINGUAL = """\
+data: {max_len: 64, multilingual: {directions: [xa-xb, xb-xa, xa-xc, xc-xa], tags: decoder,
+       weights: {xa-xc: 2.0}, temperature: 2.0}}
+tokenizer: {vocab_size: 300}
+model: {encoder_layers: 2, decoder_layers: 2, dropout: 0.1, transformer: {d_model: 64, heads: 4, ff_dim: 128}}
+train: {batch_tokens: 2000, lr: 3.0e-3, warmup_steps: 100, eval_every: 200, eval_max_sentences: 50,
+        cuda_graphs: true, amp: true}
+search: {beam_size: 1, batch_size: 100, cuda_graphs: true}
+"""
+
+
+def multilingual(check: Check) -> dict:
+    from nmt.data.synthetic import write_multilingual_corpus
+
+    data = write_multilingual_corpus(check.work / "three-languages")
+    config = check.work / "multilingual.yaml"
+    config.write_text(MULTILINGUAL)
+    return check.train("multilingual", str(config), data, 400, limit=180)
+
+
+SEARCHES = {
+    "greedy": ["--beam-size", "1"],
+    "beam5": ["--beam-size", "5"],
+    "sampling": ["--sampling", "--seed", "3", "--top-k", "10"],
+    "alignments": ["--beam-size", "1", "--alignments"],
+}
+
+
+def translate(check: Check) -> dict:
+    """The Multi30k Transformer's translations of 500 test sentences on the GPU and on the CPU: identical
+    lines of each search (sampling draws from each device's own generator: its lines may differ)."""
+    run, source = check.work / "multi30k-transformer", check.work / "test500.de"
+    source.write_text("".join((check.data / "test2016.de").read_text().splitlines(keepends=True)[:500]))
+    figures = {}
+    for name, flags in SEARCHES.items():
+        gpu, cpu = (
+            check.nmt(
+                "translate", "-q", "translate", str(run), "-i", str(source), *flags, limit=150, device=d
+            )
+            for d in (check.device, "cpu")
+        )
+        pairs = list(zip(gpu.splitlines(), cpu.splitlines(), strict=True))
+        figures[f"{name} identical"] = f"{sum(g == c for g, c in pairs)}/{len(pairs)}"
+    return figures
+
+
+def align(check: Check) -> dict:
+    """`nmt align` of the guided run on its gold pairs on the GPU and on the CPU: the same links (float32
+    without TF32 on both), and each one's AER."""
+    data, figures, links = reordering(check), {}, {}
+    for device in dict.fromkeys((check.device, "cpu")):
+        pairs = ["--src", str(data / "valid.src"), "--tgt", str(data / "valid.tgt")]
+        links[device] = check.nmt(
+            "align", "-q", "align", str(check.work / "guided"), *pairs, limit=90, device=device
+        )
+        found = check.work / f"links.{device}"
+        found.write_text(links[device])
+        score = check.run(
+            "align",
+            sys.executable,
+            "-m",
+            "nmt",
+            "score-alignments",
+            str(found),
+            str(data / "valid.links"),
+            limit=60,
+        )
+        figures[f"AER {device}"] = float(re.findall(r"AER ([\d.]+)", score)[0])
+    same = sum(
+        g == c for g, c in zip(links[check.device].splitlines(), links["cpu"].splitlines(), strict=True)
+    )
+    figures["identical lines"] = f"{same}/{len(links['cpu'].splitlines())}"
+    if links[check.device] != links["cpu"]:
+        raise RuntimeError(
+            f"the GPU's links differ from the CPU's ({figures['identical lines']} lines alike)"
+        )
+    return figures
+
+
+def benchmark(check: Check) -> dict:
+    result = check.work / "benchmark.json"
+    args = ["benchmark", "configs/multi30k-transformer.yaml", "--data", str(check.data), "--steps", "200"]
+    args += ["--bleu-budget", "0", "--decode-sentences", "0", "--json", str(result)]
+    check.nmt("benchmark", *args, limit=180)
+    found = json.loads(result.read_text())
+    keys = ["train_target_tokens_per_s", "ms_per_step", "peak_memory_allocated_gib", "host_syncs_per_update"]
+    return {key: found[key] for key in keys if key in found}
+
+
+def profile(check: Check) -> dict:
+    args = ["configs/multi30k-transformer.yaml", "--data", str(check.data), "--train-seconds", "20"]
+    out = check.run("profile", sys.executable, "scripts/gpu_profile.py", *args, "--updates", "10", limit=180)
+    return {
+        f"beam {b}, {how} sent/s": speed
+        for b, how, speed in re.findall(r"## beam (\d), ([\w ]+): ([\d,]+)", out)
+    }
+
+
+def ceiling(check: Check) -> dict:
+    result = check.work / "ceiling.json"
+    check.run(
+        "ceiling",
+        sys.executable,
+        "scripts/ceiling_bench.py",
+        "--time-budget",
+        "40",
+        "--json",
+        str(result),
+        limit=150,
+    )
+    found = json.loads(result.read_text())
+    figures = {}
+    for r in found["train"]:
+        kind = ("compiled" if r["compiled"] else "eager") + (", masked" if r["src_pad_mask"] else "")
+        figures[f"{r['B']}x{r['S']}x{r['T']} {kind} target tok/s"] = round(r["tgt_tok_per_s"])
+    return figures | {"greedy sent/s": round(found["decode"]["greedy_kvcache"]["sent_per_s"])}
+
+
+STAGES: dict[str, tuple[Callable[[Check], dict], float]] = {  # each stage and the seconds it needs at least
+    "gpu-tests": (gpu_tests, 60),
+    **{name: (gpu_config(name), 20) for name in GPU_CONFIGS},
+    "guided": (guided, 20),
+    "multilingual": (multilingual, 20),
+    "translate": (translate, 30),
+    "align": (align, 10),
+    "benchmark": (benchmark, 40),
+    "profile": (profile, 40),
+    "ceiling": (ceiling, 40),
+}
+NEEDS = {"translate": "multi30k-transformer", "align": "guided"}  # the run a stage uses
+
+
+def environment(commit: str) -> dict:
+    import torch
+
+    gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else "no CUDA GPU"
+    return {
+        "commit": commit,
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "device": gpu,
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "python": platform.python_version(),
+    }
+
+
+def run_stages(
+    check: Check, names: list[str], budget: float, write: Callable[[list[Outcome]], None]
+) -> list[Outcome]:
+    """Each named stage in order, unless the budget is spent or the run it needs did not pass; the summary is
+    written after each."""
+    started, outcomes = time.perf_counter(), []
+    for name in names:
+        stage, least = STAGES[name]
+        spent = time.perf_counter() - started
+        passed = {o.stage for o in outcomes if o.result == "passed"}
+        if spent + least > budget:
+            outcomes.append(Outcome(name, "skipped", reason=f"the budget of {budget:.0f} s was spent"))
+        elif name in NEEDS and NEEDS[name] not in passed:
+            outcomes.append(Outcome(name, "skipped", reason=f"needs the {NEEDS[name]} stage's run"))
+        else:
+            began = time.perf_counter()
+            try:
+                outcomes.append(Outcome(name, "passed", figures=stage(check)))
+            except Exception as err:  # a stage's failure is its row of the summary; the next stage runs
+                outcomes.append(Outcome(name, "failed", reason=str(err)))
+            outcomes[-1].seconds = time.perf_counter() - began
+        print(
+            f"{name}: {outcomes[-1].result} ({outcomes[-1].seconds:.0f} s) {outcomes[-1].reason}", flush=True
+        )
+        write(outcomes)
+    return outcomes
+
+
+def summary(env: dict, outcomes: list[Outcome]) -> str:
+    """The Markdown summary: the environment, then a row per stage."""
+    ran = [o for o in outcomes if o.result != "skipped"]
+    verdict = "passed" if ran and all(o.result == "passed" for o in ran) else "failed"
+    lines = [f"# Device check: {verdict}", ""]
+    lines += [f"- {key}: {value}" for key, value in env.items()]
+    lines += ["", "| stage | result | s | figures / reason |", "|---|---|---:|---|"]
+    for o in outcomes:
+        shown = "; ".join(f"{k} {v}" for k, v in o.figures.items())
+        lines.append(f"| {o.stage} | {o.result} | {o.seconds:.0f} | {o.reason or shown} |")
+    return "\n".join(lines) + "\n"
+
+
+def debt() -> str:
+    """How much GPU-only code changed since the last commit that passed the device check."""
+    if not RECORD.is_file():
+        return "device check: no commit has passed it yet (.ci/device-check.json)"
+    record = json.loads(RECORD.read_text())
+    commit = record["commit"]
+    diff = subprocess.run(
+        ["git", "diff", "--stat", commit, "--", *GPU_PATHS], cwd=ROOT, capture_output=True, text=True
+    )
+    if diff.returncode != 0:
+        return f"device check: last passed at {commit[:12]} ({record['date']}), not in this clone's history"
+    changed = diff.stdout.strip() or "nothing"
+    passed = f"last passed at {commit[:12]} on {record['device']} ({record['date']})"
+    return f"device check: {passed}; GPU-only code changed since:\n{changed}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--data", type=Path, help="Multi30k's raw files (train/val/test2016 .de, .en)")
+    parser.add_argument("--out", type=Path, help="where summary.md, summary.json and logs.tar.gz go")
+    parser.add_argument("--commit", default="unknown", help="the commit checked (the device has no .git)")
+    parser.add_argument("--stages", default=",".join(STAGES), help=f"comma-separated, of {', '.join(STAGES)}")
+    parser.add_argument("--budget", type=float, default=420.0, help="seconds after which no stage starts")
+    parser.add_argument("--device", default="cuda", help="cpu: rehearse the script (no GPU road is driven)")
+    parser.add_argument("--smoke", action="store_true", help="a twentieth of the updates (a rehearsal)")
+    parser.add_argument("--debt", action="store_true", help="print the GPU-only changes since the last pass")
+    args = parser.parse_args()
+    if args.debt:
+        print(debt())
+        return
+    if args.data is None or args.out is None:
+        parser.error("--data and --out are needed (or --debt)")
+    names = args.stages.split(",")
+    if unknown := set(names) - set(STAGES):
+        parser.error(f"unknown stages {sorted(unknown)}; known: {', '.join(STAGES)}")
+    args.out.mkdir(parents=True, exist_ok=True)
+    env = environment(args.commit)
+    with tempfile.TemporaryDirectory(prefix="nmt-device-check-") as tmp:
+        check = Check(args.data.resolve(), Path(tmp), args.device, 0.05 if args.smoke else 1.0)
+
+        def write(outcomes: list[Outcome]) -> None:
+            (args.out / "summary.md").write_text(summary(env, outcomes))
+            found = env | {"stages": [asdict(o) for o in outcomes]}
+            (args.out / "summary.json").write_text(json.dumps(found, indent=1) + "\n")
+            with tarfile.open(args.out / "logs.tar.gz", "w:gz") as tar:
+                tar.add(check.logs, arcname="logs")
+
+        outcomes = run_stages(check, names, args.budget, write)
+    print(summary(env, outcomes))
+    sys.exit(0 if all(o.result != "failed" for o in outcomes) else 1)
+
+
+if __name__ == "__main__":
+    main()
