@@ -14,7 +14,7 @@ skipped (and said so):
   from captured decoding steps: the Transformer for 1,000 updates (two validations), the RNNs for 30;
 - guided: guided alignment with full context and `batch_tokens: auto` on the synthetic reordering task;
 - multilingual: three synthetic languages, resampled epochs, decoder tags;
-- translate: the Multi30k Transformer's greedy, beam-5, sampled and aligned translations of 500 test
+- translate: the Multi30k Transformer's greedy, beam-5, sampled and aligned translations of 200 test
   sentences on the GPU beside the CPU's (identical lines counted);
 - align: `nmt align` of the guided run on the GPU beside the CPU (links identical, AER of each);
 - benchmark, profile, ceiling: a short `nmt benchmark`, scripts/gpu_profile.py and the plain-PyTorch ceiling
@@ -267,10 +267,10 @@ SEARCHES = {
 
 
 def translate(check: Check) -> dict:
-    """The Multi30k Transformer's translations of 500 test sentences on the GPU and on the CPU: identical
+    """The Multi30k Transformer's translations of 200 test sentences on the GPU and on the CPU: identical
     lines of each search (sampling draws from each device's own generator: its lines may differ)."""
-    run, source = check.work / "multi30k-transformer", check.work / "test500.de"
-    source.write_text("".join((check.data / "test2016.de").read_text().splitlines(keepends=True)[:500]))
+    run, source = check.work / "multi30k-transformer", check.work / "test200.de"
+    source.write_text("".join((check.data / "test2016.de").read_text().splitlines(keepends=True)[:200]))
     figures = {}
     for name, flags in SEARCHES.items():
         gpu, cpu = (
