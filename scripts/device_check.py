@@ -46,6 +46,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # nmt from this checkout, installed or not (a device machine's is not)
 RECORD = ROOT / ".ci" / "device-check.json"
 GPU_PATHS = [  # code that only a GPU runs, or that decides what a GPU runs
     "nmt/device",

@@ -79,10 +79,11 @@ class CudaGraphs(Capture):
         return torch.cuda.graph_pool_handle()
 
     def warm_up(self, work: Work, unchanged: Sequence[Tensor]) -> None:
-        """On a side stream, as the CUDA graph docs ask."""
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
+        """On a side stream, as the CUDA graph docs ask. The side stream waits for the copies `kept` makes
+        (else the warm-up could change a tensor before its copy is taken), and they are put back after it."""
         with kept(unchanged), torch.random.fork_rng(devices=[torch.cuda.current_device()]):
+            stream = torch.cuda.Stream()
+            stream.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(stream), _uncached_autocast():
                 for _ in range(WARMUP_RUNS):
                     work()
