@@ -432,9 +432,12 @@ def debt() -> str:
         return "device check: no commit has passed it yet (.ci/device-check.json)"
     record = json.loads(RECORD.read_text())
     commit = record["commit"]
-    diff = subprocess.run(
-        ["git", "diff", "--stat", commit, "--", *GPU_PATHS], cwd=ROOT, capture_output=True, text=True
-    )
+    try:
+        diff = subprocess.run(
+            ["git", "diff", "--stat", commit, "--", *GPU_PATHS], cwd=ROOT, capture_output=True, text=True
+        )
+    except FileNotFoundError:  # no git
+        return f"device check: last passed at {commit[:12]} ({record['date']}); no git here to compare"
     if diff.returncode != 0:
         return f"device check: last passed at {commit[:12]} ({record['date']}), not in this clone's history"
     changed = diff.stdout.strip() or "nothing"
