@@ -11,7 +11,6 @@ removed on the way out.
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import signal
 import threading
@@ -26,7 +25,6 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM)
 Handler = Callable[[int, FrameType | None], object] | int | None  # what signal.signal takes (SIG_DFL: an int)
 EXIT_CODE = 130
 
-log = logging.getLogger(__name__)
 
 # Process state, as the signal handlers are: the temporary files being written, by any thread, which an exit
 # at once removes. A set of str: adding, discarding and copying it run no Python code, so a signal handler
@@ -127,13 +125,14 @@ class StopRequest:
 @contextlib.contextmanager
 def after_the_step(request: StopRequest) -> Iterator[None]:
     """For the block (the training loop), SIGINT/SIGTERM set `request.signal`: the loop then saves `last.pt`
-    and stops after the current step; a further signal stops the process at once (`stop_now`)."""
+    and stops after the current step, and says so; a further signal stops the process at once (`stop_now`).
+    The handler writes nothing: a signal that arrives while the log writes train.log would re-enter its
+    buffered stream (a "Logging error" traceback)."""
 
     def handler(signum: int, frame: FrameType | None) -> None:
         if request.signal is not None:  # a second Ctrl-C: stop at once (last.pt is renamed into place)
             stop_now(signum, frame)
         request.signal = signum
-        log.info("received signal %d: saving a checkpoint after this step", signum)
 
     previous = {sig: signal.signal(sig, handler) for sig in SIGNALS}
     try:
