@@ -102,8 +102,11 @@ def _one_line_errors() -> Iterator[None]:
     except KeyboardInterrupt:
         _report("nmt: interrupted", rank, code=130)
     except typer.TyperException as err:  # Typer's errors; exit code 2: a mistake in the command line itself
-        if err.exit_code != 2 or type(err).__name__ == "NoArgsIsHelpError":  # bare `nmt`: Typer shows
-            raise  # the help (and exits with code 2); the error's own message is empty
+        if type(err).__name__ == "NoArgsIsHelpError":  # bare `nmt`: the help, on stdout, and exit code 2
+            typer.echo(err.format_message())
+            raise typer.Exit(code=2) from None
+        if err.exit_code != 2:
+            raise
         ctx = getattr(err, "ctx", None)
         command = ctx.command_path if ctx is not None else "nmt"
         message = err.format_message().rstrip(".")
@@ -232,6 +235,8 @@ def checked_search(path: Path, given: dict[str, Any]) -> None:
     from nmt.config.search_flags import changed
     from nmt.export.runtime import saved_search
 
+    if not given or not path.is_dir():  # no run there: the loader says so
+        return
     settings, origin = saved_search(path)
     changed(settings, given, flag, lambda key, value: f"search.{key}={value!r} of {origin}")
 

@@ -19,7 +19,7 @@ from nmt.errors import ConfigError, UserError
 from nmt.limits import Range
 from nmt.rules.registry import PARTS, active
 
-Name = Callable[[str, Any], str]  # words a setting and its value as the user gave it
+Name = Callable[[str, Any], str]  # a setting and its value (None: the setting alone) as the user gives it
 
 
 def given_settings() -> list[dataclasses.Field]:
@@ -51,7 +51,7 @@ def changed(settings: SearchConfig, given: Mapping[str, Any], name: Name, kept: 
             raise UserError(f"{name(key, value)} must be {allowed.describe(value)}")
     merged = SimpleNamespace(**(dataclasses.asdict(settings) | dict(given)))
     for key, value in given.items():
-        refuse_unread(merged, key, name(key, value))
+        refuse_unread(merged, key, value, name)
     try:
         check_search(merged, lambda key, value: (name if key in given else kept)(key, value))  # type: ignore[arg-type]
     except ConfigError as err:
@@ -59,15 +59,16 @@ def changed(settings: SearchConfig, given: Mapping[str, Any], name: Name, kept: 
     return dataclasses.replace(settings, **given)
 
 
-def refuse_unread(settings: Any, key: str, named: str) -> None:
-    """UserError when the search that `settings` ask for does not read the setting `key` (a setting that asks
-    for a part, or belongs to the search itself whatever its rule, is always read)."""
+def refuse_unread(settings: Any, key: str, value: Any, name: Name) -> None:
+    """UserError when the search that `settings` ask for does not read the setting `key`, given as `value` (a
+    setting that asks for a part, or belongs to the search itself whatever its rule, is always read); `name`
+    words a setting as the user gives it (without a value: the setting alone)."""
     parts = active(settings)
     owned = {f.name for p in PARTS for f in dataclasses.fields(p)}  # type: ignore[arg-type]
     loop = {f.name for f in dataclasses.fields(SearchLimits)} - owned  # the search's own: always read
     if key in loop or any(key == p.switch for p in PARTS) or any(key in p.reads() for p in parts):
         return
     owners = sorted((p for p in PARTS if key in p.reads()), key=lambda p: p.switch is not None)
-    ask = [flag(p.switch) for p in owners if p.switch is not None]
+    ask = [name(p.switch, None) for p in owners if p.switch is not None]
     wanted = " and ".join(p.title for p in owners) + (f" ({', '.join(ask)})" if ask else "")
-    raise UserError(f"{named} applies to {wanted}, not to {parts[0].title}; drop it")
+    raise UserError(f"{name(key, value)} applies to {wanted}, not to {parts[0].title}; drop it")

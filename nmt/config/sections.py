@@ -6,6 +6,7 @@ nmt/config/schema.py.) Each field declares its default, meaning and range once, 
 from __future__ import annotations
 
 import dataclasses
+import re
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -14,11 +15,13 @@ from typing import TYPE_CHECKING, Literal
 from nmt.config.multilingual import MultilingualConfig
 from nmt.errors import ConfigError
 from nmt.limits import MAX_BEAM, MAX_SIZE, check_settings, setting
-from nmt.rules.registry import PARTS, active, chosen_rule, owners, settings_fields
+from nmt.rules.registry import active, chosen_rule, owners, settings_fields
 from nmt.rules.sampling import Sampling
 
 if TYPE_CHECKING:
     from nmt.align.attention import Rule
+
+DEVICE = re.compile(r"auto|cpu|cuda(:[0-9]{1,3})?")  # what nmt/device/choice.py resolve_device takes
 
 
 @dataclass(frozen=True)
@@ -189,7 +192,9 @@ class TrainConfig:
     seed: int = setting(
         1234, "seed of every random generator (what numpy and CUDA accept)", low=0, high=2**32 - 1
     )
-    device: Literal["auto", "cpu", "cuda"] = setting("auto", "where to train; auto: a GPU when there is one")
+    device: str = setting(
+        "auto", "where to train: auto (a GPU when there is one), cpu, cuda or cuda:N (the GPU numbered N)"
+    )
     batch_tokens: int | Literal["auto"] = setting(
         8192,
         "source + target tokens (with padding) per batch, before accumulation; auto: fit it to GPU memory",
@@ -286,6 +291,8 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         check_settings(self, "train.")
+        if not DEVICE.fullmatch(self.device):
+            raise ConfigError(f"train.device={self.device!r}; expected auto, cpu, cuda or cuda:N")
         if self.average_checkpoints > self.keep_checkpoints:
             raise ConfigError(
                 f"train.average_checkpoints={self.average_checkpoints} needs train.keep_checkpoints >= it"
@@ -344,8 +351,7 @@ def _search_config() -> type[SearchLimits]:
     """`SearchLimits` with the settings every search rule and processor declares (nmt/rules/registry.py),
     as a frozen dataclass of its own: one section, whose keys are those of the YAML file, the command line's
     search flags and the server's request fields."""
-    hints = {part: typing.get_type_hints(part) for part in PARTS}
-    declared = [(f.name, hints[owner][f.name], f) for f in settings_fields() for owner in owners(f.name)[:1]]
+    declared = [(f.name, typing.get_type_hints(owners(f.name)[0])[f.name], f) for f in settings_fields()]
     copies = [
         (name, hint, dataclasses.field(default=f.default, metadata=f.metadata)) for name, hint, f in declared
     ]

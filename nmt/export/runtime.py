@@ -8,8 +8,9 @@ encoder tag first in the source pieces, a decoder tag as CTranslate2's `target_p
 CTranslate2's own, with the same beam size and length-penalty alpha but its own length normalisation, so it
 may differ slightly. The search parts CTranslate2 has a knob for are mapped onto it (`ctranslate2_search`:
 n-gram blocking, a minimum length, sampling); one it has none for (diverse beam search) is refused in one
-line. Sampling draws each line in a call of its own, CTranslate2's generator seeded from the line and the
-seed, so a line samples the same output wherever it stands (CTranslate2's own draws: not nmt's samples).
+line. Sampling seeds CTranslate2's generators with the seed: the same input and seed give the same samples in
+a new process, but CTranslate2 cannot promise a line the same sample wherever it stands, as nmt's own search
+does (its generators are per thread, and setting the seed does not restart them: CTranslate2 issue 1757).
 Alignments come from the attention CTranslate2 returns (`return_attention`): the export sets it to the last
 decoder layer's mean of heads (nmt/export/ctranslate2.py `ALIGNMENT`), the attention nmt's search aligns with.
 """
@@ -38,7 +39,7 @@ from nmt.rules.contract import Part, SearchRule
 from nmt.rules.diverse_beam import DiverseBeamSearch
 from nmt.rules.min_length import MinLength
 from nmt.rules.no_repeat_ngram import NoRepeatNGram
-from nmt.rules.sampling import Sampling, line_seeds
+from nmt.rules.sampling import Sampling
 
 
 def output_limit(src_len: int, options: SearchOptions | SearchConfig) -> int:
@@ -73,21 +74,10 @@ class ExportedTranslator(Translator):
         self, sources: list[list[int]], rule: SearchRule, options: SearchOptions
     ) -> list[list[Hypothesis]]:
         """A decoder tag is CTranslate2's `target_prefix`: forced, counted in its length limit and returned
-        with each hypothesis, from which it is cut. Sampling searches each line alone, CTranslate2's
-        generator seeded from it."""
+        with each hypothesis, from which it is cut."""
         settings = ctranslate2_search(rule, options)
         if isinstance(rule, Sampling):
-            ctranslate2 = import_ctranslate2()
-            found = []
-            for ids in sources:
-                ctranslate2.set_random_seed(int(line_seeds(torch.tensor([ids]), rule.seed)[0]) & (2**32 - 1))
-                found += self._translated([ids], options, settings)
-            return found
-        return self._translated(sources, options, settings)
-
-    def _translated(
-        self, sources: list[list[int]], options: SearchOptions, settings: dict[str, Any]
-    ) -> list[list[Hypothesis]]:
+            import_ctranslate2().set_random_seed(rule.seed)
         src, tgt = self.tokenizers.src, self.tokenizers.tgt
         limits = [output_limit(len(ids), options) for ids in sources]
         forced = len(options.prefix)
