@@ -15,8 +15,7 @@ from typing import TYPE_CHECKING, Literal
 from nmt.config.multilingual import MultilingualConfig
 from nmt.errors import ConfigError
 from nmt.limits import MAX_BEAM, MAX_SIZE, check_settings, setting
-from nmt.rules.registry import active, chosen_rule, owners, settings_fields
-from nmt.rules.sampling import Sampling
+from nmt.rules.registry import active, owners, rule_of, settings_fields
 
 if TYPE_CHECKING:
     from nmt.align.attention import Rule
@@ -336,11 +335,9 @@ def config_name(setting: str, value: object) -> str:
 def check_search(settings: SearchLimits, name: Callable[[str, object], str]) -> None:
     """Raise ConfigError where search settings do not go together (`name` words a setting as the user gave
     it): n-best lists longer than the rule's hypotheses, and each part's own checks."""
-    rule = chosen_rule(settings)
     for part in active(settings):
         part.check(settings, name)
-    width = settings.nbest if rule is Sampling else settings.beam_size
-    if settings.nbest > width:
+    if settings.nbest > rule_of(settings).width:
         raise ConfigError(
             f"{name('nbest', settings.nbest)} exceeds {name('beam_size', settings.beam_size)}; beam search "
             f"finds at most beam_size hypotheses: raise the beam size or lower nbest"

@@ -100,7 +100,7 @@ class Service:
 
 
 def field_name(setting: str, value: Any) -> str:
-    """A search setting as a request gives it: `top_p=0.5` (`top_p` without a value)."""
+    """A search setting as a request gives it: `beam_size=4` (`beam_size` without a value)."""
     return setting if value is None else f"{setting}={value!r}"
 
 
