@@ -26,6 +26,9 @@ from nmt.models.base import Memory, Seq2Seq, State, Step, hypothesis_rows
 from nmt.models.ensemble import Ensemble
 from nmt.rules.beam import BeamSearch, Greedy
 from nmt.rules.contract import Extensions, SearchRule, StepView
+from nmt.rules.diverse_beam import DiverseBeamSearch
+from nmt.rules.min_length import MinLength
+from nmt.rules.no_repeat_ngram import NoRepeatNGram
 from nmt.rules.sampling import Sampling
 from tests.decode.test_search import random_model
 
@@ -111,6 +114,15 @@ CASES = {
     ),
     "greedy, a prefix, attention": Case(
         Greedy, SearchOptions(attention=True, prefix=(TAG,), banned=(0, 2, TAG), **LIMITS)
+    ),
+    "diverse beam, 2 groups": Case(
+        lambda: DiverseBeamSearch(beam_size=4, diverse_groups=2), SearchOptions(nbest=4, **LIMITS)
+    ),
+    "beam 3, n-gram blocking, a minimum length": Case(
+        lambda: BeamSearch(beam_size=3),
+        SearchOptions(
+            processors=(NoRepeatNGram(no_repeat_ngram_size=2), MinLength(min_length=3)), nbest=2, **LIMITS
+        ),
     ),
     "sampling, 2 samples": Case(
         lambda: Sampling(samples=2, top_k=5, seed=3), SearchOptions(nbest=2, **LIMITS)
