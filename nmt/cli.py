@@ -7,12 +7,14 @@ exit with code 2; an interrupted training run exits with 130 after saving its ch
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
 import json
 import logging
 import os
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, BinaryIO, Literal, TypeVar
 
@@ -21,9 +23,10 @@ from tqdm import tqdm
 from typer.core import TyperCommand, TyperGroup
 
 from nmt import interrupts
+from nmt.config.search_flags import flag, given_settings, setting_types
 from nmt.data.corpus import data_layout
 from nmt.errors import REPORTS_ENV, Interrupted, PeerFailed, UserError, process_rank
-from nmt.limits import MAX_BEAM, MAX_SIZE
+from nmt.limits import MAX_SIZE
 
 if TYPE_CHECKING:
     from typer._click import Context as ClickContext  # what TyperGroup's methods take (typer.Context's base)
@@ -99,8 +102,11 @@ def _one_line_errors() -> Iterator[None]:
     except KeyboardInterrupt:
         _report("nmt: interrupted", rank, code=130)
     except typer.TyperException as err:  # Typer's errors; exit code 2: a mistake in the command line itself
-        if err.exit_code != 2 or type(err).__name__ == "NoArgsIsHelpError":  # bare `nmt`: Typer shows
-            raise  # the help (and exits with code 2); the error's own message is empty
+        if type(err).__name__ == "NoArgsIsHelpError":  # bare `nmt`: the help, on stdout, and exit code 2
+            typer.echo(err.format_message())
+            raise typer.Exit(code=2) from None
+        if err.exit_code != 2:
+            raise
         ctx = getattr(err, "ctx", None)
         command = ctx.command_path if ctx is not None else "nmt"
         message = err.format_message().rstrip(".")
@@ -127,29 +133,56 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    rich_markup_mode=None,  # help as written: brackets such as `[i, j]` are text, not Rich markup
     help="Train, use and inspect neural machine translation models.",
 )
 
 RunDirArgument = Annotated[Path, typer.Argument(help="Run directory written by `nmt train`.")]
-Device = Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N (the GPU numbered N, from 0).")]
-TrainDevice = Annotated[
-    str | None,
-    typer.Option(help="auto, cpu or cuda (train.device; choose GPU N with CUDA_VISIBLE_DEVICES=N)."),
-]
-BeamSize = Annotated[
-    int | None,
-    typer.Option(
-        min=1, max=MAX_BEAM, help="Beam size (1 = greedy, at most 256); default from the run's config."
-    ),
-]
+DEVICES = "auto, cpu, cuda or cuda:N (the GPU numbered N, from 0)"
+Device = Annotated[str, typer.Option(help=f"{DEVICES}.")]
+TrainDevice = Annotated[str | None, typer.Option(help=f"{DEVICES} (train.device).")]
+
+
+def search_option(name: str) -> Any:
+    """The option of the search setting `name` (nmt/config/search_flags.py): its flag, its meaning and range
+    as the setting declares them, and no default (the run's own applies)."""
+    field = next(f for f in given_settings() if f.name == name)
+    kind, allowed = setting_types()[name], field.metadata.get("range")
+    meaning = field.metadata["meaning"]
+    text = meaning[0].upper() + meaning[1:] + (f"; {allowed.describe()}" if allowed else "")
+    declared = f"{flag(name)}/{flag(name, False)}" if kind is bool else flag(name)
+    return typer.Option(declared, help=f"{text}. Default: the run's search.{name}.")
+
+
+def with_search_flags(command: Callable[..., None]) -> Callable[..., None]:
+    """`command` with an option for every search setting a user may give (nmt/config/search_flags.py
+    `given_settings`: the search's own and every rule's and processor's); those given reach it as `search`
+    (setting → value)."""
+    names = [f.name for f in given_settings()]
+    signature = inspect.signature(command, eval_str=True)
+    kept = [p for p in signature.parameters.values() if p.name != "search"]
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    types = setting_types()
+    added = [
+        inspect.Parameter(n, keyword, default=None, annotation=Annotated[types[n] | None, search_option(n)])
+        for n in names
+    ]
+
+    @functools.wraps(command)
+    def run(**values: Any) -> None:
+        search = {name: value for name in names if (value := values.pop(name)) is not None}
+        command(search=search, **values)
+
+    run.__signature__ = signature.replace(parameters=[*kept, *added])  # type: ignore[attr-defined]
+    return run
+
+
+BeamSize = Annotated[int | None, search_option("beam_size")]
 Checkpoint = Annotated[
     str | None,
     typer.Option(help="best, last or averaged; default: the one the run's report chose (else best)."),
 ]
-BatchSize = Annotated[int | None, typer.Option(min=1, max=MAX_SIZE, help="Sentences per decoding batch.")]
-LengthPenalty = Annotated[float | None, typer.Option(help="GNMT length penalty alpha for beam search.")]
-MaxLenA = Annotated[float | None, typer.Option(help="Output length limit: a * source length + b; this is a.")]
-MaxLenB = Annotated[int | None, typer.Option(help="Output length limit: a * source length + b; this is b.")]
+BatchSize = Annotated[int | None, search_option("batch_size")]
 RunDirs = Annotated[
     list[Path], typer.Argument(help="Run directories written by `nmt train`; several decode as an ensemble.")
 ]
@@ -193,6 +226,19 @@ def _asked(src_lang: str | None, tgt_lang: str | None, zero_shot: bool, pivot: s
     from nmt.decode.languages import Asked
 
     return Asked(src_lang, tgt_lang, zero_shot, pivot)
+
+
+def checked_search(path: Path, given: dict[str, Any]) -> None:
+    """Refuse search options that are out of range, that the search asked for does not read, or that do not
+    go with the settings of the run (or export) at `path`, naming each as given (`--top-p 0`) and each of
+    the run's as its config has it."""
+    from nmt.config.search_flags import changed
+    from nmt.export.runtime import saved_search
+
+    if not given or not path.is_dir():  # no run there: the loader says so
+        return
+    settings, origin = saved_search(path)
+    changed(settings, given, flag, lambda key, value: f"search.{key}={value!r} of {origin}")
 
 
 def search_overrides(**flags: Any) -> list[str]:
@@ -374,6 +420,7 @@ def _read_input(path: Path | None) -> Iterator[tuple[BinaryIO, str, bool]]:
 
 
 @app.command()
+@with_search_flags
 def translate(
     run_dirs: RunDirs,
     input: Annotated[
@@ -382,45 +429,7 @@ def translate(
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="Translations (default stdout).")
     ] = None,
-    beam_size: BeamSize = None,
-    length_penalty: LengthPenalty = None,
-    max_len_a: MaxLenA = None,
-    max_len_b: MaxLenB = None,
-    batch_size: BatchSize = None,
-    nbest: Annotated[
-        int | None,
-        typer.Option(
-            min=1,
-            max=MAX_BEAM,
-            help="Hypotheses per line (at most the beam size; with --sampling, the samples drawn); implies "
-            "--scores.",
-        ),
-    ] = None,
     scores: Annotated[bool, typer.Option(help="Write `i ||| translation ||| score` lines.")] = False,
-    sampling: Annotated[
-        bool | None,
-        typer.Option(
-            "--sampling/--no-sampling",
-            help="Draw each next token from the model's distribution instead of searching (back-translation, "
-            "diverse outputs); --nbest N draws N samples.",
-        ),
-    ] = None,
-    temperature: Annotated[
-        float | None,
-        typer.Option(help="Sampling: divide log-probabilities by this (< 1 sharper, > 1 flatter)."),
-    ] = None,
-    top_k: Annotated[
-        int | None,
-        typer.Option(min=0, max=MAX_SIZE, help="Sampling: only the k most probable tokens (0: all)."),
-    ] = None,
-    top_p: Annotated[
-        float | None,
-        typer.Option(help="Sampling: only the smallest set of tokens whose probability reaches p (nucleus)."),
-    ] = None,
-    seed: Annotated[
-        int | None,
-        typer.Option(min=0, help="Sampling: the seed; the same input and seed give the same samples."),
-    ] = None,
     format: Annotated[
         str, typer.Option("--format", help="text, or jsonl: one JSON object of hypotheses per line.")
     ] = "text",
@@ -454,8 +463,15 @@ def translate(
             "otherwise input is read 10,000 lines at a time, whatever --batch-size.",
         ),
     ] = None,
+    *,
+    search: dict[str, Any],
 ) -> None:
     """Translate raw sentences, one per line, keeping the line order (empty lines stay empty).
+
+    The search is the run's (its config's search section) but for the options given: beam search, or
+    --sampling (a line with the same --seed and settings samples the same output wherever it stands; the
+    seed is 0 unless given), or diverse beam search (--diverse-groups), with n-gram blocking and a minimum
+    length where asked. An option the search does not read is refused.
 
     With --nbest N > 1 or --scores, each input line i (counted from 0) gives Moses-style lines
     `i ||| translation ||| score`, best first; with --format jsonl, one line
@@ -479,22 +495,10 @@ def translate(
 
     if format not in ("text", "jsonl"):
         raise UserError(f"--format {format}: expected text or jsonl")
-    style: OutputFormat = "jsonl" if format == "jsonl" else "moses" if scores or (nbest or 1) > 1 else "text"
-    flags = {
-        "beam_size": beam_size,
-        "length_penalty": length_penalty,
-        "max_len_a": max_len_a,
-        "max_len_b": max_len_b,
-        "batch_size": batch_size,
-        "nbest": nbest,
-        "sampling": sampling,
-        "temperature": temperature,
-        "top_k": top_k,
-        "top_p": top_p,
-        "seed": seed,
-    }
-    given = {name: value for name, value in flags.items() if value is not None}
-    loaded = load_translator(run_dirs, engine, resolve_device(device), checkpoint, given)
+    nbest = search.get("nbest", 1)
+    style: OutputFormat = "jsonl" if format == "jsonl" else "moses" if scores or nbest > 1 else "text"
+    checked_search(run_dirs[0], search)
+    loaded = load_translator(run_dirs, engine, resolve_device(device), checkpoint, search)
     translator = into_direction(loaded, _asked(src_lang, tgt_lang, zero_shot, pivot))
     bad = 0
     with _read_input(input) as (source, name, terminal):
@@ -512,6 +516,7 @@ def translate(
 
 
 @app.command()
+@with_search_flags
 def evaluate(
     run_dirs: RunDirs,
     split: Annotated[str, typer.Option(help="valid or test: a split of the run's data.")] = "test",
@@ -520,11 +525,6 @@ def evaluate(
     data: Annotated[
         Path | None, typer.Option(help="Read the split from this directory instead of the run's data.dir.")
     ] = None,
-    beam_size: BeamSize = None,
-    length_penalty: LengthPenalty = None,
-    max_len_a: MaxLenA = None,
-    max_len_b: MaxLenB = None,
-    batch_size: BatchSize = None,
     json_path: Annotated[
         Path | None, typer.Option("--json", help="Also write the scores as JSON here.")
     ] = None,
@@ -534,9 +534,11 @@ def evaluate(
     pivot: PivotLang = None,
     device: Device = "auto",
     checkpoint: Checkpoint = None,
+    *,
+    search: dict[str, Any],
 ) -> None:
     """Translate a test set and print sacreBLEU BLEU and chrF with their signatures (several runs: as an
-    ensemble).
+    ensemble), with the run's search but for the options given (as `nmt translate` takes them).
 
     A multilingual run is scored on every direction of the split (each with its off-target rate, then the
     means), or on the one --src-lang → --tgt-lang names (any two of its languages with --zero-shot, through a
@@ -544,13 +546,8 @@ def evaluate(
     """
     from nmt.evaluate.evaluation import evaluate_run
 
-    flags = search_overrides(
-        beam_size=beam_size,
-        length_penalty=length_penalty,
-        max_len_a=max_len_a,
-        max_len_b=max_len_b,
-        batch_size=batch_size,
-    )
+    checked_search(run_dirs[0], search)
+    flags = search_overrides(**search)
     asked = _asked(src_lang, tgt_lang, zero_shot, pivot)
     report = evaluate_run(run_dirs, split, src, ref, device, checkpoint, data, flags, asked)
     chosen = "" if checkpoint else " (the run's choice)"

@@ -62,12 +62,13 @@ class Range:
         return f"at least {self.low}" if below else f"at most {self.high}"
 
 
-def setting(default: Any, meaning: str, **bounds: Any) -> Any:
+def setting(default: Any, meaning: str, flag: bool = True, **bounds: Any) -> Any:
     """A config field: its default, one line of meaning and, for a number, its Range (`low=1`, `high=…`,
     `low_open=True`, `zero="no limit"`), declared once for the check (`check_settings`) and for the
-    configuration reference."""
+    configuration reference; a search setting is also a command-line flag and a request field unless `flag`
+    is false."""
     allowed = Range(**bounds) if bounds else None
-    return dataclasses.field(default=default, metadata={"meaning": meaning, "range": allowed})
+    return dataclasses.field(default=default, metadata={"meaning": meaning, "range": allowed, "flag": flag})
 
 
 def check_settings(section: DataclassInstance, prefix: str) -> None:

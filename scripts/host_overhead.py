@@ -23,8 +23,8 @@ from nmt.bench.profiling import profile_updates
 from nmt.config.yaml_file import load_config
 from nmt.data.prepare import prepare_data
 from nmt.data.synthetic import write_reordering_corpus
-from nmt.decode.rules import BeamSearch, Greedy
 from nmt.decode.search import SearchOptions, search
+from nmt.rules.beam import BeamSearch, Greedy
 from nmt.train.loop import Trainer
 
 
@@ -57,7 +57,7 @@ def measure(
     model, batch = trainer.model.eval(), batches[0][0]
     src, mask = batch.src[:sentences], batch.src_mask[:sentences]
     options = SearchOptions(max_len_a=3.0, max_len_b=40)
-    for name, rule in (("greedy", Greedy()), ("beam 5", BeamSearch(5))):
+    for name, rule in (("greedy", Greedy()), ("beam 5", BeamSearch(beam_size=5))):
         searching = functools.partial(search, model, src, mask, rule, options)
         costs = profile_updates(counting_steps(model, searching), trainer.device)  # "updates": decoding steps
         result[f"{name}: operators per step"] = costs.operators

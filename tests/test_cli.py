@@ -309,7 +309,9 @@ def test_translate_jsonl_and_scores(trained_run: Path, corpus: Path) -> None:
 
 def test_nbest_above_the_beam_size_is_one_line(trained_run: Path) -> None:
     result = run_cli("translate", str(trained_run), "--beam-size", "2", "--nbest", "3", input="x\n")
-    assert_one_line_error(result, "search.nbest=3 exceeds search.beam_size=2")
+    assert_one_line_error(result, "--nbest 3 exceeds --beam-size 2")
+    result = run_cli("translate", str(trained_run), "--nbest", "8", input="x\n")
+    assert_one_line_error(result, "--nbest 8 exceeds search.beam_size=5 of", "config.yaml")
 
 
 def _nmt(*args: str, **kwargs: object) -> subprocess.CompletedProcess:
@@ -386,3 +388,55 @@ def test_translate_sampling_is_seeded(trained_run: Path, corpus: Path) -> None:
     greedy = run_cli("translate", str(trained_run), "--beam-size", "1", input=text)[1]
     narrow = run_cli("translate", str(trained_run), "--sampling", "--top-k", "1", input=text)[1]
     assert narrow == greedy
+
+
+@pytest.mark.parametrize(
+    ("flags", "fragments"),
+    [
+        (["--top-p", "0"], ["--top-p 0.0 must be in (0.0, 1.0]"]),
+        (["--temperature", "nan"], ["--temperature nan must be a finite number"]),
+        (["--top-k", "5"], ["--top-k 5 applies to sampling (--sampling), not to beam search"]),
+        (["--seed", "3"], ["--seed 3 applies to sampling (--sampling)"]),
+        (["--sampling", "--beam-size", "4"], ["--beam-size 4 applies to beam search", "not to sampling"]),
+        (["--diversity-strength", "2"], ["--diversity-strength 2.0 applies to diverse beam search"]),
+        (
+            ["--diverse-groups", "3", "--beam-size", "4"],
+            ["--beam-size 4 is not a multiple of --diverse-groups 3"],
+        ),
+    ],
+)
+def test_a_search_option_mistake_names_the_option(
+    trained_run: Path, flags: list[str], fragments: list[str]
+) -> None:
+    """The option as given, never the run's config.yaml (the run is not damaged); an option the search asked
+    for does not read is refused, not ignored."""
+    result = run_cli("translate", str(trained_run), *flags, input="ka lo\n")
+    assert_one_line_error(result, *fragments)
+    assert "config.yaml" not in result[2]
+
+
+def test_search_options_show_their_ranges_and_help_shows_brackets() -> None:
+    shown = " ".join(run_cli("translate", "--help")[1].split())
+    assert (
+        "--top-p <float> Sampling: draw from the smallest set of tokens" in shown and "in (0.0, 1.0]" in shown
+    )
+    assert "--no-repeat-ngram-size <int>" in shown and "--diverse-groups <int>" in shown
+    assert "field of [i, j] pairs" in shown  # written text, not Rich markup
+    evaluated = " ".join(run_cli("evaluate", "--help")[1].split())
+    assert all(option in evaluated for option in ("--top-p <float>", "--min-length <int>", "--nbest <int>"))
+
+
+def test_a_line_samples_the_same_output_wherever_it_stands(trained_run: Path, corpus: Path) -> None:
+    """The same line and seed: the same sample alone, among others, at the end of a file, at batch size 1
+    and 64, and with the default seed (0) as with --seed 0."""
+    lines = (corpus / "test.src").read_text().splitlines()[:40]
+    sampled = ["translate", str(trained_run), "--sampling", "--temperature", "2.0"]
+    alone = run_cli(*sampled, "--seed", "5", input=lines[7] + "\n")[1].splitlines()
+    for extra in (["--batch-size", "1"], ["--batch-size", "64"]):
+        together = run_cli(*sampled, "--seed", "5", *extra, input="".join(f"{x}\n" for x in lines))[1]
+        assert together.splitlines()[7] == alone[0]
+    moved = "".join(f"{x}\n" for x in [*lines[8:], lines[7]])
+    assert run_cli(*sampled, "--seed", "5", input=moved)[1].splitlines()[-1] == alone[0]
+    default = run_cli(*sampled, input=lines[7] + "\n")[1]
+    assert default == run_cli(*sampled, "--seed", "0", input=lines[7] + "\n")[1]
+    assert run_cli(*sampled, "--seed", "6", input="".join(f"{x}\n" for x in lines))[1] != together

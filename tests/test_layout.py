@@ -21,6 +21,7 @@ LAYERS = [
     "nmt.atomic_files",
     "nmt.device",
     "nmt.models",
+    "nmt.rules",
     "nmt.config",
     "nmt.data",
     "nmt.align",

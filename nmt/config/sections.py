@@ -6,15 +6,21 @@ nmt/config/schema.py.) Each field declares its default, meaning and range once, 
 from __future__ import annotations
 
 import dataclasses
+import re
+import typing
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from nmt.config.multilingual import MultilingualConfig
 from nmt.errors import ConfigError
 from nmt.limits import MAX_BEAM, MAX_SIZE, check_settings, setting
+from nmt.rules.registry import active, owners, rule_of, settings_fields
 
 if TYPE_CHECKING:
     from nmt.align.attention import Rule
+
+DEVICE = re.compile(r"auto|cpu|cuda(:[0-9]{1,3})?")  # what nmt/device/choice.py resolve_device takes
 
 
 @dataclass(frozen=True)
@@ -185,7 +191,9 @@ class TrainConfig:
     seed: int = setting(
         1234, "seed of every random generator (what numpy and CUDA accept)", low=0, high=2**32 - 1
     )
-    device: Literal["auto", "cpu", "cuda"] = setting("auto", "where to train; auto: a GPU when there is one")
+    device: str = setting(
+        "auto", "where to train: auto (a GPU when there is one), cpu, cuda or cuda:N (the GPU numbered N)"
+    )
     batch_tokens: int | Literal["auto"] = setting(
         8192,
         "source + target tokens (with padding) per batch, before accumulation; auto: fit it to GPU memory",
@@ -282,6 +290,8 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         check_settings(self, "train.")
+        if not DEVICE.fullmatch(self.device):
+            raise ConfigError(f"train.device={self.device!r}; expected auto, cpu, cuda or cuda:N")
         if self.average_checkpoints > self.keep_checkpoints:
             raise ConfigError(
                 f"train.average_checkpoints={self.average_checkpoints} needs train.keep_checkpoints >= it"
@@ -291,8 +301,9 @@ class TrainConfig:
 
 
 @dataclass(frozen=True)
-class SearchConfig:
-    """Decoding for validation, `nmt translate` and `nmt evaluate`."""
+class SearchLimits:
+    """The settings of the search itself, whatever its rule; `SearchConfig` adds every rule's and
+    processor's own (nmt/rules/registry.py)."""
 
     beam_size: int = setting(5, "hypotheses kept per sentence (1: greedy)", low=1, high=MAX_BEAM)
     length_penalty: float = setting(
@@ -303,42 +314,55 @@ class SearchConfig:
     )
     max_len_b: int = setting(10, "output length limit: a × source length + b; this is b", low=0, high=100_000)
     batch_size: int = setting(256, "sentences per decoding batch", low=1, high=MAX_SIZE)
-    cuda_graphs: bool = setting(False, "replay each decoding step from a CUDA graph (CUDA only)")
+    cuda_graphs: bool = setting(False, "replay each decoding step from a CUDA graph (CUDA only)", flag=False)
     nbest: int = setting(
         1,
         "hypotheses returned per sentence, best first (≤ beam_size; with sampling: the samples drawn)",
         low=1,
         high=MAX_BEAM,
     )
-    sampling: bool = setting(False, "draw each next token from the model's distribution instead of searching")
-    temperature: float = setting(
-        1.0,
-        "sampling: divide the log-probabilities by this (< 1 sharper, > 1 flatter)",
-        low=0.0,
-        low_open=True,
-        high=100.0,
-    )
-    top_k: int = setting(
-        0, "sampling: draw from the k most probable tokens only", low=0, high=MAX_SIZE, zero="all"
-    )
-    top_p: float = setting(
-        1.0,
-        "sampling: draw from the smallest set of tokens whose probability reaches p (nucleus)",
-        low=0.0,
-        high=1.0,
-        low_open=True,
-    )
-    seed: int = setting(
-        0,
-        "sampling: seed of the draws (the same inputs and seed give the same samples)",
-        low=0,
-        high=2**63 - 1,
-    )
 
     def __post_init__(self) -> None:
         check_settings(self, "search.")
-        if self.nbest > self.beam_size and not self.sampling:
-            raise ConfigError(
-                f"search.nbest={self.nbest} exceeds search.beam_size={self.beam_size}; beam search finds at "
-                f"most beam_size hypotheses: raise the beam size or lower nbest"
-            )
+        check_search(self, config_name)
+
+
+def config_name(setting: str, value: object) -> str:
+    """A search setting as a config names it: `search.beam_size=5`."""
+    return f"search.{setting}={value!r}"
+
+
+def check_search(settings: SearchLimits, name: Callable[[str, object], str]) -> None:
+    """Raise ConfigError where search settings do not go together (`name` words a setting as the user gave
+    it): n-best lists longer than the rule's hypotheses, and each part's own checks."""
+    for part in active(settings):
+        part.check(settings, name)
+    if settings.nbest > rule_of(settings).width:
+        raise ConfigError(
+            f"{name('nbest', settings.nbest)} exceeds {name('beam_size', settings.beam_size)}; beam search "
+            f"finds at most beam_size hypotheses: raise the beam size or lower nbest"
+        )
+
+
+def _search_config() -> type[SearchLimits]:
+    """`SearchLimits` with the settings every search rule and processor declares (nmt/rules/registry.py),
+    as a frozen dataclass of its own: one section, whose keys are those of the YAML file, the command line's
+    search flags and the server's request fields."""
+    declared = [(f.name, typing.get_type_hints(owners(f.name)[0])[f.name], f) for f in settings_fields()]
+    copies = [
+        (name, hint, dataclasses.field(default=f.default, metadata=f.metadata)) for name, hint, f in declared
+    ]
+    doc = "Decoding for validation, `nmt translate` and `nmt evaluate`: the search and its rules' settings."
+    return dataclasses.make_dataclass(
+        "SearchConfig",
+        copies,
+        bases=(SearchLimits,),
+        frozen=True,
+        namespace={"__doc__": doc, "__module__": __name__},
+    )
+
+
+if TYPE_CHECKING:
+    SearchConfig = SearchLimits  # a rule's own settings are read by name (nmt/rules/)
+else:
+    SearchConfig = _search_config()

@@ -201,7 +201,7 @@ def align_files(run: TrainedRun, src: Path, tgt: Path, asked: Request) -> str:
     if asked.soft and (asked.reverse is not None or asked.threshold is not None):
         raise UserError("--soft writes the weights of one run: it takes no --reverse-run or --threshold")
     src_lines, tgt_lines = read_pairs(src, tgt)
-    forward = _reading(run, asked, "RUN")
+    forward = _reading(run, asked, str(run.directory.path))
     other = None if asked.reverse is None else (asked.reverse, _reverse_reading(run, asked.reverse, asked))
     out = []
     for start in range(0, len(src_lines), CHUNK_PAIRS):
@@ -223,8 +223,9 @@ def _reverse_reading(run: TrainedRun, reverse: TrainedRun, asked: Request) -> Re
     other = (reverse.cfg.data.src_lang, reverse.cfg.data.tgt_lang)
     if other != pair[::-1]:
         raise UserError(
-            f"--reverse-run translates {other[0]} → {other[1]}; RUN translates {pair[0]} → {pair[1]}, so the "
-            f"reverse run must translate {pair[1]} → {pair[0]}"
+            f"--reverse-run {reverse.directory.path} translates {other[0]} → {other[1]}; "
+            f"{run.directory.path} translates {pair[0]} → {pair[1]}, so the reverse run must translate "
+            f"{pair[1]} → {pair[0]}"
         )
     return _reading(reverse, asked, "--reverse-run")
 

@@ -1,4 +1,4 @@
-"""One search loop for every search rule (nmt/decode/rules.py) and every model (the Seq2Seq contract).
+"""One search loop for every search rule and processor (nmt/rules/) and every model (the Seq2Seq contract).
 
 A step works in place on a dict of tensors, the search's buffers, with no host sync, so that a CUDA graph can
 replay it whole (nmt/decode/step_graphs.py). The buffers are named by what they belong to:
@@ -10,7 +10,7 @@ replay it whole (nmt/decode/step_graphs.py). The buffers are named by what they 
   the attention it paid and its alignment (the source position each of its tokens attended most). Every
   `hyp.*` field moves with its hypothesis when a rule reorders them, leaves with its sentence, and is kept in
   `best.*` when the hypothesis finishes: a field that travels with a hypothesis (a constraint's state) is one
-  more `hyp.` entry;
+  more `hyp.` entry, as the buffers each rule and processor declares are (`hyp.<Part>.<name>`);
 - `best.*`: per sentence of the batch, its best finished hypotheses (nbest of them).
 
 Where steps are captured (a GPU: nmt/device/capture.py `capture_for`, the one place that decides), the host
@@ -32,10 +32,10 @@ import torch
 from torch import Tensor
 
 from nmt.data.special_tokens import BOS, EOS, PAD
-from nmt.decode.rules import Extensions, SearchRule
 from nmt.decode.step_graphs import Buffers, run_step
 from nmt.device.capture import capture_for
 from nmt.models.base import Memory, Seq2Seq, State, Step, hypothesis_rows, prefixed, unprefixed
+from nmt.rules.contract import Extensions, Part, Processor, SearchRule, StepView
 
 CHECK_EVERY = 8  # decoding steps between two reads of "is every sentence finished?" where steps are captured
 MIN_STATIC_SENTENCES = (
@@ -60,7 +60,8 @@ class SearchOptions:
     """What a search returns and its limits, whatever the rule: `nbest` hypotheses per sentence (at most the
     rule's width), the attention search paid when `attention`, each token's most attended source token when
     `alignments`, outputs of at most a × source length + b tokens before eos, `banned` ids never output, CUDA
-    graphs when `cuda_graphs` (and the rule allows them).
+    graphs when `cuda_graphs` (and every part allows them), and the `processors` that change each step's
+    log-probabilities before the rule sees them, in order.
 
     The attention search pays (and aligns with) is the one a decoding step returns: a Transformer's last
     decoder layer, the mean of its heads; an RNN's one attention; an ensemble's mean of its members'.
@@ -77,6 +78,7 @@ class SearchOptions:
     cuda_graphs: bool = False
     banned: tuple[int, ...] = (PAD, BOS)
     prefix: tuple[int, ...] = ()
+    processors: tuple[Processor, ...] = ()
 
 
 def output_limits(src_mask: Tensor, max_len_a: float, max_len_b: int) -> Tensor:
@@ -98,11 +100,13 @@ def search(
     max_steps = int(limits.max()) + 1  # the host learns the loop's length once
     buffers = start(model, model.encode(src, src_mask), src, limits, rule, options, max_steps)
     capture = capture_for(src.device)  # None: eager, and reading a value on the host costs nothing
-    graphs = capture if options.cuda_graphs and rule.graph_safe else None
+    parts: tuple[Part, ...] = (rule, *options.processors)
+    graphs = capture if options.cuda_graphs and all(part.graph_safe for part in parts) else None
     every = CHECK_EVERY if capture else 1
-    step = functools.partial(search_step, model, rule)
+    step = functools.partial(search_step, model, rule, options.processors)
+    kind = tuple(part.kind for part in parts)
     for t in range(max_steps):
-        buffers = run_step(graphs, model, rule.kind, step, buffers)
+        buffers = run_step(graphs, model, kind, step, buffers)
         if t % every != every - 1:
             continue
         searched = buffers["sentence.finished"] < rule.width  # (active,)
@@ -142,6 +146,8 @@ def start(
     state = model.init_state(memory, max_steps + len(options.prefix), width)
     state, last = read_prefix(model, memory, state, options.prefix, src.new_full((batch * width,), BOS))
     hyp = {"last": last, "tokens": tokens}
+    for part in (rule, *options.processors):
+        hyp |= prefixed(part.buffers(src, width), f"{type(part).__name__}.")
     best = {"scores": torch.full((batch, n), float("-inf"), device=device)}
     best["tokens"] = src.new_full((batch, n, max_steps + 1), EOS)
     if options.attention:  # one row per token and the final eos
@@ -179,9 +185,11 @@ def read_prefix(
     return state, last
 
 
-def search_step(model: Seq2Seq, rule: SearchRule, buffers: Mapping[str, Tensor]) -> None:
-    """One step, in place: every live hypothesis takes a token; the rule proposes continuations; finished
-    ones are kept, the best others live on."""
+def search_step(
+    model: Seq2Seq, rule: SearchRule, processors: tuple[Processor, ...], buffers: Mapping[str, Tensor]
+) -> None:
+    """One step, in place: every live hypothesis takes a token; the processors change the log-probabilities;
+    the rule proposes continuations; finished ones are kept, the rule's first `width` others live on."""
     memory, state = unprefixed(buffers, "memory."), unprefixed(buffers, "state.")
     step = model.decode_step(buffers["hyp.last"], memory, state)
     t = buffers["t"]
@@ -191,7 +199,10 @@ def search_step(model: Seq2Seq, rule: SearchRule, buffers: Mapping[str, Tensor])
     if "hyp.alignment" in buffers:
         attended = most_attended(step_attention(step), buffers["sentence.source_eos"], rule.width)
         buffers["hyp.alignment"].index_copy_(1, t.view(1), attended.unsqueeze(1))
-    found = at_limits(rule.extend(log_probs, buffers["sentence.scores"]), buffers, rule.width)
+    for processor in processors:
+        log_probs = processor.process(log_probs, view(buffers, processor, rule.width))
+    found = rule.extend(log_probs, buffers["sentence.scores"], view(buffers, rule, rule.width))
+    found = at_limits(found, buffers, rule.width)
     sentences, candidates = found.scores.shape
     offsets = torch.arange(sentences, device=t.device).unsqueeze(1) * rule.width  # (sentences, 1)
     if found.parents is None:
@@ -203,8 +214,10 @@ def search_step(model: Seq2Seq, rule: SearchRule, buffers: Mapping[str, Tensor])
     tokens = found.tokens
     state = step.state
     if found.parents is not None:
-        live_scores, live = live_scores.topk(rule.width, dim=1)  # (sentences, width)
-        live_rows, tokens = rows.gather(1, live).view(-1), tokens.gather(1, live)
+        live = found.live  # (sentences, width): the candidates that live on, in their new order
+        assert live is not None  # at_limits names them
+        live_scores, tokens = live_scores.gather(1, live), tokens.gather(1, live)
+        live_rows = rows.gather(1, live).view(-1)
         for name, field in unprefixed(buffers, "hyp.").items():
             if name != "last":
                 field.copy_(field.index_select(0, live_rows))
@@ -216,9 +229,16 @@ def search_step(model: Seq2Seq, rule: SearchRule, buffers: Mapping[str, Tensor])
     t += 1
 
 
+def view(buffers: Mapping[str, Tensor], part: Part, width: int) -> StepView:
+    """What a step shows `part`: the step, the hypotheses' tokens so far and its own buffers."""
+    own = unprefixed(buffers, f"hyp.{type(part).__name__}.")
+    return StepView(buffers["t"], buffers["hyp.tokens"], width, EOS, own)
+
+
 def at_limits(found: Extensions, buffers: Mapping[str, Tensor], width: int) -> Extensions:
     """The candidates, where a sentence reached its output limit replaced by eos after each of its live
-    hypotheses (score unchanged), best first as the live scores are."""
+    hypotheses (score unchanged), best first as the live scores are; with the candidates that finish and
+    those that live on named (by default the eos among the first `width`, and the first `width` others)."""
     at_limit = (buffers["sentence.limit"] <= buffers["t"]).unsqueeze(1)  # (sentences, 1)
     scores = buffers["sentence.scores"]  # (sentences, width)
     forced = torch.full_like(found.scores, float("-inf"))
@@ -227,21 +247,32 @@ def at_limits(found: Extensions, buffers: Mapping[str, Tensor], width: int) -> E
     if parents is not None:
         own = torch.arange(parents.size(1), device=parents.device).clamp(max=width - 1)
         parents = torch.where(at_limit, own, parents)
-    return Extensions(
-        torch.where(at_limit, forced, found.scores), found.tokens.masked_fill(at_limit, EOS), parents
-    )
+    scores = torch.where(at_limit, forced, found.scores)
+    tokens = found.tokens.masked_fill(at_limit, EOS)
+    position = torch.arange(tokens.size(1), device=tokens.device)  # (candidates,)
+    ends = (tokens == EOS) & (position < width)  # (sentences, candidates)
+    if found.ends is not None:
+        ends = torch.where(at_limit, ends, found.ends)
+    live = None
+    if parents is not None:  # the first `width` that do not end in eos, in the rule's order
+        going = (tokens != EOS) & torch.isfinite(scores)
+        live = (~going).to(torch.uint8).argsort(dim=1, stable=True)[:, :width]  # (sentences, width)
+        if found.live is not None:
+            live = torch.where(at_limit, live, found.live)
+    return Extensions(scores, tokens, parents, ends, live)
 
 
 def record_finished(buffers: Mapping[str, Tensor], found: Extensions, rows: Tensor, rule: SearchRule) -> None:
     """Keep, per sentence, the n best finished hypotheses so far (in place, without a host sync): the
-    candidates ending in eos among the first `rule.width`, of a sentence still searched. rows (sentences,
-    candidates): the hypothesis rows the candidates continue; their tokens end before this step's eos.
+    candidates that end one (`found.ends`: by default those ending in eos among the first `rule.width`), of a
+    sentence still searched. rows (sentences, candidates): the hypothesis rows the candidates continue;
+    their tokens end before this step's eos.
 
     A stable sort ranks the kept ones first: a new hypothesis must score higher to displace an equal one."""
     t, sentence = buffers["t"], buffers["sentence.index"]
     still = (buffers["sentence.finished"] < rule.width).unsqueeze(1)  # (sentences, 1)
-    finished = (found.tokens == EOS) & torch.isfinite(found.scores) & still
-    finished[:, rule.width :] = False
+    assert found.ends is not None  # at_limits names them
+    finished = found.ends & torch.isfinite(found.scores) & still
     buffers["sentence.finished"].add_(finished.sum(dim=1))
     normalised = found.scores / length_penalty(t + 1, rule.length_penalty)  # t tokens and eos
     best_scores = buffers["best.scores"]

@@ -39,14 +39,14 @@ from nmt.data.language_tags import LanguageTags
 from nmt.data.tokenizer import Tokenizers
 from nmt.data.words import WordPieces, encode_words, output_words, source_words
 from nmt.decode.alignments import teacher_forced_attention
-from nmt.decode.rules import BeamSearch, Greedy, SearchRule
-from nmt.decode.sampling import Sampling
 from nmt.decode.search import Hypothesis, SearchOptions, search
 from nmt.decode.trained_run import TrainedRun
 from nmt.device.choice import autocast
 from nmt.errors import UserError
 from nmt.models.base import Seq2Seq
 from nmt.models.ensemble import Ensemble
+from nmt.rules.contract import SearchRule
+from nmt.rules.registry import processors_of, rule_of
 
 log = logging.getLogger(__name__)
 
@@ -84,25 +84,15 @@ class Translated:
 
 
 def search_rule(settings: SearchConfig) -> SearchRule:
-    """The rule a search config describes: sampling, greedy (beam size 1) or beam search."""
-    if settings.sampling:
-        return Sampling(
-            samples=settings.nbest,
-            temperature=settings.temperature,
-            top_k=settings.top_k,
-            top_p=settings.top_p,
-            seed=settings.seed,
-            length_penalty=settings.length_penalty,
-        )
-    if settings.beam_size == 1:
-        return Greedy(settings.length_penalty)
-    return BeamSearch(settings.beam_size, settings.length_penalty)
+    """The rule a search config describes (nmt/rules/registry.py): sampling, diverse beam search, greedy (beam
+    size 1) or beam search."""
+    return rule_of(settings)
 
 
 def search_options(
     settings: SearchConfig, attention: bool = False, alignments: bool = False
 ) -> SearchOptions:
-    """The rule-independent options a search config describes."""
+    """The rule-independent options a search config describes, its processors among them."""
     return SearchOptions(
         nbest=settings.nbest,
         attention=attention,
@@ -110,6 +100,7 @@ def search_options(
         max_len_a=settings.max_len_a,
         max_len_b=settings.max_len_b,
         cuda_graphs=settings.cuda_graphs,
+        processors=processors_of(settings),
     )
 
 

@@ -26,6 +26,8 @@ def resolve_device(name: str) -> torch.device:
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True  # float32 work (the RNNs) on tensor cores
         torch.backends.cudnn.allow_tf32 = True
+        if device.index is not None:  # the current device too: CUDA graphs capture on it
+            torch.cuda.set_device(device)
     return device
 
 

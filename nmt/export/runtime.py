@@ -3,10 +3,14 @@ recognises one): the export's own sentencepiece models and search settings, `ctr
 search, n-best lists with CTranslate2's scores.
 
 Greedy search gives our greedy output token for token: the same banned outputs (padding, bos, language tags),
-no minimum length, each sentence cut at our limit a * (source length + 1) + b, and a multilingual model's
-tags where ours go (an encoder tag first in the source pieces, a decoder tag as CTranslate2's
-`target_prefix`). Beam search is CTranslate2's own, with
-the same beam size and length-penalty alpha but its own length normalisation, so it may differ slightly.
+each sentence cut at our limit a * (source length + 1) + b, and a multilingual model's tags where ours go (an
+encoder tag first in the source pieces, a decoder tag as CTranslate2's `target_prefix`). Beam search is
+CTranslate2's own, with the same beam size and length-penalty alpha but its own length normalisation, so it
+may differ slightly. The search parts CTranslate2 has a knob for are mapped onto it (`ctranslate2_search`:
+n-gram blocking, a minimum length, sampling); one it has none for (diverse beam search) is refused in one
+line. Sampling seeds CTranslate2's generators with the seed: the same input and seed give the same samples in
+a new process, but CTranslate2 cannot promise a line the same sample wherever it stands, as nmt's own search
+does (its generators are per thread, and setting the seed does not restart them: CTranslate2 issue 1757).
 Alignments come from the attention CTranslate2 returns (`return_attention`): the export sets it to the last
 decoder layer's mean of heads (nmt/export/ctranslate2.py `ALIGNMENT`), the attention nmt's search aligns with.
 """
@@ -22,15 +26,20 @@ import torch
 
 from nmt.config.multilingual import Direction
 from nmt.config.sections import SearchConfig
+from nmt.config.yaml_file import load_saved_config
 from nmt.data.language_tags import LanguageTags
 from nmt.data.tokenizer import Tokenizers, load_tokenizers
-from nmt.decode.rules import BeamSearch, Greedy, SearchRule
-from nmt.decode.sampling import Sampling
 from nmt.decode.search import Hypothesis, SearchOptions
 from nmt.decode.trained_run import load_runs
 from nmt.decode.translator import TorchTranslator, Translator
 from nmt.errors import UserError
 from nmt.export.ctranslate2 import ALIGNMENT, META, import_ctranslate2
+from nmt.rules.beam import BeamSearch, Greedy
+from nmt.rules.contract import Part, SearchRule
+from nmt.rules.diverse_beam import DiverseBeamSearch
+from nmt.rules.min_length import MinLength
+from nmt.rules.no_repeat_ngram import NoRepeatNGram
+from nmt.rules.sampling import Sampling
 
 
 def output_limit(src_len: int, options: SearchOptions | SearchConfig) -> int:
@@ -66,6 +75,9 @@ class ExportedTranslator(Translator):
     ) -> list[list[Hypothesis]]:
         """A decoder tag is CTranslate2's `target_prefix`: forced, counted in its length limit and returned
         with each hypothesis, from which it is cut."""
+        settings = ctranslate2_search(rule, options)
+        if isinstance(rule, Sampling):
+            import_ctranslate2().set_random_seed(rule.seed)
         src, tgt = self.tokenizers.src, self.tokenizers.tgt
         limits = [output_limit(len(ids), options) for ids in sources]
         forced = len(options.prefix)
@@ -75,14 +87,12 @@ class ExportedTranslator(Translator):
             max_batch_size=len(sources),
             num_hypotheses=options.nbest,
             return_scores=True,
-            length_penalty=rule.length_penalty,
             max_input_length=0,
             max_decoding_length=max(limits) + forced,
-            min_decoding_length=0,
             suppress_sequences=[[piece] for piece in tgt.pieces(list(options.banned))],
             return_attention=options.alignments,
             **prefix,
-            **runtime_search(rule),
+            **settings,
         )
         found = []
         for ids, limit, result in zip(sources, limits, results, strict=True):
@@ -106,21 +116,36 @@ def most_attended(attention: list[list[float]], src_len: int, tokens: int) -> li
     return np.asarray(attention, dtype=np.float32)[:tokens, :src_len].argmax(axis=1).tolist()
 
 
-def runtime_search(rule: SearchRule) -> dict[str, Any]:
-    """CTranslate2's `translate_batch` settings for a search rule; sampling seeds CTranslate2's generator."""
-    if isinstance(rule, Sampling):
-        import_ctranslate2().set_random_seed(rule.seed)
-        return {
-            "beam_size": 1,
-            "sampling_topk": rule.top_k or 0,
-            "sampling_topp": rule.top_p,
-            "sampling_temperature": rule.temperature,
-        }
-    if isinstance(rule, BeamSearch):
-        return {"beam_size": rule.beam_size}
-    if isinstance(rule, Greedy):
-        return {"beam_size": 1}
-    raise UserError(f"the ctranslate2 engine has no {type(rule).__name__} search")
+def ctranslate2_search(rule: SearchRule, options: SearchOptions) -> dict[str, Any]:
+    """CTranslate2's `translate_batch` settings for a search rule and its processors; a UserError names a part
+    it has no knob for."""
+    forced = len(options.prefix)  # CTranslate2 counts a target prefix in its lengths
+    found: dict[str, Any] = {"length_penalty": rule.length_penalty, "min_decoding_length": 0}
+    for part in (rule, *options.processors):
+        found |= ctranslate2_knobs(part, forced)
+    return found
+
+
+def ctranslate2_knobs(part: Part, forced: int) -> dict[str, Any]:
+    """The `translate_batch` settings of one search part."""
+    match part:
+        case Sampling():
+            knobs = {"sampling_topk": part.top_k, "sampling_topp": part.top_p}
+            return knobs | {"sampling_temperature": part.temperature, "beam_size": 1}
+        case DiverseBeamSearch():
+            pass  # a BeamSearch too: refused below
+        case BeamSearch():
+            return {"beam_size": part.beam_size}
+        case Greedy():
+            return {"beam_size": 1}
+        case NoRepeatNGram():
+            return {"no_repeat_ngram_size": part.no_repeat_ngram_size}
+        case MinLength():
+            return {"min_decoding_length": part.min_length + forced}
+    raise UserError(
+        f"the ctranslate2 engine has no {type(part).__name__} search; translate with the run directory "
+        f"(--engine torch) instead"
+    )
 
 
 def is_export(path: Path) -> bool:
@@ -147,6 +172,13 @@ def choose_engine(engine: str, paths: list[Path], checkpoint: str | None) -> str
     return engine
 
 
+def saved_search(path: Path) -> tuple[SearchConfig, Path]:
+    """The search settings of a run directory or an export, and the file that holds them."""
+    if is_export(path):
+        return SearchConfig(**json.loads((path / META).read_text(encoding="utf-8"))["search"]), path / META
+    return load_saved_config(path / "config.yaml").search, path / "config.yaml"
+
+
 def load_export(
     path: Path, device: str = "auto", threads: int = 0, compute_type: str = "default"
 ) -> ExportedTranslator:
@@ -156,7 +188,7 @@ def load_export(
     if not is_export(path):
         raise UserError(
             f"{path} is not a directory written by `nmt export` (no {META}); "
-            f"make one with `nmt export RUN_DIR --to ctranslate2 {path}`"
+            f"write one there with `nmt export` from a run directory"
         )
     meta = json.loads(meta_path.read_text(encoding="utf-8"))
     ctranslate2 = import_ctranslate2()

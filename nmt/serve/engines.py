@@ -9,6 +9,7 @@ at startup. With `--engine ctranslate2` each directory is an export of `nmt expo
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import torch
 
+from nmt.config.sections import SearchConfig
 from nmt.decode.search import Hypothesis
 from nmt.decode.trained_run import TrainedRun, ensemble, load_run
 from nmt.decode.translator import TorchTranslator, Translator, search_options, search_rule
@@ -31,31 +33,16 @@ ENSEMBLE_ATTENTION = "one layer, one head: what search collected, the mean of th
 
 
 @dataclass(frozen=True)
-class Options:
-    """How a request wants its sentences searched: beam search (beam 1: greedy) or, with `sampling`, drawing
-    `nbest` samples as its settings say; the attention of every hypothesis when `attention`, its word
-    alignment when `alignments`."""
-
-    beam_size: int
-    nbest: int
-    attention: bool
-    sampling: bool = False
-    temperature: float = 1.0
-    top_k: int = 0
-    top_p: float = 1.0
-    seed: int = 0
-    alignments: bool = False
-
-
-@dataclass(frozen=True)
 class Decoding:
-    """What to decode and how: the served model's name, the language it translates into and the search
-    options. The batcher's key: sentences batch only with others decoded alike. `request` sets a request
-    apart (seeded sampling: its samples must not depend on what else is decoded with it)."""
+    """What to decode and how: the served model's name, the language it translates into, the search settings
+    (the model's, changed by the request's) and whether each hypothesis' attention and word alignment come
+    with it. The batcher's key: sentences batch only with others decoded alike (a sampled line draws the
+    same whatever its batch)."""
 
     model: str
-    options: Options
-    request: int | None = None
+    settings: SearchConfig
+    attention: bool = False
+    alignments: bool = False
     target: str | None = None
 
 
@@ -87,24 +74,12 @@ class Engine:
     def beam_size(self) -> int:
         return self.translator.settings.beam_size
 
-    def search(
-        self, sources: list[list[int]], options: Options, target: str | None = None
-    ) -> list[list[Hypothesis]]:
-        """Search source id lists as one batch, into `target` (a multilingual model's); blocking. Each batch
-        has a new shape: capturing CUDA graphs would cost more than it saves."""
-        searching = into(self.translator, target).with_search(
-            beam_size=options.beam_size,
-            nbest=options.nbest,
-            batch_size=max(1, len(sources)),
-            cuda_graphs=False,
-            sampling=options.sampling,
-            temperature=options.temperature,
-            top_k=options.top_k,
-            top_p=options.top_p,
-            seed=options.seed,
-        )
-        settings = searching.settings
-        wanted = search_options(settings, options.attention, options.alignments)
+    def search(self, sources: list[list[int]], decoding: Decoding) -> list[list[Hypothesis]]:
+        """Search source id lists as one batch, as `decoding` says; blocking. Each batch has a new shape:
+        capturing CUDA graphs would cost more than it saves."""
+        settings = dataclasses.replace(decoding.settings, batch_size=max(1, len(sources)), cuda_graphs=False)
+        searching = into(self.translator, decoding.target).with_search(**dataclasses.asdict(settings))
+        wanted = search_options(settings, decoding.attention, decoding.alignments)
         return searching.search(sources, search_rule(settings), wanted)
 
     def describe(self) -> ModelFacts:
@@ -183,7 +158,7 @@ class Catalog:
 
     def search(self, decoding: Decoding, sources: list[list[int]]) -> list[list[Hypothesis]]:
         """Decode source id lists as `decoding` says (the batcher's decode function); blocking."""
-        return self.engines[decoding.model].search(sources, decoding.options, decoding.target)
+        return self.engines[decoding.model].search(sources, decoding)
 
 
 def load_catalog(

@@ -31,11 +31,13 @@ from pydantic import (
     Tag,
     ValidationError,
     ValidationInfo,
+    create_model,
     model_validator,
 )
 from pydantic_core import ErrorDetails, PydanticCustomError
 
-from nmt.limits import MAX_SIZE
+from nmt.config.search_flags import setting_types
+from nmt.rules.registry import settings_fields
 from nmt.serve.payloads import ApiError, Fields, Limits, clipped, kind
 
 M = TypeVar("M", bound=BaseModel)
@@ -125,43 +127,14 @@ class V1TranslateAsked(Asked):
     nbest: int = 1
     beam_size: int = 0
     attention: Annotated[bool, BOOLEAN] = Field(False, description="Return the attention of each hypothesis.")
-    sampling: Annotated[bool, BOOLEAN] = Field(
-        False, description="Draw nbest samples instead of searching (beam_size is ignored)."
-    )
-    temperature: Annotated[float, Field(gt=0, le=100), NUMBER] = Field(
-        1.0, description="Sampling: divide log-probabilities by this (< 1 sharper, > 1 flatter)."
-    )
-    top_k: Annotated[int, Field(ge=0, le=MAX_SIZE), WHOLE_NUMBER] = Field(
-        0, description="Sampling: only the k most probable tokens (0: all)."
-    )
-    top_p: Annotated[float, Field(gt=0, le=1), NUMBER] = Field(
-        1.0, description="Sampling: only the smallest set of tokens whose probability reaches p."
-    )
-    seed: Annotated[int | None, Field(ge=0, lt=2**63), WHOLE_NUMBER] = Field(
-        None,
-        description="Sampling: the seed (the same request and seed give the same samples; none: random).",
-    )
-
     alignments: Annotated[bool, BOOLEAN] = Field(
         False,
         description="Return the word alignment of each hypothesis: [source word, output word] pairs, from 0.",
     )
 
-    def sampled(self) -> Sampled | None:
-        """The sampling this request asks for, or None when it asks for search."""
-        if not self.sampling:
-            return None
-        return Sampled(self.temperature, self.top_k, self.top_p, self.seed)
-
-
-@dataclass(frozen=True)
-class Sampled:
-    """How a request wants its samples drawn (nmt/decode/sampling.py)."""
-
-    temperature: float
-    top_k: int
-    top_p: float
-    seed: int | None
+    def search_given(self) -> dict[str, Any]:
+        """The search settings this request gives (the fields `bounded` adds; absent: the model's own)."""
+        return {name: value for name in SEARCH_FIELDS if (value := getattr(self, name, None)) is not None}
 
 
 @dataclass(frozen=True)
@@ -196,7 +169,7 @@ def bounded(limits: Limits) -> RequestModels:
             0, description="How many other translations to return besides the best one."
         )
 
-    class V1Translate(BoundedTexts, V1TranslateAsked):
+    class Searched(BoundedTexts, V1TranslateAsked):
         nbest: Annotated[int, Field(ge=1, le=beam), WHOLE_NUMBER] = Field(
             1, description="Hypotheses per line."
         )
@@ -204,7 +177,28 @@ def bounded(limits: Limits) -> RequestModels:
             0, description="The beam (0: the model's own; widened to nbest)."
         )
 
-    return RequestModels(Translate, V1Translate)
+    v1_translate = create_model("V1Translate", __base__=Searched, **search_fields())
+    return RequestModels(Translate, v1_translate)
+
+
+SEARCH_FIELDS = tuple(f.name for f in settings_fields())  # every search rule's and processor's own settings
+
+
+def search_fields() -> dict[str, Any]:
+    """A request field for each setting a search rule or processor declares (nmt/rules/registry.py): its
+    type's strict check, its range and meaning; absent, the model's own applies."""
+    types, found = setting_types(), {}
+    for declared in settings_fields():
+        kind, allowed = types[declared.name], declared.metadata.get("range")
+        bounds: dict[str, Any] = {}
+        if allowed is not None:
+            bounds |= {} if allowed.low is None else {"gt" if allowed.low_open else "ge": allowed.low}
+            bounds |= {} if allowed.high is None else {"lt" if allowed.high_open else "le": allowed.high}
+        strict = BOOLEAN if kind is bool else WHOLE_NUMBER if kind is int else NUMBER
+        meaning = declared.metadata["meaning"]
+        described = Field(None, description=f"{meaning[0].upper()}{meaning[1:]} (absent: the model's own).")
+        found[declared.name] = (Annotated[kind | None, Field(**bounds), strict], described)
+    return found
 
 
 def _shape(value: Any) -> str:

@@ -63,7 +63,7 @@ async def translate(request: Request) -> Response:
     many = isinstance(asked.q, list)
     found = asked.q if isinstance(asked.q, list) else [asked.q]
     engine = service.choose(asked.source, asked.target, None)
-    decoding = service.decoding(engine, None, asked.alternatives + 1, False)
+    decoding = service.decoding(engine, {"nbest": asked.alternatives + 1})
     results = await service.translate(engine, found, decoding)
     best = [_joined(lines, 0) for lines in results]
     other = [_alternatives(lines, asked.alternatives, b) for lines, b in zip(results, best, strict=True)]

@@ -33,15 +33,19 @@ async def translate(request: Request) -> Response:
     service: Service = request.app.state.service
     asked = validated(service.requests.v1_translate, request.state.fields)
     engine = service.choose(asked.source, asked.target, asked.model)
-    beam = asked.beam_size or None  # 0: the model's own
-    decoding = service.decoding(engine, beam, asked.nbest, asked.attention, asked.sampled(), asked.alignments)
+    given = (
+        asked.search_given()
+        | {"nbest": asked.nbest}
+        | ({"beam_size": asked.beam_size} if asked.beam_size else {})
+    )
+    decoding = service.decoding(engine, given, asked.attention, asked.alignments)
     texts = asked.q if isinstance(asked.q, list) else [asked.q]
     results = await service.translate(engine, texts, decoding)
     answer = V1Translation(
         model=engine.name,
         source=engine.source,
         target=engine.target,
-        beam_size=decoding.options.beam_size,
+        beam_size=decoding.settings.beam_size,
         translations=[_text(lines) for lines in results],
     )
     return json_answer(answer, omit_none=True)

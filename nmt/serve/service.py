@@ -3,14 +3,19 @@ decoding its hypotheses (through the model's Translator), and queueing the lines
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
-import secrets
+from types import SimpleNamespace
+from typing import Any
 
+from nmt.config import search_flags
 from nmt.decode.search import Hypothesis
-from nmt.decode.translator import Translated
+from nmt.decode.translator import Translated, search_rule
+from nmt.errors import UserError
+from nmt.rules.registry import chosen_rule
 from nmt.serve.batcher import Batcher, Closed, SentenceFailed
-from nmt.serve.engines import Catalog, Decoding, Engine, Options
-from nmt.serve.fields import RequestModels, Sampled
+from nmt.serve.engines import Catalog, Decoding, Engine
+from nmt.serve.fields import RequestModels
 from nmt.serve.payloads import ApiError, Limits, clipped
 
 
@@ -26,7 +31,6 @@ class Service:
         requests: RequestModels,
     ) -> None:
         self.catalog, self.batcher, self.limits, self.requests = catalog, batcher, limits, requests
-        self._requests = itertools.count()  # numbers requests that must be decoded apart
 
     def choose(self, source: str | None, target: str | None, model: str | None) -> Engine:
         """The engine of the model named `model`, else of the default model of the served pair that `source`
@@ -51,43 +55,29 @@ class Service:
         raise ApiError(400, f"{asked} matches {len(pairs)} served pairs ({matched}): send source and target")
 
     def decoding(
-        self,
-        engine: Engine,
-        beam_size: int | None,
-        nbest: int,
-        attention: bool,
-        sampling: Sampled | None = None,
-        alignments: bool = False,
+        self, engine: Engine, given: dict[str, Any], attention: bool = False, alignments: bool = False
     ) -> Decoding:
-        """How to decode a request: with `engine`, its beam (else the model's), wide enough for `nbest`; or,
-        with `sampling`, `nbest` samples drawn as it says (seeded: this request's samples alone, whatever is
-        decoded beside it; without a seed, a random one)."""
-        beam = max(beam_size or engine.beam_size, nbest)
-        if beam > self.limits.max_beam:
-            raise ApiError(400, f"a beam of {beam} exceeds this server's limit of {self.limits.max_beam}")
-        if sampling is None:
-            options = Options(beam, nbest, attention, alignments=alignments)
-            return Decoding(engine.name, options, target=engine.target)
-        seed = secrets.randbits(63) if sampling.seed is None else sampling.seed
-        options = Options(
-            beam,
-            nbest,
-            attention,
-            True,
-            sampling.temperature,
-            sampling.top_k,
-            sampling.top_p,
-            seed,
-            alignments,
-        )
-        return Decoding(engine.name, options, next(self._requests), engine.target)
+        """How to decode a request: with `engine`, its search settings changed by those the request `given`
+        (a beam search widened to `nbest`); a value out of range, a setting the search does not read or
+        settings that do not go together are a 400 naming the field."""
+        settings = engine.translator.settings
+        wanted = SimpleNamespace(**(dataclasses.asdict(settings) | given))
+        if "beam_size" in chosen_rule(wanted).reads() and wanted.nbest > wanted.beam_size:
+            given = given | {"beam_size": wanted.nbest}
+        try:
+            changed = search_flags.changed(settings, given, field_name, model_name)
+        except UserError as err:
+            raise ApiError(400, str(err)) from err
+        if changed.beam_size > (most := self.limits.max_beam):
+            raise ApiError(400, f"a beam of {changed.beam_size} exceeds this server's limit of {most}")
+        return Decoding(engine.name, changed, attention, alignments, engine.target)
 
     async def translate(self, engine: Engine, texts: list[str], decoding: Decoding) -> list[list[Translated]]:
         """Each text's lines translated (blank lines stay blank), all lines of all texts queued together."""
         translator = engine.translator
-        if decoding.options.attention and not translator.has_attention:
+        if decoding.attention and not translator.has_attention:
             raise ApiError(400, f"model {engine.name!r} ({engine.describe().engine}) returns no attention")
-        if decoding.options.alignments and not translator.has_alignments:
+        if decoding.alignments and not translator.has_alignments:
             raise ApiError(400, f"model {engine.name!r} returns no alignments: export its run again")
         lines = [text.split("\n") for text in texts]
         flat = translator.encode([line for text in lines for line in text])
@@ -99,7 +89,7 @@ class Service:
                     f"translates at most {translator.max_source_len} a line: split it",
                 )
         try:
-            found = await self.batcher.translate(decoding, flat, decoding.options.beam_size)
+            found = await self.batcher.translate(decoding, flat, search_rule(decoding.settings).width)
         except Closed as err:
             raise ApiError(503, str(err)) from err
         except SentenceFailed as err:
@@ -107,3 +97,13 @@ class Service:
             raise ApiError(503 if err.memory else 500, f"the server {what} this text: {err}") from err
         decoded = iter(translator.decode(flat, found))
         return [list(itertools.islice(decoded, len(text))) for text in lines]
+
+
+def field_name(setting: str, value: Any) -> str:
+    """A search setting as a request gives it: `beam_size=4` (`beam_size` without a value)."""
+    return setting if value is None else f"{setting}={value!r}"
+
+
+def model_name(setting: str, value: Any) -> str:
+    """A search setting as the model's config has it."""
+    return f"the model's {setting}={value!r}"

@@ -190,6 +190,11 @@ def joined(device: torch.device) -> Iterator[tuple[World, torch.device]]:
         yield World(), device
         return
     rank, local_rank = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"])
+    if device.index is not None:
+        raise UserError(
+            f"--device {device} under torchrun: each process takes the GPU of its local rank; choose the "
+            f"GPUs with CUDA_VISIBLE_DEVICES and give --device cuda"
+        )
     if device.type == "cuda":
         if local_rank >= torch.cuda.device_count():
             raise UserError(

@@ -12,8 +12,6 @@ import torch
 from torch import Tensor
 
 from nmt.data.special_tokens import EOS
-from nmt.decode.rules import BeamSearch, Greedy, SearchRule
-from nmt.decode.sampling import Sampling
 from nmt.decode.search import (
     CHECK_EVERY,
     MIN_STATIC_SENTENCES,
@@ -26,6 +24,12 @@ from nmt.decode.step_graphs import StepGraphs
 from nmt.device.capture import Recorder, emulating
 from nmt.models.base import Memory, Seq2Seq, State, Step, hypothesis_rows
 from nmt.models.ensemble import Ensemble
+from nmt.rules.beam import BeamSearch, Greedy
+from nmt.rules.contract import Extensions, SearchRule, StepView
+from nmt.rules.diverse_beam import DiverseBeamSearch
+from nmt.rules.min_length import MinLength
+from nmt.rules.no_repeat_ngram import NoRepeatNGram
+from nmt.rules.sampling import Sampling
 from tests.decode.test_search import random_model
 
 SENTENCES = 36  # more than 2 × MIN_STATIC_SENTENCES: the batch shrinks under captured steps
@@ -101,12 +105,24 @@ CASES = {
     "greedy, alignments and attention": Case(
         Greedy, SearchOptions(attention=True, alignments=True, **LIMITS)
     ),
-    "beam 3, 3-best": Case(lambda: BeamSearch(3, 0.6), SearchOptions(nbest=3, **LIMITS)),
+    "beam 3, 3-best": Case(
+        lambda: BeamSearch(beam_size=3, length_penalty=0.6), SearchOptions(nbest=3, **LIMITS)
+    ),
     "beam 3, alignments, a prefix": Case(
-        lambda: BeamSearch(3), SearchOptions(alignments=True, prefix=(TAG,), banned=(0, 2, TAG), **LIMITS)
+        lambda: BeamSearch(beam_size=3),
+        SearchOptions(alignments=True, prefix=(TAG,), banned=(0, 2, TAG), **LIMITS),
     ),
     "greedy, a prefix, attention": Case(
         Greedy, SearchOptions(attention=True, prefix=(TAG,), banned=(0, 2, TAG), **LIMITS)
+    ),
+    "diverse beam, 2 groups": Case(
+        lambda: DiverseBeamSearch(beam_size=4, diverse_groups=2), SearchOptions(nbest=4, **LIMITS)
+    ),
+    "beam 3, n-gram blocking, a minimum length": Case(
+        lambda: BeamSearch(beam_size=3),
+        SearchOptions(
+            processors=(NoRepeatNGram(no_repeat_ngram_size=2), MinLength(min_length=3)), nbest=2, **LIMITS
+        ),
     ),
     "sampling, 2 samples": Case(
         lambda: Sampling(samples=2, top_k=5, seed=3), SearchOptions(nbest=2, **LIMITS)
@@ -159,34 +175,40 @@ def test_a_rule_s_settings_key_its_graphs() -> None:
     options = SearchOptions(**LIMITS)
     recorder = Recorder()
     with torch.inference_mode(), emulating(recorder):
-        first = search(model, src, mask, BeamSearch(3, length_penalty=0.0), options)
+        first = search(model, src, mask, BeamSearch(beam_size=3, length_penalty=0.0), options)
         captured = recorder.captures
-        second = search(model, src, mask, BeamSearch(3, length_penalty=2.0), options)
+        second = search(model, src, mask, BeamSearch(beam_size=3, length_penalty=2.0), options)
     assert recorder.captures == 2 * captured
     eager = search(
-        model, src, mask, BeamSearch(3, length_penalty=2.0), SearchOptions(**{**LIMITS, "cuda_graphs": False})
+        model,
+        src,
+        mask,
+        BeamSearch(beam_size=3, length_penalty=2.0),
+        SearchOptions(**{**LIMITS, "cuda_graphs": False}),
     )
     scores = [h.score for hyps in second for h in hyps]
     assert scores == pytest.approx([h.score for hyps in eager for h in hyps])
     assert first != second
 
 
-@dataclass(frozen=True)
-class Penalised(SearchRule):
+@dataclass(frozen=True, kw_only=True)
+class Penalised(Greedy):
     """A graph-safe rule with a setting of its own that its step bakes in."""
 
     bonus: float = 0.0
-    length_penalty: float = 1.0
-    width = 1
 
-    def extend(self, log_probs: Tensor, scores: Tensor):  # type: ignore[no-untyped-def]
-        return Greedy().extend(log_probs + self.bonus, scores)
+    def extend(self, log_probs: Tensor, scores: Tensor, view: StepView) -> Extensions:
+        return super().extend(log_probs + self.bonus, scores, view)
 
 
 def test_a_rule_s_kind_holds_every_setting() -> None:
-    assert Penalised(0.0).kind != Penalised(1.0).kind
-    assert Penalised(1.0).kind == Penalised(1.0).kind
-    assert BeamSearch(4, 0.6).kind != BeamSearch(4, 1.0).kind != BeamSearch(5, 1.0).kind
+    assert Penalised(bonus=0.0).kind != Penalised(bonus=1.0).kind
+    assert Penalised(bonus=1.0).kind == Penalised(bonus=1.0).kind
+    assert (
+        BeamSearch(beam_size=4, length_penalty=0.6).kind
+        != BeamSearch(beam_size=4).kind
+        != BeamSearch(beam_size=5).kind
+    )
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,6 @@ from torch.profiler import ProfilerActivity, profile
 
 from nmt.config.sections import SearchConfig
 from nmt.data.special_tokens import BOS, EOS, PAD
-from nmt.decode.rules import BeamSearch, Greedy
 from nmt.decode.search import CHECK_EVERY, Hypothesis, length_penalty, output_limits, search, trim
 from nmt.decode.translator import search_options
 from nmt.device.capture import Recorder, emulating
@@ -21,6 +20,7 @@ from nmt.models.base import Memory, Seq2Seq, State, Step
 from nmt.models.config import ModelConfig, RNNConfig, TransformerConfig
 from nmt.models.rnn import RNNSeq2Seq
 from nmt.models.transformer import TransformerSeq2Seq
+from nmt.rules.beam import BeamSearch, Greedy
 
 A, B, TAG = 4, 5, 6
 # next-token probabilities after each prefix; anything unlisted ends with eos
@@ -66,14 +66,16 @@ def greedy(
     model: Seq2Seq, src: Tensor, mask: Tensor, cfg: SearchConfig, with_attention: bool = False
 ) -> list[list[Hypothesis]]:
     """The search loop under the greedy rule (the config's beam size is not read)."""
-    return search(model, src, mask, Greedy(cfg.length_penalty), search_options(cfg, with_attention))
+    return search(
+        model, src, mask, Greedy(length_penalty=cfg.length_penalty), search_options(cfg, with_attention)
+    )
 
 
 def beam_search(
     model: Seq2Seq, src: Tensor, mask: Tensor, cfg: SearchConfig, with_attention: bool = False
 ) -> list[list[Hypothesis]]:
     """The search loop under the beam rule of the config's beam size."""
-    rule = BeamSearch(cfg.beam_size, cfg.length_penalty)
+    rule = BeamSearch(beam_size=cfg.beam_size, length_penalty=cfg.length_penalty)
     return search(model, src, mask, rule, search_options(cfg, with_attention))
 
 
@@ -116,7 +118,7 @@ def forced(beam: int, a: float = 2.0, b: int = 5, alpha: float = 0.0, nbest: int
     src, mask = one_sentence()
     cfg = settings(beam, alpha, a, b, nbest)
     options = dataclasses.replace(search_options(cfg), prefix=(TAG,))
-    rule = Greedy(alpha) if beam == 1 else BeamSearch(beam, alpha)
+    rule = Greedy(length_penalty=alpha) if beam == 1 else BeamSearch(beam_size=beam, length_penalty=alpha)
     return search(ScriptedModel(), src, mask.unsqueeze(1), rule, options)[0]
 
 
@@ -146,7 +148,7 @@ def test_a_prefix_reads_like_a_teacher_forced_token() -> None:
     options = dataclasses.replace(search_options(cfg, True), prefix=(7,))
     limits = output_limits(mask, 1.5, 3).tolist()
     with torch.inference_mode():
-        found = search(model, src, mask, BeamSearch(3, 1.0), options)
+        found = search(model, src, mask, BeamSearch(beam_size=3), options)
         for i, (hyp,) in enumerate(found):
             tgt_in = torch.tensor([[BOS, 7, *hyp.tokens]])
             out = model(src[i : i + 1], mask[i : i + 1], tgt_in, return_attention=True)

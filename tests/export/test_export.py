@@ -220,3 +220,27 @@ def test_a_multilingual_export_translates_every_direction_as_the_run(
         prefix = language_tags.forced_prefix(tgt)
         assert_equal_but_for_ties(translator.model, sources, found, other, prefix)
         assert not {token for h in found + other for token in h.tokens} & set(language_tags.banned)
+
+
+def test_the_search_parts_ctranslate2_has_knobs_for_are_mapped_and_the_others_refused(
+    trained_run: Path, corpus: Path, tmp_path: Path
+) -> None:
+    """n-gram blocking and a minimum length reach CTranslate2 as its own knobs (its greedy outputs are then
+    ours, but for ties); diverse beam search, which it has no knob for, is refused in one line."""
+    out = tmp_path / "ct2"
+    assert run_cli("export", str(trained_run), str(out))[0] == 0
+    ours = TorchTranslator.of_run(load_run(trained_run, torch.device("cpu")))
+    theirs = load_export(out, "cpu")
+    sources = ours.encode((corpus / "test.src").read_text().splitlines()[:60])
+    for setting in ({"no_repeat_ngram_size": 1}, {"min_length": 12}):
+        mine, exported = (t.with_search(beam_size=1, **setting) for t in (ours, theirs))
+        found = exported.search(sources)
+        assert_equal_but_for_ties(
+            ours.model, sources, [h[0] for h in mine.search(sources)], [h[0] for h in found]
+        )
+        if "min_length" in setting:
+            assert all(len(h[0].tokens) >= 12 for h in found)
+        else:
+            assert all(len(set(h[0].tokens)) == len(h[0].tokens) for h in found)
+    refused = run_cli("translate", str(out), "--diverse-groups", "2", "--beam-size", "4", input="ka lo\n")
+    assert_one_line_error(refused, "the ctranslate2 engine has no DiverseBeamSearch search", "--engine torch")

@@ -17,6 +17,7 @@ from nmt.decode.translator import TorchTranslator, search_options
 from nmt.errors import UserError
 from nmt.export.runtime import load_export
 from nmt.serve.engines import Catalog, load_catalog
+from tests.conftest import run_cli
 from tests.serve.conftest import make_client, sentences_of
 from tests.ties import assert_equal_but_for_ties
 
@@ -303,10 +304,10 @@ def test_a_batch_out_of_memory_is_split_and_every_request_answered(
     (engine,) = catalog.engines.values()
 
     class Tight(type(engine)):  # type: ignore[misc]
-        def search(self, sources, options, target=None):  # type: ignore[no-untyped-def]
+        def search(self, sources, decoding):  # type: ignore[no-untyped-def]
             if len(sources) > 1:
                 raise torch.cuda.OutOfMemoryError("CUDA out of memory (simulated)")
-            return super().search(sources, options, target)
+            return super().search(sources, decoding)
 
     tight = Tight.__new__(Tight)
     tight.__dict__.update(engine.__dict__)
@@ -372,3 +373,35 @@ def test_v1_sampling_with_a_seed_answers_alike(client: TestClient) -> None:
     assert any(other != first for other in others)
     refused = client.post("/v1/translate", json=asked | {"top_p": 0})
     assert refused.status_code == 400 and "top_p=0 must be above 0" in refused.json()["error"]
+
+
+def test_a_line_samples_what_the_command_line_samples(
+    client: TestClient, trained_run: Path, corpus: Path
+) -> None:
+    """The same line, seed and settings: the same sample through the server (alone or among other texts) as
+    from `nmt translate`; without a seed both draw with seed 0."""
+    lines = sentences_of(corpus, 12)
+    asked = {"sampling": True, "temperature": 2.0, **PAIR}
+    alone = client.post("/v1/translate", json=asked | {"q": lines[3]}).json()["translations"][0]
+    among = client.post("/v1/translate", json=asked | {"q": lines, "seed": 0}).json()["translations"]
+    assert among[3]["translatedText"] == alone["translatedText"]
+    sampled = ["--sampling", "--temperature", "2.0"]
+    code, out, _ = run_cli("translate", str(trained_run), *sampled, input=lines[3] + "\n")
+    assert code == 0 and out.strip() == alone["translatedText"]
+
+
+def test_search_fields_are_the_search_settings_and_a_field_the_search_does_not_read_is_refused(
+    client: TestClient,
+) -> None:
+    body = client.get("/openapi.json").json()["paths"]["/v1/translate"]["post"]["requestBody"]
+    fields = body["content"]["application/json"]["schema"]["properties"]
+    assert {"sampling", "top_p", "seed", "no_repeat_ngram_size", "min_length", "diverse_groups"} <= set(
+        fields
+    )
+    assert "exclusiveMinimum" in str(fields["top_p"]) and "nucleus" in fields["top_p"]["description"]
+    refused = client.post("/v1/translate", json={"q": "ka lo", "top_k": 5, **PAIR})
+    assert refused.status_code == 400
+    assert refused.json()["error"] == "top_k=5 applies to sampling (sampling), not to beam search; drop it"
+    blocked = client.post("/v1/translate", json={"q": "ka lo", "no_repeat_ngram_size": 1, "nbest": 2, **PAIR})
+    for hyp in blocked.json()["translations"][0]["lines"][0]["hypotheses"]:
+        assert len(set(hyp["text"].split())) == len(hyp["text"].split())

@@ -1,16 +1,22 @@
-"""Search rules: the beam rule's block-wise ranking equals a plain top-k, and sampling draws what its settings
-allow, the same draws for the same seed."""
+"""Search rules: the beam rule's block-wise ranking equals a plain top-k, the config names the rule, and
+sampling draws what its settings allow, the same draws for the same seed."""
 
 import pytest
 import torch
 
 from nmt.config.sections import SearchConfig
 from nmt.data.special_tokens import EOS
-from nmt.decode.rules import BLOCK, BeamSearch, Greedy
-from nmt.decode.sampling import Sampling
 from nmt.decode.search import SearchOptions, search
 from nmt.decode.translator import search_rule
+from nmt.rules.beam import BLOCK, BeamSearch, Greedy
+from nmt.rules.contract import StepView
+from nmt.rules.sampling import Sampling
 from tests.decode.test_search import random_batch, random_model, tokens
+
+
+def first_step(rows: int, state: dict | None = None) -> StepView:
+    """A first step's view of `rows` hypotheses (`state`: a part's own buffers)."""
+    return StepView(torch.tensor(0), torch.full((rows, 4), EOS), 1, EOS, state or {})
 
 
 @pytest.mark.parametrize("vocab", [7, BLOCK, 3 * BLOCK + 5, 1000])
@@ -21,7 +27,7 @@ def test_beam_rule_ranks_as_a_plain_top_k(vocab: int, k: int) -> None:
     log_probs = torch.randn(n * k, vocab, generator=generator).log_softmax(dim=-1)
     scores = torch.randn(n, k, generator=generator)
     scores[0, 1:] = float("-inf")  # a sentence with one live hypothesis, as at the first step
-    found = BeamSearch(k).extend(log_probs, scores)
+    found = BeamSearch(beam_size=k).extend(log_probs, scores, first_step(n * k))
     width = min(2 * k, k * vocab)
     expected, index = (scores.unsqueeze(-1) + log_probs.view(n, k, vocab)).view(n, -1).topk(width, dim=1)
     torch.testing.assert_close(found.scores, expected)
@@ -32,8 +38,10 @@ def test_beam_rule_ranks_as_a_plain_top_k(vocab: int, k: int) -> None:
 
 
 def test_the_config_names_the_rule() -> None:
-    assert search_rule(SearchConfig(beam_size=1)) == Greedy(1.0)
-    assert search_rule(SearchConfig(beam_size=4, length_penalty=0.2)) == BeamSearch(4, 0.2)
+    assert search_rule(SearchConfig(beam_size=1)) == Greedy(length_penalty=1.0)
+    assert search_rule(SearchConfig(beam_size=4, length_penalty=0.2)) == BeamSearch(
+        beam_size=4, length_penalty=0.2
+    )
     sampled = search_rule(SearchConfig(sampling=True, nbest=3, top_k=5, seed=9))
     assert isinstance(sampled, Sampling) and (sampled.width, sampled.top_k, sampled.seed) == (3, 5, 9)
 
@@ -81,7 +89,9 @@ def test_samples_follow_the_distribution() -> None:
     """Two tokens of probability 0.8 and 0.2 (eos): about 80% of 2,000 one-token draws take the first."""
     log_probs = torch.full((2000, 6), float("-inf"))
     log_probs[:, 4], log_probs[:, EOS] = torch.tensor(0.8).log(), torch.tensor(0.2).log()
-    found = Sampling(samples=2000, seed=1).extend(log_probs, torch.zeros(1, 2000))
+    rule = Sampling(samples=2000, seed=1)
+    state = rule.buffers(torch.tensor([[5, 6, EOS]]), 2000)
+    found = rule.extend(log_probs, torch.zeros(1, 2000), first_step(2000, state))
     share = found.tokens.eq(4).float().mean().item()
     assert 0.75 < share < 0.85  # binomial standard deviation ~0.009
     assert found.parents is None  # every sample continues its own row
