@@ -609,7 +609,6 @@ def plot_attention(
 ) -> None:
     """Draw the encoder-decoder attention of one translation as a heatmap (output rows, source columns);
     a multilingual run's into --tgt-lang."""
-    from nmt.decode.languages import toward
     from nmt.decode.trained_run import load_run
     from nmt.decode.translator import TorchTranslator
     from nmt.device.choice import resolve_device
@@ -618,7 +617,7 @@ def plot_attention(
     check_output_path(out)
     colours: Scale = _choice("--scale", scale, ("figure", "fixed"))
     run = load_run(run_dir, resolve_device(device), checkpoint, search_overrides(beam_size=beam_size))
-    translator = toward(TorchTranslator.of_run(run), src_lang, tgt_lang, zero_shot)
+    translator = TorchTranslator.of_run(run).toward(tgt_lang, src_lang, zero_shot)
     translated = translator.translate_with_attention(text)
     save_attention(translated, out, run.cfg.model, layer, head, all_heads, colours)
     typer.echo(f"{translated.best.text}\nwrote {out}")

@@ -234,3 +234,27 @@ def test_a_batch_s_tensors_are_iterated_in_one_place() -> None:
                     if "batch" in argument.lower() or (path.name == "batching.py" and argument == "self"):
                         found.add(f"{path.relative_to(ROOT)}:{call.lineno} fields({argument})")
     assert not found, sorted(found)
+
+
+def lines_matching(pattern: re.Pattern[str]) -> dict[str, list[int]]:
+    """Each module of nmt/ (repository path) with the numbers of its lines that `pattern` finds."""
+    found: dict[str, list[int]] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+            if pattern.search(line):
+                found.setdefault(str(path.relative_to(ROOT)), []).append(number)
+    return found
+
+
+def test_one_place_tells_a_bilingual_run_from_a_multilingual_one() -> None:
+    """A bilingual run is the one direction without tags of a multilingual run: `DataConfig.directions`
+    builds every run's directions, and nothing after it asks which spelling the config used."""
+    fork = re.compile(r"(multilingual|tags) is (not )?None")
+    assert list(lines_matching(fork)) == ["nmt/config/sections.py"]
+
+
+def test_one_split_reader_locates_a_run_s_files() -> None:
+    """Where a split lives (a file per language, a TSV file of one pair, JSON Lines) is worked out in
+    nmt/data/splits.py alone; nmt/data/corpus.py reads the lines it is given."""
+    locating = re.compile(r"\bSPLIT_NAMES\b")
+    assert set(lines_matching(locating)) == {"nmt/data/corpus.py", "nmt/data/splits.py"}

@@ -23,7 +23,8 @@ from nmt.align.subwords import subword_links, word_starts, words_of
 from nmt.config.sections import DataConfig
 from nmt.data.arrays import ArrayWriter, DamagedArrays, EncodedCorpus, flatten, open_token_array, token_dtype
 from nmt.data.cache import Entry, cached, file_identity
-from nmt.data.corpus import count_lines, split_files
+from nmt.data.corpus import count_lines
+from nmt.data.splits import language_split
 from nmt.data.tokenizer import Tokenizers
 from nmt.errors import UserError
 
@@ -75,7 +76,7 @@ def _write_links(
 ) -> dict[str, Any]:
     """Map every kept pair's word links to subword positions and write them as the `links` token array."""
     assert corpus.lines is not None
-    files = split_files(data, "train")
+    files = language_split(data, "train").pair_files(data.directions.pairs[0])
     lines = count_lines(files, data.skip_bad_lines)
     found = read_links(path)
     if len(found) != lines:

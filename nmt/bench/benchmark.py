@@ -20,8 +20,8 @@ import torch
 
 from nmt.bench.profiling import peak_resident_gib, profile_updates
 from nmt.config.schema import Config, replace
-from nmt.data.corpus import read_split
 from nmt.data.prepare import prepare_data
+from nmt.data.splits import read_directions
 from nmt.data.synthetic import write_reordering_corpus
 from nmt.decode.search import Hypothesis
 from nmt.decode.translator import TorchTranslator, max_source_len
@@ -206,7 +206,7 @@ def benchmark(
             return result
         trainer, bleu = measure_time_to_bleu(cfg, run_dir, data, device, bleu_target, bleu_budget)
         result |= bleu
-        test = read_split(cfg.data, "test")
+        (test,) = read_directions(cfg.data, "test").values()
         translator = TorchTranslator(trainer.model.eval(), data.tokenizers, cfg.search, max_source_len(cfg))
         sources = translator.encode(test.src[:decode_sentences])
         result["decode_sentences"] = len(sources)

@@ -1,11 +1,13 @@
-"""The `data.multilingual` section: the translation directions of one model trained on many languages (Johnson
-et al. 2017), how often each direction is drawn, and where the target-language tag goes."""
+"""The directions a run translates: the `data.multilingual` section (one model trained on many languages,
+Johnson et al. 2017: its directions, how often each is drawn, where the target-language tag goes), and
+`RunDirections`, what every later stage reads, a bilingual run being the case of one direction without tags
+(nmt/config/sections.py `DataConfig.directions` builds it from either spelling)."""
 
 from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from nmt.errors import ConfigError
@@ -93,6 +95,30 @@ class MultilingualConfig:
         """The directions, in the order listed."""
         return tuple(Direction.parse(text) for text in self.directions)
 
+    def run_directions(self) -> RunDirections:
+        return RunDirections(self.pairs, self.tags, dict(self.weights or {}), self.temperature)
+
+
+Placement = Literal["encoder", "decoder"]
+
+
+@dataclass(frozen=True)
+class RunDirections:
+    """What a run translates: its directions (in the order listed), where its target-language tags go (None:
+    no tags, the one direction of a bilingual run), each direction's weight in an epoch's draw and the
+    draw's temperature (see nmt/data/directions.py)."""
+
+    pairs: tuple[Direction, ...]
+    tags: Placement | None = None
+    weights: dict[str, float] = field(default_factory=dict)
+    temperature: float = 1.0
+
+    @property
+    def tagged(self) -> bool:
+        """Whether the run marks the target language with a tag: several directions (or one, listed in
+        data.multilingual) in one model, scored direction by direction."""
+        return bool(self.tags)
+
     @property
     def languages(self) -> tuple[str, ...]:
         """Every language of the run, sorted."""
@@ -104,4 +130,13 @@ class MultilingualConfig:
         return 1 if self.tags == "decoder" else 0
 
     def weight(self, direction: Direction) -> float:
-        return (self.weights or {}).get(direction.name, 1.0)
+        return self.weights.get(direction.name, 1.0)
+
+    def file_part(self, direction: Direction) -> str:
+        """What a file of `direction`'s outputs adds to its name: `.en-de` where the run has several
+        directions to tell apart, nothing for the one pair of a bilingual run."""
+        return f".{direction.name}" if self.tagged else ""
+
+    def label(self, what: str, direction: Direction) -> str:
+        """How messages name `what` (a split) of `direction`: `train en-de`; `train` in a bilingual run."""
+        return f"{what} {direction.name}" if self.tagged else what

@@ -45,7 +45,7 @@ class Config:
         if self.train.alignment is not None:
             heads = None if self.model.transformer is None else self.model.transformer.heads
             self.train.alignment.check_model(self.model.decoder_layers, heads)
-        if self.data.multilingual is not None and not self.tokenizer.joint:
+        if self.data.directions.tagged and not self.tokenizer.joint:
             raise ConfigError(
                 "tokenizer.joint=false: a multilingual run needs one joint vocabulary for all its languages"
             )

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from nmt.config.multilingual import MultilingualConfig
+from nmt.config.multilingual import Direction, MultilingualConfig, RunDirections
 from nmt.errors import ConfigError
 from nmt.limits import MAX_BEAM, MAX_SIZE, check_settings, setting
 from nmt.rules.registry import active, owners, rule_of, settings_fields
@@ -57,6 +57,15 @@ class DataConfig:
                 f"{' and '.join(pair)}: a multilingual run takes its languages from "
                 f"data.multilingual.directions, not from the one pair of a bilingual run; remove it"
             )
+
+    @property
+    def directions(self) -> RunDirections:
+        """The directions the run translates: data.multilingual's, tagged, or the one pair src_lang →
+        tgt_lang without tags. The one place that tells a bilingual run's spelling from a multilingual one's:
+        everything after reads these."""
+        if self.multilingual is None:
+            return RunDirections((Direction(self.src_lang, self.tgt_lang),))
+        return self.multilingual.run_directions()
 
 
 @dataclass(frozen=True)

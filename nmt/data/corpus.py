@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from nmt.config.sections import DataConfig
 from nmt.errors import UserError
 
 log = logging.getLogger(__name__)
@@ -47,46 +46,6 @@ class SplitFiles:
 
     src: Path
     tgt: Path | None  # None: `src` is a TSV file holding both sides
-
-
-def split_files(cfg: DataConfig, split: str) -> SplitFiles:
-    """Locate the files of `split` ('train', 'valid' or 'test') from the data config, or raise UserError."""
-    explicit = getattr(cfg, split)
-    if explicit:
-        path = Path(explicit)
-        if path.suffix == ".tsv":
-            if not path.is_file():
-                raise UserError(f"data.{split}: TSV file {path} does not exist")
-            return SplitFiles(path, None)
-        return _pair(path.parent, path.name, cfg, f"data.{split}={explicit}")
-    if cfg.dir is None:
-        raise UserError(
-            f"no {split} data: pass --data DIR (holding {split}.{cfg.src_lang}) or set data.{split}"
-        )
-    directory = Path(cfg.dir)
-    if directory.is_file():
-        raise UserError(f"--data {directory} is a file; pass the directory holding {split}.{cfg.src_lang}")
-    if not directory.is_dir():
-        raise UserError(
-            f"data directory {directory} does not exist; check --data or run `nmt download` first"
-        )
-    for stem in SPLIT_NAMES[split]:
-        if (directory / f"{stem}.{cfg.src_lang}").exists() or (directory / f"{stem}.{cfg.tgt_lang}").exists():
-            return _pair(directory, stem, cfg, f"--data {directory}")
-    names = " or ".join(f"{stem}.{cfg.src_lang}" for stem in SPLIT_NAMES[split])
-    found = sorted(p.name for p in directory.iterdir())[:12]
-    raise UserError(
-        f"no {split} files in {directory}: expected {names} (and .{cfg.tgt_lang}); found {found}; "
-        f"check --src-lang/--tgt-lang"
-    )
-
-
-def _pair(directory: Path, stem: str, cfg: DataConfig, origin: str) -> SplitFiles:
-    src, tgt = directory / f"{stem}.{cfg.src_lang}", directory / f"{stem}.{cfg.tgt_lang}"
-    for path, flag in ((src, "--src-lang"), (tgt, "--tgt-lang")):
-        if not path.is_file():
-            raise UserError(f"{path} does not exist ({origin}); check the path and {flag}")
-    return SplitFiles(src, tgt)
 
 
 SKIP_HINT = "set data.skip_bad_lines=true to drop such lines"
@@ -275,11 +234,6 @@ def no_pairs_error(files: SplitFiles, lines: int) -> UserError:
     """The error for a split whose `lines` lines read hold no pair with both sides."""
     names = str(files.src) if files.tgt is None else f"{files.src} / {files.tgt}"
     return UserError(f"{names} holds no sentence pairs (of {lines} lines, none with both sides)")
-
-
-def read_split(cfg: DataConfig, split: str) -> ParallelText:
-    """Read, check and clean one split; pairs with an empty side are dropped and counted in the log."""
-    return read_files(split_files(cfg, split), split, cfg.skip_bad_lines)
 
 
 def read_files(files: SplitFiles, split: str, skip_bad_lines: bool = False) -> ParallelText:

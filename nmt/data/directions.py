@@ -1,4 +1,4 @@
-"""Where each direction of a multilingual run lies in its prepared data, and how each epoch draws them.
+"""Where each direction of a run lies in its prepared data, and how each epoch draws them.
 
 The encoded training corpus holds every direction's pairs once, one direction after another. An epoch holds as
 many examples as the corpus has pairs, shared among the directions in proportion to
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nmt.config.multilingual import Direction, MultilingualConfig
+from nmt.config.multilingual import Direction, RunDirections
 from nmt.data.language_tags import LanguageTags
 
 
@@ -44,11 +44,11 @@ def epoch_examples(pairs: Sequence[int], draws: Sequence[int], seed: int) -> np.
 
 @dataclass(frozen=True)
 class DirectionData:
-    """The directions of a multilingual run (in the order listed), their pairs in the training corpus and in
-    the validation split (each direction's rows after those of the ones before), the tags, and each
-    direction's examples per epoch."""
+    """The directions of a run (`run`: in the order listed; a bilingual run's one pair), their pairs in the
+    training corpus and in the validation split (each direction's rows after those of the ones before), the
+    tags, and each direction's examples per epoch."""
 
-    directions: tuple[Direction, ...]
+    run: RunDirections
     train_pairs: tuple[int, ...]
     valid_pairs: tuple[int, ...]
     tags: LanguageTags
@@ -56,16 +56,15 @@ class DirectionData:
 
     @classmethod
     def plan(
-        cls, cfg: MultilingualConfig, train: Sequence[int], valid: Sequence[int], tags: LanguageTags
+        cls, run: RunDirections, train: Sequence[int], valid: Sequence[int], tags: LanguageTags
     ) -> DirectionData:
-        weights = [cfg.weight(direction) for direction in cfg.pairs]
-        draws = direction_draws(train, weights, cfg.temperature)
-        return cls(cfg.pairs, tuple(train), tuple(valid), tags, tuple(draws))
+        weights = [run.weight(direction) for direction in run.pairs]
+        draws = direction_draws(train, weights, run.temperature)
+        return cls(run, tuple(train), tuple(valid), tags, tuple(draws))
 
     @property
-    def languages(self) -> tuple[str, ...]:
-        """Every language of the run, sorted."""
-        return tuple(sorted({lang for d in self.directions for lang in (d.src, d.tgt)}))
+    def directions(self) -> tuple[Direction, ...]:
+        return self.run.pairs
 
     @property
     def resampled(self) -> bool:

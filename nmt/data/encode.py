@@ -17,7 +17,7 @@ import numpy as np
 from tqdm import tqdm
 
 from nmt.data.arrays import ArrayWriter, ValueWriter, flatten, token_dtype
-from nmt.data.corpus import Pairs, SplitFiles, Tally, pair_chunks
+from nmt.data.corpus import Pairs, SplitFiles, Tally
 from nmt.data.tokenizer import Tokenizers
 from nmt.errors import UserError
 
@@ -39,8 +39,8 @@ Encoder = Callable[[list[str]], list[list[int]]]  # sentences → subword ids (a
 
 @dataclass(frozen=True)
 class Part:
-    """Pairs to encode into the arrays, after those of the parts before: a split, or a multilingual run's
-    direction with encoders that insert its tag; `name` and `files` name it in messages."""
+    """Pairs to encode into the arrays, after those of the parts before: a direction of the training split,
+    with encoders that insert its tag where the run has tags; `name` and `files` name it in messages."""
 
     name: str
     files: SplitFiles
@@ -49,29 +49,14 @@ class Part:
     tgt: Encoder
 
 
-def encode_split(
-    files: SplitFiles,
-    lines: int,
-    tokenizers: Tokenizers,
-    max_len: int,
-    skip_bad_lines: bool,
-    directory: Path,
-) -> dict[str, Any]:
-    """Encode the split (of `lines` lines, checked by `count_lines`) into `src.*` and `tgt.*` arrays in
-    `directory`; pairs with an empty side, and those over `max_len` subwords on a side, are dropped with a
-    warning; `pairs.lines` records the line (from 0) of every pair kept. Returns the arrays' description and
-    the counts, for the cache manifest."""
-    chunks = pair_chunks(files, skip_bad_lines)
-    part = Part("train", files, chunks, tokenizers.src.encode, tokenizers.tgt.encode)
-    return encode_parts([part], lines, tokenizers, max_len, directory)
-
-
 def encode_parts(
     parts: list[Part], lines: int, tokenizers: Tokenizers, max_len: int, directory: Path
 ) -> dict[str, Any]:
-    """Encode the parts (of `lines` lines in all) one after another into `src.*` and `tgt.*` arrays in
-    `directory`, as `encode_split` does; the manifest also says how many pairs each part holds (its rows
-    follow those of the parts before; a pair's line is that of its part's files)."""
+    """Encode the parts (of `lines` lines in all, checked) one after another into `src.*` and `tgt.*` arrays
+    in `directory`; pairs with an empty side, and those over `max_len` subwords on a side, are dropped with a
+    warning; `pairs.lines` records the line (from 0, of its part's files) of every pair kept. Returns the
+    arrays' description, the counts and how many pairs each part holds (its rows follow those of the parts
+    before), for the cache manifest."""
     started, tally, kept = time.perf_counter(), Tally(), {}
     sides = _Sides(
         ArrayWriter(directory, "src", token_dtype(len(tokenizers.src))),

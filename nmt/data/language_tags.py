@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
 
+from nmt.config.multilingual import Placement, RunDirections
 from nmt.errors import UserError
 
 TAG = re.compile(r">>([A-Za-z0-9_]+)<<")  # a tag piece; the group is its language code
@@ -32,7 +32,8 @@ def vocabulary_tags(languages: Iterable[str]) -> list[str]:
 
 @dataclass(frozen=True)
 class LanguageTags:
-    """The tags of a multilingual run: each language's tag id (`Tokenizer.tag_ids`) and where tags go.
+    """The tags of a run: each language's tag id (`Tokenizer.tag_ids`) and where tags go (None: nowhere, the
+    one direction of a bilingual run, whose ids stay as they are).
 
     Encoder tags: the source ids of a sentence into `L` are `[tag(L), *ids]`, the target ids as they are.
     Decoder tags: the source ids as they are; the target ids `[tag(L), *ids]`, so that after bos the decoder
@@ -41,7 +42,15 @@ class LanguageTags:
     """
 
     ids: Mapping[str, int]
-    placement: Literal["encoder", "decoder"] = "encoder"
+    placement: Placement | None = "encoder"
+
+    @classmethod
+    def of(cls, directions: RunDirections, tag_ids: Mapping[str, int]) -> LanguageTags:
+        """The tags `directions` place, from a vocabulary's `tag_ids`; UserError when one of the run's
+        languages has none."""
+        tags = cls(tag_ids if directions.tagged else {}, directions.tags)
+        tags.check(directions.languages)
+        return tags
 
     def id(self, lang: str) -> int:
         """The id of language `lang`'s tag; UserError for a language the vocabulary has no tag for."""
@@ -51,13 +60,20 @@ class LanguageTags:
         return self.ids[lang]
 
     def check(self, languages: Iterable[str]) -> None:
-        """Raise UserError unless every one of `languages` has a tag."""
+        """Raise UserError unless every one of `languages` has a tag (where tags are placed)."""
+        if self.placement is None:
+            return
         for lang in languages:
             self.id(lang)
 
     def source(self, ids: Sequence[int], tgt_lang: str) -> list[int]:
         """The source ids of a sentence to translate into `tgt_lang`."""
         return [self.id(tgt_lang), *ids] if self.placement == "encoder" else list(ids)
+
+    @property
+    def tagged(self) -> bool:
+        """Whether tags mark the target language (else the model translates into its one language)."""
+        return self.placement is not None
 
     def target(self, ids: Sequence[int], tgt_lang: str) -> list[int]:
         """The target ids of a training pair into `tgt_lang` (without bos/eos)."""
@@ -71,3 +87,6 @@ class LanguageTags:
     def banned(self) -> list[int]:
         """Every tag id, sorted: search outputs none of them (but the forced prefix)."""
         return sorted(self.ids.values())
+
+
+NO_TAGS = LanguageTags({}, None)  # a bilingual run's: ids stay as they are

@@ -146,15 +146,16 @@ def install_tokenizers(directory: Path, run_dir: Path, joint: bool) -> Tokenizer
 
 
 def train_tokenizers(
-    cfg: TokenizerConfig, src: Iterable[str], tgt: Iterable[str], run_dir: Path
+    cfg: TokenizerConfig, src: Iterable[str], tgt: Iterable[str], run_dir: Path, languages: Sequence[str] = ()
 ) -> Tokenizers:
-    """Train the sentencepiece model(s) on the source and target sentences and save them in `run_dir`.
+    """Train the sentencepiece model(s) on the source and target sentences and save them in `run_dir`; a
+    joint model reserves a tag for each of `languages` (nmt/data/language_tags.py).
 
     `src` and `tgt` are iterated once per training attempt: lists, or re-iterable readers of a sample.
     """
     src_path, tgt_path = tokenizer_paths(run_dir, cfg.joint)
     if cfg.joint:
-        train_sentencepiece(cfg, _Joined((src, tgt)), src_path)
+        train_sentencepiece(cfg, Joined((src, tgt)), src_path, languages)
     else:
         train_sentencepiece(cfg, src, src_path)
         train_sentencepiece(cfg, tgt, tgt_path)
@@ -162,7 +163,7 @@ def train_tokenizers(
 
 
 @dataclass(frozen=True)
-class _Joined:
+class Joined:
     """The sentences of several re-iterables one after another, as often as iterated."""
 
     parts: tuple[Iterable[str], ...]

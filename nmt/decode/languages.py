@@ -1,6 +1,5 @@
-"""Which direction a translator translates: a multilingual model's target language, checked against the
-directions it was trained on (one it never saw only when zero-shot translation is asked for), and translation
-through a third language with the same model (`Pivot`). A one-pair model takes its own pair or none.
+"""Which direction a command asks a translator for (`Asked`: checked by `Translator.toward`), and translation
+through a third language with the same model (`Pivot`).
 
     into_direction(translator, Asked("de", "fr", pivot="en")).translated(lines)
 """
@@ -65,45 +64,15 @@ class Asked:
 
 
 def into_direction(translator: Translator, asked: Asked) -> Translator | Pivot:
-    """The translator of `translator`'s model in the direction `asked` names (`toward`), or through its pivot
-    language: both steps checked (`toward`)."""
+    """The translator of `translator`'s model in the direction `asked` names (`Translator.toward`), or
+    through its pivot language: both steps checked."""
     src, tgt, zero_shot, pivot = asked.src, asked.tgt, asked.zero_shot, asked.pivot
     if pivot is None:
-        return toward(translator, src, tgt, zero_shot)
-    if translator.tags is None:
+        return translator.toward(tgt, src, zero_shot)
+    if not translator.tags.tagged:
         raise UserError("--pivot: this model translates one language pair; pivoting needs a multilingual one")
     if tgt is None:
         raise UserError("--pivot needs the target language: add --tgt-lang")
     if pivot in (src, tgt):
         raise UserError(f"--pivot {pivot}: the pivot is a third language, neither source nor target")
-    return Pivot(toward(translator, src, pivot, zero_shot), toward(translator, pivot, tgt, zero_shot))
-
-
-def toward(translator: Translator, src: str | None, tgt: str | None, zero_shot: bool = False) -> Translator:
-    """`translator` into `tgt` from `src` (either None: not named). A one-pair model takes its own pair (or
-    none named); a multilingual one needs `tgt`, with a tag, and a direction it was trained on (with `src`
-    unnamed: one into `tgt`) unless `zero_shot`. Anything else is a one-line UserError."""
-    known = translator.directions
-    trained = ", ".join(d.name for d in known)
-    if translator.tags is None:
-        own = known[0] if known else None
-        if own is not None and (src not in (None, own.src) or tgt not in (None, own.tgt)):
-            raise UserError(f"this model translates {own.src} → {own.tgt} only; it takes no other direction")
-        if zero_shot:
-            raise UserError("--zero-shot: this model translates one language pair; it has no other direction")
-        return translator
-    if tgt is None:
-        raise UserError(
-            f"the model translates several directions ({trained}): name the target language with --tgt-lang"
-        )
-    if src is not None:
-        translator.tags.id(src)  # a language the model has no tag for was never seen
-    into = translator.toward(tgt)
-    seen = any(d.tgt == tgt and src in (None, d.src) for d in known) or not known
-    if not (seen or zero_shot):
-        asked = f"{src} → {tgt}" if src is not None else f"into {tgt}"
-        raise UserError(
-            f"the model was never trained to translate {asked} (its directions: {trained}); add --zero-shot "
-            f"to translate it anyway, or --pivot LANG to translate through a third language"
-        )
-    return into
+    return Pivot(translator.toward(pivot, src, zero_shot), translator.toward(tgt, pivot, zero_shot))

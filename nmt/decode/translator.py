@@ -35,7 +35,7 @@ from nmt.config.schema import Config
 from nmt.config.sections import SearchConfig
 from nmt.data.batching import IntSequence, collate, sorted_groups
 from nmt.data.corpus import normalize
-from nmt.data.language_tags import LanguageTags
+from nmt.data.language_tags import NO_TAGS, LanguageTags
 from nmt.data.tokenizer import Tokenizers
 from nmt.data.words import WordPieces, encode_words, output_words, source_words
 from nmt.decode.alignments import teacher_forced_attention
@@ -104,14 +104,9 @@ def search_options(
     )
 
 
-def run_tags(cfg: Config, tokenizers: Tokenizers) -> LanguageTags | None:
-    """The language tags of a multilingual run, checked against its languages; None for one pair."""
-    ml = cfg.data.multilingual
-    if ml is None:
-        return None
-    tags = LanguageTags(tokenizers.src.tag_ids, ml.tags)
-    tags.check(ml.languages)
-    return tags
+def run_tags(cfg: Config, tokenizers: Tokenizers) -> LanguageTags:
+    """The language tags of a run (none placed for one pair), checked against its languages."""
+    return LanguageTags.of(cfg.data.directions, tokenizers.src.tag_ids)
 
 
 def max_source_len(cfg: Config) -> int:
@@ -121,22 +116,16 @@ def max_source_len(cfg: Config) -> int:
     search_cfg, positions = cfg.search, cfg.model.position_limit
     if positions is None:
         return 4 * cfg.data.max_len
-    forced = 0 if cfg.data.multilingual is None else cfg.data.multilingual.forced_tokens
+    forced = cfg.data.directions.forced_tokens
     limit = int((positions - 2 - forced - search_cfg.max_len_b) / max(search_cfg.max_len_a, 1.0))
     return max(1, min(4 * cfg.data.max_len, limit))
 
 
-def run_directions(cfg: Config) -> tuple[Direction, ...]:
-    """The directions a run was trained on: a multilingual run's, else its one pair."""
-    ml = cfg.data.multilingual
-    return (Direction(cfg.data.src_lang, cfg.data.tgt_lang),) if ml is None else ml.pairs
-
-
 class Translator(ABC):
     """Translates with one model: its tokenizers, default search `settings` and the longest source it
-    takes (`max_source_len` subwords; longer ones are cut). A multilingual model's translator knows its
-    language `tags` and translates into one `target` language at a time (`toward`). `directions`: those the
-    model was trained on (empty where they are not known)."""
+    takes (`max_source_len` subwords; longer ones are cut). It translates into one `target` language at a
+    time: a multilingual model's by its language `tags`, named by `toward`; a bilingual model's, its own.
+    `directions`: those the model was trained on (empty where they are not known)."""
 
     def __init__(
         self,
@@ -147,8 +136,9 @@ class Translator(ABC):
         directions: tuple[Direction, ...] = (),
     ) -> None:
         self.tokenizers, self.settings, self.max_source_len = tokenizers, settings, max_source_len
-        self.tags, self.target = tags, None if tags is None else ""
-        self.directions = directions
+        self.tags, self.directions = tags or NO_TAGS, directions
+        own = directions[0].tgt if directions and not self.tags.tagged else ""
+        self.target = own  # "" until `toward` names it, for a multilingual model
 
     has_attention = True  # whether `search` can return attention
     has_alignments = True  # whether `search` can return alignments
@@ -161,34 +151,59 @@ class Translator(ABC):
         twin.settings = dataclasses.replace(self.settings, **changes)
         return twin
 
-    def toward(self: T, target: str) -> T:
-        """This multilingual model's translator into language `target` (UserError for a language it has no
-        tag for)."""
-        if self.tags is None:
-            raise UserError("this model translates into one language; it takes no target language")
-        self.tags.id(target)
+    def toward(self: T, tgt: str | None, src: str | None = None, zero_shot: bool = False) -> T:
+        """This model's translator into `tgt` from `src` (either None: not named) — the one place that turns
+        a model toward a language. A bilingual model takes its own pair (or none named); a multilingual one
+        needs `tgt`, with a tag, and a direction it was trained on (with `src` unnamed: one into `tgt`)
+        unless `zero_shot`. Anything else is a one-line UserError."""
+        known = self.directions
+        trained = ", ".join(d.name for d in known)
+        if not self.tags.tagged:
+            own = known[0] if known else None
+            if own is not None and (src not in (None, own.src) or tgt not in (None, own.tgt)):
+                raise UserError(
+                    f"this model translates {own.src} → {own.tgt} only; it takes no other direction"
+                )
+            if zero_shot:
+                raise UserError(
+                    "--zero-shot: this model translates one language pair; it has no other direction"
+                )
+            return self
+        if tgt is None:
+            raise UserError(
+                f"the model translates several directions ({trained}): name the target language with "
+                f"--tgt-lang"
+            )
+        for lang in (src, tgt):
+            if lang is not None:
+                self.tags.id(lang)  # a language the model has no tag for was never seen
+        seen = any(d.tgt == tgt and src in (None, d.src) for d in known) or not known
+        if not (seen or zero_shot):
+            asked = f"{src} → {tgt}" if src is not None else f"into {tgt}"
+            raise UserError(
+                f"the model was never trained to translate {asked} (its directions: {trained}); add "
+                f"--zero-shot to translate it anyway, or --pivot LANG to translate through a third language"
+            )
         twin = copy.copy(self)
-        twin.target = target
+        twin.target = tgt
         return twin
 
     def encode(self, texts: Sequence[str]) -> list[list[int]]:
         """Source ids of raw texts: normalised, then subwords, then (a multilingual model's, with tags on
         the encoder) the target language's tag first — the one place where text becomes ids."""
         ids = self.tokenizers.src.encode([normalize(text) for text in texts])
-        if self.tags is None:
-            return ids
         return [self.tags.source(sentence, self.target_language()) for sentence in ids]
 
     def encode_words(self, texts: Sequence[str], side: Literal["source", "target"]) -> list[WordPieces]:
         """Whitespace-tokenized texts of one side, every word encoded on its own and its subwords kept (the
         joined text is never tokenized again), for word alignment."""
-        if self.tags is not None:
+        if self.tags.tagged:
             raise UserError("this model is multilingual; word alignment needs a model of one language pair")
         return encode_words(self.tokenizers.src if side == "source" else self.tokenizers.tgt, texts)
 
     def target_language(self) -> str:
-        """The language a multilingual model's translator translates into (`toward`)."""
-        if not self.target:
+        """The language the translator translates into ("" where a bilingual model's is not known)."""
+        if self.tags.tagged and not self.target:
             raise UserError("this model translates into several languages: name the target language")
         return self.target
 
@@ -205,9 +220,9 @@ class Translator(ABC):
         searched in turn (`progress` told the size of each); one that runs out of memory, in halves."""
         rule = rule or search_rule(self.settings)
         options = options or search_options(self.settings)
-        if self.tags is not None:  # a tag is never an output, but where forced first (decoder tags)
-            prefix = tuple(self.tags.forced_prefix(self.target_language()))
-            options = dataclasses.replace(options, banned=(*options.banned, *self.tags.banned), prefix=prefix)
+        # a tag is never an output, but where forced first (decoder tags)
+        prefix = tuple(self.tags.forced_prefix(self.target_language()))
+        options = dataclasses.replace(options, banned=(*options.banned, *self.tags.banned), prefix=prefix)
         if options.attention and not self.has_attention:
             raise UserError(
                 f"the {self.engine} engine returns no attention; translate with the run directory"
@@ -350,7 +365,9 @@ class TorchTranslator(Translator):
         """The translator of a loaded run (or ensemble), with the run's search settings."""
         cfg = run.cfg
         tags = run_tags(cfg, run.tokenizers)
-        return cls(run.model, run.tokenizers, cfg.search, max_source_len(cfg), tags, run_directions(cfg))
+        return cls(
+            run.model, run.tokenizers, cfg.search, max_source_len(cfg), tags, cfg.data.directions.pairs
+        )
 
     def search_batch(
         self, sources: list[list[int]], rule: SearchRule, options: SearchOptions

@@ -1,18 +1,20 @@
-"""Scores of a multilingual run, direction by direction: BLEU, chrF and the off-target rate of each direction,
-and their means (what validation's early stopping and `best.pt` follow); each direction's split translated
-and scored for the final report, and its attention drawn."""
+"""A run's scores, direction by direction: each direction of a split translated (`evaluate_split`) and scored
+— BLEU, chrF and the off-target rate of each direction of a multilingual run, and their means (what
+validation's early stopping and `best.pt` follow); a bilingual run's one direction as it is — and the
+attention of the first validation sentences drawn."""
 
 from __future__ import annotations
 
+import itertools
 import statistics
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from nmt.atomic_files import atomic_write_text
-from nmt.config.multilingual import Direction
+from nmt.config.multilingual import Direction, RunDirections
 from nmt.config.schema import Config
-from nmt.data.language_files import language_split, multilingual, read_directions
+from nmt.data.splits import language_split, read_directions
 from nmt.decode.trained_run import TrainedRun
 from nmt.decode.translator import TorchTranslator, search_options
 from nmt.errors import UserError
@@ -20,10 +22,32 @@ from nmt.evaluate.off_target import off_target_rate
 from nmt.evaluate.plots import heatmap_title, save_heatmap
 from nmt.evaluate.scores import score
 
+Outputs = dict[Direction, list[str]]
 
-def direction_scores(
-    outputs: dict[Direction, list[str]], references: dict[Direction, list[str]], languages: tuple[str, ...]
+
+def run_scores(
+    outputs: Outputs,
+    references: Outputs,
+    run: RunDirections,
+    signatures: bool = True,
+    extra: dict[Direction, dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
+    """The scores of each direction's outputs (with `extra` fields of its own): a multilingual run's
+    `direction_scores`; a bilingual run's BLEU and chrF of its one direction (with their signatures and
+    sentence count when `signatures`)."""
+    extra = extra or {}
+    if run.tagged:
+        found = direction_scores(outputs, references, run.languages)
+        for direction, fields in extra.items():
+            found["directions"][direction.name] |= fields
+        return found
+    (direction,) = outputs
+    scores = score(outputs[direction], references[direction])
+    brief = scores.as_dict() if signatures else {"bleu": scores.bleu, "chrf": scores.chrf}
+    return brief | extra.get(direction, {})
+
+
+def direction_scores(outputs: Outputs, references: Outputs, languages: tuple[str, ...]) -> dict[str, Any]:
     """BLEU, chrF (with their signatures) and the off-target rate (%, None when skipped) of each direction's
     outputs, the run's `languages` being those an output may be identified as, and the means of the three
     (`bleu`, `chrf`, `off_target`)."""
@@ -77,45 +101,62 @@ def split_lines(cfg: Config, split: str) -> int | None:
     return sum(len(text) for text in read_directions(cfg.data, split).values())
 
 
-def evaluate_directions(
-    run: TrainedRun, split: str, progress: Callable[[int], object] | None = None
-) -> dict[str, Any]:
-    """Translate every direction of `split` with a loaded multilingual run (search from `run.cfg.search`),
-    score it (`direction_scores`) and write each direction's hypotheses to
-    `RUN_DIR/eval/<split>.<direction>[.<checkpoint>].beam<k>.hyp`."""
-    cfg, search = run.cfg, run.cfg.search
-    translator, texts = TorchTranslator.of_run(run), read_directions(cfg.data, split)
-    outputs, references, files = {}, {}, {}
+def hypotheses_path(run: TrainedRun, name: str) -> Path:
+    """Where the hypotheses of `name` (a split, a direction's or a file's) are kept:
+    `RUN_DIR/eval/<name>[.<checkpoint>].beam<k>.hyp`."""
     checkpoint = "" if run.checkpoint_name == "best" else f".{run.checkpoint_name}"
-    for direction, text in texts.items():
-        outputs[direction] = translator.toward(direction.tgt).translate(text.src, progress)
+    return run.directory.eval_dir / f"{name}{checkpoint}.beam{run.cfg.search.beam_size}.hyp"
+
+
+def search_settings(run: TrainedRun) -> dict[str, Any]:
+    """The search settings and checkpoint a score was taken with."""
+    search = run.cfg.search
+    return {
+        "beam_size": search.beam_size,
+        "length_penalty": search.length_penalty,
+        "checkpoint": run.checkpoint_name,
+    }
+
+
+def evaluate_split(
+    run: TrainedRun, split: str, progress: Callable[[int], object] | None = None, ensemble: str = ""
+) -> dict[str, Any]:
+    """Translate every direction of `split` with a loaded run (search from `run.cfg.search`; `ensemble`: what
+    the file names add for an ensemble), score it (`run_scores`) and keep each direction's hypotheses
+    (`hypotheses_path`)."""
+    cfg, directions = run.cfg, run.cfg.data.directions
+    translator, located = TorchTranslator.of_run(run), language_split(cfg.data, split)
+    outputs, references, extra = {}, {}, {}
+    for direction, text in read_directions(cfg.data, split).items():
+        outputs[direction] = translator.toward(direction.tgt, direction.src).translate(text.src, progress)
         references[direction] = text.tgt
-        hyp_path = run.directory.eval_dir / f"{split}.{direction.name}{checkpoint}.beam{search.beam_size}.hyp"
-        atomic_write_text(hyp_path, "".join(line + "\n" for line in outputs[direction]))
-        files[direction.name] = str(hyp_path)
-    scores = direction_scores(outputs, references, multilingual(cfg.data).languages)
-    for name, path in files.items():
-        scores["directions"][name]["hypotheses"] = path
-    settings = {"beam_size": search.beam_size, "length_penalty": search.length_penalty}
-    return scores | settings | {"checkpoint": run.checkpoint_name}
+        path = hypotheses_path(run, f"{split}{directions.file_part(direction)}{ensemble}")
+        atomic_write_text(path, "".join(line + "\n" for line in outputs[direction]))
+        extra[direction] = {"hypotheses": str(path), "source": str(located.pair_files(direction).src)}
+    return run_scores(outputs, references, directions, extra=extra) | search_settings(run)
 
 
-def draw_direction_heatmaps(run: TrainedRun, attention_dir: Path, count: int) -> None:
-    """The attention search paid translating the first validation sentence of each of the first `count`
-    directions, as `attention_dir`/valid-<i>.png, titled with the direction."""
-    cfg = run.cfg
+def draw_heatmaps(run: TrainedRun, attention_dir: Path, count: int) -> None:
+    """The attention search paid translating the first `count` validation sentences, taking the directions in
+    turn (a multilingual run: the first sentence of each of the first `count` directions), as
+    `attention_dir`/valid-<i>.png: the last decoder layer's mean of heads, titled as `nmt plot-attention`
+    titles it (and with the direction, where the run has several)."""
+    cfg, directions = run.cfg, run.cfg.data.directions
     translator, texts = TorchTranslator.of_run(run), read_directions(cfg.data, "valid")
+    turns = itertools.chain.from_iterable(
+        itertools.zip_longest(*([(d, s) for s in text.src[:count]] for d, text in texts.items()))
+    )
+    chosen = [turn for turn in turns if turn is not None][:count]
     model = cfg.model
-    for i, (direction, text) in enumerate(list(texts.items())[:count]):
-        toward = translator.toward(direction.tgt)
-        sources = toward.encode(text.src[:1])
+    for i, (direction, sentence) in enumerate(chosen):
+        toward = translator.toward(direction.tgt, direction.src)
+        sources = toward.encode([sentence])
         found = toward.search(sources, options=search_options(cfg.search, attention=True))
         (translated,) = toward.decode(sources, found)
         best = translated.best
         if best.attention is None:  # an empty source
             continue
-        title = heatmap_title(
-            model.attention_name(model.decoder_layers - 1), f"{direction.name}: {best.text}"
-        )
+        named = f"{direction.name}: " if directions.tagged else ""
+        title = heatmap_title(model.attention_name(model.decoder_layers - 1), f"{named}{best.text}")
         path = attention_dir / f"valid-{i}.png"
         save_heatmap(best.attention[-1].mean(dim=0), translated.source_pieces, best.pieces, path, title)

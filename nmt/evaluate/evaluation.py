@@ -1,61 +1,34 @@
 """`nmt evaluate`: translate a split (or any source file) with a trained run and score it against its
-references (nmt/evaluate/scores.py), a multilingual run's direction by direction; the hypotheses are kept in
-the run directory."""
+references (nmt/evaluate/scores.py): every direction of the split (nmt/evaluate/directions.py
+`evaluate_split`), or the one direction asked for; the hypotheses are kept in the run directory."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from nmt.atomic_files import atomic_write_text
-from nmt.data.corpus import ParallelText, SplitFiles, read_files, split_files
-from nmt.data.language_files import read_direction
+from nmt.data.corpus import ParallelText, SplitFiles, read_files
+from nmt.data.splits import language_split, read_direction
 from nmt.decode.languages import Asked, Translates, into_direction
 from nmt.decode.trained_run import TrainedRun, load_runs
 from nmt.decode.translator import TorchTranslator
 from nmt.device.choice import resolve_device
 from nmt.errors import UserError
-from nmt.evaluate.directions import evaluate_directions
+from nmt.evaluate.directions import evaluate_split, hypotheses_path, search_settings
 from nmt.evaluate.off_target import off_target_rate
 from nmt.evaluate.scores import score
 
 
-def evaluate(
-    run: TrainedRun, files: SplitFiles, name: str, progress: Callable[[int], object] | None = None
-) -> dict[str, Any]:
-    """Translate the source side of `files` with a loaded run (settings from `run.cfg.search`) and score it
-    against the target side (`scored`)."""
-    text = read_files(files, name, run.cfg.data.skip_bad_lines)
-    return scored(run, TorchTranslator.of_run(run), text, name, progress) | {"source": str(files.src)}
-
-
-def scored(
-    run: TrainedRun,
-    translator: Translates,
-    text: ParallelText,
-    name: str,
-    progress: Callable[[int], object] | None = None,
-) -> dict[str, Any]:
+def scored(run: TrainedRun, translator: Translates, text: ParallelText, name: str) -> dict[str, Any]:
     """Translate the source side of `text` with `translator` (of the loaded `run`, settings from
-    `run.cfg.search`) and score it against the target side (`progress` is told the sentences of each batch
-    translated).
-
-    The hypotheses are written to `RUN_DIR/eval/<name>[.<checkpoint>].beam<k>.hyp`; returns scores,
-    signatures and settings.
-    """
-    search = run.cfg.search
-    hypotheses = translator.translate(text.src, progress)
-    tag = "" if run.checkpoint_name == "best" else f".{run.checkpoint_name}"
-    hyp_path = run.directory.eval_dir / f"{name}{tag}.beam{search.beam_size}.hyp"
+    `run.cfg.search`), keep the hypotheses (`hypotheses_path` of `name`) and score them against the target
+    side; returns scores, signatures and settings."""
+    hypotheses = translator.translate(text.src)
+    hyp_path = hypotheses_path(run, name)
     atomic_write_text(hyp_path, "".join(h + "\n" for h in hypotheses))
-    settings = {
-        "beam_size": search.beam_size,
-        "length_penalty": search.length_penalty,
-        "checkpoint": run.checkpoint_name,
-    }
-    return score(hypotheses, text.tgt).as_dict() | settings | {"hypotheses": str(hyp_path)}
+    return score(hypotheses, text.tgt).as_dict() | search_settings(run) | {"hypotheses": str(hyp_path)}
 
 
 def evaluate_run(
@@ -74,8 +47,8 @@ def evaluate_run(
     default the one the run's report chose), and the search settings `overrides` (`search.beam_size=3`).
     Several runs decode as an ensemble, its hypotheses written to the first run's eval/<name>.ensemble<n>….
 
-    A multilingual run scores the direction `asked` names (zero-shot, or through a pivot language, when it
-    says so; its off-target rate too), else every direction of the split (`evaluate_directions`).
+    Every direction of the split is scored, unless `asked` names one (a multilingual run's: zero-shot, or
+    through a pivot language, when it says so; with its off-target rate) or files are given.
     """
     if (src is None) != (ref is None):
         raise UserError("--src and --ref go together: give both files or neither")
@@ -88,39 +61,32 @@ def evaluate_run(
     asked = asked or Asked()
     ensemble = f".ensemble{len(run_dirs)}" if len(run_dirs) > 1 else ""
     runs = {"runs": [str(path) for path in run_dirs]}
-    ml = run.cfg.data.multilingual
     given = SplitFiles(src, ref) if src is not None and ref is not None else None
-    if ml is None:
-        files = given or split_files(run.cfg.data, split)
-        name = (split if src is None else src.name) + ensemble
-        translator = into_direction(TorchTranslator.of_run(run), asked)  # checks the pair asked for
-        text = read_files(files, name, run.cfg.data.skip_bad_lines)
-        return scored(run, translator, text, name) | {"source": str(files.src)} | runs
-    if asked == Asked():
-        if src is not None:
-            raise UserError("--src and --ref: name their languages with --src-lang and --tgt-lang")
-        return evaluate_directions(run, split) | runs
-    return _evaluate_direction(run, asked, split, given, ensemble, ml.languages) | runs
+    if given is None and asked == Asked():
+        return evaluate_split(run, split, ensemble=ensemble) | runs
+    if run.cfg.data.directions.tagged and asked == Asked():
+        raise UserError("--src and --ref: name their languages with --src-lang and --tgt-lang")
+    translator = into_direction(TorchTranslator.of_run(run), asked)  # checks the direction asked for
+    return _evaluate_direction(run, translator, asked, split, given, ensemble) | runs
 
 
 def _evaluate_direction(
-    run: TrainedRun,
-    asked: Asked,
-    split: str,
-    given: SplitFiles | None,
-    ensemble: str,
-    languages: tuple[str, ...],
+    run: TrainedRun, translator: Translates, asked: Asked, split: str, given: SplitFiles | None, ensemble: str
 ) -> dict[str, Any]:
-    """One direction of a multilingual run: its pairs of `split`, or the `given` files, scored with the
-    off-target rate (`languages`: those an output may be identified as)."""
-    translator = into_direction(TorchTranslator.of_run(run), asked)
-    direction = asked.direction()
-    name = (split if given is None else given.src.name) + f".{direction.name}{asked.through()}{ensemble}"
+    """One direction: its pairs of `split`, or the `given` files, scored (a multilingual run's with the
+    off-target rate)."""
+    directions = run.cfg.data.directions
+    direction = asked.direction() if directions.tagged else directions.pairs[0]
+    name = (split if given is None else given.src.name) + directions.file_part(direction) + asked.through()
+    name += ensemble
     if given is None:
         text = read_direction(run.cfg.data, direction, split)
+        source = language_split(run.cfg.data, split).pair_files(direction).src
     else:
-        text = read_files(given, name, run.cfg.data.skip_bad_lines)
-    found = scored(run, translator, text, name)
-    rate = off_target_rate(Path(found["hypotheses"]).read_text().splitlines(), direction.tgt, languages)
-    source = split if given is None else str(given.src)
-    return found | {"direction": direction.name, "off_target": rate, "source": source}
+        text, source = read_files(given, name, run.cfg.data.skip_bad_lines), given.src
+    found = scored(run, translator, text, name) | {"source": str(source)}
+    if not directions.tagged:
+        return found
+    hypotheses = Path(found["hypotheses"]).read_text(encoding="utf-8").splitlines()
+    rate = off_target_rate(hypotheses, direction.tgt, directions.languages)
+    return found | {"direction": direction.name, "off_target": rate}

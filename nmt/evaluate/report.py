@@ -11,7 +11,7 @@ import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import torch
 from tqdm import tqdm
@@ -20,19 +20,10 @@ from nmt import __version__
 from nmt.atomic_files import atomic_write_text
 from nmt.config.schema import Config
 from nmt.config.yaml_file import to_dict
-from nmt.data.corpus import SplitFiles, count_lines, read_split, split_files
 from nmt.decode.trained_run import TrainedRun, load_run
-from nmt.decode.translator import TorchTranslator, search_options
 from nmt.device.choice import resolve_device
-from nmt.errors import UserError
-from nmt.evaluate.directions import (
-    describe_directions,
-    draw_direction_heatmaps,
-    evaluate_directions,
-    split_lines,
-)
-from nmt.evaluate.evaluation import evaluate
-from nmt.evaluate.plots import heatmap_title, save_heatmap, save_learning_curves
+from nmt.evaluate.directions import describe_directions, draw_heatmaps, evaluate_split, split_lines
+from nmt.evaluate.plots import save_learning_curves
 from nmt.run.average import average_run
 from nmt.run.checkpoint_io import load_checkpoint
 from nmt.run.directory import RunDir
@@ -56,14 +47,6 @@ def git_revision() -> str | None:
             return None
         return run(["git", "rev-parse", "HEAD"]).stdout.strip() or None
     except (OSError, subprocess.SubprocessError):
-        return None
-
-
-def _test_files(cfg: Config) -> SplitFiles | None:
-    """The test split's files, or None when the data has none."""
-    try:
-        return split_files(cfg.data, "test")
-    except UserError:
         return None
 
 
@@ -98,17 +81,14 @@ def final_report(cfg: Config, run_dir: RunDir, device: str) -> dict[str, Any]:
         name: load_run(run_dir, resolve_device(device), name)
         for name in (["best", "averaged"] if averaged_steps else ["best"])
     }
-    splits: Splits = DirectionSplits(cfg) if cfg.data.multilingual else PairSplits(cfg)
+    splits = Splits(cfg)
     with contextlib.closing(ReportProgress(cfg, splits, list(runs))) as progress:
         valid = {name: progress.evaluate(splits, run, "valid") for name, run in runs.items()}
         chosen = max(runs, key=lambda name: valid[name]["bleu"])
         test = {chosen: progress.evaluate(splits, runs[chosen], "test")} if splits.test_lines else None
     records = read_metrics(run_dir)
     save_learning_curves(records, run_dir.curves)
-    if cfg.data.multilingual:
-        draw_direction_heatmaps(runs[chosen], run_dir.attention_dir, HEATMAPS)
-    else:
-        draw_heatmaps(runs[chosen], run_dir)
+    draw_heatmaps(runs[chosen], run_dir.attention_dir, HEATMAPS)
     seconds = time.monotonic() - started
     report = summary(cfg, run_dir, records, valid, chosen, test) | {
         "averaging": {"requested": cfg.train.average_checkpoints, "averaged_steps": averaged_steps},
@@ -127,40 +107,18 @@ def final_report(cfg: Config, run_dir: RunDir, device: str) -> dict[str, Any]:
     return report
 
 
-class Splits(Protocol):
-    """What the final report scores: the validation split and, when there is one, the test split."""
-
-    valid_lines: int
-    test_lines: int  # 0: no test split
-
-    def evaluate(self, run: TrainedRun, split: str, progress: Callable[[int], object]) -> dict[str, Any]: ...
-
-
-class PairSplits:
-    """The splits of a bilingual run: a file pair (or TSV file) each."""
-
-    def __init__(self, cfg: Config) -> None:
-        valid, test = split_files(cfg.data, "valid"), _test_files(cfg)
-        self.files = {"valid": valid, "test": test}
-        self.valid_lines = count_lines(valid, cfg.data.skip_bad_lines)
-        self.test_lines = count_lines(test, cfg.data.skip_bad_lines) if test else 0
-
-    def evaluate(self, run: TrainedRun, split: str, progress: Callable[[int], object]) -> dict[str, Any]:
-        files = self.files[split]
-        assert files is not None
-        return evaluate(run, files, split, progress)
-
-
-class DirectionSplits:
-    """The splits of a multilingual run: every direction's pairs."""
+class Splits:
+    """What the final report scores: every direction of the validation split and, when there is one, of the
+    test split."""
 
     def __init__(self, cfg: Config) -> None:
         self.valid_lines = split_lines(cfg, "valid") or 0
-        self.test_lines = split_lines(cfg, "test") or 0
+        self.test_lines = split_lines(cfg, "test") or 0  # 0: no test split
 
     def evaluate(self, run: TrainedRun, split: str, progress: Callable[[int], object]) -> dict[str, Any]:
-        scores = evaluate_directions(run, split, progress)
-        log.info("final report: %s %s", split, describe_directions(scores))
+        scores = evaluate_split(run, split, progress)
+        if "directions" in scores:
+            log.info("final report: %s %s", split, describe_directions(scores))
         return scores
 
 
@@ -198,21 +156,6 @@ class ReportProgress:
 
     def close(self) -> None:
         self.bar.close()
-
-
-def draw_heatmaps(run: TrainedRun, run_dir: RunDir) -> None:
-    """Attention of the first validation sentences, as attention/valid-<i>.png: the last decoder layer's
-    mean of heads, titled as `nmt plot-attention` titles it."""
-    sentences = read_split(run.cfg.data, "valid").src[:HEATMAPS]
-    model, translator = run.cfg.model, TorchTranslator.of_run(run)
-    sources = translator.encode(sentences)
-    found = translator.search(sources, options=search_options(run.cfg.search, attention=True))
-    for i, translated in enumerate(translator.decode(sources, found)):
-        best = translated.best
-        if best.attention is not None:
-            title = heatmap_title(model.attention_name(model.decoder_layers - 1), best.text)
-            path = run_dir.attention_dir / f"valid-{i}.png"
-            save_heatmap(best.attention[-1].mean(dim=0), translated.source_pieces, best.pieces, path, title)
 
 
 def summary(

@@ -25,7 +25,7 @@ from torch import Tensor
 from nmt.data.special_tokens import BOS, EOS, UNK
 from nmt.data.tokenizer import Tokenizer, tokenizer_paths
 from nmt.decode.trained_run import TrainedRun
-from nmt.decode.translator import max_source_len, run_directions
+from nmt.decode.translator import max_source_len
 from nmt.errors import UserError
 from nmt.export.directories import check_out_dir, load_transformer_run, staged_directory
 from nmt.models.transformer import EncoderLayer, TransformerSeq2Seq, sinusoidal_positions
@@ -91,8 +91,8 @@ def _save(spec: Any, run: TrainedRun, out_dir: Path, quantization: str) -> None:
         "step": run.checkpoint.get("step"),
         "quantization": quantization,
         "joint_vocabulary": joint,
-        "directions": [direction.name for direction in run_directions(cfg)],
-        "tags": None if cfg.data.multilingual is None else cfg.data.multilingual.tags,
+        "directions": [direction.name for direction in cfg.data.directions.pairs],
+        "tags": cfg.data.directions.tags,
         "search": dataclasses.asdict(cfg.search),
         "max_source_len": max_source_len(cfg),
         "alignment": ALIGNMENT,

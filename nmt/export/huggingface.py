@@ -103,7 +103,7 @@ def hf_model(
             f"with transformers 5 (`pip install 'transformers>=5'`)"
         )
     limit = output_limit(max_source_len(cfg), cfg.search)
-    forced = 0 if cfg.data.multilingual is None else cfg.data.multilingual.forced_tokens
+    forced = cfg.data.directions.forced_tokens
     model.generation_config = transformers.GenerationConfig(
         decoder_start_token_id=BOS,
         bos_token_id=BOS,
@@ -229,7 +229,7 @@ def save_tokenizer(transformers: ModuleType, run: TrainedRun, directory: Path) -
     vocab = {piece: i for i, piece in enumerate(pieces)}
     (directory / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False, indent=0), encoding="utf-8")
     pad, unk, eos = tokenizer.pieces([PAD, UNK, EOS])
-    multilingual = run.cfg.data.multilingual is not None
+    multilingual = run.cfg.data.directions.tagged
     with warnings.catch_warnings():  # it recommends sacremoses, for a normaliser it never calls
         warnings.filterwarnings("ignore", message=".*sacremoses")
         hf_tokenizer = transformers.MarianTokenizer(

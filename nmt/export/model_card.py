@@ -125,9 +125,9 @@ def model_card(run: TrainedRun, hf_class: str, name: str, max_length: int) -> st
 def _languages(run: TrainedRun) -> dict[str, str]:
     """What the card says of the run's languages: its one pair, or a multilingual run's directions and how to
     choose the target language (shown with the first direction)."""
-    cfg, ml = run.cfg, run.cfg.data.multilingual
-    if ml is None:
-        src, tgt = cfg.data.src_lang, cfg.data.tgt_lang
+    ml = run.cfg.data.directions
+    if not ml.tagged:
+        src, tgt = ml.pairs[0].src, ml.pairs[0].tgt
         texts = f'"A {src} sentence.", "Another one."'
         return dict(
             src=src,

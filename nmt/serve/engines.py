@@ -89,7 +89,7 @@ class Engine:
 
 def into(translator: Translator, target: str | None) -> Translator:
     """A multilingual model's translator into `target`; a one-pair model's as it is."""
-    return translator if translator.tags is None or target is None else translator.toward(target)
+    return translator if target is None else translator.toward(target)
 
 
 def pairs_of(translator: Translator, name: str) -> tuple[Pair, ...]:
@@ -225,7 +225,7 @@ def _by_pair(runs: list[TrainedRun]) -> dict[Pair, list[TrainedRun]]:
     """The one-pair runs by their pair (multilingual runs are served alone)."""
     groups: dict[Pair, list[TrainedRun]] = {}
     for run in runs:
-        if run.cfg.data.multilingual is None:
+        if not run.cfg.data.directions.tagged:
             groups.setdefault((run.cfg.data.src_lang, run.cfg.data.tgt_lang), []).append(run)
     return groups
 

@@ -71,7 +71,7 @@ class Trainer:
         self.gold = None
         if align is not None and self.world.is_main:
             self.gold = read_gold_set(align, tok, cfg.model.position_limit)
-        examples = data.directions.epoch_examples if data.directions else None
+        examples = data.directions.epoch_examples
         self.stream = UpdateStream(
             data.train, cfg.train, self.world, device, self.update.static_shapes, examples
         )

@@ -16,15 +16,13 @@ from nmt.align.score import AlignmentScores, score_alignments
 from nmt.config.schema import Config, replace
 from nmt.config.sections import AlignmentConfig, SearchConfig
 from nmt.data.batching import collate, iterate_batches, sorted_groups
-from nmt.data.directions import DirectionData
 from nmt.data.loader import prefetch
 from nmt.data.prepare import PreparedData
 from nmt.data.tokenizer import Tokenizers
 from nmt.decode.translator import TorchTranslator, max_source_len
 from nmt.device.choice import autocast, full_precision
 from nmt.errors import ConfigError
-from nmt.evaluate.directions import direction_scores
-from nmt.evaluate.scores import score
+from nmt.evaluate.directions import run_scores
 from nmt.models.base import Seq2Seq
 from nmt.train.loss import sequence_loss
 
@@ -43,15 +41,7 @@ def validation_scores(
     `eval_max_sentences` of each), whose own scores and off-target rates are under `directions`."""
     model.eval()
     greedy = replace(cfg, search={"beam_size": 1, "nbest": 1}).search
-    if data.directions is None:
-        limit = min(cfg.train.eval_max_sentences or len(data.valid), len(data.valid))
-        translator = TorchTranslator(model, data.tokenizers, greedy, max_source_len(cfg))
-        outputs = _greedy_outputs(translator, data, range(limit))
-        scores = score(outputs, data.valid.tgt[:limit])
-        found: dict[str, Any] = {"bleu": scores.bleu, "chrf": scores.chrf}
-    else:
-        found = _direction_scores(model, data, data.directions, greedy, cfg)
-    found = {"loss": _validation_loss(model, data, cfg, device)} | found
+    found = {"loss": _validation_loss(model, data, cfg, device)} | _scores(model, data, greedy, cfg)
     if gold is not None and align_layer is not None:
         aligned = alignment_scores(model, gold, cfg, device, align_layer)
         found |= {"aer": aligned.aer, "align_precision": aligned.precision, "align_recall": aligned.recall}
@@ -59,19 +49,20 @@ def validation_scores(
     return found
 
 
-def _direction_scores(
-    model: Seq2Seq, data: PreparedData, directions: DirectionData, search: SearchConfig, cfg: Config
-) -> dict[str, Any]:
-    """Each direction's scores on its first `eval_max_sentences` validation pairs, and their means."""
-    limit = cfg.train.eval_max_sentences
+def _scores(model: Seq2Seq, data: PreparedData, search: SearchConfig, cfg: Config) -> dict[str, Any]:
+    """Each direction's scores on its first `eval_max_sentences` validation pairs (and a multilingual run's
+    means: `run_scores`)."""
+    limit, directions = cfg.train.eval_max_sentences, data.directions
     rows = [r[:limit] if limit else r for r in directions.valid_rows()]
-    translator = TorchTranslator(model, data.tokenizers, search, max_source_len(cfg), directions.tags)
+    translator = TorchTranslator(
+        model, data.tokenizers, search, max_source_len(cfg), directions.tags, directions.directions
+    )
     outputs = {  # the sources hold their encoder tags; toward() forces a decoder tag, bans every tag
-        d: _greedy_outputs(translator.toward(d.tgt), data, r)
+        d: _greedy_outputs(translator.toward(d.tgt, d.src), data, r)
         for d, r in zip(directions.directions, rows, strict=True)
     }
     references = {d: [data.valid.tgt[i] for i in r] for d, r in zip(directions.directions, rows, strict=True)}
-    return direction_scores(outputs, references, directions.languages)
+    return run_scores(outputs, references, directions.run, signatures=False)
 
 
 def _greedy_outputs(translator: TorchTranslator, data: PreparedData, rows: range) -> list[str]:

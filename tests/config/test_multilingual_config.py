@@ -20,14 +20,17 @@ def test_a_multilingual_config_reads_its_directions_and_languages() -> None:
     ml = cfg.data.multilingual
     assert ml is not None
     assert ml.pairs[:2] == (Direction("en", "de"), Direction("de", "en"))
-    assert ml.languages == ("cs", "de", "en", "fr")
+    assert cfg.data.directions.languages == ("cs", "de", "en", "fr")
     assert ml.weights == {"en-cs": 2.0}  # an integer weight is a fine float
-    assert ml.weight(Direction("en", "cs")) == 2.0 and ml.weight(Direction("cs", "en")) == 1.0
+    run = cfg.data.directions
+    assert run.weight(Direction("en", "cs")) == 2.0 and run.weight(Direction("cs", "en")) == 1.0
+    assert (run.tags, run.pairs) == ("encoder", ml.pairs)
     assert (ml.temperature, ml.tags) == (1.0, "encoder")
 
 
 def test_the_single_pair_config_stays_the_default() -> None:
     cfg = Config()
+    assert cfg.data.directions.pairs == (Direction("de", "en"),) and not cfg.data.directions.tagged
     assert cfg.data.multilingual is None and (cfg.data.src_lang, cfg.data.tgt_lang) == ("de", "en")
 
 

@@ -9,6 +9,7 @@ import pytest
 
 from nmt.config.sections import DataConfig
 from nmt.data.corpus import (
+    ParallelText,
     SplitFiles,
     count_lines,
     decode_lines,
@@ -16,9 +17,8 @@ from nmt.data.corpus import (
     normalize,
     pair_chunks,
     read_files,
-    read_split,
-    split_files,
 )
+from nmt.data.splits import language_split, read_directions
 from nmt.data.synthetic import reordering_pairs, write_reordering_corpus
 from nmt.errors import UserError
 from tests.conftest import assert_one_line_error, copy_corpus, run_cli, train_args
@@ -34,6 +34,17 @@ def write(path: Path, content: str | bytes) -> Path:
 
 def write_pair(directory: Path, stem: str, src: str | bytes, tgt: str | bytes) -> SplitFiles:
     return SplitFiles(write(directory / f"{stem}.de", src), write(directory / f"{stem}.en", tgt))
+
+
+def split_files(cfg: DataConfig, split: str) -> SplitFiles:
+    """The files of `split` of a bilingual run (its one direction)."""
+    return language_split(cfg, split).pair_files(cfg.directions.pairs[0])
+
+
+def read_split(cfg: DataConfig, split: str) -> ParallelText:
+    """The pairs of `split` of a bilingual run (its one direction)."""
+    (text,) = read_directions(cfg, split).values()
+    return text
 
 
 def error_of(call: object, *args: object) -> str:

@@ -17,9 +17,9 @@ from nmt.config.yaml_file import load_config
 from nmt.data.arrays import EncodedCorpus
 from nmt.data.batching import token_budget_groups
 from nmt.data.directions import direction_draws, epoch_examples
-from nmt.data.language_files import language_split, read_directions
-from nmt.data.language_sample import write_language_sample
 from nmt.data.prepare import PreparedData, prepare_data
+from nmt.data.sample import write_sample
+from nmt.data.splits import language_split, read_directions
 from nmt.data.synthetic import multilingual_sentences, write_multilingual_corpus
 from nmt.errors import UserError
 
@@ -80,7 +80,7 @@ def test_the_cache_key_covers_the_directions_not_the_draws(
 
 def test_a_language_without_files_is_one_error(data: Path, tmp_path: Path) -> None:
     (data / "train.xc").unlink()
-    with pytest.raises(UserError, match=r"no train file for language xc: expected .*train\.xc"):
+    with pytest.raises(UserError, match=r"train\.xc does not exist .*; check the path and data\.multi"):
         prepare(config(data), tmp_path)
     with pytest.raises(UserError, match=r"no valid files in .*: expected valid\.L or val\.L or dev\.L"):
         language_split(config(data, "data.multilingual.directions=[yy-zz]").data, "valid")
@@ -95,7 +95,7 @@ def test_unequal_line_counts_across_languages_are_one_error(data: Path, tmp_path
 
 def test_a_tsv_split_is_refused(data: Path, tmp_path: Path) -> None:
     (tmp_path / "train.tsv").write_text("a\tb\n")
-    with pytest.raises(UserError, match=r"a multilingual run reads a file per language .* or a \.jsonl file"):
+    with pytest.raises(UserError, match=r"a run of several directions reads a file per language .* \.jsonl"):
         language_split(config(data, f"data.train={tmp_path / 'train.tsv'}").data, "train")
 
 
@@ -155,9 +155,9 @@ def test_the_tokenizer_sample_is_balanced_across_languages(tmp_path: Path) -> No
     split = language_split(cfg.data, "train")
     counts = split.count(cfg.data.multilingual.pairs, skip_bad_lines=False)
     assert counts.languages == {"xa": 10_001, "xb": 1001}
-    sample, written = write_language_sample(split, counts, TokenizerConfig(max_sentences=1000), tmp_path)
-    lines = list(sample)
-    assert written == len(lines) == 1000
+    sample = write_sample(split, counts, TokenizerConfig(max_sentences=1000), tmp_path)
+    lines = [line for text in sample.languages.values() for line in text]
+    assert sample.sentences == len(lines) == 1000
     assert sum(line.islower() for line in lines) == 500  # xa's lexicon is lower case, xb's upper case
 
 

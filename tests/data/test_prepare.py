@@ -16,8 +16,9 @@ import nmt.data.arrays
 import nmt.data.sample
 from nmt.config.schema import Config
 from nmt.config.yaml_file import load_config
-from nmt.data.corpus import read_split
-from nmt.data.prepare import PreparedData, encode, prepare_data
+from nmt.data.arrays import EncodedCorpus, TokenArray
+from nmt.data.prepare import PreparedData, encoders, prepare_data
+from nmt.data.splits import read_directions
 from nmt.errors import UserError
 from tests.conftest import ROOT, assert_one_line_error, copy_corpus, run_cli, train_args
 
@@ -67,7 +68,9 @@ def test_cached_arrays_hold_what_encoding_in_memory_gives(
 ) -> None:
     cfg = config(data, "data.max_len=6")
     prepared, _ = prepare(cfg, tmp_path / "run", tmp_path / "cache", caplog)
-    memory = encode(prepared.tokenizers, read_split(cfg.data, "train"))
+    ((direction, text),) = read_directions(cfg.data, "train").items()
+    source, target = encoders(prepared.tokenizers, prepared.directions.tags, direction)
+    memory = EncodedCorpus(TokenArray.from_ids(source(text.src)), TokenArray.from_ids(target(text.tgt)))
     src_len, tgt_len = memory.lengths()
     kept = np.flatnonzero(np.maximum(src_len, tgt_len) - 1 <= 6)
     assert 0 < len(kept) < len(memory) == 400  # some pairs are over data.max_len

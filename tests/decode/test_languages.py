@@ -10,7 +10,7 @@ import pytest
 from nmt.config.multilingual import Direction
 from nmt.config.sections import SearchConfig
 from nmt.data.language_tags import LanguageTags
-from nmt.decode.languages import Asked, Pivot, into_direction, toward
+from nmt.decode.languages import Asked, Pivot, into_direction
 from nmt.decode.translator import TorchTranslator
 from nmt.errors import UserError
 
@@ -24,8 +24,8 @@ def translator(tags: LanguageTags | None = TAGS, directions: tuple[Direction, ..
 
 
 def test_a_trained_direction_translates_into_its_target() -> None:
-    assert toward(translator(), "en", "de").target == "de"
-    assert toward(translator(), None, "en").target == "en"  # the source unnamed: any direction into en
+    assert translator().toward("de", "en").target == "de"
+    assert translator().toward("en", None).target == "en"  # the source unnamed: any direction into en
 
 
 @pytest.mark.parametrize(
@@ -40,14 +40,14 @@ def test_a_trained_direction_translates_into_its_target() -> None:
 )
 def test_a_direction_the_model_cannot_take_is_refused(src: str | None, tgt: str | None, message: str) -> None:
     with pytest.raises(UserError, match=message.replace("(", r"\(").replace(")", r"\)")):
-        toward(translator(), src, tgt)
+        translator().toward(tgt, src)
 
 
 def test_zero_shot_translates_between_any_two_of_its_languages() -> None:
-    assert toward(translator(), "de", "fr", zero_shot=True).target == "fr"
-    assert toward(translator(), "cs", "de", zero_shot=True).target == "de"
+    assert translator().toward("fr", "de", zero_shot=True).target == "fr"
+    assert translator().toward("de", "cs", zero_shot=True).target == "de"
     with pytest.raises(UserError, match="no tag for language 'xx'"):
-        toward(translator(), "de", "xx", zero_shot=True)
+        translator().toward("xx", "de", zero_shot=True)
 
 
 def test_a_pivot_chains_two_trained_directions() -> None:
@@ -72,11 +72,11 @@ def test_a_pivot_needs_two_directions_the_model_takes(asked: Asked, message: str
 
 def test_a_one_pair_model_takes_its_own_pair_only() -> None:
     one = translator(None, (Direction("de", "en"),))
-    assert toward(one, "de", "en") is one and toward(one, None, None) is one
+    assert one.toward("en", "de") is one and one.toward(None, None) is one
     with pytest.raises(UserError, match="this model translates de → en only"):
-        toward(one, "de", "fr")
+        one.toward("fr", "de")
     with pytest.raises(UserError, match="--zero-shot: this model translates one language pair"):
-        toward(one, "de", "en", zero_shot=True)
+        one.toward("en", "de", zero_shot=True)
     with pytest.raises(UserError, match="--pivot: this model translates one language pair"):
         into_direction(one, Asked("de", "en", pivot="fr"))
 

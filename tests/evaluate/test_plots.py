@@ -15,8 +15,8 @@ import nmt.evaluate.plots
 from nmt.config.yaml_file import load_config
 from nmt.decode.trained_run import load_run
 from nmt.decode.translator import Translated, Translation
+from nmt.evaluate.directions import draw_heatmaps
 from nmt.evaluate.plots import ATTENTION_COLOURS, ATTENTION_STOPS, save_attention
-from nmt.evaluate.report import draw_heatmaps
 from nmt.models.config import ModelConfig
 from nmt.run.directory import RunDir
 from tests.conftest import ROOT, assert_one_line_error, run_cli
@@ -91,7 +91,7 @@ def test_the_report_titles_its_heatmaps_as_plot_attention_does(
     out = str(tmp_path / "a.png")
     code, _, err = run_cli("plot-attention", str(trained_run), "--text", sentence, "--out", out)
     assert code == 0, err
-    draw_heatmaps(load_run(trained_run, torch.device("cpu")), RunDir(tmp_path / "run"))
+    draw_heatmaps(load_run(trained_run, torch.device("cpu")), RunDir(tmp_path / "run").attention_dir, 3)
     plotted, reported = (" ".join(figure.axes[0].get_title().split()) for figure in figures[:2])
     assert plotted.startswith("Transformer, decoder layer 1 (last), mean of 4 heads ")
     assert reported.startswith("Transformer, decoder layer 1 (last), mean of 4 heads ")
