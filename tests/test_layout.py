@@ -136,6 +136,40 @@ def test_few_modules_sit_directly_in_the_package() -> None:
     assert len(flat) <= 8, flat
 
 
+CLI_MODULE_LINES = 300  # nmt/cli/: each module short enough to read at once
+
+
+def test_the_command_line_s_modules_are_short() -> None:
+    lengths = {
+        path.name: len(path.read_text(encoding="utf-8").splitlines()) for path in PACKAGE.glob("cli/*.py")
+    }
+    assert "options.py" in lengths, sorted(lengths)
+    long = {name: count for name, count in lengths.items() if count > CLI_MODULE_LINES}
+    assert not long, f"modules of nmt/cli/ over {CLI_MODULE_LINES} lines: {long}"
+
+
+def test_a_family_of_commands_shares_only_the_options_with_the_others() -> None:
+    """nmt/cli/__init__.py builds the app and registers the commands of every command module; no other module
+    of nmt/cli/ imports one of nmt/cli/ but options.py: families of commands never reach into each other, and
+    none imports the app."""
+    found = []
+    for path in sorted(PACKAGE.glob("cli/*.py")):
+        if path.name == "__init__.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module == "nmt.cli":
+                named = [f"nmt.cli.{alias.name}" for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                named = [node.module or ""]
+            elif isinstance(node, ast.Import):
+                named = [alias.name for alias in node.names]
+            else:
+                continue
+            inside = [name for name in named if name == "nmt.cli" or name.startswith("nmt.cli.")]
+            found += [f"{path.name}: {name}" for name in inside if name != "nmt.cli.options"]
+    assert not found, found
+
+
 def python(code: str) -> str:
     """What `code` prints when run by a fresh Python process from the project's root."""
     command = [sys.executable, "-c", code]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from tqdm import tqdm
 
-from nmt.cli import _log_to_stderr
+from nmt.cli.logs import log_to_stderr
 from nmt.config.sections import TrainConfig
 from nmt.run.directory import RunDir
 from nmt.train.monitor import Monitor, clock, remaining_seconds, run_log
@@ -63,7 +63,7 @@ def test_with_a_progress_bar_the_training_lines_go_to_train_log_only(
     logger = logging.getLogger("nmt")  # its handlers and level come back after the test
     monkeypatch.setattr(logger, "handlers", [])
     monkeypatch.setattr(logger, "level", logger.level)
-    _log_to_stderr(logging.INFO)
+    log_to_stderr(logging.INFO)
     run_dir = RunDir(tmp_path)
     monitor = Monitor(TrainConfig(max_steps=10), run_dir, is_main=True, step=0)
     monitor.bar = tqdm(total=10, file=io.StringIO())  # drawn, as on a terminal

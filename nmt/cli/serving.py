@@ -1,0 +1,72 @@
+"""`nmt serve`: translation over HTTP."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from nmt.cli.options import BeamSize, Checkpoint, Device, RunDirs
+from nmt.limits import MAX_SIZE
+
+
+def serve(
+    run_dirs: RunDirs,
+    host: Annotated[str, typer.Option(help="Address to listen on (0.0.0.0: every interface).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=0, max=65535, help="Port (0: any free one, logged).")] = 8000,
+    engine: Annotated[
+        str,
+        typer.Option(
+            help="auto: ctranslate2 for directories written by `nmt export`, torch for run directories."
+        ),
+    ] = "auto",
+    device: Device = "auto",
+    beam_size: BeamSize = None,
+    checkpoint: Checkpoint = None,
+    max_batch_tokens: Annotated[
+        int,
+        typer.Option(min=1, max=MAX_SIZE, help="A batch closes at sentences × longest source × beam size."),
+    ] = 8192,
+    max_delay_ms: Annotated[
+        float,
+        typer.Option(min=0, max=60_000, help="… or this long after its oldest request (or the last batch)."),
+    ] = 10.0,
+    max_texts: Annotated[int, typer.Option(min=1, max=100_000, help="Texts in one request's q.")] = 128,
+    max_chars: Annotated[
+        int, typer.Option(min=1, max=10_000_000, help="Characters in one request's texts together.")
+    ] = 20_000,
+    api_key_file: Annotated[
+        Path | None, typer.Option(help="Keys, one a line: every request must carry one (else 403).")
+    ] = None,
+    default: Annotated[
+        list[str] | None,
+        typer.Option("--default", help="A served model (as /v1/models names it): its pair's default."),
+    ] = None,
+    access_log: Annotated[bool, typer.Option(help="Log every request (uvicorn's access log).")] = False,
+) -> None:
+    """Serve translation over HTTP: the LibreTranslate API (POST /translate, GET /languages), nmt's own
+    (POST /v1/translate, GET /v1/models, GET /health), the attention explorer at / and the OpenAPI
+    document of them all at /openapi.json.
+
+    Runs of the same language pair that share a vocabulary are also served as their ensemble, the pair's
+    default unless --default names another. Requests from all clients are decoded together in batches.
+    SIGTERM or Ctrl-C answers the requests in flight, then exits with code 0.
+    """
+    from nmt.serve.server import check_installed
+
+    check_installed()
+    from nmt.device.choice import resolve_device
+    from nmt.export.runtime import choose_engine
+    from nmt.serve.engines import load_catalog
+    from nmt.serve.payloads import Limits
+    from nmt.serve.server import Settings, listen, read_keys
+    from nmt.serve.server import serve as run_server
+
+    engine = choose_engine(engine, run_dirs, checkpoint)
+    keys = read_keys(api_key_file) if api_key_file is not None else None
+    listen(host, port).close()  # a busy port is reported before the models load
+    catalog = load_catalog(run_dirs, engine, resolve_device(device), checkpoint, beam_size, default)
+    beams = [e.beam_size for e in catalog.engines.values()]
+    limits = Limits(max_texts=max_texts, max_chars=max_chars, max_beam=max(16, *beams))
+    run_server(catalog, Settings(host, port, max_batch_tokens, max_delay_ms, limits, keys, access_log))

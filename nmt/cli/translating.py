@@ -1,0 +1,253 @@
+"""`nmt translate`, `nmt evaluate` and `nmt plot-attention`: translating with trained runs (or exports)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, BinaryIO
+
+import typer
+
+from nmt.cli.options import (
+    BeamSize,
+    Checkpoint,
+    Device,
+    FromLang,
+    IntoLang,
+    PivotLang,
+    RunDirArgument,
+    RunDirs,
+    ZeroShot,
+    asked_direction,
+    checked_choice,
+    checked_search,
+    search_overrides,
+    with_search_flags,
+)
+from nmt.errors import UserError
+
+if TYPE_CHECKING:
+    from nmt.decode.outputs import OutputFormat
+    from nmt.evaluate.plots import Scale
+
+
+@contextlib.contextmanager
+def _read_input(path: Path | None) -> Iterator[tuple[BinaryIO, str, bool]]:
+    """The bytes to translate (a file, or stdin), their name for errors, and whether they come from a terminal
+    (then each line is answered as soon as it is entered)."""
+    if path is None:
+        if sys.stdin is None:  # closed, as under cron with <&-
+            raise UserError("standard input is closed; pass --input FILE")
+        yield sys.stdin.buffer, "standard input", sys.stdin.isatty()
+        return
+    try:
+        handle = open(path, "rb")  # noqa: SIM115 (closed below)
+    except OSError as err:
+        raise UserError(f"cannot read {path}: {err.strerror}") from err
+    with handle:
+        yield handle, str(path), False
+
+
+@with_search_flags
+def translate(
+    run_dirs: RunDirs,
+    input: Annotated[
+        Path | None, typer.Option("--input", "-i", help="One sentence per line (default stdin).")
+    ] = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Translations (default stdout).")
+    ] = None,
+    scores: Annotated[bool, typer.Option(help="Write `i ||| translation ||| score` lines.")] = False,
+    format: Annotated[
+        str, typer.Option("--format", help="text, or jsonl: one JSON object of hypotheses per line.")
+    ] = "text",
+    alignments: Annotated[
+        bool,
+        typer.Option(
+            help="Append each translation's word alignment, ` ||| i-j …` (source word i, output word j, from "
+            "0), from the attention search pays (a Transformer's last layer, mean of heads)."
+        ),
+    ] = False,
+    src_lang: FromLang = None,
+    tgt_lang: IntoLang = None,
+    zero_shot: ZeroShot = False,
+    pivot: PivotLang = None,
+    device: Device = "auto",
+    checkpoint: Checkpoint = None,
+    skip_bad_lines: Annotated[
+        bool, typer.Option(help="Translate lines that are not valid UTF-8 as empty lines instead of failing.")
+    ] = False,
+    engine: Annotated[
+        str,
+        typer.Option(
+            help="auto: ctranslate2 for a directory written by `nmt export`, torch for run directories."
+        ),
+    ] = "auto",
+    interactive: Annotated[
+        bool | None,
+        typer.Option(
+            "--interactive/--no-interactive",
+            help="Answer each line as soon as it is read (default: when standard input is a terminal); "
+            "otherwise input is read 10,000 lines at a time, whatever --batch-size.",
+        ),
+    ] = None,
+    *,
+    search: dict[str, Any],
+) -> None:
+    """Translate raw sentences, one per line, keeping the line order (empty lines stay empty).
+
+    The search is the run's (its config's search section) but for the options given: beam search, or
+    --sampling (a line with the same --seed and settings samples the same output wherever it stands; the
+    seed is 0 unless given), or diverse beam search (--diverse-groups), with n-gram blocking and a minimum
+    length where asked. An option the search does not read is refused.
+
+    With --nbest N > 1 or --scores, each input line i (counted from 0) gives Moses-style lines
+    `i ||| translation ||| score`, best first; with --format jsonl, one line
+    `{"line": i, "hypotheses": [{"text": …, "score": …}, …]}`. Scores are length-normalised
+    log-probabilities at every beam size: the summed log-probability of the tokens and eos divided by
+    ((5 + length) / 6) ** A, A the length penalty. The input is read and translated in chunks, written as
+    they are done (to --output only when complete).
+
+    With --alignments each translation is followed by ` ||| 0-0 1-2 …`: each output word linked to the source
+    words its subwords attended most (with --format jsonl: an "alignment" field of [i, j] pairs).
+
+    A multilingual model translates into --tgt-lang: from --src-lang, a direction it was trained on (or any
+    of its languages with --zero-shot), or through a third language with --pivot (the scores and n-best
+    lists are then those of the second step).
+    """
+    from nmt.atomic_files import write_output
+    from nmt.decode.languages import into_direction
+    from nmt.decode.outputs import stream_translations
+    from nmt.device.choice import resolve_device
+    from nmt.export.runtime import load_translator
+
+    if format not in ("text", "jsonl"):
+        raise UserError(f"--format {format}: expected text or jsonl")
+    nbest = search.get("nbest", 1)
+    style: OutputFormat = "jsonl" if format == "jsonl" else "moses" if scores or nbest > 1 else "text"
+    checked_search(run_dirs[0], search)
+    loaded = load_translator(run_dirs, engine, resolve_device(device), checkpoint, search)
+    translator = into_direction(loaded, asked_direction(src_lang, tgt_lang, zero_shot, pivot))
+    bad = 0
+    with _read_input(input) as (source, name, terminal):
+        if terminal:  # the model is loaded: a user at the keyboard learns when to type, and how to stop
+            logging.getLogger(__name__).info("ready: type a sentence and press Enter; Ctrl-D ends")
+
+        def write(out: BinaryIO) -> None:
+            nonlocal bad
+            live = terminal if interactive is None else interactive
+            bad = stream_translations(translator, source, name, out, skip_bad_lines, live, style, alignments)
+
+        write_output(output, write)
+    if bad:
+        typer.echo(f"nmt: {bad} lines that are not valid UTF-8 translated as empty lines", err=True)
+
+
+@with_search_flags
+def evaluate(
+    run_dirs: RunDirs,
+    split: Annotated[str, typer.Option(help="valid or test: a split of the run's data.")] = "test",
+    src: Annotated[Path | None, typer.Option(help="Source file to translate instead of a split.")] = None,
+    ref: Annotated[Path | None, typer.Option(help="Reference translations of --src.")] = None,
+    data: Annotated[
+        Path | None, typer.Option(help="Read the split from this directory instead of the run's data.dir.")
+    ] = None,
+    json_path: Annotated[
+        Path | None, typer.Option("--json", help="Also write the scores as JSON here.")
+    ] = None,
+    src_lang: FromLang = None,
+    tgt_lang: IntoLang = None,
+    zero_shot: ZeroShot = False,
+    pivot: PivotLang = None,
+    device: Device = "auto",
+    checkpoint: Checkpoint = None,
+    *,
+    search: dict[str, Any],
+) -> None:
+    """Translate a test set and print sacreBLEU BLEU and chrF with their signatures (several runs: as an
+    ensemble), with the run's search but for the options given (as `nmt translate` takes them).
+
+    A multilingual run is scored on every direction of the split (each with its off-target rate, then the
+    means), or on the one --src-lang → --tgt-lang names (any two of its languages with --zero-shot, through a
+    third with --pivot; --src and --ref files need it too).
+    """
+    from nmt.evaluate.evaluation import evaluate_run
+
+    checked_search(run_dirs[0], search)
+    flags = search_overrides(**search)
+    asked = asked_direction(src_lang, tgt_lang, zero_shot, pivot)
+    report = evaluate_run(run_dirs, split, src, ref, device, checkpoint, data, flags, asked)
+    chosen = "" if checkpoint else " (the run's choice)"
+    typer.echo(f"checkpoint: {report['checkpoint']}.pt{chosen}, beam size {report['beam_size']}")
+    for line in _score_lines(report):
+        typer.echo(line)
+    if json_path is not None:
+        from nmt.atomic_files import atomic_write_text
+
+        atomic_write_text(json_path, json.dumps(report, indent=2) + "\n")
+
+
+def _score_lines(report: dict[str, Any]) -> list[str]:
+    """What `nmt evaluate` prints of its report: BLEU and chrF (and a multilingual run's off-target rate) with
+    their signatures and hypotheses, of one direction or of each direction and their means."""
+    rate = "" if report.get("off_target") is None else f"  off-target {report['off_target']:.1f}%"
+    if "directions" not in report:
+        lines = [] if "direction" not in report else [f"direction: {report['direction']}{rate}"]
+        return [
+            *lines,
+            f"BLEU = {report['bleu']:.2f}  ({report['bleu_signature']})",
+            f"chrF = {report['chrf']:.2f}  ({report['chrf_signature']})",
+            f"hypotheses: {report['hypotheses']}",
+        ]
+    from nmt.evaluate.directions import direction_lines
+
+    first = next(iter(report["directions"].values()))
+    return [
+        *direction_lines(report),
+        f"mean BLEU = {report['bleu']:.2f}  mean chrF = {report['chrf']:.2f}{rate}",
+        f"({first['bleu_signature']}; {first['chrf_signature']})",
+        f"hypotheses: {Path(first['hypotheses']).parent}",
+    ]
+
+
+def plot_attention(
+    run_dir: RunDirArgument,
+    text: Annotated[str, typer.Option(help="Source sentence to translate and plot.")],
+    out: Annotated[Path, typer.Option(help="Image file: .png, .svg or .pdf.")],
+    layer: Annotated[int, typer.Option(help="Decoder layer, from 0; negative counts from the last.")] = -1,
+    head: Annotated[str, typer.Option(help="Attention head (from 0) or 'mean'.")] = "mean",
+    all_heads: Annotated[
+        bool, typer.Option(help="Draw every head of the layer in a grid (one colour scale for all).")
+    ] = False,
+    scale: Annotated[
+        str,
+        typer.Option(
+            help="figure: colours from 0 to the largest weight drawn (weak attention stays visible); "
+            "fixed: 0 to 1 (comparable across figures)."
+        ),
+    ] = "figure",
+    beam_size: BeamSize = None,
+    src_lang: FromLang = None,
+    tgt_lang: IntoLang = None,
+    zero_shot: ZeroShot = False,
+    device: Device = "auto",
+    checkpoint: Checkpoint = None,
+) -> None:
+    """Draw the encoder-decoder attention of one translation as a heatmap (output rows, source columns);
+    a multilingual run's into --tgt-lang."""
+    from nmt.decode.trained_run import load_run
+    from nmt.decode.translator import TorchTranslator
+    from nmt.device.choice import resolve_device
+    from nmt.evaluate.plots import check_output_path, save_attention
+
+    check_output_path(out)
+    colours: Scale = checked_choice("--scale", scale, ("figure", "fixed"))
+    run = load_run(run_dir, resolve_device(device), checkpoint, search_overrides(beam_size=beam_size))
+    translator = TorchTranslator.of_run(run).toward(tgt_lang, src_lang, zero_shot)
+    translated = translator.translate_with_attention(text)
+    save_attention(translated, out, run.cfg.model, layer, head, all_heads, colours)
+    typer.echo(f"{translated.best.text}\nwrote {out}")
