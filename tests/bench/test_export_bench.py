@@ -1,4 +1,4 @@
-"""scripts/export_bench.py on a tiny trained run: one table with a row per runtime and search, where greedy
+"""benchmarks/export_bench.py on a tiny trained run: one table with a row per runtime and search, where greedy
 CTranslate2 float32 and transformers (and Argos Translate, where its virtual environment can be made) give
 nmt's translations; no speed is checked."""
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.argos_offline import harness
 from tests.conftest import ROOT
-from tests.export.argos_offline import harness
 
 
 def table_rows(stdout: str) -> dict[tuple[str, str], list[str]]:

@@ -1,6 +1,6 @@
 """Where a training update's and a decoding step's GPU time goes: the top CUDA kernels, launches and syncs.
 
-    python scripts/gpu_profile.py configs/multi30k-transformer.yaml --data DIR --train-seconds 60
+    python -m benchmarks.gpu_profile configs/multi30k-transformer.yaml --data DIR --train-seconds 60
 
 Trains the config for `--train-seconds` (so that decoding sees a model that ends its sentences), profiles a
 few training updates, then greedy and beam-5 search of `--sentences` test sentences in one batch, eager and
@@ -22,10 +22,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
-from host_overhead import counting_steps  # scripts/ is on the path of a script run from it
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 
+from benchmarks.host_overhead import counting_steps
 from nmt.bench.benchmark import synchronize
 from nmt.bench.profiling import CUDA_GRAPH_LAUNCHES, CUDA_LAUNCHES, CUDA_SYNCS
 from nmt.config.schema import replace

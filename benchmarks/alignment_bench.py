@@ -1,6 +1,6 @@
 """Is attention alignment? Word alignments of every kind of model scored against human gold, in one table.
 
-    taskset -c 0 env OMP_NUM_THREADS=1 python scripts/alignment_bench.py --work /tmp/nmt-align-bench \
+    taskset -c 0 env OMP_NUM_THREADS=1 python -m benchmarks.alignment_bench --work /tmp/nmt-align-bench \
         --figure docs/images/alignment-heads.png
 
 Stages, each skipped when its output is in --work (rerun the command to go on after an interruption):
