@@ -48,11 +48,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from nmt.align.attention import RULES
 from nmt.align.eflomal import align_with_eflomal
 from nmt.align.pharaoh import Link, SentenceLinks, read_lines, read_links, write_links
 from nmt.align.score import AlignmentScores, score_alignments
 from nmt.align.symmetrize import METHODS, symmetrize
+from nmt.config.sections import RULES
 from nmt.decode.aligner import Reading, attention_layout, force
 from nmt.decode.trained_run import TrainedRun, load_run
 from nmt.decode.translator import TorchTranslator
