@@ -32,7 +32,8 @@ def test_the_table_compares_every_runtime_with_nmt(trained_run: Path, corpus: Pa
         without = ["--without", "argos"]
     command = [
         sys.executable,
-        str(ROOT / "scripts" / "export_bench.py"),
+        "-m",
+        "benchmarks.export_bench",
         "--run",
         str(trained_run),
         "--data",
@@ -47,7 +48,7 @@ def test_the_table_compares_every_runtime_with_nmt(trained_run: Path, corpus: Pa
         "1",
         *without,
     ]
-    result = subprocess.run(command, capture_output=True, text=True)
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "the first 20 sentences" in result.stdout and "1 threads a runtime" in result.stdout
     rows = table_rows(result.stdout)
