@@ -2,7 +2,6 @@
 helpers the tests of several packages use (the CLI in-process or in a process of its own, its errors, a run's
 records)."""
 
-import importlib.util
 import json
 import os
 import shutil
@@ -11,7 +10,6 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 import torch
@@ -94,15 +92,6 @@ def updates(trainer: Trainer, count: int) -> list[float]:
         assert result is not None
         out.append(result[0].item())
     return out
-
-
-def load_script(path: str) -> ModuleType:
-    """The file `path` (relative to the repository, e.g. 'scripts/speed_table.py'), loaded as a module."""
-    spec = importlib.util.spec_from_file_location(Path(path).stem, ROOT / path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # where dataclasses look up the module's names
-    spec.loader.exec_module(module)
-    return module
 
 
 def run_cli(*args: str, input: str | None = None) -> tuple[int, str, str]:

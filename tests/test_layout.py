@@ -42,19 +42,18 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def runtime_imports() -> dict[str, set[str]]:
-    """Each nmt module → the nmt modules it imports when it runs (imports under `if TYPE_CHECKING:` are type
-    hints only; a package's own __init__ is not counted)."""
+def import_graph(type_hints: bool = False) -> dict[str, set[str]]:
+    """Each nmt module → the nmt modules it imports when it runs (a package's own __init__ is not counted);
+    with `type_hints`, also those it imports under `if TYPE_CHECKING:` (never run, but still an arrow that a
+    reader follows)."""
     modules = {module_name(path): path for path in PACKAGE.rglob("*.py")}
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        hinted = {
-            id(node)
-            for block in ast.walk(tree)
-            if isinstance(block, ast.If) and "TYPE_CHECKING" in ast.unparse(block.test)
-            for node in ast.walk(block)
-        }
+        hints = [
+            b for b in ast.walk(tree) if isinstance(b, ast.If) and "TYPE_CHECKING" in ast.unparse(b.test)
+        ]
+        hinted = set() if type_hints else {id(node) for block in hints for node in ast.walk(block)}
         targets = set()
         for node in ast.walk(tree):
             if id(node) in hinted or not isinstance(node, ast.Import | ast.ImportFrom):
@@ -79,7 +78,7 @@ def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
 
 
 def test_no_module_imports_itself_through_others() -> None:
-    graph = runtime_imports()
+    graph = import_graph()
     cycles = sorted(name for name in graph if name in reachable(graph, name))
     assert not cycles, f"modules on an import cycle: {cycles}"
 
@@ -87,7 +86,7 @@ def test_no_module_imports_itself_through_others() -> None:
 def test_arrows_point_down_the_pipeline() -> None:
     """Models import nothing from training, decoding or the run directory; the data nothing from the models;
     decoding nothing from training (also not through other modules)."""
-    graph = runtime_imports()
+    graph = import_graph()
     rules = {
         "nmt.models": ("nmt.train", "nmt.decode", "nmt.run", "nmt.evaluate"),
         "nmt.data": ("nmt.models", "nmt.train", "nmt.decode", "nmt.run"),
@@ -114,7 +113,9 @@ def layer(module: str) -> int:
 
 
 def test_every_import_between_packages_points_down_the_pipeline() -> None:
-    graph = runtime_imports()
+    """Type hints included: an import under `if TYPE_CHECKING:` that points up is still a layer that knows one
+    above it (the config once named the alignment rules of nmt/align/)."""
+    graph = import_graph(type_hints=True)
     graph.pop("nmt")  # the package's own __init__: its version string
     upward = sorted(
         f"{name} -> {target}  ({LAYERS[layer(name)]} is below {LAYERS[layer(target)]})"
@@ -217,7 +218,7 @@ def test_no_line_opts_out_of_the_formatter() -> None:
     pattern = re.compile(marker)
     found = [
         f"{path.relative_to(ROOT)}:{number}"
-        for folder in ("nmt", "tests", "scripts")
+        for folder in ("nmt", "tests", "scripts", "benchmarks")
         for path in (ROOT / folder).rglob("*.py")
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
         if pattern.search(line)
@@ -241,8 +242,8 @@ def test_only_the_translator_turns_text_into_ids() -> None:
 
 
 def test_scripts_holds_only_the_tools_a_user_runs() -> None:
-    """scripts/ holds tools a user runs, each one file that says how (`python scripts/NAME.py …`); code the
-    tests need (such as tests/export/argos_offline/) lives beside the tests."""
+    """scripts/ holds tools a user runs, each one file that says how (`python scripts/NAME.py …`); the
+    measurements live in benchmarks/, code the tests need beside the tests."""
     for entry in sorted((ROOT / "scripts").iterdir()):
         if entry.name == "__pycache__":
             continue
@@ -251,11 +252,45 @@ def test_scripts_holds_only_the_tools_a_user_runs() -> None:
         assert usage in entry.read_text(encoding="utf-8"), f"scripts/{entry.name} does not say '{usage} …'"
 
 
+def test_benchmarks_is_a_package_of_measurements_each_run_as_a_module() -> None:
+    """benchmarks/ is a package: each module in it says how it runs (`python -m benchmarks.NAME …`), and a
+    folder in it is a package of the code they share (argos_offline/)."""
+    folder = ROOT / "benchmarks"
+    assert (folder / "__init__.py").is_file()
+    for entry in sorted(folder.iterdir()):
+        if entry.name in ("__init__.py", "__pycache__"):
+            continue
+        if entry.is_dir():
+            assert (entry / "__init__.py").is_file(), f"benchmarks/{entry.name}/ is not a package"
+            continue
+        assert entry.suffix == ".py", f"benchmarks/{entry.name} is not a module"
+        usage = f"python -m benchmarks.{entry.stem}"
+        assert usage in entry.read_text(encoding="utf-8"), f"benchmarks/{entry.name} does not say '{usage} …'"
+
+
+def test_no_module_is_loaded_by_its_file_path() -> None:
+    """Tests and benchmarks import what they use (`from benchmarks import speed_table`): a module loaded from
+    a file path is a module a reader cannot follow by its name."""
+    markers = re.compile("spec_from_file_" + "location|load_" + "script")  # split: this file must not match
+    found = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for folder in ("tests", "benchmarks", "scripts")
+        for path in (ROOT / folder).rglob("*.py")
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
+        if markers.search(line)
+    ]
+    assert not found, f"modules loaded by path: {found}"
+
+
 def test_a_batch_s_tensors_are_iterated_in_one_place() -> None:
     """`Batch.tensors` is the only loop over a batch's fields: a loop of its own over `fields(batch)` (a
     CUDA-graph shape key was one) breaks the day a field may be None."""
     found = set()
-    for path in [*PACKAGE.rglob("*.py"), *(ROOT / "scripts").rglob("*.py")]:
+    for path in [
+        *PACKAGE.rglob("*.py"),
+        *(ROOT / "scripts").rglob("*.py"),
+        *(ROOT / "benchmarks").rglob("*.py"),
+    ]:
         for function in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if not isinstance(function, ast.FunctionDef) or (path.name, function.name) == (
                 "batching.py",

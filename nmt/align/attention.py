@@ -20,14 +20,11 @@ target word's attention on real source words.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal, get_args
 
 import numpy as np
 
 from nmt.align.pharaoh import Link
-
-Rule = Literal["argmax", "shift"]
-RULES: tuple[Rule, ...] = get_args(Rule)
+from nmt.config.sections import RULES, Rule
 
 
 def layer_attention(weights: np.ndarray, layer: int, heads: Sequence[int] | None = None) -> np.ndarray:

@@ -69,9 +69,9 @@ def align(
     """Word-align sentence pairs with a trained model's attention, teacher-forced on the given target: one
     Pharaoh line per pair (0-based source-target word links, `</s>` dropped), a word pair linked when any of
     their subwords are. Each word is encoded on its own, its subwords kept."""
-    from nmt.align.attention import RULES
     from nmt.align.symmetrize import METHODS
     from nmt.atomic_files import write_output
+    from nmt.config.sections import RULES
     from nmt.decode.aligner import Request, align_files
     from nmt.decode.trained_run import load_run
     from nmt.device.choice import resolve_device

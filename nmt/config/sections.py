@@ -17,9 +17,6 @@ from nmt.errors import ConfigError
 from nmt.limits import MAX_BEAM, MAX_SIZE, check_settings, setting
 from nmt.rules.registry import active, owners, rule_of, settings_fields
 
-if TYPE_CHECKING:
-    from nmt.align.attention import Rule
-
 DEVICE = re.compile(r"auto|cpu|cuda(:[0-9]{1,3})?")  # what nmt/device/choice.py resolve_device takes
 
 
@@ -99,6 +96,12 @@ class TokenizerConfig:
         if 0 < self.max_sentences <= 100:  # sentencepiece rejects 1..100 with an internal error
             raise ConfigError(f"tokenizer.max_sentences={self.max_sentences} must be 0 (all) or over 100")
         check_settings(self, "tokenizer.")
+
+
+# The attention row that aligns each target subword: its own step's (argmax) or the next step's (shift,
+# Shift-Att). Declared here, where `train.alignment` chooses one; nmt/align/attention.py reads by it.
+Rule = Literal["argmax", "shift"]
+RULES: tuple[Rule, ...] = typing.get_args(Rule)
 
 
 @dataclass(frozen=True)
@@ -183,7 +186,7 @@ class AlignmentConfig:
 
     @property
     def rule(self) -> Rule:
-        """The row that aligns each target subword, as nmt/align/attention.py names the rules."""
+        """The row that aligns each target subword (`Rule`)."""
         return "shift" if self.shift else "argmax"
 
     def decoder_layer(self, decoder_layers: int) -> int:

@@ -5,7 +5,7 @@ It lives in $NMT_CACHE, else $XDG_CACHE_HOME/nmt, else ~/.cache/nmt:
 
     <root>/tokenizer/<key>/   spm.model (or spm.src.model, spm.tgt.model), manifest.json
     <root>/encoded/<key>/     src.tokens, src.offsets, tgt.tokens, tgt.offsets, pairs.lines, manifest.json
-    <root>/links/<key>/       links.tokens, links.offsets, manifest.json (nmt/align/labels.py)
+    <root>/links/<key>/       links.tokens, links.offsets, manifest.json (nmt/train/alignment_labels.py)
 
 A key is a hash of its inputs (written out in the manifest): the data files' paths, sizes, modification times
 and a hash of their first and last MiB, the settings that shape the content (tokenizer settings, or the

@@ -20,10 +20,11 @@ from typing import Literal
 import numpy as np
 from torch import Tensor
 
-from nmt.align.attention import Rule, layer_attention, word_links, word_weights
+from nmt.align.attention import layer_attention, word_links, word_weights
 from nmt.align.pharaoh import Link, format_links, read_lines
 from nmt.align.symmetrize import Method, symmetrize
 from nmt.config.schema import Config
+from nmt.config.sections import Rule
 from nmt.data.words import WordPieces
 from nmt.decode.trained_run import TrainedRun
 from nmt.decode.translator import Progress, TorchTranslator

@@ -9,7 +9,6 @@ import dataclasses
 import logging
 from pathlib import Path
 
-from nmt.align.labels import with_training_links
 from nmt.config.schema import Config, with_absolute_paths
 from nmt.config.yaml_file import load_saved_config, save_config
 from nmt.data.cache import cache_root
@@ -20,6 +19,7 @@ from nmt.evaluate.report import final_report
 from nmt.run.checkpoint import check_training_state, trained_batch_tokens
 from nmt.run.checkpoint_io import load_checkpoint
 from nmt.run.directory import RunDir
+from nmt.train.alignment_labels import with_training_links
 from nmt.train.distributed import joined
 from nmt.train.loop import Trainer
 from nmt.train.monitor import run_log
@@ -81,7 +81,7 @@ def train(
 
 def prepared(cfg: Config, run_dir: Path, reuse_tokenizers: bool) -> PreparedData:
     """The run's data (nmt/data/prepare.py), with guided alignment's labels beside the training pairs when
-    `train.alignment.links` names them (nmt/align/labels.py)."""
+    `train.alignment.links` names them (nmt/train/alignment_labels.py)."""
     data = prepare_data(cfg, run_dir, reuse_tokenizers)
     align = cfg.train.alignment
     if align is None or align.links is None:

@@ -1,12 +1,10 @@
-"""scripts/alignment_bench.py's fixed parts: its preprocessing of Multi30k, the position-only baseline and
+"""benchmarks/alignment_bench.py's fixed parts: its preprocessing of Multi30k, the position-only baseline and
 the gold set read from the shared data (skipped where ../shared/data is absent); the benchmark itself is run
 by hand (it trains a dozen models)."""
 
 import pytest
 
-from tests.conftest import load_script
-
-bench = load_script("scripts/alignment_bench.py")
+from benchmarks import alignment_bench as bench
 
 
 def test_the_preprocessing_lower_cases_and_splits_punctuation_and_clitics() -> None:

@@ -1,6 +1,6 @@
-"""scripts/device_check.py: what it reads off a training log, the summary it writes, stages skipped when their
-run failed or the budget is spent, the GPU-only changes since the last pass; and a rehearsal of its stages on
-a CPU (slow layer)."""
+"""benchmarks/device_check.py: what it reads off a training log, the summary it writes, stages skipped when
+their run failed or the budget is spent, the GPU-only changes since the last pass; and a rehearsal of its
+stages on a CPU (slow layer)."""
 
 import json
 import subprocess
@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, load_script
+from benchmarks import device_check as check
+from tests.conftest import ROOT
 
 LOG = """\
 nmt: capturing the training step for batch shape 35×56×56 (1 of at most 32) in a CUDA graph …
@@ -23,7 +24,6 @@ nmt: step 1000: valid loss 1.911, BLEU 33.48, AER 10.3 (best)
 
 
 def test_a_training_log_s_figures() -> None:
-    check = load_script("scripts/device_check.py")
     assert check.training_figures(LOG) == {
         "train_captures": 2,
         "capture_s": 1.6,
@@ -38,7 +38,6 @@ def test_a_training_log_s_figures() -> None:
 def test_stages_run_in_order_and_are_skipped_for_a_failed_run_or_a_spent_budget(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    check = load_script("scripts/device_check.py")
 
     def failing(_: object) -> dict:
         raise RuntimeError("exit code 1: boom")
@@ -61,7 +60,7 @@ def test_stages_run_in_order_and_are_skipped_for_a_failed_run_or_a_spent_budget(
 
 def test_the_debt_names_the_gpu_only_changes_since_the_recorded_pass() -> None:
     out = subprocess.run(
-        [sys.executable, "scripts/device_check.py", "--debt"], cwd=ROOT, capture_output=True, text=True
+        [sys.executable, "-m", "benchmarks.device_check", "--debt"], cwd=ROOT, capture_output=True, text=True
     )
     record = json.loads((ROOT / ".ci" / "device-check.json").read_text())
     assert out.returncode == 0 and out.stdout.startswith(
@@ -76,7 +75,7 @@ def test_a_rehearsal_on_a_cpu(tmp_path: Path) -> None:
     args = ["--data", str(tmp_path), "--out", str(tmp_path / "out"), "--device", "cpu", "--smoke"]
     args += ["--stages", "guided,align", "--budget", "600"]
     done = subprocess.run(
-        [sys.executable, "scripts/device_check.py", *args], cwd=ROOT, capture_output=True, text=True
+        [sys.executable, "-m", "benchmarks.device_check", *args], cwd=ROOT, capture_output=True, text=True
     )
     assert done.returncode == 0, done.stdout + done.stderr
     found = json.loads((tmp_path / "out" / "summary.json").read_text())

@@ -1,4 +1,4 @@
-"""scripts/export_bench.py on a tiny trained run: one table with a row per runtime and search, where greedy
+"""benchmarks/export_bench.py on a tiny trained run: one table with a row per runtime and search, where greedy
 CTranslate2 float32 and transformers (and Argos Translate, where its virtual environment can be made) give
 nmt's translations; no speed is checked."""
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.argos_offline import harness
 from tests.conftest import ROOT
-from tests.export.argos_offline import harness
 
 
 def table_rows(stdout: str) -> dict[tuple[str, str], list[str]]:
@@ -32,7 +32,8 @@ def test_the_table_compares_every_runtime_with_nmt(trained_run: Path, corpus: Pa
         without = ["--without", "argos"]
     command = [
         sys.executable,
-        str(ROOT / "scripts" / "export_bench.py"),
+        "-m",
+        "benchmarks.export_bench",
         "--run",
         str(trained_run),
         "--data",
@@ -47,7 +48,7 @@ def test_the_table_compares_every_runtime_with_nmt(trained_run: Path, corpus: Pa
         "1",
         *without,
     ]
-    result = subprocess.run(command, capture_output=True, text=True)
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "the first 20 sentences" in result.stdout and "1 threads a runtime" in result.stdout
     rows = table_rows(result.stdout)

@@ -1,4 +1,4 @@
-"""scripts/speed_table.py: nmt's benchmark figures beside the ceiling's, and their ratio, as one table."""
+"""benchmarks/speed_table.py: nmt's benchmark figures beside the ceiling's, and their ratio, as one table."""
 
 from __future__ import annotations
 
@@ -6,17 +6,11 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
-from tests.conftest import ROOT, load_script
-
-
-def speed_table() -> ModuleType:
-    """The script, loaded as a module."""
-    return load_script("scripts/speed_table.py")
-
+from benchmarks import speed_table
+from tests.conftest import ROOT
 
 CEILING = {
     "train": [
@@ -43,7 +37,7 @@ def test_the_table_puts_each_model_beside_the_ceiling() -> None:
         },
         "rnn": {"train_target_tokens_per_s": 100_000.0, "beam1_sent_per_s": 11_000.0},
     }
-    rows = speed_table().table(results, CEILING).splitlines()
+    rows = speed_table.table(results, CEILING).splitlines()
     assert rows[0] == "| figure | transformer | rnn | ceiling (fixed 256×24×24 batch) |"
     assert "| training target tok/s | 250,000 | 100,000 | eager 300,000 / compiled 400,000 |" in rows
     assert "| training tok/s ÷ compiled ceiling | 0.62× | 0.25× | 1.00× |" in rows  # at the first shape
@@ -56,8 +50,8 @@ def test_the_table_puts_each_model_beside_the_ceiling() -> None:
 
 @pytest.mark.slow
 def test_one_run_measures_both_on_cpu(corpus: Path, tmp_path: Path) -> None:
-    """The default ceiling is the project's own scripts/ceiling_bench.py."""
-    script, config = ROOT / "scripts" / "speed_table.py", ROOT / "configs" / "tiny-transformer.yaml"
+    """The default ceiling is the project's own benchmarks/ceiling_bench.py."""
+    config = ROOT / "configs" / "tiny-transformer.yaml"
     options = ["--smoke", "--data", str(corpus), "--out", str(tmp_path)]
     benchmark = [
         "--device",
@@ -76,7 +70,8 @@ def test_one_run_measures_both_on_cpu(corpus: Path, tmp_path: Path) -> None:
         "model.transformer.d_model=32",
     ]
     result = subprocess.run(
-        [sys.executable, str(script), str(config), *options, "--", *benchmark],
+        [sys.executable, "-m", "benchmarks.speed_table", str(config), *options, "--", *benchmark],
+        cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=600,  # the ceiling's smoke sizes still train its full-width model on a CPU
@@ -87,7 +82,7 @@ def test_one_run_measures_both_on_cpu(corpus: Path, tmp_path: Path) -> None:
 
 
 def test_a_variant_names_its_column_and_its_overrides() -> None:
-    parse = speed_table().parse_variant
+    parse = speed_table.parse_variant
     assert parse("configs/a.yaml") == ("a", Path("configs/a.yaml"), [])
     assert parse("graphs=configs/a.yaml+train.cuda_graphs=true+train.lr=1e-3") == (
         "graphs",

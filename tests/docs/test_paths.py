@@ -9,14 +9,17 @@ import pytest
 from tests.conftest import ROOT
 
 PAGES = [ROOT / "README.md", ROOT / "CHANGELOG.md", *sorted((ROOT / "docs").rglob("*.md"))]
-REPO_PATH = re.compile(r"(?<![\w./~-])((?:configs|scripts|nmt|tests|docs|\.ci)/[\w./*-]*[\w*]/?)")
+REPO_PATH = re.compile(r"(?<![\w./~-])((?:configs|scripts|benchmarks|nmt|tests|docs|\.ci)/[\w./*-]*[\w*]/?)")
+MODULE = re.compile(r"python -m (benchmarks(?:\.[a-z_][a-z0-9_]*)+)")  # run as a module (not NAME)
 LINK = re.compile(r"\]\(([^)\s]+)\)")  # [text](target) and ![alt](target)
 OUTSIDE = re.compile(r"\.\./shared|/work/|(?<![\w.])\.\./\.\.")
 
 
 def named_paths(text: str) -> set[str]:
-    """Repository paths a page names (`configs/…`, `scripts/….py`, `nmt/…`, `docs/…`; a `*` is a glob)."""
-    return {match.group(1) for match in REPO_PATH.finditer(text)}
+    """Repository paths a page names (`configs/…`, `scripts/….py`, `benchmarks/….py`, `nmt/…`, `docs/…`; a `*`
+    is a glob), and the file of each benchmark it runs as a module (`python -m benchmarks.NAME`)."""
+    modules = {match.group(1).replace(".", "/") + ".py" for match in MODULE.finditer(text)}
+    return {match.group(1) for match in REPO_PATH.finditer(text)} | modules
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
@@ -48,3 +51,7 @@ def test_the_path_finder_finds_paths_and_nothing_else() -> None:
     text = "Run `python scripts/seeds.py` on configs/tiny-transformer.yaml (docs/images/a.png); runs/x, nmt/"
     assert named_paths(text) == {"scripts/seeds.py", "configs/tiny-transformer.yaml", "docs/images/a.png"}
     assert named_paths("the `configs/tiny-*.yaml` files") == {"configs/tiny-*.yaml"}
+    assert named_paths("`python -m benchmarks.speed_table`, benchmarks/argos_offline/") == {
+        "benchmarks/speed_table.py",
+        "benchmarks/argos_offline/",
+    }

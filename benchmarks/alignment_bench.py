@@ -1,6 +1,6 @@
 """Is attention alignment? Word alignments of every kind of model scored against human gold, in one table.
 
-    taskset -c 0 env OMP_NUM_THREADS=1 python scripts/alignment_bench.py --work /tmp/nmt-align-bench \
+    taskset -c 0 env OMP_NUM_THREADS=1 python -m benchmarks.alignment_bench --work /tmp/nmt-align-bench \
         --figure docs/images/alignment-heads.png
 
 Stages, each skipped when its output is in --work (rerun the command to go on after an interruption):
@@ -48,11 +48,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from nmt.align.attention import RULES
 from nmt.align.eflomal import align_with_eflomal
 from nmt.align.pharaoh import Link, SentenceLinks, read_lines, read_links, write_links
 from nmt.align.score import AlignmentScores, score_alignments
 from nmt.align.symmetrize import METHODS, symmetrize
+from nmt.config.sections import RULES
 from nmt.decode.aligner import Reading, attention_layout, force
 from nmt.decode.trained_run import TrainedRun, load_run
 from nmt.decode.translator import TorchTranslator

@@ -1,7 +1,7 @@
 """The device check: drive the GPU road first whenever a GPU is available (about 6 minutes on one H100).
 
-    python scripts/device_check.py --data DIR --out OUT [--commit SHA] [--stages NAME,NAME] [--budget 420]
-    python scripts/device_check.py --debt
+    python -m benchmarks.device_check --data DIR --out OUT [--commit SHA] [--stages NAME,NAME] [--budget 420]
+    python -m benchmarks.device_check --debt
 
 DIR holds Multi30k's raw files (train/val/test2016 .de and .en). Each stage runs its commands in processes of
 their own with time limits, most important first; a stage that would start after `--budget` seconds is
@@ -17,8 +17,8 @@ skipped (and said so):
 - translate: the Multi30k Transformer's greedy, beam-5, sampled and aligned translations of 200 test
   sentences on the GPU beside the CPU's (identical lines counted);
 - align: `nmt align` of the guided run on the GPU beside the CPU (links identical, AER of each);
-- benchmark, profile, ceiling: a short `nmt benchmark`, scripts/gpu_profile.py and the plain-PyTorch ceiling
-  (scripts/ceiling_bench.py), in the same call, so their figures compare.
+- benchmark, profile, ceiling: a short `nmt benchmark`, benchmarks.gpu_profile and the plain-PyTorch ceiling
+  (benchmarks.ceiling_bench), in the same call, so their figures compare.
 
 A stage fails on a non-zero exit or on a line saying the GPU road was left (a step run without its graph, a
 batch that fits no planned shape, out of memory, a traceback). OUT gets summary.md (stage, result, seconds,
@@ -46,7 +46,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # nmt from this checkout, installed or not (a device machine's is not)
 RECORD = ROOT / ".ci" / "device-check.json"
 GPU_PATHS = [  # code that only a GPU runs, or that decides what a GPU runs
     "nmt/device",
@@ -64,10 +63,10 @@ GPU_PATHS = [  # code that only a GPU runs, or that decides what a GPU runs
     "nmt/data/loader.py",
     "nmt/bench",
     "configs",
-    "scripts/device_check.py",
-    "scripts/gpu_profile.py",
-    "scripts/speed_table.py",
-    "scripts/ceiling_bench.py",
+    "benchmarks/device_check.py",
+    "benchmarks/gpu_profile.py",
+    "benchmarks/speed_table.py",
+    "benchmarks/ceiling_bench.py",
     "tests/test_gpu.py",
 ]
 OFF_THE_ROAD = re.compile(
@@ -329,7 +328,9 @@ def benchmark(check: Check) -> dict:
 
 def profile(check: Check) -> dict:
     args = ["configs/multi30k-transformer.yaml", "--data", str(check.data), "--train-seconds", "20"]
-    out = check.run("profile", sys.executable, "scripts/gpu_profile.py", *args, "--updates", "10", limit=180)
+    out = check.run(
+        "profile", sys.executable, "-m", "benchmarks.gpu_profile", *args, "--updates", "10", limit=180
+    )
     return {
         f"beam {b}, {how} sent/s": speed
         for b, how, speed in re.findall(r"## beam (\d), ([\w ]+): ([\d,]+)", out)
@@ -341,7 +342,8 @@ def ceiling(check: Check) -> dict:
     check.run(
         "ceiling",
         sys.executable,
-        "scripts/ceiling_bench.py",
+        "-m",
+        "benchmarks.ceiling_bench",
         "--time-budget",
         "40",
         "--json",

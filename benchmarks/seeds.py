@@ -1,6 +1,6 @@
 """Train one config with several seeds and print their test scores with the mean, as a Markdown table.
 
-    python scripts/seeds.py configs/multi30k-transformer.yaml --data DIR --out runs/seeds --seeds 1 2 3 \
+    python -m benchmarks.seeds configs/multi30k-transformer.yaml --data DIR --out runs/seeds --seeds 1 2 3 \
         [--parallel] [-- --max-steps 3000 --set train.lr=1e-3 …]
 
 Each seed trains into OUT/seed-S through `nmt train` (options after `--` go to every run) and ends with its

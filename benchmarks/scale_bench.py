@@ -1,7 +1,7 @@
 """Data preparation at scale, as one Markdown table: synthetic WMT-like corpora of the given sizes prepared as
 `nmt train` does it, up to the first update of the tiny Transformer.
 
-    python scripts/scale_bench.py --pairs 100000 1000000 4500000 --work /tmp/nmt-scale
+    python -m benchmarks.scale_bench --pairs 100000 1000000 4500000 --work /tmp/nmt-scale
 
 For each size it writes a corpus (Zipf-distributed words over a 50k-word vocabulary per side, 5-60 words a
 sentence, mean ~25; 1,000 validation pairs), then runs, each in a fresh process so that peak RSS is per run:
@@ -18,7 +18,7 @@ folios map up to 2 MiB around each read sentence); `peak anon GiB` is the proces
 The corpus and cache of a size are deleted after it is measured unless --keep. `--cold-only` measures the cold
 run alone (e.g. `--pairs 20000000 --cold-only`: its memory, where the other runs would take hours).
 
-    python scripts/scale_bench.py --translate 10000 50000 200000 --work /tmp/nmt-scale
+    python -m benchmarks.scale_bench --translate 10000 50000 200000 --work /tmp/nmt-scale
 
 trains the tiny Transformer for 300 updates on a synthetic reordering corpus, then times `nmt translate`
 (greedy) over that many lines of the same task, each in a fresh process, with its peak RSS.
@@ -148,6 +148,7 @@ class FirstUpdate(Exception):
 def child_train(args: argparse.Namespace) -> None:
     """`nmt train` in this process, timing its phases; writes the figures at the first update to args.json."""
     import nmt.data.prepare as prepare
+    import nmt.data.splits as splits
     import nmt.train.command as training
     import nmt.train.update_stream as update_stream
     from nmt.config.schema import replace
@@ -169,10 +170,10 @@ def child_train(args: argparse.Namespace) -> None:
         return wrapper
 
     for module, name, phase in (
-        (prepare, "count_lines", "check"),
+        (splits.LanguageSplit, "count", "check"),
         (prepare, "write_sample", "tokenizer"),
         (prepare, "train_tokenizers", "tokenizer"),
-        (prepare, "encode_split", "encoding"),
+        (prepare, "encode_parts", "encoding"),
         (update_stream, "token_budget_groups", "planning"),
     ):
         setattr(module, name, timed(phase, getattr(module, name)))
@@ -196,7 +197,7 @@ def child_spm(args: argparse.Namespace) -> None:
     """CPU-seconds of sentencepiece's batch encoding of the training split's cleaned text, alone (with
     --gc-paused, Python's cyclic garbage collector off while it runs)."""
     from nmt.config.yaml_file import load_config
-    from nmt.data.corpus import pair_chunks, split_files
+    from nmt.data.splits import language_split
     from nmt.data.tokenizer import load_tokenizers
 
     cfg = load_config(CONFIG, [f"data.dir={args.data}", *OVERRIDES])
@@ -204,7 +205,8 @@ def child_spm(args: argparse.Namespace) -> None:
     if args.gc_paused:
         gc.disable()
     cpu = wall = 0.0
-    for pairs in pair_chunks(split_files(cfg.data, "train")):
+    (direction,) = cfg.data.directions.pairs
+    for pairs in language_split(cfg.data, "train").pairs(direction, skip_bad_lines=False):
         for side, sentences in ((tokenizers.src, pairs.src), (tokenizers.tgt, pairs.tgt)):
             started, before = time.time(), cpu_seconds()
             side.encode(sentences)
@@ -218,11 +220,13 @@ def child_spm(args: argparse.Namespace) -> None:
 def run_child(
     mode: str, data: Path, out: Path, json_path: Path, env: dict[str, str], *extra: str, nproc: int = 1
 ) -> list[dict]:
-    """Run this script as a child (under torchrun when nproc > 1); returns its records by rank."""
+    """Run this module as a child (under torchrun when nproc > 1; `env` puts the repository on its path);
+    returns its records by rank."""
     command = [sys.executable]
     if nproc > 1:
         command += ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc)]
-    command += [__file__, "--child", mode, "--data", str(data), "--out", str(out), "--json", str(json_path)]
+    command += ["-m", "benchmarks.scale_bench", "--child", mode, "--data", str(data), "--out", str(out)]
+    command += ["--json", str(json_path)]
     command += extra
     started = time.time()
     result = subprocess.run(command, env=env, capture_output=True, text=True)

@@ -1,9 +1,9 @@
 """Speed of nmt beside the plain-PyTorch ceiling, measured in one run on one machine, as a Markdown table.
 
-    python scripts/speed_table.py --data DIR --out bench/ \
+    python -m benchmarks.speed_table --data DIR --out bench/ \
         configs/multi30k-transformer.yaml configs/multi30k-rnn-bahdanau.yaml configs/multi30k-rnn-luong.yaml
 
-runs the plain-PyTorch ceiling (scripts/ceiling_bench.py, or the script --ceiling names) and then `nmt
+runs the plain-PyTorch ceiling (benchmarks/ceiling_bench.py, or the script --ceiling names) and then `nmt
 benchmark` for each config (options after `--` go to every `nmt benchmark`), keeps every JSON in --out, and
 prints the table with each model's training speed as a fraction of the ceiling's compiled figure.
 `--table-only` rebuilds the table from the JSON files already in --out.

@@ -1,7 +1,7 @@
 """One multilingual model against six bilingual ones on Multi30k, and zero-shot de↔fr: the table of
 docs/multilingual.md.
 
-    taskset -c 1 python scripts/multilingual_bench.py --data DIR --work WORK
+    taskset -c 1 python -m benchmarks.multilingual_bench --data DIR --work WORK
 
 DIR holds Multi30k's line-aligned train/val/test2016 files in en, de, fr and cs. Every model is a
 configs/multi30k-cpu-transformer.yaml Transformer (2+2 layers, d 128) trained by `nmt train` in a process of

@@ -1,6 +1,6 @@
 """The speed ceiling of a Multi30k-sized encoder-decoder Transformer written in plain PyTorch, without nmt.
 
-    python scripts/ceiling_bench.py [--json FILE] [--time-budget S] [--smoke]
+    python -m benchmarks.ceiling_bench [--json FILE] [--time-budget S] [--smoke]
 
 The model matches configs/multi30k-transformer.yaml: 3 + 3 pre-norm layers, d_model 512, 8 heads, FFN 2048
 (ReLU), dropout 0.1, one embedding shared by source, target and output over 8,000 pieces, sinusoidal
@@ -12,7 +12,7 @@ autocast, fused AdamW on CUDA. It measures
   against a measured bf16 matmul peak (CUDA);
 - greedy decoding of 1,000 sentences for a fixed 40 steps, with a key/value cache and without one.
 
-scripts/speed_table.py runs it beside `nmt benchmark` and puts nmt's figures beside its first (reference)
+benchmarks/speed_table.py runs it beside `nmt benchmark` and puts nmt's figures beside its first (reference)
 batch shape. `--smoke` runs tiny sizes in seconds on a CPU; `--time-budget` skips the training variants left
 once that many seconds have passed.
 """

@@ -1,6 +1,6 @@
 """Benchmark `nmt serve` under concurrency, beside offline translation of the same sentences, in one run.
 
-    python scripts/serve_bench.py RUN_DIR --src FILE [--clients 64] [--sentences 1000] [--requests N]
+    python -m benchmarks.serve_bench RUN_DIR --src FILE [--clients 64] [--sentences 1000] [--requests N]
         [--bad-every K] [--sequential 200] [--device cpu] [--max-delay-ms 10] [--max-batch-tokens 8192]
 
 Starts `nmt serve RUN_DIR --beam-size 1` on 127.0.0.1 (a free port), then measures, with greedy search:

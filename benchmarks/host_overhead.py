@@ -1,6 +1,6 @@
 """Host overhead of nmt's training update and decoding step, counted by torch.profiler, as a Markdown table.
 
-    python scripts/host_overhead.py configs/tiny-transformer.yaml configs/multi30k-transformer.yaml
+    python -m benchmarks.host_overhead configs/tiny-transformer.yaml configs/multi30k-transformer.yaml
 
 For each config: a few training updates on a small synthetic corpus (operators and host syncs per update, as
 `nmt benchmark` counts them), then greedy and beam-5 search of a batch of sentences with the briefly trained

@@ -1,6 +1,6 @@
 """Where a training update's and a decoding step's GPU time goes: the top CUDA kernels, launches and syncs.
 
-    python scripts/gpu_profile.py configs/multi30k-transformer.yaml --data DIR --train-seconds 60
+    python -m benchmarks.gpu_profile configs/multi30k-transformer.yaml --data DIR --train-seconds 60
 
 Trains the config for `--train-seconds` (so that decoding sees a model that ends its sentences), profiles a
 few training updates, then greedy and beam-5 search of `--sentences` test sentences in one batch, eager and
@@ -22,15 +22,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
-from host_overhead import counting_steps  # scripts/ is on the path of a script run from it
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 
+from benchmarks.host_overhead import counting_steps
 from nmt.bench.benchmark import synchronize
 from nmt.bench.profiling import CUDA_GRAPH_LAUNCHES, CUDA_LAUNCHES, CUDA_SYNCS
 from nmt.config.schema import replace
 from nmt.config.yaml_file import load_config
-from nmt.data.corpus import read_split
+from nmt.data.splits import read_directions
 from nmt.data.prepare import prepare_data
 from nmt.decode.translator import TorchTranslator, max_source_len
 from nmt.device.choice import resolve_device
@@ -127,7 +127,9 @@ def main() -> None:
         report("training updates", profiled(train, args.top), len(updates), "updates")
         model = trainer.model.eval()
         translator = TorchTranslator(model, data.tokenizers, cfg.search, max_source_len(cfg))
-        sources = translator.encode(read_split(cfg.data, "test").src[: args.sentences])
+        sources = translator.encode(
+            next(iter(read_directions(cfg.data, "test").values())).src[: args.sentences]
+        )
         for beam in (1, 5):
             one_batch = translator.with_search(beam_size=beam, nbest=1, batch_size=len(sources))
             steps = decoding_steps(one_batch, sources)

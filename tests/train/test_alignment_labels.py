@@ -9,7 +9,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nmt.align.labels import with_training_links
 from nmt.align.subwords import subword_links
 from nmt.config.schema import Config
 from nmt.config.yaml_file import load_config
@@ -19,6 +18,7 @@ from nmt.data.prepare import PreparedData, prepare_data
 from nmt.data.synthetic import reordering_pairs
 from nmt.data.words import encode_words
 from nmt.errors import UserError
+from nmt.train.alignment_labels import with_training_links
 from tests.conftest import ROOT
 
 EMPTY, LONG = 2, 6  # lines (from 0) that encoding drops: an empty target, a pair over data.max_len

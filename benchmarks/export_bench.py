@@ -2,7 +2,7 @@
 (float32 and int8), the Argos Translate package run by argostranslate, and the Hugging Face export run by
 transformers.
 
-    python scripts/export_bench.py --run RUN_DIR --data DIR --work /tmp/nmt-export-bench --threads 2
+    python -m benchmarks.export_bench --run RUN_DIR --data DIR --work /tmp/nmt-export-bench --threads 2
 
 Each runtime translates the first --sentences test sentences (test.L or test2016.L of --data, or --src and
 --ref) --repeats times after an untimed warm-up on 20 of them (the fastest pass counts), on --threads CPU
@@ -13,7 +13,7 @@ searches it can run:
 - the run's beam size and length penalty: nmt, CTranslate2 float32 and int8;
 - Argos Translate's own search, beam 4 and length penalty 0.2: nmt, CTranslate2 float32, and argostranslate
   (argos-translate-lt, LibreTranslate's argostranslate, in a virtual environment made once under --work and
-  run offline, by the harness of the offline Argos tests, tests/export/argos_offline/), translating one
+  run offline by benchmarks/argos_offline/, the harness of the Argos tests too), translating one
   sentence a call as LibreTranslate does a request, its sentence splitter included.
 
 The PyTorch runtimes (nmt, transformers) run all their searches before CTranslate2 first runs in the process
@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import importlib.util
 import os
 import platform
 import subprocess
@@ -39,12 +38,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from types import ModuleType
 
 import torch
 
+from benchmarks.argos_offline import harness
 from nmt.data.batching import sorted_groups
-from nmt.data.corpus import SplitFiles, read_files, read_split
+from nmt.data.corpus import SplitFiles, read_files
+from nmt.data.splits import read_directions
 from nmt.data.synthetic import write_reordering_corpus
 from nmt.decode.trained_run import TrainedRun, load_run
 from nmt.decode.translator import TorchTranslator, Translator
@@ -157,22 +157,9 @@ def huggingface_runtime(run: TrainedRun, out: Path, batch_size: int, repeats: in
     return Runtime("transformers generate (Hugging Face export)", timed(generate, repeats), ("greedy",))
 
 
-def argos_harness() -> ModuleType:
-    """The harness of the offline Argos tests (tests/export/argos_offline/harness.py), loaded from there: the
-    Argos row runs argostranslate as those tests do (the same pinned virtual environment, offline), so that
-    its figures are for the setup they check, and that environment is defined once."""
-    path = ROOT / "tests" / "export" / "argos_offline" / "harness.py"
-    spec = importlib.util.spec_from_file_location("argos_offline_harness", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def argos_runtime(run: TrainedRun, tmp: Path, args: argparse.Namespace, versions: dict[str, str]) -> Runtime:
     """argostranslate translating a sentence a call in its own virtual environment, offline; the driver
     warms up and times itself (and tells its versions, added to `versions`)."""
-    harness = argos_harness()
     package = export_package(run.directory.path, tmp / "package.argosmodel", which=run.checkpoint_name)
     python = harness.argos_python(args.work, harness.ARGOSTRANSLATE)
     src, tgt = run.cfg.data.src_lang, run.cfg.data.tgt_lang
@@ -202,7 +189,8 @@ def sentence_pairs(args: argparse.Namespace, run: TrainedRun) -> tuple[list[str]
     if args.src:
         text = read_files(SplitFiles(args.src, args.ref), "test")
     else:
-        text = read_split(replace(run.cfg.data, dir=str(args.data or args.work / "data")), "test")
+        data = replace(run.cfg.data, dir=str(args.data or args.work / "data"))
+        (text,) = read_directions(data, "test").values()
     return text.src[: args.sentences], text.tgt[: args.sentences]
 
 

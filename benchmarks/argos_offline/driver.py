@@ -11,8 +11,8 @@ this under `unshare -n` where it can, with ./sitecustomize.py refusing any conne
 - {"mode": "libretranslate", ... "load_only": "de,en"} installs the packages, starts `libretranslate
   --host 127.0.0.1 --port P --load-only de,en` and translates the paragraph through its /translate.
 - {"mode": "bench", "packages": [...], "from": "de", "to": "en", "sentences": [...], "threads": 2,
-  "warmup": 20, "repeats": 3}, for scripts/export_bench.py's Argos row: installs the packages, translates the
-  first `warmup` sentences untimed and then every sentence `repeats` times, a call each (as LibreTranslate
+  "warmup": 20, "repeats": 3}, for benchmarks/export_bench.py's Argos row: installs the packages, translates
+  the first `warmup` sentences untimed and then every sentence `repeats` times, a call each (as LibreTranslate
   does a request), on `threads` CTranslate2 threads; answers the translations, the seconds of the fastest
   pass and the versions of argos-translate-lt and ctranslate2.
 """

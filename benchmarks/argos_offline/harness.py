@@ -1,6 +1,7 @@
 """argostranslate (argos-translate-lt, LibreTranslate) in a virtual environment of its own, run offline:
-the harness of tests/export/test_argos.py and tests/bench/test_export_bench.py. scripts/export_bench.py runs
-its Argos row through it too, so that the figures it reports are for the setup these tests check.
+the harness of benchmarks/export_bench.py's Argos row and of tests/export/test_argos.py and
+tests/bench/test_export_bench.py, so that the figures the benchmark reports are for the setup these tests
+check.
 
 `argos_python` makes (once) a virtual environment with the given requirements; `run_offline` runs ./driver.py
 with that Python under `unshare -n` where it can, with ./sitecustomize.py refusing any connection beyond
