@@ -30,8 +30,8 @@ from nmt.bench.benchmark import synchronize
 from nmt.bench.profiling import CUDA_GRAPH_LAUNCHES, CUDA_LAUNCHES, CUDA_SYNCS
 from nmt.config.schema import replace
 from nmt.config.yaml_file import load_config
-from nmt.data.splits import read_directions
 from nmt.data.prepare import prepare_data
+from nmt.data.splits import read_directions
 from nmt.decode.translator import TorchTranslator, max_source_len
 from nmt.device.choice import resolve_device
 from nmt.run.directory import RunDir
