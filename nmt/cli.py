@@ -233,7 +233,7 @@ def checked_search(path: Path, given: dict[str, Any]) -> None:
     go with the settings of the run (or export) at `path`, naming each as given (`--top-p 0`) and each of
     the run's as its config has it."""
     from nmt.config.search_flags import changed
-    from nmt.export.runtime import saved_search
+    from nmt.decode.loading import saved_search
 
     if not given or not path.is_dir():  # no run there: the loader says so
         return
@@ -489,9 +489,9 @@ def translate(
     """
     from nmt.atomic_files import write_output
     from nmt.decode.languages import into_direction
+    from nmt.decode.loading import load_translator
     from nmt.decode.outputs import stream_translations
     from nmt.device.choice import resolve_device
-    from nmt.export.runtime import load_translator
 
     if format not in ("text", "jsonl"):
         raise UserError(f"--format {format}: expected text or jsonl")
@@ -610,14 +610,14 @@ def plot_attention(
     """Draw the encoder-decoder attention of one translation as a heatmap (output rows, source columns);
     a multilingual run's into --tgt-lang."""
     from nmt.decode.languages import toward
-    from nmt.decode.trained_run import load_run
+    from nmt.decode.loading import load_trained
     from nmt.decode.translator import TorchTranslator
     from nmt.device.choice import resolve_device
     from nmt.evaluate.plots import check_output_path, save_attention
 
     check_output_path(out)
     colours: Scale = _choice("--scale", scale, ("figure", "fixed"))
-    run = load_run(run_dir, resolve_device(device), checkpoint, search_overrides(beam_size=beam_size))
+    run = load_trained([run_dir], resolve_device(device), checkpoint, search_overrides(beam_size=beam_size))
     translator = toward(TorchTranslator.of_run(run), src_lang, tgt_lang, zero_shot)
     translated = translator.translate_with_attention(text)
     save_attention(translated, out, run.cfg.model, layer, head, all_heads, colours)
@@ -684,7 +684,7 @@ def align(
     from nmt.align.symmetrize import METHODS
     from nmt.atomic_files import write_output
     from nmt.decode.aligner import Request, align_files
-    from nmt.decode.trained_run import load_run
+    from nmt.decode.loading import load_trained
     from nmt.device.choice import resolve_device
 
     if symmetrize is not None and reverse_run is None:
@@ -692,7 +692,7 @@ def align(
     overrides = search_overrides(batch_size=batch_size)
 
     def load(path: Path) -> TrainedRun:
-        return load_run(path, resolve_device(device), checkpoint, overrides)
+        return load_trained([path], resolve_device(device), checkpoint, overrides)
 
     asked = Request(
         layer=layer,
@@ -916,8 +916,8 @@ def serve(
     from nmt.serve.server import check_installed
 
     check_installed()
+    from nmt.decode.loading import choose_engine
     from nmt.device.choice import resolve_device
-    from nmt.export.runtime import choose_engine
     from nmt.serve.engines import load_catalog
     from nmt.serve.payloads import Limits
     from nmt.serve.server import Settings, listen, read_keys
@@ -927,6 +927,6 @@ def serve(
     keys = read_keys(api_key_file) if api_key_file is not None else None
     listen(host, port).close()  # a busy port is reported before the models load
     catalog = load_catalog(run_dirs, engine, resolve_device(device), checkpoint, beam_size, default)
-    beams = [e.beam_size for e in catalog.engines.values()]
+    beams = [e.beam_size for engines in catalog.engines.values() for e in engines.values()]
     limits = Limits(max_texts=max_texts, max_chars=max_chars, max_beam=max(16, *beams))
     run_server(catalog, Settings(host, port, max_batch_tokens, max_delay_ms, limits, keys, access_log))

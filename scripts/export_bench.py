@@ -46,14 +46,14 @@ import torch
 from nmt.data.batching import sorted_groups
 from nmt.data.corpus import SplitFiles, read_files, read_split
 from nmt.data.synthetic import write_reordering_corpus
+from nmt.decode.exported import import_ctranslate2, load_export
 from nmt.decode.trained_run import TrainedRun, load_run
 from nmt.decode.translator import TorchTranslator, Translator
 from nmt.evaluate.scores import score
 from nmt.export.argos import export_package
-from nmt.export.ctranslate2 import export_run, import_ctranslate2
+from nmt.export.ctranslate2 import export_run
 from nmt.export.huggingface import export_run as export_huggingface
 from nmt.export.huggingface import import_transformers
-from nmt.export.runtime import load_export
 
 ROOT = Path(__file__).resolve().parents[1]
 WARMUP = 20  # sentences translated untimed first

@@ -234,3 +234,16 @@ def test_a_batch_s_tensors_are_iterated_in_one_place() -> None:
                     if "batch" in argument.lower() or (path.name == "batching.py" and argument == "self"):
                         found.add(f"{path.relative_to(ROOT)}:{call.lineno} fields({argument})")
     assert not found, sorted(found)
+
+
+def test_only_the_loader_loads_runs_and_exports() -> None:
+    """Directories become models in nmt/decode/loading.py alone: every command and the server load through
+    it, so no second place calls the functions that open a run directory or an export."""
+    loading = re.compile(r"\b(load_run|load_runs|load_export)\(")
+    found = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for path in PACKAGE.rglob("*.py")
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
+        if loading.search(line) and not line.lstrip().startswith("def ")
+    ]
+    assert {place.partition(":")[0] for place in found} == {"nmt/decode/loading.py"}, found

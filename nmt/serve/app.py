@@ -24,7 +24,7 @@ from nmt import __version__
 from nmt.serve import answers, libretranslate, native
 from nmt.serve.answers import Error, error_answer
 from nmt.serve.batcher import Batcher
-from nmt.serve.engines import Catalog
+from nmt.serve.engines import Catalog, decode
 from nmt.serve.fields import bounded
 from nmt.serve.gate import BODY_TIMEOUT, KEY_COOKIE, Gate, key_cookie, valid_key
 from nmt.serve.payloads import ApiError, Limits
@@ -69,7 +69,7 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        batcher = Batcher(catalog.search, max_batch_tokens, max_delay)
+        batcher = Batcher(decode, max_batch_tokens, max_delay)
         app.state.service = Service(catalog, batcher, limits, requests)
         task = asyncio.create_task(batcher.run())
         try:

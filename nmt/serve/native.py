@@ -79,19 +79,19 @@ def _rounded(weights: Tensor) -> Weights:
 
 
 async def models(request: Request) -> Response:
-    """Every served model, once for each of its pairs: the pair, whether the model is the pair's default, what
-    it is."""
+    """Every served model, once for each of its directions: the direction, whether the model is its default,
+    what it is."""
     catalog = request.app.state.service.catalog
     served = [
         ServedModel(
             name=name,
-            source=source,
-            target=target,
-            default=catalog.defaults.get((source, target)) == name,
-            **e.describe().model_dump(),
+            source=direction.src,
+            target=direction.tgt,
+            default=catalog.defaults.get(direction) == name,
+            **engine.facts.model_dump(),
         )
-        for name, e in catalog.engines.items()
-        for source, target in e.pairs
+        for name, engines in catalog.engines.items()
+        for direction, engine in engines.items()
     ]
     return json_answer(Models(models=served))
 
