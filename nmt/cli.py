@@ -919,7 +919,7 @@ def serve(
     from nmt.decode.loading import choose_engine
     from nmt.device.choice import resolve_device
     from nmt.serve.engines import load_catalog
-    from nmt.serve.payloads import Limits
+    from nmt.serve.requests import Limits
     from nmt.serve.server import Settings, listen, read_keys
     from nmt.serve.server import serve as run_server
 

@@ -164,7 +164,7 @@ def test_serving_loads_no_training_code(trained_run: Path) -> None:
         "from nmt.cli import app\n"
         "from nmt.serve.app import create_app\n"
         "from nmt.serve.engines import load_catalog\n"
-        "from nmt.serve.payloads import Limits\n"
+        "from nmt.serve.requests import Limits\n"
         f"catalog = load_catalog([Path({str(trained_run)!r})], 'torch', torch.device('cpu'), None, None)\n"
         "create_app(catalog, Limits(), None, 1000, 0.01)\n"
         "print(sorted(m for m in sys.modules if m.startswith('nmt.train')))\n"

@@ -21,7 +21,7 @@ from nmt.serve.answers import (
     Translation,
     json_answer,
 )
-from nmt.serve.fields import validated
+from nmt.serve.requests import validated
 from nmt.serve.service import Service
 
 NAMES = {  # ISO 639-1 codes of the languages LibreTranslate serves most; others are named by their code

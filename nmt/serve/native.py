@@ -19,7 +19,7 @@ from nmt.serve.answers import (
     Weights,
     json_answer,
 )
-from nmt.serve.fields import validated
+from nmt.serve.requests import validated
 from nmt.serve.service import Service
 
 DIGITS = 5  # attention weights are rounded to this many decimals

@@ -15,8 +15,7 @@ from nmt.errors import UserError
 from nmt.rules.registry import chosen_rule
 from nmt.serve.batcher import Batcher, Closed, SentenceFailed
 from nmt.serve.engines import Catalog, Decoding, Engine
-from nmt.serve.fields import RequestModels
-from nmt.serve.payloads import ApiError, Limits, clipped
+from nmt.serve.requests import ApiError, Limits, RequestModels, clipped
 
 
 class Service:
