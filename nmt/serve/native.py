@@ -79,8 +79,8 @@ def _rounded(weights: Tensor) -> Weights:
 
 
 async def models(request: Request) -> Response:
-    """Every served model, once for each of its directions: the direction, whether the model is its default,
-    what it is."""
+    """Every served model, once for each of its pairs: the pair, whether the model is the pair's default, what
+    it is."""
     catalog = request.app.state.service.catalog
     served = [
         ServedModel(
