@@ -54,7 +54,8 @@ from nmt.align.score import AlignmentScores, score_alignments
 from nmt.align.symmetrize import METHODS, symmetrize
 from nmt.config.sections import RULES
 from nmt.decode.aligner import Reading, attention_layout, force
-from nmt.decode.trained_run import TrainedRun, load_run
+from nmt.decode.loading import load_trained
+from nmt.decode.trained_run import TrainedRun
 from nmt.decode.translator import TorchTranslator
 from nmt.evaluate.evaluation import evaluate_run
 
@@ -295,7 +296,7 @@ def every_reading(run: TrainedRun) -> list[Reading]:
 def measure_run(run_dir: Path, src: str, gold: dict[str, list[str]], links: list[SentenceLinks]) -> Directed:
     """Align the gold pairs with a run in its direction; choose the reading (rule, layer, head, then the
     threshold) with the lowest AER on the first 100 pairs."""
-    run = load_run(run_dir, torch.device("cpu"))
+    run = load_trained([run_dir], torch.device("cpu"))
     tgt = "fr" if src == "en" else "en"
     forced = force(run, gold[src], gold[tgt])
     every = {r: english_first(forced.links(r), src) for r in every_reading(run)}
@@ -341,7 +342,7 @@ def agreement(work: Path, pair: dict[str, Directed], readings: tuple[Reading, Re
     text = {lang: read_lines(work / "data" / f"train.{lang}")[:AGREEMENT_PAIRS] for lang in ("en", "fr")}
     directions = []
     for (src, tgt), reading in zip(DIRECTIONS, readings, strict=True):
-        forced = force(load_run(pair[src].run, torch.device("cpu")), text[src], text[tgt])
+        forced = force(load_trained([pair[src].run], torch.device("cpu")), text[src], text[tgt])
         directions.append(english_first(forced.links(reading), src))
     links = [symmetrize(f, r, "grow-diag") for f, r in zip(*directions, strict=True)]
     teacher = read_links(work / "eflomal" / "grow-diag.links")[:AGREEMENT_PAIRS]
@@ -353,7 +354,7 @@ def speed(found: Directed, work: Path, src: str) -> tuple[float, float]:
     the same sources, on the first Multi30k training pairs, after a warm-up on 50 of them."""
     tgt = "fr" if src == "en" else "en"
     text = {lang: read_lines(work / "data" / f"train.{lang}")[:AGREEMENT_PAIRS] for lang in ("en", "fr")}
-    run = load_run(found.run, torch.device("cpu"))
+    run = load_trained([found.run], torch.device("cpu"))
     translator = TorchTranslator.of_run(run).with_search(beam_size=1)
     seconds = []
     for task in (

@@ -46,14 +46,15 @@ from nmt.data.batching import sorted_groups
 from nmt.data.corpus import SplitFiles, read_files
 from nmt.data.splits import read_directions
 from nmt.data.synthetic import write_reordering_corpus
-from nmt.decode.trained_run import TrainedRun, load_run
+from nmt.decode.exported import import_ctranslate2, load_export
+from nmt.decode.loading import load_trained
+from nmt.decode.trained_run import TrainedRun
 from nmt.decode.translator import TorchTranslator, Translator
 from nmt.evaluate.scores import score
 from nmt.export.argos import export_package
-from nmt.export.ctranslate2 import export_run, import_ctranslate2
+from nmt.export.ctranslate2 import export_run
 from nmt.export.huggingface import export_run as export_huggingface
 from nmt.export.huggingface import import_transformers
-from nmt.export.runtime import load_export
 
 ROOT = Path(__file__).resolve().parents[1]
 WARMUP = 20  # sentences translated untimed first
@@ -234,7 +235,7 @@ def main() -> None:
     load_before = os.getloadavg()[0]
     args.work.mkdir(parents=True, exist_ok=True)
     torch.set_num_threads(args.threads)
-    run = load_run(args.run or train_run(args.work, args.steps), torch.device("cpu"))
+    run = load_trained([args.run or train_run(args.work, args.steps)], torch.device("cpu"))
     sources, references = sentence_pairs(args, run)
     versions = {"torch": torch.__version__, "ctranslate2": import_ctranslate2().__version__}
     with tempfile.TemporaryDirectory(prefix="exports-", dir=args.work) as tmp:

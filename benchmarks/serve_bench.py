@@ -36,7 +36,7 @@ from pathlib import Path
 import httpx
 import torch
 
-from nmt.decode.trained_run import load_run
+from nmt.decode.loading import load_trained
 from nmt.decode.translator import TorchTranslator
 
 BAD_BODIES = [
@@ -173,7 +173,7 @@ def arguments() -> argparse.Namespace:
 def measure(args: argparse.Namespace) -> Measured:
     """Offline first (its translations are the reference), then the server: one at a time, concurrent."""
     sentences = [s for s in args.src.read_text(encoding="utf-8").splitlines() if s.strip()][: args.sentences]
-    run = load_run(args.run_dir, torch.device(args.device), overrides=["search.beam_size=1"])
+    run = load_trained([args.run_dir], torch.device(args.device), overrides=["search.beam_size=1"])
     pair = {"source": run.cfg.data.src_lang, "target": run.cfg.data.tgt_lang}
     translator = TorchTranslator.of_run(run)
     translator.translate(sentences[:8])  # warm-up: the first call pays one-off costs

@@ -199,7 +199,7 @@ def test_serving_loads_no_training_code(trained_run: Path) -> None:
         "from nmt.cli import app\n"
         "from nmt.serve.app import create_app\n"
         "from nmt.serve.engines import load_catalog\n"
-        "from nmt.serve.payloads import Limits\n"
+        "from nmt.serve.requests import Limits\n"
         f"catalog = load_catalog([Path({str(trained_run)!r})], 'torch', torch.device('cpu'), None, None)\n"
         "create_app(catalog, Limits(), None, 1000, 0.01)\n"
         "print(sorted(m for m in sys.modules if m.startswith('nmt.train')))\n"
@@ -327,3 +327,16 @@ def test_one_split_reader_locates_a_run_s_files() -> None:
     nmt/data/splits.py alone; nmt/data/corpus.py reads the lines it is given."""
     locating = re.compile(r"\bSPLIT_NAMES\b")
     assert set(lines_matching(locating)) == {"nmt/data/corpus.py", "nmt/data/splits.py"}
+
+
+def test_only_the_loader_loads_runs_and_exports() -> None:
+    """Directories become models in nmt/decode/loading.py alone: every command and the server load through
+    it, so no second place calls the functions that open a run directory or an export."""
+    loading = re.compile(r"\b(load_run|load_runs|load_export)\(")
+    found = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for path in PACKAGE.rglob("*.py")
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
+        if loading.search(line) and not line.lstrip().startswith("def ")
+    ]
+    assert {place.partition(":")[0] for place in found} == {"nmt/decode/loading.py"}, found

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from nmt.decode.exported import output_limit
 from nmt.decode.trained_run import load_run
 from nmt.decode.translator import TorchTranslator
-from nmt.export.runtime import output_limit
 from tests.conftest import MULTILINGUAL_DIRECTIONS, run_cli
 
 pytestmark = pytest.mark.slow

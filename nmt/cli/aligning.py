@@ -73,7 +73,7 @@ def align(
     from nmt.atomic_files import write_output
     from nmt.config.sections import RULES
     from nmt.decode.aligner import Request, align_files
-    from nmt.decode.trained_run import load_run
+    from nmt.decode.loading import load_trained
     from nmt.device.choice import resolve_device
 
     if symmetrize is not None and reverse_run is None:
@@ -81,7 +81,7 @@ def align(
     overrides = search_overrides(batch_size=batch_size)
 
     def load(path: Path) -> TrainedRun:
-        return load_run(path, resolve_device(device), checkpoint, overrides)
+        return load_trained([path], resolve_device(device), checkpoint, overrides)
 
     asked = Request(
         layer=layer,

@@ -158,7 +158,7 @@ def checked_search(path: Path, given: dict[str, Any]) -> None:
     go with the settings of the run (or export) at `path`, naming each as given (`--top-p 0`) and each of
     the run's as its config has it."""
     from nmt.config.search_flags import changed
-    from nmt.export.runtime import saved_search
+    from nmt.decode.loading import saved_search
 
     if not given or not path.is_dir():  # no run there: the loader says so
         return

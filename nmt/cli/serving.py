@@ -56,10 +56,10 @@ def serve(
     from nmt.serve.server import check_installed
 
     check_installed()
+    from nmt.decode.loading import choose_engine
     from nmt.device.choice import resolve_device
-    from nmt.export.runtime import choose_engine
     from nmt.serve.engines import load_catalog
-    from nmt.serve.payloads import Limits
+    from nmt.serve.requests import Limits
     from nmt.serve.server import Settings, listen, read_keys
     from nmt.serve.server import serve as run_server
 
@@ -67,6 +67,6 @@ def serve(
     keys = read_keys(api_key_file) if api_key_file is not None else None
     listen(host, port).close()  # a busy port is reported before the models load
     catalog = load_catalog(run_dirs, engine, resolve_device(device), checkpoint, beam_size, default)
-    beams = [e.beam_size for e in catalog.engines.values()]
+    beams = [e.beam_size for engines in catalog.engines.values() for e in engines.values()]
     limits = Limits(max_texts=max_texts, max_chars=max_chars, max_beam=max(16, *beams))
     run_server(catalog, Settings(host, port, max_batch_tokens, max_delay_ms, limits, keys, access_log))

@@ -121,9 +121,9 @@ def translate(
     """
     from nmt.atomic_files import write_output
     from nmt.decode.languages import into_direction
+    from nmt.decode.loading import load_translator
     from nmt.decode.outputs import stream_translations
     from nmt.device.choice import resolve_device
-    from nmt.export.runtime import load_translator
 
     if format not in ("text", "jsonl"):
         raise UserError(f"--format {format}: expected text or jsonl")
@@ -239,14 +239,14 @@ def plot_attention(
 ) -> None:
     """Draw the encoder-decoder attention of one translation as a heatmap (output rows, source columns);
     a multilingual run's into --tgt-lang."""
-    from nmt.decode.trained_run import load_run
+    from nmt.decode.loading import load_trained
     from nmt.decode.translator import TorchTranslator
     from nmt.device.choice import resolve_device
     from nmt.evaluate.plots import check_output_path, save_attention
 
     check_output_path(out)
     colours: Scale = checked_choice("--scale", scale, ("figure", "fixed"))
-    run = load_run(run_dir, resolve_device(device), checkpoint, search_overrides(beam_size=beam_size))
+    run = load_trained([run_dir], resolve_device(device), checkpoint, search_overrides(beam_size=beam_size))
     translator = TorchTranslator.of_run(run).toward(tgt_lang, src_lang, zero_shot)
     translated = translator.translate_with_attention(text)
     save_attention(translated, out, run.cfg.model, layer, head, all_heads, colours)

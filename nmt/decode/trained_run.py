@@ -1,9 +1,8 @@
 """A trained run loaded for use: its config, tokenizers and model, rebuilt from the run directory and one of
-its checkpoints; several runs that share a vocabulary load as one ensemble."""
+its checkpoints. Commands load runs through nmt/decode/loading.py (which also makes their ensembles)."""
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,6 @@ from nmt.data.tokenizer import Tokenizers, load_tokenizers
 from nmt.errors import UserError
 from nmt.models.base import Seq2Seq
 from nmt.models.build import build_model
-from nmt.models.ensemble import Ensemble
 from nmt.run.checkpoint import same_vocabulary
 from nmt.run.checkpoint_io import load_checkpoint
 from nmt.run.directory import RunDir
@@ -65,24 +63,3 @@ def load_run(
             f"use the config the checkpoint was trained with"
         ) from err
     return TrainedRun(run_dir, cfg, tokenizers, model.to(device).eval(), checkpoint, checkpoint_path)
-
-
-def load_runs(
-    run_dirs: list[Path], device: torch.device, which: str | None, overrides: list[str]
-) -> TrainedRun:
-    """One run loaded as it is, or several as one `Ensemble` run (`ensemble`)."""
-    runs = [load_run(path, device, which, overrides) for path in run_dirs]
-    return runs[0] if len(runs) == 1 else ensemble(runs)
-
-
-def ensemble(runs: list[TrainedRun]) -> TrainedRun:
-    """Loaded runs as one `Ensemble` run with the first run's config, tokenizers and directory; every run must
-    have been trained with the first one's vocabulary. The members are the runs' own models (no copies)."""
-    first = runs[0]
-    for run in runs[1:]:
-        if not same_vocabulary(run.checkpoint.get("vocab"), first.tokenizers):
-            raise UserError(
-                f"{first.directory} and {run.directory} were trained with different vocabularies; an "
-                f"ensemble needs runs that share one"
-            )
-    return dataclasses.replace(first, model=Ensemble([run.model for run in runs]).eval())

@@ -2,10 +2,11 @@
 hypotheses, under a search rule), `decode` (hypotheses → text, subwords, scores and attention).
 
 `Translator` holds what every engine shares — the only place where text becomes ids, the length limit, batches
-sorted by length, retrying a batch in halves when it runs out of memory — and an engine adds how one batch is
-searched: `TorchTranslator` (here) for a trained run or an ensemble, `ExportedTranslator`
-(nmt/export/runtime.py) for a CTranslate2 export. Every command, the server and the benchmarks translate
-through one of them:
+sorted by length, retrying a batch in halves when it runs out of memory (`search`; the server's batcher,
+which isolates failures itself, calls `search_as_one_batch`) — and an engine adds how one batch is searched:
+`TorchTranslator` (here) for a trained run or an ensemble, `ExportedTranslator` (nmt/decode/exported.py) for a
+CTranslate2 export; nmt/decode/loading.py loads either from directories. Every command, the server and the
+benchmarks translate through one of them:
 
     sources = translator.encode(texts)
     found = translator.search(sources)      # a rule and options other than the settings' may be given
@@ -218,6 +219,38 @@ class Translator(ABC):
         settings'). Sources longer than `max_source_len` are cut to it (with a warning); an empty source gives
         one empty hypothesis (score 0). Batches of `settings.batch_size` sentences of similar length are
         searched in turn (`progress` told the size of each); one that runs out of memory, in halves."""
+        rule, options, cut, outputs = self._prepared(sources, rule, options)
+        nonempty = [i for i, s in enumerate(cut) if s]
+        for group in sorted_groups([len(cut[i]) for i in nonempty], self.settings.batch_size):
+            indices = [nonempty[g] for g in group]
+            for i, hyps in zip(indices, self._fitting([cut[i] for i in indices], rule, options), strict=True):
+                outputs[i] = hyps
+            if progress is not None:
+                progress(len(indices))
+        return outputs
+
+    def search_as_one_batch(
+        self, sources: Sequence[IntSequence], rule: SearchRule, options: SearchOptions
+    ) -> list[list[Hypothesis]]:
+        """The hypotheses of each source, as `search` finds them, but all searched as one batch that is never
+        retried: one that runs out of memory raises. For a caller that isolates failures itself (the server's
+        batcher), so that one policy alone splits a batch."""
+        rule, options, cut, outputs = self._prepared(sources, rule, options)
+        nonempty = [i for i, s in enumerate(cut) if s]
+        for group in sorted_groups([len(cut[i]) for i in nonempty], max(1, len(nonempty))):  # one at most
+            indices = [nonempty[g] for g in group]
+            for i, hyps in zip(
+                indices, self.search_batch([cut[i] for i in indices], rule, options), strict=True
+            ):
+                outputs[i] = hyps
+        return outputs
+
+    def _prepared(
+        self, sources: Sequence[IntSequence], rule: SearchRule | None, options: SearchOptions | None
+    ) -> tuple[SearchRule, SearchOptions, list[list[int]], list[list[Hypothesis]]]:
+        """What a search starts from: the rule and options (default: the settings'; a multilingual model's
+        tags banned from the output but where forced first), the sources cut to the length limit, and the
+        output of each, blank until searched. A UserError for what this engine cannot return."""
         rule = rule or search_rule(self.settings)
         options = options or search_options(self.settings)
         # a tag is never an output, but where forced first (decoder tags)
@@ -239,15 +272,7 @@ class Translator(ABC):
             )
         cut = [list(s[: self.max_source_len]) for s in sources]
         blank = Hypothesis([], 0.0, alignment=[] if options.alignments else None)
-        outputs: list[list[Hypothesis]] = [[blank] for _ in cut]
-        nonempty = [i for i, s in enumerate(cut) if s]
-        for group in sorted_groups([len(cut[i]) for i in nonempty], self.settings.batch_size):
-            indices = [nonempty[g] for g in group]
-            for i, hyps in zip(indices, self._fitting([cut[i] for i in indices], rule, options), strict=True):
-                outputs[i] = hyps
-            if progress is not None:
-                progress(len(indices))
-        return outputs
+        return rule, options, cut, [[blank] for _ in cut]
 
     def _fitting(
         self, sources: list[list[int]], rule: SearchRule, options: SearchOptions

@@ -12,7 +12,8 @@ from nmt.atomic_files import atomic_write_text
 from nmt.data.corpus import ParallelText, SplitFiles, read_files
 from nmt.data.splits import language_split, read_direction
 from nmt.decode.languages import Asked, Translates, into_direction
-from nmt.decode.trained_run import TrainedRun, load_runs
+from nmt.decode.loading import load_trained
+from nmt.decode.trained_run import TrainedRun
 from nmt.decode.translator import TorchTranslator
 from nmt.device.choice import resolve_device
 from nmt.errors import UserError
@@ -54,7 +55,7 @@ def evaluate_run(
         raise UserError("--src and --ref go together: give both files or neither")
     if split not in ("valid", "test"):
         raise UserError(f"--split {split}: expected valid or test")
-    run = load_runs(run_dirs, resolve_device(device), checkpoint, overrides or [])
+    run = load_trained(run_dirs, resolve_device(device), checkpoint, overrides or [])
     if data_dir is not None:
         data = replace(run.cfg.data, dir=str(data_dir), train=None, valid=None, test=None)
         run = replace(run, cfg=replace(run.cfg, data=data))

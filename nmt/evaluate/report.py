@@ -20,7 +20,8 @@ from nmt import __version__
 from nmt.atomic_files import atomic_write_text
 from nmt.config.schema import Config
 from nmt.config.yaml_file import to_dict
-from nmt.decode.trained_run import TrainedRun, load_run
+from nmt.decode.loading import load_trained
+from nmt.decode.trained_run import TrainedRun
 from nmt.device.choice import resolve_device
 from nmt.evaluate.directions import describe_directions, draw_heatmaps, evaluate_split, split_lines
 from nmt.evaluate.plots import save_learning_curves
@@ -78,7 +79,7 @@ def final_report(cfg: Config, run_dir: RunDir, device: str) -> dict[str, Any]:
     started = time.monotonic()
     averaged_steps = average_snapshots(cfg, run_dir)
     runs = {
-        name: load_run(run_dir, resolve_device(device), name)
+        name: load_trained([run_dir.path], resolve_device(device), name)
         for name in (["best", "averaged"] if averaged_steps else ["best"])
     }
     splits = Splits(cfg)

@@ -25,9 +25,9 @@ from typing import Any
 
 from nmt.config.multilingual import Direction
 from nmt.data.language_tags import tag_piece
+from nmt.decode.exported import META, export_directions
 from nmt.errors import UserError
-from nmt.export.ctranslate2 import META, export_run
-from nmt.export.runtime import export_directions
+from nmt.export.ctranslate2 import export_run
 from nmt.export.sentence_splitter import description, import_onnx, write_splitter
 
 PACKAGE_VERSION = "1.0"

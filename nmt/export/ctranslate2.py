@@ -16,7 +16,6 @@ import dataclasses
 import json
 import shutil
 from pathlib import Path
-from types import ModuleType
 from typing import Any, cast
 
 import numpy as np
@@ -24,6 +23,7 @@ from torch import Tensor
 
 from nmt.data.special_tokens import BOS, EOS, UNK
 from nmt.data.tokenizer import Tokenizer, tokenizer_paths
+from nmt.decode.exported import ALIGNMENT, META, import_ctranslate2
 from nmt.decode.trained_run import TrainedRun
 from nmt.decode.translator import max_source_len
 from nmt.errors import UserError
@@ -41,18 +41,7 @@ QUANTIZATIONS = (
     "float16",
     "bfloat16",
 )
-META = "nmt-export.json"
-ALIGNMENT = "last decoder layer, mean of heads"  # the attention CTranslate2 returns, as nmt's search pays it
 CROSS_ATTENTION = ("query_proj", "key_value_proj", "out_proj")  # CTranslate2's order of its 3 linears
-
-
-def import_ctranslate2() -> ModuleType:
-    """The ctranslate2 package, or a UserError saying how to install it."""
-    try:
-        import ctranslate2
-    except ImportError:
-        raise UserError("ctranslate2 is not installed; install it with `pip install 'nmt[export]'`") from None
-    return ctranslate2
 
 
 def export_run(

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import torch
 
-from nmt.decode.trained_run import TrainedRun, load_run
+from nmt.decode.loading import load_trained
+from nmt.decode.trained_run import TrainedRun
 from nmt.errors import UserError
 from nmt.models.transformer import TransformerSeq2Seq
 
@@ -28,7 +29,7 @@ def load_transformer_run(
 ) -> tuple[TrainedRun, TransformerSeq2Seq]:
     """The run's checkpoint `which` (best, last or averaged; default: the run's choice) on the CPU, and its
     model; a run of another model type is refused, naming the `runtime` it cannot go to."""
-    run = load_run(run_dir, torch.device("cpu"), which)
+    run = load_trained([run_dir], torch.device("cpu"), which)
     if not isinstance(run.model, TransformerSeq2Seq):
         raise UserError(
             f"{run_dir} holds a model.type={run.cfg.model.type} model; only Transformers can be exported "

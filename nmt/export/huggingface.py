@@ -31,12 +31,12 @@ from torch import Tensor
 
 from nmt.config.schema import Config
 from nmt.data.special_tokens import BOS, EOS, PAD, UNK
+from nmt.decode.exported import output_limit
 from nmt.decode.trained_run import TrainedRun
 from nmt.decode.translator import max_source_len
 from nmt.errors import UserError
 from nmt.export.directories import check_out_dir, load_transformer_run, staged_directory
 from nmt.export.model_card import model_card
-from nmt.export.runtime import output_limit
 from nmt.models.config import ModelConfig
 from nmt.models.transformer import TransformerSeq2Seq
 

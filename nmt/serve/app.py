@@ -24,10 +24,9 @@ from nmt import __version__
 from nmt.serve import answers, libretranslate, native
 from nmt.serve.answers import Error, error_answer
 from nmt.serve.batcher import Batcher
-from nmt.serve.engines import Catalog
-from nmt.serve.fields import bounded
+from nmt.serve.engines import Catalog, decode
 from nmt.serve.gate import BODY_TIMEOUT, KEY_COOKIE, Gate, key_cookie, valid_key
-from nmt.serve.payloads import ApiError, Limits
+from nmt.serve.requests import ApiError, Limits, bounded, openapi_body
 from nmt.serve.service import Service
 
 log = logging.getLogger(__name__)
@@ -69,7 +68,7 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        batcher = Batcher(catalog.search, max_batch_tokens, max_delay)
+        batcher = Batcher(decode, max_batch_tokens, max_delay)
         app.state.service = Service(catalog, batcher, limits, requests)
         task = asyncio.create_task(batcher.run())
         try:
@@ -122,7 +121,7 @@ def create_app(
         libretranslate.translate,
         answers.Translation,
         503,
-        openapi_extra=_request_body(requests.translate),
+        openapi_extra=openapi_body(requests.translate),
     )
     _route(app, "GET", "/languages", libretranslate.languages, answers.Languages)
     _route(app, "GET", "/frontend/settings", libretranslate.frontend_settings, answers.FrontendSettings)
@@ -133,7 +132,7 @@ def create_app(
         native.translate,
         answers.V1Translation,
         503,
-        openapi_extra=_request_body(requests.v1_translate),
+        openapi_extra=openapi_body(requests.v1_translate),
     )
     _route(app, "GET", "/v1/models", native.models, answers.Models)
     _route(app, "GET", "/health", native.health, answers.Health)
@@ -155,31 +154,6 @@ def _route(
     errors = {s: {"model": Error, "description": ERRORS[s]} for s in (*GATE, *statuses)}
     responses = errors | options.pop("responses", {})
     app.add_api_route(path, endpoint, methods=[method], response_model=answer, responses=responses, **options)
-
-
-def _request_body(model: type[BaseModel]) -> dict[str, Any]:
-    """The request body of an operation, as JSON or as a form, from the model that checks its fields."""
-    schema = model.model_json_schema()
-    return {
-        "requestBody": {
-            "required": True,
-            "content": {
-                "application/json": {"schema": schema},
-                "application/x-www-form-urlencoded": {"schema": _one_value_each(schema)},
-            },
-        }
-    }
-
-
-def _one_value_each(schema: dict[str, Any]) -> dict[str, Any]:
-    """`schema` for a form, which holds one value per field (a field given twice is refused): the list
-    branches of each field are left out."""
-    properties = {}
-    for name, field in schema["properties"].items():
-        kept = [branch for branch in field.get("oneOf", []) if branch.get("type") != "array"]
-        one = {k: v for k, v in field.items() if k != "oneOf"} | (kept[0] if len(kept) == 1 else {})
-        properties[name] = one if "oneOf" in field else field
-    return schema | {"properties": properties}
 
 
 def _description(limits: Limits, keys: frozenset[str] | None) -> str:

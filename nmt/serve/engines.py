@@ -4,7 +4,10 @@ Each run directory is served as itself, named after its directory, for every dir
 multilingual run: each of its directions, into the target language by its tag); the runs of one language pair
 that share a vocabulary are also served as their ensemble, which is then the pair's default (as
 `nmt translate RUN RUN` decodes) unless `--default NAME` chooses another; the default of each pair is logged
-at startup. With `--engine ctranslate2` each directory is an export of `nmt export` instead.
+at startup. With `--engine ctranslate2` each directory is an export of `nmt export` instead; either is
+loaded by nmt/decode/loading.py. A model is served as one `Engine` for each of its directions, made as it
+loads: a request chooses one (nmt/serve/service.py) and the batcher's key holds it, so nothing is looked up
+again.
 """
 
 from __future__ import annotations
@@ -18,12 +21,13 @@ from pathlib import Path
 
 import torch
 
+from nmt.config.multilingual import Direction
 from nmt.config.sections import SearchConfig
+from nmt.decode.loading import Loaded, ensemble, load_models
 from nmt.decode.search import Hypothesis
-from nmt.decode.trained_run import TrainedRun, ensemble, load_run
-from nmt.decode.translator import TorchTranslator, Translator, search_options, search_rule
+from nmt.decode.trained_run import TrainedRun
+from nmt.decode.translator import Translator, search_options, search_rule
 from nmt.errors import UserError
-from nmt.export.runtime import ExportedTranslator, load_export
 from nmt.models.config import ModelConfig
 from nmt.serve.answers import ModelFacts, ReportedBleu
 
@@ -32,91 +36,87 @@ log = logging.getLogger(__name__)
 ENSEMBLE_ATTENTION = "one layer, one head: what search collected, the mean of the members' last layers' heads"
 
 
-@dataclass(frozen=True)
-class Decoding:
-    """What to decode and how: the served model's name, the language it translates into, the search settings
-    (the model's, changed by the request's) and whether each hypothesis' attention and word alignment come
-    with it. The batcher's key: sentences batch only with others decoded alike (a sampled line draws the
-    same whatever its batch)."""
-
-    model: str
-    settings: SearchConfig
-    attention: bool = False
-    alignments: bool = False
-    target: str | None = None
-
-
-Pair = tuple[str, str]  # source and target language
-
-
+@dataclass(frozen=True, eq=False)
 class Engine:
-    """A model served under `name` for its language pairs (a multilingual model's directions): its
-    translator, and what /v1/models says of it. `pair` gives the engine of one of them (`source`,
-    `target`), which a request translates with."""
+    """A model served under `name` in one of its directions: its translator into the direction's target
+    language, and what /v1/models says of it. Made once when the models load, and compared by identity: the
+    batcher's key holds the engine a request chose."""
 
-    def __init__(self, name: str, pairs: tuple[Pair, ...], translator: Translator, facts: ModelFacts) -> None:
-        self.name, self.pairs, self.translator, self.facts = name, pairs, translator, facts
+    name: str
+    direction: Direction
+    translator: Translator
+    facts: ModelFacts
 
     @property
     def source(self) -> str:
-        return self.pairs[0][0]
+        return self.direction.src
 
     @property
     def target(self) -> str:
-        return self.pairs[0][1]
-
-    def pair(self, source: str, target: str) -> Engine:
-        """This model's engine for `source` → `target`, one of its pairs (a multilingual model's translator
-        into `target`)."""
-        return Engine(self.name, ((source, target),), into(self.translator, target), self.facts)
+        return self.direction.tgt
 
     @property
     def beam_size(self) -> int:
         return self.translator.settings.beam_size
 
     def search(self, sources: list[list[int]], decoding: Decoding) -> list[list[Hypothesis]]:
-        """Search source id lists as one batch, as `decoding` says; blocking. Each batch has a new shape:
+        """Search source id lists as one batch, as `decoding` says; blocking. A batch that fails raises: the
+        batcher splits it (the translator does not retry it in halves). Each batch has a new shape:
         capturing CUDA graphs would cost more than it saves."""
-        settings = dataclasses.replace(decoding.settings, batch_size=max(1, len(sources)), cuda_graphs=False)
-        searching = into(self.translator, decoding.target).with_search(**dataclasses.asdict(settings))
+        settings = dataclasses.replace(decoding.settings, cuda_graphs=False)
         wanted = search_options(settings, decoding.attention, decoding.alignments)
-        return searching.search(sources, search_rule(settings), wanted)
-
-    def describe(self) -> ModelFacts:
-        """What /v1/models says of the model beyond its name and pair."""
-        return self.facts
+        return self.translator.search_as_one_batch(sources, search_rule(settings), wanted)
 
 
-def into(translator: Translator, target: str | None) -> Translator:
-    """A multilingual model's translator into `target`; a one-pair model's as it is."""
-    return translator if target is None else translator.toward(target)
+Engines = dict[Direction, Engine]  # a served model's engine in each of its directions
 
 
-def pairs_of(translator: Translator, name: str) -> tuple[Pair, ...]:
-    """The language pairs a model is served for: the directions it was trained on."""
+@dataclass(frozen=True)
+class Decoding:
+    """What to decode and how: the engine a request chose, the search settings (the model's, changed by the
+    request's) and whether each hypothesis' attention and word alignment come with it. The batcher's key:
+    sentences batch only with others decoded alike (a sampled line draws the same whatever its batch)."""
+
+    engine: Engine
+    settings: SearchConfig
+    attention: bool = False
+    alignments: bool = False
+
+
+def decode(decoding: Decoding, sources: list[list[int]]) -> list[list[Hypothesis]]:
+    """The batcher's decode function: source id lists decoded as `decoding` says, by its engine; blocking."""
+    return decoding.engine.search(sources, decoding)
+
+
+def served(name: str, translator: Translator, facts: ModelFacts) -> Engines:
+    """A model's engine in each direction it was trained on (a multilingual model's translator `toward` each
+    target language, once)."""
     if not translator.directions:
         raise UserError(f"{name}: the export names no language pair; export the run again with this nmt")
-    return tuple((d.src, d.tgt) for d in translator.directions)
+    return {
+        d: Engine(name, d, translator if translator.tags is None else translator.toward(d.tgt), facts)
+        for d in translator.directions
+    }
 
 
-def run_engine(name: str, run: TrainedRun, members: list[TrainedRun]) -> Engine:
+def run_engines(name: str, loaded: Loaded) -> Engines:
     """A trained run (or an ensemble of runs) served by nmt's own search."""
-    cfg, alone = run.cfg, len(members) == 1
+    run, alone = loaded.runs[0], len(loaded.runs) == 1
+    translator = loaded.translator
     facts = ModelFacts(
         engine="torch",
-        type=cfg.model.type if alone else "ensemble",
-        runs=[member.directory.path.name for member in members],
+        type=run.cfg.model.type if alone else "ensemble",
+        runs=[member.directory.path.name for member in loaded.runs],
         checkpoint=run.checkpoint_name,
-        parameters=sum(p.numel() for p in run.model.parameters()),
+        parameters=sum(p.numel() for member in loaded.runs for p in member.model.parameters()),
         test_bleu=_test_bleu(run) if alone else None,
-        beam_size=cfg.search.beam_size,
-        attention=attention_layout(cfg.model) if alone else ENSEMBLE_ATTENTION,
+        beam_size=translator.settings.beam_size,
+        attention=attention_layout(run.cfg.model) if alone else ENSEMBLE_ATTENTION,
     )
-    translator = TorchTranslator.of_run(run)
-    return Engine(name, pairs_of(translator, name), translator, facts)
+    return served(name, translator, facts)
 
 
-def export_engine(name: str, exported: ExportedTranslator) -> Engine:
+def export_engines(name: str, loaded: Loaded) -> Engines:
     """An export of `nmt export --to ctranslate2`: n-best with CTranslate2's scores, no attention."""
     facts = ModelFacts(
         engine="ctranslate2",
@@ -125,10 +125,10 @@ def export_engine(name: str, exported: ExportedTranslator) -> Engine:
         checkpoint=None,
         parameters=None,
         test_bleu=None,
-        beam_size=exported.settings.beam_size,
+        beam_size=loaded.translator.settings.beam_size,
         attention=None,
     )
-    return Engine(name, pairs_of(exported, name), exported, facts)
+    return served(name, loaded.translator, facts)
 
 
 def attention_layout(model: ModelConfig) -> str:
@@ -151,14 +151,11 @@ def _test_bleu(run: TrainedRun) -> ReportedBleu | None:
 
 @dataclass
 class Catalog:
-    """The served models by name, and the default model of each language pair."""
+    """The served models by name, each as its engine in each of its directions, and the default model of each
+    direction."""
 
-    engines: dict[str, Engine]
-    defaults: dict[Pair, str]
-
-    def search(self, decoding: Decoding, sources: list[list[int]]) -> list[list[Hypothesis]]:
-        """Decode source id lists as `decoding` says (the batcher's decode function); blocking."""
-        return self.engines[decoding.model].search(sources, decoding)
+    engines: dict[str, Engines]
+    defaults: dict[Direction, str]
 
 
 def load_catalog(
@@ -171,62 +168,64 @@ def load_catalog(
 ) -> Catalog:
     """Load every directory (`engine` torch: run directories, with `which` checkpoint; ctranslate2: exports)
     and name each after its directory (`name-2`, … for repeated names); `beam_size`, when given, replaces
-    each model's own; `defaults`: served names that become the default of their pair."""
+    each model's own; `defaults`: served names that become the default of their direction."""
     names = _unique_names(paths)
+    search = {"beam_size": beam_size} if beam_size is not None else {}
+    models = load_models(paths, engine, device, which, search)
     if engine == "ctranslate2":
-        search = {"beam_size": beam_size} if beam_size is not None else {}
-        exports = [
-            export_engine(n, load_export(p, device.type).with_search(**search))
-            for n, p in zip(names, paths, strict=True)
-        ]
-        return _catalog(exports, [], defaults or [])
-    overrides = [f"search.beam_size={beam_size}"] if beam_size is not None else []
-    runs = [load_run(path, device, which, overrides) for path in paths]
-    engines = [run_engine(name, run, [run]) for name, run in zip(names, runs, strict=True)]
-    ensembles: list[Engine] = []
-    for pair, group in _by_pair(runs).items():  # one-pair runs
+        exports = [export_engines(name, model) for name, model in zip(names, models, strict=True)]
+        return _catalog(dict(zip(names, exports, strict=True)), {}, defaults or [])
+    engines = {name: run_engines(name, model) for name, model in zip(names, models, strict=True)}
+    ensembles: dict[str, Engines] = {}
+    for direction, group in _by_direction(models).items():  # one-pair runs
         if len(group) > 1:
+            name = f"ensemble-{direction.src}-{direction.tgt}"
             try:
-                ensembles.append(run_engine(f"ensemble-{pair[0]}-{pair[1]}", ensemble(group), group))
+                ensembles[name] = run_engines(name, ensemble(group))
             except UserError as err:
-                log.warning("%s; no ensemble of %s → %s", err, *pair)
+                log.warning("%s; no ensemble of %s → %s", err, direction.src, direction.tgt)
     return _catalog(engines, ensembles, defaults or [])
 
 
-def _catalog(engines: list[Engine], ensembles: list[Engine], chosen: list[str]) -> Catalog:
-    """Each pair's default is the model `chosen` names for it, else its ensemble, else its first model; each
-    pair's default is logged with the other models of the pair."""
-    served = {e.name: e for e in engines + ensembles}
-    defaults: dict[Pair, str] = {}
-    for engine in engines:
-        for pair in engine.pairs:
-            defaults.setdefault(pair, engine.name)
-    defaults |= {pair: e.name for e in ensembles for pair in e.pairs}
-    picked: dict[Pair, str] = {}
+def _catalog(
+    engines: dict[str, Engines],
+    ensembles: dict[str, Engines],
+    chosen: list[str],
+) -> Catalog:
+    """Each direction's default is the model `chosen` names for it, else its ensemble, else its first model;
+    each direction's default is logged with the other models of the direction."""
+    served = engines | ensembles
+    defaults: dict[Direction, str] = {}
+    for name, directions in engines.items():
+        for direction in directions:
+            defaults.setdefault(direction, name)
+    defaults |= {direction: name for name, directions in ensembles.items() for direction in directions}
+    picked: dict[Direction, str] = {}
     for name in chosen:
         if name not in served:
             raise UserError(f"--default {name}: no such model; served: {', '.join(served)}")
-        for pair in served[name].pairs:
-            if pair in picked and picked[pair] != name:
+        for direction in served[name]:
+            if direction in picked and picked[direction] != name:
                 raise UserError(
-                    f"--default {picked[pair]} and --default {name} both translate {pair[0]} → "
-                    f"{pair[1]}: choose one"
+                    f"--default {picked[direction]} and --default {name} both translate {direction.src} → "
+                    f"{direction.tgt}: choose one"
                 )
-            picked[pair] = name
+            picked[direction] = name
     defaults |= picked
-    for (source, target), name in defaults.items():
-        others = [e.name for e in served.values() if e.name != name and (source, target) in e.pairs]
+    for direction, name in defaults.items():
+        others = [other for other, directions in served.items() if other != name and direction in directions]
         also = f" (also served: {', '.join(others)}; --default NAME chooses)" if others else ""
-        log.info("%s → %s: %s by default%s", source, target, name, also)
+        log.info("%s → %s: %s by default%s", direction.src, direction.tgt, name, also)
     return Catalog(served, defaults)
 
 
-def _by_pair(runs: list[TrainedRun]) -> dict[Pair, list[TrainedRun]]:
-    """The one-pair runs by their pair (multilingual runs are served alone)."""
-    groups: dict[Pair, list[TrainedRun]] = {}
-    for run in runs:
-        if not run.cfg.data.directions.tagged:
-            groups.setdefault((run.cfg.data.src_lang, run.cfg.data.tgt_lang), []).append(run)
+def _by_direction(models: list[Loaded]) -> dict[Direction, list[Loaded]]:
+    """The models of one-pair runs by their direction (multilingual runs are served alone)."""
+    groups: dict[Direction, list[Loaded]] = {}
+    for model in models:
+        data = model.run.cfg.data
+        if not data.directions.tagged:
+            groups.setdefault(data.directions.pairs[0], []).append(model)
     return groups
 
 

@@ -15,7 +15,7 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from nmt.serve.answers import error_answer
-from nmt.serve.payloads import ApiError, Limits, parse_fields
+from nmt.serve.requests import ApiError, Limits, parse_fields
 
 KEY_COOKIE = "nmt_api_key"  # the explorer's key, set by GET /?api_key=KEY
 BODY_TIMEOUT = 10.0  # seconds a body may pause before the request is refused (408)

@@ -21,7 +21,7 @@ from nmt.serve.answers import (
     Translation,
     json_answer,
 )
-from nmt.serve.fields import validated
+from nmt.serve.requests import validated
 from nmt.serve.service import Service
 
 NAMES = {  # ISO 639-1 codes of the languages LibreTranslate serves most; others are named by their code
@@ -94,9 +94,9 @@ def _alternatives(lines: list[Translated], count: int, best: str) -> list[str]:
 async def languages(request: Request) -> Response:
     """Every language of the served pairs, each with the languages it is translated into (none for a language
     that is only a target): clients build both their menus from it."""
-    pairs = request.app.state.service.catalog.defaults
-    codes = sorted({code for pair in pairs for code in pair})
-    targets = {code: sorted(t for s, t in pairs if s == code) for code in codes}
+    directions = request.app.state.service.catalog.defaults
+    codes = sorted({code for d in directions for code in (d.src, d.tgt)})
+    targets = {code: sorted(d.tgt for d in directions if d.src == code) for code in codes}
     return json_answer(
         Languages([ServedLanguage(code=c, name=NAMES.get(c, c), targets=targets[c]) for c in codes])
     )
@@ -105,7 +105,7 @@ async def languages(request: Request) -> Response:
 async def frontend_settings(request: Request) -> Response:
     """The limits and the first pair, as LibreTranslate's web page reads them."""
     service: Service = request.app.state.service
-    source, target = next(iter(service.catalog.defaults))
+    first = next(iter(service.catalog.defaults))
     keys = request.app.state.keys is not None
     settings = FrontendSettings(
         charLimit=service.limits.max_chars,
@@ -115,6 +115,6 @@ async def frontend_settings(request: Request) -> Response:
         suggestions=False,
         filesTranslation=False,
         supportedFilesFormat=[],
-        language=PairOfLanguages(source=language(source), target=language(target)),
+        language=PairOfLanguages(source=language(first.src), target=language(first.tgt)),
     )
     return json_answer(settings)

@@ -19,7 +19,7 @@ from nmt.serve.answers import (
     Weights,
     json_answer,
 )
-from nmt.serve.fields import validated
+from nmt.serve.requests import validated
 from nmt.serve.service import Service
 
 DIGITS = 5  # attention weights are rounded to this many decimals
@@ -85,13 +85,13 @@ async def models(request: Request) -> Response:
     served = [
         ServedModel(
             name=name,
-            source=source,
-            target=target,
-            default=catalog.defaults.get((source, target)) == name,
-            **e.describe().model_dump(),
+            source=direction.src,
+            target=direction.tgt,
+            default=catalog.defaults.get(direction) == name,
+            **engine.facts.model_dump(),
         )
-        for name, e in catalog.engines.items()
-        for source, target in e.pairs
+        for name, engines in catalog.engines.items()
+        for direction, engine in engines.items()
     ]
     return json_answer(Models(models=served))
 

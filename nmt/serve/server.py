@@ -20,7 +20,7 @@ from typing import Any
 
 from nmt.errors import UserError
 from nmt.serve.engines import Catalog
-from nmt.serve.payloads import Limits
+from nmt.serve.requests import Limits
 
 log = logging.getLogger(__name__)
 

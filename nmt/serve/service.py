@@ -15,8 +15,7 @@ from nmt.errors import UserError
 from nmt.rules.registry import chosen_rule
 from nmt.serve.batcher import Batcher, Closed, SentenceFailed
 from nmt.serve.engines import Catalog, Decoding, Engine
-from nmt.serve.fields import RequestModels
-from nmt.serve.payloads import ApiError, Limits, clipped
+from nmt.serve.requests import ApiError, Limits, RequestModels, clipped
 
 
 class Service:
@@ -33,26 +32,29 @@ class Service:
         self.catalog, self.batcher, self.limits, self.requests = catalog, batcher, limits, requests
 
     def choose(self, source: str | None, target: str | None, model: str | None) -> Engine:
-        """The engine of the model named `model`, else of the default model of the served pair that `source`
-        → `target` names, for that pair: a missing side, or a `source` of 'auto', is the one that the pairs
-        (of the model, when named) leave."""
+        """The engine of the model named `model`, else of the default model of the served direction that
+        `source` → `target` names, in that direction: a missing side, or a `source` of 'auto', is the one that
+        the directions (of the model, when named) leave."""
+        engines = self.catalog.engines
         served = self.catalog.defaults
         if model is not None:
-            found = self.catalog.engines.get(model)
+            found = engines.get(model)
             if found is None:
-                raise ApiError(400, f"no model {clipped(model)!r}; served: {', '.join(self.catalog.engines)}")
-            served = dict.fromkeys(found.pairs, model)
-        pairs = [(s, t) for s, t in served if source in (None, "auto", s) and target in (None, t)]
-        if len(pairs) == 1:
-            return self.catalog.engines[served[pairs[0]]].pair(*pairs[0])
-        listed = ", ".join(f"{s}→{t}" for s, t in served)
+                raise ApiError(400, f"no model {clipped(model)!r}; served: {', '.join(engines)}")
+            served = dict.fromkeys(found, model)
+        matching = [d for d in served if source in (None, "auto", d.src) and target in (None, d.tgt)]
+        if len(matching) == 1:
+            return engines[served[matching[0]]][matching[0]]
+        listed = ", ".join(f"{d.src}→{d.tgt}" for d in served)
         asked = f"{clipped(source or 'any source')} → {clipped(target or 'any target')}"
-        if not pairs:
+        if not matching:
             if model is not None:
                 raise ApiError(400, f"model {model!r} translates {listed}; not {asked}")
             raise ApiError(400, f"{asked} is not served; pairs: {listed}")
-        matched = ", ".join(f"{s}→{t}" for s, t in pairs)
-        raise ApiError(400, f"{asked} matches {len(pairs)} served pairs ({matched}): send source and target")
+        matched = ", ".join(f"{d.src}→{d.tgt}" for d in matching)
+        raise ApiError(
+            400, f"{asked} matches {len(matching)} served pairs ({matched}): send source and target"
+        )
 
     def decoding(
         self, engine: Engine, given: dict[str, Any], attention: bool = False, alignments: bool = False
@@ -70,13 +72,13 @@ class Service:
             raise ApiError(400, str(err)) from err
         if changed.beam_size > (most := self.limits.max_beam):
             raise ApiError(400, f"a beam of {changed.beam_size} exceeds this server's limit of {most}")
-        return Decoding(engine.name, changed, attention, alignments, engine.target)
+        return Decoding(engine, changed, attention, alignments)
 
     async def translate(self, engine: Engine, texts: list[str], decoding: Decoding) -> list[list[Translated]]:
         """Each text's lines translated (blank lines stay blank), all lines of all texts queued together."""
         translator = engine.translator
         if decoding.attention and not translator.has_attention:
-            raise ApiError(400, f"model {engine.name!r} ({engine.describe().engine}) returns no attention")
+            raise ApiError(400, f"model {engine.name!r} ({engine.facts.engine}) returns no attention")
         if decoding.alignments and not translator.has_alignments:
             raise ApiError(400, f"model {engine.name!r} returns no alignments: export its run again")
         lines = [text.split("\n") for text in texts]

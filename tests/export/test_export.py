@@ -8,11 +8,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from nmt.decode.exported import META, load_export
 from nmt.decode.search import Hypothesis
 from nmt.decode.trained_run import load_run
 from nmt.decode.translator import TorchTranslator, search_options
-from nmt.export.ctranslate2 import META
-from nmt.export.runtime import load_export
 from tests.conftest import MULTILINGUAL_DIRECTIONS, assert_one_line_error, run_cli, train_args
 from tests.ties import assert_equal_but_for_ties
 

@@ -13,12 +13,12 @@ import torch
 from nmt.config.schema import Config
 from nmt.config.sections import SearchConfig
 from nmt.data.special_tokens import PAD
+from nmt.decode.exported import output_limit
 from nmt.decode.search import Hypothesis
 from nmt.decode.trained_run import load_run
 from nmt.decode.translator import TorchTranslator, max_source_len
 from nmt.errors import UserError
 from nmt.export.huggingface import hf_model, import_transformers
-from nmt.export.runtime import output_limit
 from nmt.models.config import ModelConfig, TransformerConfig
 from nmt.models.transformer import TransformerSeq2Seq, sinusoidal_positions
 from tests.conftest import assert_one_line_error, run_cli, train_args

@@ -22,7 +22,7 @@ from nmt.decode.trained_run import load_run
 from nmt.decode.translator import TorchTranslator
 from nmt.serve.app import create_app
 from nmt.serve.engines import Catalog, load_catalog
-from nmt.serve.payloads import Limits
+from nmt.serve.requests import Limits
 
 KEY = "secret-key-123"
 

@@ -1,7 +1,6 @@
 """The HTTP APIs on the session's tiny trained run, in-process: LibreTranslate's /translate, /languages and
 /frontend/settings, nmt's /v1/translate, /v1/models and /health; answers equal offline translation."""
 
-import copy
 import dataclasses
 import logging
 import threading
@@ -12,11 +11,13 @@ import pytest
 import torch
 from starlette.testclient import TestClient
 
+from nmt.config.multilingual import Direction
+from nmt.decode.exported import load_export
+from nmt.decode.search import Hypothesis
 from nmt.decode.trained_run import load_run
 from nmt.decode.translator import TorchTranslator, search_options
 from nmt.errors import UserError
-from nmt.export.runtime import load_export
-from nmt.serve.engines import Catalog, load_catalog
+from nmt.serve.engines import Catalog, Decoding, Engine, load_catalog
 from tests.conftest import run_cli
 from tests.serve.conftest import make_client, sentences_of
 from tests.ties import assert_equal_but_for_ties
@@ -141,11 +142,12 @@ def test_v1_translate_without_a_pair_uses_the_one_served(client: TestClient, tra
 
 
 def test_v1_translate_without_a_pair_among_several_says_which_to_send(catalog: Catalog) -> None:
-    (engine,) = catalog.engines.values()
-    other = copy.copy(engine)
-    other.name, other.pairs = "other", (("xx", "tgt"),)
-    pairs = {("src", "tgt"): engine.name, ("xx", "tgt"): "other"}
-    two = Catalog({engine.name: engine, "other": other}, pairs)
+    ((name, engines),) = catalog.engines.items()
+    (engine,) = engines.values()
+    xx = Direction("xx", "tgt")
+    other = dataclasses.replace(engine, name="other", direction=xx)
+    defaults = {engine.direction: name, xx: "other"}
+    two = Catalog({name: engines, "other": {xx: other}}, defaults)
     with make_client(two) as client:
         refused = client.post("/v1/translate", json={"q": "nopaju kaju"})
         named = client.post("/v1/translate", json={"q": "nopaju kaju", "source": "xx"})
@@ -255,7 +257,7 @@ def test_runs_of_one_pair_are_also_served_as_their_ensemble(
         catalog = load_catalog([trained_run, trained_run], "torch", torch.device("cpu"), None, None)
     name = trained_run.name
     assert list(catalog.engines) == [name, f"{name}-2", "ensemble-src-tgt"]
-    assert catalog.defaults == {("src", "tgt"): "ensemble-src-tgt"}
+    assert catalog.defaults == {Direction("src", "tgt"): "ensemble-src-tgt"}
     said = [r.getMessage() for r in caplog.records if "by default" in r.getMessage()]
     also = f"(also served: {name}, {name}-2; --default NAME chooses)"
     assert said == [f"src → tgt: ensemble-src-tgt by default {also}"]
@@ -274,7 +276,7 @@ def test_runs_of_one_pair_are_also_served_as_their_ensemble(
 def test_default_chooses_the_model_of_a_pair(trained_run: Path) -> None:
     name, cpu, runs = trained_run.name, torch.device("cpu"), [trained_run, trained_run]
     chosen = load_catalog(runs, "torch", cpu, None, None, [f"{name}-2"])
-    assert chosen.defaults == {("src", "tgt"): f"{name}-2"}
+    assert chosen.defaults == {Direction("src", "tgt"): f"{name}-2"}
     with pytest.raises(UserError, match="--default nope: no such model; served: "):
         load_catalog([trained_run], "torch", cpu, None, None, ["nope"])
     with pytest.raises(UserError, match="choose one"):
@@ -301,18 +303,19 @@ def test_a_batch_out_of_memory_is_split_and_every_request_answered(
 ) -> None:
     """The model fails every batch of more than one sentence (as a GPU out of memory would): concurrent
     clients still all get their own correct translation."""
-    (engine,) = catalog.engines.values()
+    ((name, engines),) = catalog.engines.items()
+    (engine,) = engines.values()
 
-    class Tight(type(engine)):  # type: ignore[misc]
-        def search(self, sources, decoding):  # type: ignore[no-untyped-def]
+    class Tight(Engine):
+        def search(self, sources: list[list[int]], decoding: Decoding) -> list[list[Hypothesis]]:
             if len(sources) > 1:
                 raise torch.cuda.OutOfMemoryError("CUDA out of memory (simulated)")
             return super().search(sources, decoding)
 
-    tight = Tight.__new__(Tight)
-    tight.__dict__.update(engine.__dict__)
+    tight = Tight(engine.name, engine.direction, engine.translator, engine.facts)
     answers: dict[str, str] = {}
-    with make_client(dataclasses.replace(catalog, engines={engine.name: tight}), max_delay=0.2) as client:
+    tight_catalog = dataclasses.replace(catalog, engines={name: {engine.direction: tight}})
+    with make_client(tight_catalog, max_delay=0.2) as client:
 
         def ask(sentence: str) -> None:
             answers[sentence] = client.post("/translate", json={"q": sentence, **PAIR}).json()[
@@ -360,7 +363,9 @@ def test_a_ctranslate2_export_is_served_with_nbest_and_no_attention(
         ]
         (model,) = client.get("/v1/models").json()["models"]
         assert (model["engine"], model["name"]) == ("ctranslate2", "ct2")
-    (beam_2,) = load_catalog([tmp_path / "ct2"], "ctranslate2", torch.device("cpu"), None, 2).engines.values()
+    (beam_2,) = (
+        load_catalog([tmp_path / "ct2"], "ctranslate2", torch.device("cpu"), None, 2).engines["ct2"].values()
+    )
     assert beam_2.beam_size == 2 and beam_2.translator.settings.beam_size == 2
 
 

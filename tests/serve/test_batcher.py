@@ -5,13 +5,21 @@ that needs arrivals during a decoding leaves half a second on either side)."""
 import asyncio
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import torch
 
+from nmt.config.multilingual import Direction
+from nmt.config.sections import SearchConfig
+from nmt.data.tokenizer import Tokenizers
+from nmt.decode.search import Hypothesis, SearchOptions
+from nmt.decode.translator import Translator
 from nmt.errors import UserError
+from nmt.rules.contract import SearchRule
+from nmt.serve.answers import ModelFacts
 from nmt.serve.batcher import Batcher, Closed, SentenceFailed
+from nmt.serve.engines import Decoding, Engine, decode
 
 
 class Script:
@@ -234,3 +242,49 @@ def _raised_for(cause: BaseException) -> BaseException:
 def test_memory_errors_are_told_apart(error: BaseException) -> None:
     assert SentenceFailed(error).memory
     assert not SentenceFailed(ValueError("bad")).memory
+
+
+class Fails(Translator):
+    """A translator whose batches of more than one sentence run out of memory; it records their sizes."""
+
+    def __init__(self) -> None:
+        super().__init__(cast(Tokenizers, None), SearchConfig(), max_source_len=100)
+        self.sizes: list[int] = []
+
+    def search_batch(
+        self, sources: list[list[int]], rule: SearchRule, options: SearchOptions
+    ) -> list[list[Hypothesis]]:
+        self.sizes.append(len(sources))
+        if len(sources) > 1:
+            raise MemoryError
+        return [[Hypothesis(source, 0.0)] for source in sources]
+
+
+def test_a_served_batch_out_of_memory_is_split_by_the_batcher_alone() -> None:
+    """The server's engine searches a batch once, without the translator's own retry in halves: the batcher
+    splits a batch of four that runs out of memory into halves, and each half that fails again, once each."""
+    translator = Fails()
+    facts = ModelFacts(
+        engine="torch",
+        type="t",
+        runs=[],
+        checkpoint=None,
+        parameters=None,
+        test_bleu=None,
+        beam_size=1,
+        attention=None,
+    )
+    engine = Engine("fails", Direction("src", "tgt"), translator, facts)
+    decoding = Decoding(engine, translator.settings)
+
+    async def main() -> tuple[list[list[Hypothesis]], int]:
+        batcher = Batcher(decode, max_tokens=10_000, max_delay=0.2)
+        task = await started(batcher)
+        found = await batcher.translate(decoding, [[5], [6], [7], [8]], 1)
+        await stop(batcher, task)
+        return found, batcher.stats.split_batches
+
+    found, splits = run(main)
+    assert [hyps[0].tokens for hyps in found] == [[5], [6], [7], [8]]
+    assert translator.sizes == [4, 2, 1, 1, 2, 1, 1]  # each size tried once: nothing halves twice
+    assert splits == 3  # the batch of four and both its halves, split by the batcher

@@ -11,9 +11,9 @@ import pytest
 import torch
 from starlette.testclient import TestClient
 
+from nmt.decode.exported import load_export
 from nmt.decode.trained_run import load_run
 from nmt.decode.translator import TorchTranslator
-from nmt.export.runtime import load_export
 from nmt.serve.engines import Catalog, load_catalog
 from tests.conftest import MULTILINGUAL_DIRECTIONS, run_cli
 from tests.serve.conftest import make_client

@@ -4,7 +4,7 @@ answers: every route, its fields with this server's limits, both body types, eve
 import pytest
 
 from nmt.serve.engines import Catalog
-from nmt.serve.payloads import Limits
+from nmt.serve.requests import Limits
 from tests.serve.conftest import make_client
 
 ROUTES = {

@@ -9,7 +9,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from nmt.serve.engines import Catalog
-from nmt.serve.payloads import Limits
+from nmt.serve.requests import Limits
 from tests.serve.conftest import KEY, make_client
 
 KEY_COOKIE = "nmt_api_key"

@@ -12,34 +12,43 @@ line. Sampling seeds CTranslate2's generators with the seed: the same input and 
 a new process, but CTranslate2 cannot promise a line the same sample wherever it stands, as nmt's own search
 does (its generators are per thread, and setting the seed does not restart them: CTranslate2 issue 1757).
 Alignments come from the attention CTranslate2 returns (`return_attention`): the export sets it to the last
-decoder layer's mean of heads (nmt/export/ctranslate2.py `ALIGNMENT`), the attention nmt's search aligns with.
+decoder layer's mean of heads (`ALIGNMENT`), the attention nmt's search aligns with.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
-import torch
 
 from nmt.config.multilingual import Direction
 from nmt.config.sections import SearchConfig
-from nmt.config.yaml_file import load_saved_config
 from nmt.data.language_tags import LanguageTags
 from nmt.data.tokenizer import Tokenizers, load_tokenizers
 from nmt.decode.search import Hypothesis, SearchOptions
-from nmt.decode.trained_run import load_runs
-from nmt.decode.translator import TorchTranslator, Translator
+from nmt.decode.translator import Translator
 from nmt.errors import UserError
-from nmt.export.ctranslate2 import ALIGNMENT, META, import_ctranslate2
 from nmt.rules.beam import BeamSearch, Greedy
 from nmt.rules.contract import Part, SearchRule
 from nmt.rules.diverse_beam import DiverseBeamSearch
 from nmt.rules.min_length import MinLength
 from nmt.rules.no_repeat_ngram import NoRepeatNGram
 from nmt.rules.sampling import Sampling
+
+META = "nmt-export.json"  # what `nmt export` writes beside the model: its run, search settings and languages
+ALIGNMENT = "last decoder layer, mean of heads"  # the attention CTranslate2 returns, as nmt's search pays it
+
+
+def import_ctranslate2() -> ModuleType:
+    """The ctranslate2 package, or a UserError saying how to install it."""
+    try:
+        import ctranslate2
+    except ImportError:
+        raise UserError("ctranslate2 is not installed; install it with `pip install 'nmt[export]'`") from None
+    return ctranslate2
 
 
 def output_limit(src_len: int, options: SearchOptions | SearchConfig) -> int:
@@ -153,32 +162,6 @@ def is_export(path: Path) -> bool:
     return (path / META).is_file()
 
 
-def choose_engine(engine: str, paths: list[Path], checkpoint: str | None) -> str:
-    """The engine that decodes with `paths`: 'torch' (run directories) or 'ctranslate2' (exports of
-    `nmt export`), as `engine` names it, or for 'auto' as the directories are; a choice that cannot work
-    with them (or with `checkpoint`, which only runs have several of) is a UserError."""
-    exports = [path for path in paths if is_export(path)]
-    if engine == "auto":
-        engine = "ctranslate2" if exports else "torch"
-    if engine not in ("torch", "ctranslate2"):
-        raise UserError(f"--engine {engine}: unknown; use auto, torch or ctranslate2")
-    if engine == "ctranslate2" and checkpoint is not None:
-        raise UserError("--checkpoint: an export holds one checkpoint; choose it at `nmt export`")
-    if engine == "torch" and exports:
-        raise UserError(
-            f"{exports[0]} is a CTranslate2 export (written by `nmt export`), not a run "
-            f"directory; use it without --engine torch"
-        )
-    return engine
-
-
-def saved_search(path: Path) -> tuple[SearchConfig, Path]:
-    """The search settings of a run directory or an export, and the file that holds them."""
-    if is_export(path):
-        return SearchConfig(**json.loads((path / META).read_text(encoding="utf-8"))["search"]), path / META
-    return load_saved_config(path / "config.yaml").search, path / "config.yaml"
-
-
 def load_export(
     path: Path, device: str = "auto", threads: int = 0, compute_type: str = "default"
 ) -> ExportedTranslator:
@@ -213,16 +196,3 @@ def export_directions(meta: dict[str, Any]) -> tuple[Direction, ...]:
     if "directions" in meta:
         return tuple(Direction.parse(name) for name in meta["directions"])
     return (Direction(*meta["languages"]),) if "languages" in meta else ()
-
-
-def load_translator(
-    paths: list[Path], engine: str, device: torch.device, checkpoint: str | None, search: dict[str, Any]
-) -> Translator:
-    """The translator of `paths` with the engine `choose_engine` picks: run directories (several: their
-    ensemble) with `checkpoint`, or one export; `search` replaces search settings (`{"beam_size": 3}`)."""
-    if choose_engine(engine, paths, checkpoint) == "torch":
-        overrides = [f"search.{name}={json.dumps(value)}" for name, value in search.items()]
-        return TorchTranslator.of_run(load_runs(paths, device, checkpoint, overrides))
-    if len(paths) > 1:
-        raise UserError("the ctranslate2 engine translates with one export; an ensemble needs runs")
-    return load_export(paths[0], device.type).with_search(**search)

@@ -1,7 +1,8 @@
-"""What clients may send to the translating routes: each operation's fields as a pydantic model, bounded by
-this server's limits (texts, characters, beam), and each refusal as one line naming the field. The gate
-gathers the fields (the query string, then a JSON or form body over it); these models check them, and give
-the OpenAPI document its request bodies.
+"""What a request to the translating routes is, in one place: its fields read from the query string and the
+body (JSON, or a form as LibreTranslate clients send) over it (`parse_fields`, which the gate calls); each
+operation's fields as a pydantic model, bounded by this server's limits (texts, characters, beam) and giving
+the OpenAPI document its request bodies (`bounded`, `openapi_body`); and every refusal, an ApiError whose
+message names the field, answered as `{"error": message}`.
 
 No value is converted to another type, with two exceptions, both for text:
 - JSON values have JSON's types: a boolean is true or false, a number a JSON number (a whole number may be 2
@@ -16,10 +17,13 @@ An empty value ("") is a field not sent, in JSON too (LibreTranslate clients sen
 from __future__ import annotations
 
 import functools
+import json
 import re
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, TypeVar
+from urllib.parse import parse_qsl
 
 from pydantic import (
     AfterValidator,
@@ -38,9 +42,148 @@ from pydantic_core import ErrorDetails, PydanticCustomError
 
 from nmt.config.search_flags import setting_types
 from nmt.rules.registry import settings_fields
-from nmt.serve.payloads import ApiError, Fields, Limits, clipped, kind
 
 M = TypeVar("M", bound=BaseModel)
+MAX_JSON_DEPTH = 32
+
+
+class ApiError(Exception):
+    """A request the server refuses: HTTP `status` and a message naming the problem."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(frozen=True)
+class Fields:
+    """A request's fields by name (`values`); `texts`: those that came as text, from the query string or a
+    form, whose values are all strings (a JSON body's values have JSON's types)."""
+
+    values: dict[str, Any]
+    texts: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one request may ask for: texts in `q`, characters in all of them, and the body's bytes (JSON may
+    escape a character as \\uXXXX: 6 bytes, plus room for the other fields)."""
+
+    max_texts: int = 128
+    max_chars: int = 20_000
+    max_beam: int = 16
+
+    @property
+    def max_body(self) -> int:
+        return 64 * 1024 + 6 * self.max_chars + 8 * self.max_texts
+
+
+def parse_fields(body: bytes, content_type: str, query: bytes) -> Fields:
+    """The request's fields: those of the query string, then those of the body (a JSON object, or a
+    urlencoded form) over them, and which came as text. Invalid UTF-8, malformed JSON, a field given twice
+    → 400."""
+    texts = _form(query, "the query string")
+    media = content_type.split(";")[0].strip().lower()
+    if not body.strip():
+        return Fields(texts, frozenset(texts))
+    if media == "application/json" or media.endswith("+json"):
+        typed = _json_object(body)
+        return Fields(texts | typed, frozenset(texts.keys() - typed.keys()))
+    if media in ("application/x-www-form-urlencoded", ""):
+        texts |= _form(body, "the form")
+        return Fields(texts, frozenset(texts))
+    raise ApiError(
+        415, f"a body of type {media} is not understood; send application/json or a urlencoded form"
+    )
+
+
+def _text(data: bytes, what: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ApiError(
+            400, f"{what} is not valid UTF-8 (byte {data[err.start]:#04x} at {err.start})"
+        ) from err
+
+
+def _json_object(body: bytes) -> dict[str, Any]:
+    def no_constants(name: str) -> None:
+        raise ValueError(f"{name} is not a JSON number")
+
+    def unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        found = dict(pairs)
+        if len(found) < len(pairs):
+            raise ValueError("a key is given twice")
+        return found
+
+    text = _text(body, "the JSON body")
+    try:
+        value = json.loads(text, parse_constant=no_constants, object_pairs_hook=unique)
+    except (ValueError, RecursionError) as err:
+        raise ApiError(400, f"the body is not valid JSON: {str(err)[:200]}") from err
+    if not isinstance(value, dict):
+        raise ApiError(400, f"the JSON body must be an object, not {kind(value)}")
+    _check_json(value)
+    return value
+
+
+def _check_json(body: dict[str, Any]) -> None:
+    """Refuse a body nested deeper than MAX_JSON_DEPTH levels, or with an unpaired surrogate in a string or a
+    name: a \\ud800 escape is valid JSON but no text (it cannot be encoded, translated or named in an answer).
+    Level by level, without recursion: a body nested deep enough would exhaust Python's stack."""
+    depth, level = 0, [("", body)]
+    while level:
+        depth += any(isinstance(value, dict | list) for _, value in level)
+        if depth > MAX_JSON_DEPTH:
+            raise ApiError(400, f"the JSON body is nested deeper than {MAX_JSON_DEPTH} levels")
+        below: list[tuple[str, Any]] = []
+        for where, value in level:
+            if isinstance(value, str) and not _is_text(value):
+                raise ApiError(400, f"{where} holds an unpaired surrogate; send UTF-8 text")
+            if isinstance(value, dict):
+                for name, child in value.items():
+                    if not _is_text(name):
+                        shown = name.encode("utf-8", "backslashreplace").decode()
+                        raise ApiError(400, f"the field name {shown!r} holds an unpaired surrogate")
+                    below.append((f"{where}.{name}" if where else name, child))
+            elif isinstance(value, list):
+                below.extend((f"{where}[{i}]", child) for i, child in enumerate(value))
+        level = below
+
+
+def _is_text(value: str) -> bool:
+    """Whether `value` can be encoded as UTF-8 (it holds no unpaired surrogate)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _form(data: bytes, what: str) -> dict[str, str]:
+    try:
+        pairs = parse_qsl(_text(data, what), keep_blank_values=True, errors="strict")
+    except UnicodeDecodeError as err:
+        raise ApiError(400, f"{what} is not valid UTF-8 once percent-decoded") from err
+    fields = dict(pairs)
+    if len(fields) < len(pairs):
+        twice = sorted(k for k, count in Counter(k for k, _ in pairs).items() if count > 1)
+        raise ApiError(400, f"{', '.join(twice)} given more than once in {what}")
+    return fields
+
+
+def kind(value: Any) -> str:
+    """What a JSON value is, in words: 'an object', 'a string', 'null', …"""
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(
+        type(value), "a number"
+    )
+
+
+def clipped(text: str, most: int = 40) -> str:
+    """`text`, cut to `most` characters (an ellipsis says so): a client's value quoted in a message."""
+    return text if len(text) <= most else f"{text[: most - 1]}…"
+
+
 TEXT_BOOLEANS = {"true": True, "false": False, "1": True, "0": False, "on": True, "off": False}
 WHOLE = re.compile(r"[+-]?[0-9]{1,4000}")  # a whole number as text: ASCII digits (Python reads up to 4300)
 DECIMAL = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")  # a number as text: 0.5, 1e-3
@@ -87,7 +230,7 @@ NUMBER = BeforeValidator(_number(whole=False))
 KEY = "A key of the server's --api-key-file (or send `Authorization: Bearer KEY`, or ?api_key=KEY)."
 
 
-class Asked(BaseModel):
+class TextRequest(BaseModel):
     """The fields every translating operation shares; `q` is bounded by the server's limits (`bounded`)."""
 
     q: str | list[str]
@@ -99,7 +242,7 @@ class Asked(BaseModel):
         return {k: v for k, v in fields.items() if v != ""} if isinstance(fields, dict) else fields
 
 
-class TranslateAsked(Asked):
+class TranslateRequest(TextRequest):
     """POST /translate, LibreTranslate's fields (others are ignored, as LibreTranslate does)."""
 
     model_config = ConfigDict(extra="ignore")
@@ -112,7 +255,7 @@ class TranslateAsked(Asked):
     alternatives: int = 0
 
 
-class V1TranslateAsked(Asked):
+class V1TranslateRequest(TextRequest):
     """POST /v1/translate; an unknown field is refused (a typo would otherwise be ignored silently)."""
 
     model_config = ConfigDict(extra="forbid")
@@ -141,15 +284,15 @@ class V1TranslateAsked(Asked):
 class RequestModels:
     """The models of the translating operations, bounded by one server's limits."""
 
-    translate: type[TranslateAsked]
-    v1_translate: type[V1TranslateAsked]
+    translate: type[TranslateRequest]
+    v1_translate: type[V1TranslateRequest]
 
 
 def bounded(limits: Limits) -> RequestModels:
     """The request models with `limits` in their fields (and so in the OpenAPI document)."""
     chars, beam = limits.max_chars, limits.max_beam
 
-    class BoundedTexts(Asked):
+    class BoundedTexts(TextRequest):
         q: Annotated[
             Annotated[str, Field(min_length=1, max_length=chars), Tag("text")]
             | Annotated[
@@ -164,12 +307,12 @@ def bounded(limits: Limits) -> RequestModels:
             "all); each line of a text is translated alone (blank lines stay blank)."
         )
 
-    class Translate(BoundedTexts, TranslateAsked):
+    class Translate(BoundedTexts, TranslateRequest):
         alternatives: Annotated[int, Field(ge=0, le=beam - 1), LIBRETRANSLATE_WHOLE_NUMBER] = Field(
             0, description="How many other translations to return besides the best one."
         )
 
-    class Searched(BoundedTexts, V1TranslateAsked):
+    class Searched(BoundedTexts, V1TranslateRequest):
         nbest: Annotated[int, Field(ge=1, le=beam), WHOLE_NUMBER] = Field(
             1, description="Hypotheses per line."
         )
@@ -280,3 +423,28 @@ def _shown(value: Any) -> str:
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         return kind(value)
     return clipped(repr(value))
+
+
+def openapi_body(model: type[BaseModel]) -> dict[str, Any]:
+    """The request body of an operation, as JSON or as a form, from the model that checks its fields."""
+    schema = model.model_json_schema()
+    return {
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/json": {"schema": schema},
+                "application/x-www-form-urlencoded": {"schema": _one_value_each(schema)},
+            },
+        }
+    }
+
+
+def _one_value_each(schema: dict[str, Any]) -> dict[str, Any]:
+    """`schema` for a form, which holds one value per field (a field given twice is refused): the list
+    branches of each field are left out."""
+    properties = {}
+    for name, field in schema["properties"].items():
+        kept = [branch for branch in field.get("oneOf", []) if branch.get("type") != "array"]
+        one = {k: v for k, v in field.items() if k != "oneOf"} | (kept[0] if len(kept) == 1 else {})
+        properties[name] = one if "oneOf" in field else field
+    return schema | {"properties": properties}
