@@ -93,10 +93,7 @@ def served(name: str, translator: Translator, facts: ModelFacts) -> Engines:
     target language, once)."""
     if not translator.directions:
         raise UserError(f"{name}: the export names no language pair; export the run again with this nmt")
-    return {
-        d: Engine(name, d, translator if translator.tags is None else translator.toward(d.tgt), facts)
-        for d in translator.directions
-    }
+    return {d: Engine(name, d, translator.toward(d.tgt, d.src), facts) for d in translator.directions}
 
 
 def run_engines(name: str, loaded: Loaded) -> Engines:
