@@ -1,25 +1,34 @@
 """`nmt translate` beside its exports on CPU, on the same test sentences, as one Markdown table: CTranslate2
-(float32 and int8), the Argos Translate package run by argostranslate, and the Hugging Face export run by
-transformers.
+called directly (float32 and int8), nmt's own CTranslate2 engine (`nmt translate EXPORT_DIR`), the Argos
+Translate package run by argostranslate, and the Hugging Face export run by transformers.
 
     python -m benchmarks.export_bench --run RUN_DIR --data DIR --work /tmp/nmt-export-bench --threads 2
 
-Each runtime translates the first --sentences test sentences (test.L or test2016.L of --data, or --src and
---ref) --repeats times after an untimed warm-up on 20 of them (the fastest pass counts), on --threads CPU
-threads, in batches of the run's search.batch_size sorted by length (as `nmt translate` does), with the
-searches it can run:
+The method. This process prepares everything (the run, trained in --work without --run; its exports; the
+first --sentences test sentences, of test.L or test2016.L of --data or of --src and --ref) and times nothing.
+Each runtime and search is timed in a fresh process of its own (benchmarks/export_timing.py; Argos
+Translate's in its virtual environment), which loads only that runtime, translates the first 20 sentences
+untimed, then all of them --repeats times, and reports the fastest pass: two OpenMP runtimes (PyTorch's and
+CTranslate2's) never share the cores, as they did when every runtime ran in one process (CTranslate2 then ran
+at half its speed after PyTorch had). The children run in --rounds interleaved rounds (every one once a
+round, rounds in turn), and each row keeps its fastest round, so that a drift of the machine hits every row
+alike. Every runtime runs on --threads CPU threads, in batches of the run's search.batch_size sorted by
+length (as `nmt translate` does), with the searches it can run:
 
-- greedy: nmt, CTranslate2 float32 and int8, transformers `generate` (num_beams=1);
-- the run's beam size and length penalty: nmt, CTranslate2 float32 and int8;
-- Argos Translate's own search, beam 4 and length penalty 0.2: nmt, CTranslate2 float32, and argostranslate
-  (argos-translate-lt, LibreTranslate's argostranslate, in a virtual environment made once under --work and
-  run offline by benchmarks/argos_offline/, the harness of the Argos tests too), translating one
-  sentence a call as LibreTranslate does a request, its sentence splitter included.
+- greedy: nmt, CTranslate2 float32 and int8, nmt's CTranslate2 engine, transformers `generate` (num_beams=1);
+- the run's beam size and length penalty: nmt, CTranslate2 float32 and int8, nmt's CTranslate2 engine;
+- Argos Translate's own search, beam 4 and length penalty 0.2: nmt, CTranslate2 float32, nmt's CTranslate2
+  engine, and argostranslate (argos-translate-lt, LibreTranslate's argostranslate, in a virtual environment
+  made once under --work and run offline by benchmarks/argos_offline/, the harness of the Argos tests too),
+  translating one sentence a call as LibreTranslate does a request, its sentence splitter included.
 
-The PyTorch runtimes (nmt, transformers) run all their searches before CTranslate2 first runs in the process
-(see `load_runtimes`). BLEU is sacreBLEU's against the references; target tok/s counts the run's sentencepiece
-pieces of the output (re-encoded, the same count for every runtime); "identical to nmt translate" counts the
-sentences whose translation equals nmt's (PyTorch) with the same search.
+"CTranslate2" calls `ctranslate2.Translator.translate_batch` on sentencepiece pieces with the settings nmt's
+engine passes (output limit, padding and bos suppressed) and no nmt code; nmt's engine is the same export
+through `nmt.decode.exported.load_export`, so their ratio is the cost of nmt's wrapper. BLEU is sacreBLEU's
+against the references; target tok/s counts the run's sentencepiece pieces of the output (re-encoded, the
+same count for every runtime); "identical to nmt translate" counts the sentences whose translation equals
+nmt's (PyTorch) with the same search. Every child's pid, the runtimes it imported and the OpenMP libraries
+it mapped (Argos Translate's driver: its pid and runtimes) are written to --work/export-bench-runs.json.
 
 Without --run it writes a Multi30k-sized synthetic reordering corpus (29,000 / 1,014 / 1,000 pairs, 300-word
 lexicon, 3-10 words a sentence) in --work and trains configs/tiny-transformer.yaml on it for --steps updates.
@@ -29,12 +38,13 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import importlib.metadata
+import json
 import os
 import platform
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -42,24 +52,24 @@ from pathlib import Path
 import torch
 
 from benchmarks.argos_offline import harness
-from nmt.data.batching import sorted_groups
 from nmt.data.corpus import SplitFiles, read_files
 from nmt.data.splits import read_directions
 from nmt.data.synthetic import write_reordering_corpus
-from nmt.decode.exported import import_ctranslate2, load_export
 from nmt.decode.loading import load_trained
 from nmt.decode.trained_run import TrainedRun
-from nmt.decode.translator import TorchTranslator, Translator
 from nmt.evaluate.scores import score
 from nmt.export.argos import export_package
 from nmt.export.ctranslate2 import export_run
 from nmt.export.huggingface import export_run as export_huggingface
-from nmt.export.huggingface import import_transformers
 
 ROOT = Path(__file__).resolve().parents[1]
 WARMUP = 20  # sentences translated untimed first
-RUNTIMES = ("int8", "huggingface", "argos")  # those --without can leave out
+RUNTIMES = ("int8", "nmt-ctranslate2", "huggingface", "argos")  # those --without can leave out
+NMT = "nmt translate (PyTorch)"
+CT2 = "CTranslate2 float32"
+ENGINE = "nmt translate EXPORT_DIR (its CTranslate2 float32 engine)"
 ARGOS = "Argos Translate (argostranslate, a call per sentence)"
+LOG = "export-bench-runs.json"  # under --work: every child's run
 
 
 @dataclass(frozen=True)
@@ -69,30 +79,38 @@ class Search:
     length_penalty: float
 
 
-Timed = Callable[[list[str], Search], tuple[list[str], float]]  # translations and the seconds they took
+@dataclass(frozen=True)
+class Runtime:
+    """A row's runtime: how its child loads it (a key of benchmarks/export_timing.py RUNTIMES, or 'argos'),
+    from which directory or package, and the keys of the searches it runs (greedy, beam, argos)."""
+
+    name: str
+    child: str
+    path: Path
+    searches: tuple[str, ...]
 
 
 @dataclass(frozen=True)
-class Runtime:
-    name: str
-    timed: Timed
-    searches: tuple[str, ...]  # keys of the searches it runs: greedy, beam, argos
+class Job:
+    """One row: a runtime with one search, timed in a child process of its own each round."""
+
+    runtime: Runtime
+    search: str
 
 
-def timed(translate_with: Callable[[list[str], Search], list[str]], repeats: int) -> Timed:
-    """`translate_with` timed after an untimed warm-up on the first WARMUP sentences: the fastest of
-    `repeats` runs."""
+@dataclass(frozen=True)
+class Answer:
+    """What one child reports: the translations, the seconds of its fastest pass, its pid, the runtimes it
+    imported and the OpenMP libraries it mapped (not told by Argos Translate's driver)."""
 
-    def run(sources: list[str], search: Search) -> tuple[list[str], float]:
-        translate_with(sources[:WARMUP], search)
-        fastest = float("inf")
-        for _ in range(repeats):
-            start = time.perf_counter()
-            translations = translate_with(sources, search)
-            fastest = min(fastest, time.perf_counter() - start)
-        return translations, fastest
+    translations: list[str]
+    seconds: float
+    pid: int
+    modules: list[str]
+    openmp: list[str]
 
-    return run
+
+Child = Callable[[Job], Answer]
 
 
 def train_run(work: Path, steps: int) -> Path:
@@ -105,84 +123,136 @@ def train_run(work: Path, steps: int) -> Path:
     return run_dir
 
 
-def translator_runtime(
-    name: str, translator: Translator, batch_size: int, repeats: int, searches: tuple[str, ...]
-) -> Runtime:
-    """A runtime that translates through nmt's Translator (the torch run, or a CTranslate2 export)."""
-
-    def translate_with(sentences: list[str], search: Search) -> list[str]:
-        searching = translator.with_search(
-            beam_size=search.beam_size, length_penalty=search.length_penalty, nbest=1, batch_size=batch_size
+def prepare_runtimes(args: argparse.Namespace, run: TrainedRun, tmp: Path) -> list[Runtime]:
+    """The runtimes that --without leaves in, in the table's order, their exports written in `tmp`."""
+    run_dir, which, left_out = run.directory.path, run.checkpoint_name, set(args.without)
+    all_three = ("greedy", "beam", "argos")
+    float32 = export_run(run_dir, tmp / "ctranslate2-float32", quantization="float32", which=which)
+    runtimes = [Runtime(NMT, "nmt", run_dir, all_three), Runtime(CT2, "ctranslate2", float32, all_three)]
+    if "nmt-ctranslate2" not in left_out:
+        runtimes.append(Runtime(ENGINE, "nmt-ctranslate2", float32, all_three))
+    if "int8" not in left_out:
+        int8 = export_run(run_dir, tmp / "ctranslate2-int8", quantization="int8", which=which)
+        runtimes.append(Runtime("CTranslate2 int8", "ctranslate2", int8, ("greedy", "beam")))
+    if "huggingface" not in left_out:
+        huggingface = export_huggingface(run_dir, tmp / "huggingface", which=which)
+        runtimes.append(
+            Runtime("transformers generate (Hugging Face export)", "transformers", huggingface, ("greedy",))
         )
-        return searching.translate(sentences)
-
-    return Runtime(name, timed(translate_with, repeats), searches)
-
-
-def nmt_runtime(run: TrainedRun, batch_size: int, repeats: int) -> Runtime:
-    translator = TorchTranslator.of_run(run)
-    return translator_runtime(
-        "nmt translate (PyTorch)", translator, batch_size, repeats, ("greedy", "beam", "argos")
-    )
+    if "argos" not in left_out:
+        package = export_package(run_dir, tmp / "package.argosmodel", which=which)
+        runtimes.append(Runtime(ARGOS, "argos", package, ("argos",)))
+    return runtimes
 
 
-def ctranslate2_runtime(
-    run: TrainedRun, out: Path, quantization: str, threads: int, batch_size: int, repeats: int
-) -> Runtime:
-    export_run(run.directory.path, out, quantization=quantization, which=run.checkpoint_name)
-    searches = ("greedy", "beam", "argos") if quantization == "float32" else ("greedy", "beam")
-    exported = load_export(out, "cpu", threads)
-    return translator_runtime(f"CTranslate2 {quantization}", exported, batch_size, repeats, searches)
+def searches(run: TrainedRun) -> dict[str, Search]:
+    """Greedy, the run's beam search and Argos Translate's, by the keys Runtime.searches uses."""
+    beam, alpha = run.cfg.search.beam_size, run.cfg.search.length_penalty
+    return {
+        "greedy": Search("greedy", 1, alpha),
+        "beam": Search(f"beam {beam}, lp {alpha}", beam, alpha),
+        "argos": Search("beam 4, lp 0.2 (Argos)", 4, 0.2),
+    }
 
 
-def huggingface_runtime(run: TrainedRun, out: Path, batch_size: int, repeats: int) -> Runtime:
-    """transformers' greedy `generate` on the Hugging Face export, on torch's threads (as nmt)."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the export is a local directory: never ask the Hub
-    transformers = import_transformers()
-    export_huggingface(run.directory.path, out, which=run.checkpoint_name)
-    tokenizer = transformers.AutoTokenizer.from_pretrained(out)
-    model = transformers.AutoModelForSeq2SeqLM.from_pretrained(out).eval()
-
-    def generate(sentences: list[str], search: Search) -> list[str]:
-        ids = tokenizer(sentences, truncation=True)["input_ids"]
-        outputs = [""] * len(sentences)
-        for group in sorted_groups([len(i) for i in ids], batch_size):
-            batch = tokenizer.pad({"input_ids": [ids[i] for i in group]}, return_tensors="pt")
-            with torch.inference_mode():
-                generated = model.generate(**batch, num_beams=search.beam_size)  # (batch, out_len)
-            texts = tokenizer.batch_decode(generated, skip_special_tokens=True)
-            for i, text in zip(group, texts, strict=True):
-                outputs[i] = text
-        return outputs
-
-    return Runtime("transformers generate (Hugging Face export)", timed(generate, repeats), ("greedy",))
+def jobs_of(runtimes: list[Runtime], searches: dict[str, Search]) -> list[Job]:
+    """A job per row, search by search, in the runtimes' order (nmt first)."""
+    return [Job(r, key) for key in searches for r in runtimes if key in r.searches]
 
 
-def argos_runtime(run: TrainedRun, tmp: Path, args: argparse.Namespace, versions: dict[str, str]) -> Runtime:
-    """argostranslate translating a sentence a call in its own virtual environment, offline; the driver
-    warms up and times itself (and tells its versions, added to `versions`)."""
-    package = export_package(run.directory.path, tmp / "package.argosmodel", which=run.checkpoint_name)
-    python = harness.argos_python(args.work, harness.ARGOSTRANSLATE)
-    src, tgt = run.cfg.data.src_lang, run.cfg.data.tgt_lang
+def measure(jobs: list[Job], rounds: int, child: Child) -> tuple[dict[Job, list[Answer]], list[dict]]:
+    """Every job's answers, a round each: `rounds` rounds in turn, every job once a round in the same order,
+    so that a drift of the machine hits every row alike; and a record of each child's run, in order."""
+    answers: dict[Job, list[Answer]] = {job: [] for job in jobs}
+    record = []
+    for round_ in range(rounds):
+        for job in jobs:
+            answer = child(job)
+            answers[job].append(answer)
+            record.append(
+                {"round": round_, "runtime": job.runtime.name, "search": job.search, "pid": answer.pid}
+                | {"seconds": answer.seconds, "modules": answer.modules, "openmp": answer.openmp}
+            )
+            print(
+                f"round {round_ + 1}/{rounds}: {job.runtime.name}, {job.search}: {answer.seconds:.3f} s",
+                file=sys.stderr,
+            )
+    return answers, record
 
-    def argos(sentences: list[str], search: Search) -> tuple[list[str], float]:
+
+def fastest(answers: list[Answer]) -> Answer:
+    return min(answers, key=lambda answer: answer.seconds)
+
+
+def child_process(
+    args: argparse.Namespace,
+    run: TrainedRun,
+    sentences: Path,
+    found: dict[str, Search],
+    versions: dict[str, str],
+) -> Child:
+    """A job's child: `python -m benchmarks.export_timing` (its request and answer JSON files next to
+    `sentences`), or Argos Translate's driver in its virtual environment (which adds its versions to
+    `versions`)."""
+    tmp = sentences.parent
+
+    def run_child(job: Job) -> Answer:
+        search = found[job.search]
+        if job.runtime.child == "argos":
+            return argos_child(args, run, job.runtime.path, sentences, versions)
         request = {
-            "mode": "bench",
-            "packages": [str(package)],
-            "from": src,
-            "to": tgt,
-            "sentences": sentences,
+            "runtime": job.runtime.child,
+            "path": str(job.runtime.path),
+            "checkpoint": run.checkpoint_name,
+            "sentences": str(sentences),
+            "beam_size": search.beam_size,
+            "length_penalty": search.length_penalty,
+            "batch_size": run.cfg.search.batch_size,
             "threads": args.threads,
             "warmup": WARMUP,
             "repeats": args.repeats,
         }
-        with tempfile.TemporaryDirectory(dir=tmp) as home:
-            answer = harness.run_offline(python, request, Path(home))
-        versions["argos-translate-lt"] = answer["versions"]["argos-translate-lt"]
-        versions["its ctranslate2"] = answer["versions"]["ctranslate2"]
-        return answer["translations"], answer["seconds"]
+        (tmp / "request.json").write_text(json.dumps(request), encoding="utf-8")
+        (tmp / "answer.json").unlink(missing_ok=True)  # never the answer of the child before
+        command = [
+            sys.executable,
+            "-m",
+            "benchmarks.export_timing",
+            str(tmp / "request.json"),
+            str(tmp / "answer.json"),
+        ]
+        result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+        if result.returncode:
+            raise RuntimeError(
+                f"{job.runtime.name}, {search.name}: the child failed:\n{result.stderr[-3000:]}"
+            )
+        answer = json.loads((tmp / "answer.json").read_text(encoding="utf-8"))
+        return Answer(**answer)
 
-    return Runtime(ARGOS, argos, ("argos",))
+    return run_child
+
+
+def argos_child(
+    args: argparse.Namespace, run: TrainedRun, package: Path, sentences: Path, versions: dict[str, str]
+) -> Answer:
+    """argostranslate translating a sentence a call in its own virtual environment, offline; the driver
+    warms up and times itself."""
+    request = {
+        "mode": "bench",
+        "packages": [str(package)],
+        "from": run.cfg.data.src_lang,
+        "to": run.cfg.data.tgt_lang,
+        "sentences": json.loads(sentences.read_text(encoding="utf-8")),
+        "threads": args.threads,
+        "warmup": WARMUP,
+        "repeats": args.repeats,
+    }
+    python = harness.argos_python(args.work, harness.ARGOSTRANSLATE)
+    with tempfile.TemporaryDirectory(dir=sentences.parent) as home:
+        answer = harness.run_offline(python, request, Path(home))
+    versions["argos-translate-lt"] = answer["versions"]["argos-translate-lt"]
+    versions["its ctranslate2"] = answer["versions"]["ctranslate2"]
+    return Answer(answer["translations"], answer["seconds"], answer["pid"], answer["modules"], openmp=[])
 
 
 def sentence_pairs(args: argparse.Namespace, run: TrainedRun) -> tuple[list[str], list[str]]:
@@ -211,7 +281,7 @@ def parse_args() -> argparse.Namespace:
         "--work",
         type=Path,
         required=True,
-        help="Directory for the Argos venv (kept), exports (removed after) and a trained run.",
+        help=f"Directory for the Argos venv (kept), exports (removed after), a trained run and {LOG}.",
     )
     parser.add_argument("--run", type=Path, help="A trained Transformer run (default: train one in --work).")
     parser.add_argument("--data", type=Path, help="Corpus with test.L or test2016.L (default: --work/data).")
@@ -220,13 +290,18 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--steps", type=int, default=1000, help="Training updates when training.")
     parser.add_argument("--sentences", type=int, default=1000, help="Test sentences translated.")
     parser.add_argument("--threads", type=int, default=2, help="CPU threads of each runtime.")
-    parser.add_argument("--repeats", type=int, default=3, help="Timed runs of each; the fastest counts.")
+    parser.add_argument(
+        "--repeats", type=int, default=3, help="Timed passes in each child; the fastest counts."
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="Interleaved rounds of every child; the fastest counts."
+    )
     parser.add_argument("--without", nargs="*", default=[], choices=RUNTIMES, help="Runtimes left out.")
     args = parser.parse_args()
     if (args.src is None) != (args.ref is None) or (args.src and args.data):
         parser.error("give --src and --ref together, or --data")
-    if args.repeats < 1 or args.sentences < 1:
-        parser.error("--repeats and --sentences must be at least 1")
+    if min(args.repeats, args.rounds, args.sentences, args.threads) < 1:
+        parser.error("--repeats, --rounds, --sentences and --threads must be at least 1")
     return args
 
 
@@ -234,96 +309,74 @@ def main() -> None:
     args = parse_args()
     load_before = os.getloadavg()[0]
     args.work.mkdir(parents=True, exist_ok=True)
-    torch.set_num_threads(args.threads)
     run = load_trained([args.run or train_run(args.work, args.steps)], torch.device("cpu"))
     sources, references = sentence_pairs(args, run)
-    versions = {"torch": torch.__version__, "ctranslate2": import_ctranslate2().__version__}
+    found = searches(run)
     with tempfile.TemporaryDirectory(prefix="exports-", dir=args.work) as tmp:
-        runtimes = load_runtimes(args, run, Path(tmp), versions)
-        rows, argos_line = measure(runtimes, searches(run), sources, references, run)
+        runtimes = prepare_runtimes(args, run, Path(tmp))
+        sentences = Path(tmp) / "sentences.json"
+        sentences.write_text(json.dumps(sources, ensure_ascii=False), encoding="utf-8")
+        versions = versions_of(runtimes)
+        jobs = jobs_of(runtimes, found)
+        answers, record = measure(jobs, args.rounds, child_process(args, run, sentences, found, versions))
+    log = {"parent": os.getpid(), "rounds": args.rounds, "rows": len(jobs), "runs": record}
+    (args.work / LOG).write_text(json.dumps(log, indent=1), encoding="utf-8")
     print(header(args, run, len(sources), versions, load_before))
+    print(method(args, run, len(jobs)) + "\n")
     print("| runtime | search | BLEU | sent/s | target tok/s | identical to nmt translate |")
     print("|---|---|---:|---:|---:|---:|")
-    print("\n".join(rows) + argos_line)
+    print("\n".join(table(jobs, answers, found, references, run)))
+    print("\n" + "\n".join(notes(jobs, answers, found, len(sources))))
 
 
-def searches(run: TrainedRun) -> dict[str, Search]:
-    """Greedy, the run's beam search and Argos Translate's, by the keys Runtime.searches uses."""
-    beam, alpha = run.cfg.search.beam_size, run.cfg.search.length_penalty
-    return {
-        "greedy": Search("greedy", 1, alpha),
-        "beam": Search(f"beam {beam}, lp {alpha}", beam, alpha),
-        "argos": Search("beam 4, lp 0.2 (Argos)", 4, 0.2),
-    }
+def versions_of(runtimes: list[Runtime]) -> dict[str, str]:
+    """The versions of the packages the children load (Argos Translate's are added by its driver)."""
+    names = ["torch", "ctranslate2", "sentencepiece"]
+    names += ["transformers"] * any(r.child == "transformers" for r in runtimes)
+    return {"python": platform.python_version()} | {n: importlib.metadata.version(n) for n in names}
 
 
-def load_runtimes(
-    args: argparse.Namespace, run: TrainedRun, tmp: Path, versions: dict[str, str]
-) -> list[Runtime]:
-    """The runtimes that --without leaves in, in the order they are measured: those on PyTorch's threads
-    first (nmt, transformers), then those of the exports written in `tmp` (CTranslate2, Argos Translate).
-
-    CTranslate2 brings an OpenMP runtime of its own: once it has run in a process whose PyTorch threads
-    already exist, every parallel PyTorch operation takes about twice as long, which would charge
-    CTranslate2's presence to the PyTorch runtimes. Measured first, they run as they do alone."""
-    batch_size, repeats = run.cfg.search.batch_size, args.repeats
-    runtimes = [nmt_runtime(run, batch_size, repeats)]
-    if "huggingface" not in args.without:
-        runtimes.append(huggingface_runtime(run, tmp / "huggingface", batch_size, repeats))
-        versions["transformers"] = import_transformers().__version__
-    for quantization in ("float32", "int8")[: 1 + ("int8" not in args.without)]:
-        out = tmp / f"ctranslate2-{quantization}"
-        runtimes.append(ctranslate2_runtime(run, out, quantization, args.threads, batch_size, repeats))
-    if "argos" not in args.without:
-        runtimes.append(argos_runtime(run, tmp, args, versions))
-    return runtimes
-
-
-def measure(
-    runtimes: list[Runtime],
-    searches: dict[str, Search],
-    sources: list[str],
+def table(
+    jobs: list[Job],
+    answers: dict[Job, list[Answer]],
+    found: dict[str, Search],
     references: list[str],
     run: TrainedRun,
-) -> tuple[list[str], str]:
-    """The table's rows, search by search (nmt first in each), and a line comparing Argos with CTranslate2
-    at Argos' search (empty without Argos). Each runtime runs all its searches before the next one starts
-    (see `load_runtimes`)."""
-    timings = {
-        (runtime.name, key): runtime.timed(sources, search)
-        for runtime in runtimes
-        for key, search in searches.items()
-        if key in runtime.searches
-    }
-    rows, argos_line = [], ""
-    for key, search in searches.items():
-        found: dict[str, list[str]] = {}
-        for runtime in (r for r in runtimes if key in r.searches):
-            translations, seconds = timings[runtime.name, key]
-            found[runtime.name] = translations
-            rows.append(row(runtime.name, search, translations, seconds, references, run, found))
-        if ARGOS in found:
-            same = same_lines(found["CTranslate2 float32"], found[ARGOS])
-            argos_line = f"\n\nArgos Translate's output equals CTranslate2 float32's: {same}/{len(sources)}."
-    return rows, argos_line
+) -> list[str]:
+    """The table's rows, each job's fastest round."""
+    rows = []
+    for job in jobs:
+        translations, seconds = fastest(answers[job]).translations, fastest(answers[job]).seconds
+        ours = fastest(answers[next(j for j in jobs if j.search == job.search)]).translations  # nmt's
+        n = len(translations)
+        identical = "—" if job.runtime.name == NMT else f"{same_lines(ours, translations)}/{n}"
+        tokens = sum(len(ids) for ids in run.tokenizers.tgt.encode(translations))
+        bleu = score(translations, references).bleu
+        speeds = f"{n / seconds:,.0f} | {tokens / seconds:,.0f}"
+        rows.append(
+            f"| {job.runtime.name} | {found[job.search].name} | {bleu:.2f} | {speeds} | {identical} |"
+        )
+    return rows
 
 
-def row(
-    name: str,
-    search: Search,
-    translations: list[str],
-    seconds: float,
-    references: list[str],
-    run: TrainedRun,
-    found: dict[str, list[str]],
-) -> str:
-    """One table row; `found` holds the translations of this search so far, nmt's first."""
-    ours, n = next(iter(found.values())), len(translations)
-    identical = "—" if translations is ours else f"{same_lines(ours, translations)}/{n}"
-    tokens = sum(len(ids) for ids in run.tokenizers.tgt.encode(translations))
-    bleu = score(translations, references).bleu
-    speeds = f"{n / seconds:,.0f} | {tokens / seconds:,.0f}"
-    return f"| {name} | {search.name} | {bleu:.2f} | {speeds} | {identical} |"
+def notes(jobs: list[Job], answers: dict[Job, list[Answer]], found: dict[str, Search], n: int) -> list[str]:
+    """The lines under the table: nmt's CTranslate2 engine against CTranslate2 called directly, Argos
+    Translate's output against CTranslate2's, and how far the rounds of a row spread."""
+    best = {(job.runtime.name, job.search): fastest(answers[job]) for job in jobs}
+    lines = []
+    ratios = [
+        f"{found[key].name}: {best[(CT2, key)].seconds / best[(ENGINE, key)].seconds:.2f}"
+        for key in found
+        if (ENGINE, key) in best
+    ]
+    if ratios:
+        lines.append(f"nmt's CTranslate2 engine's speed ÷ CTranslate2 called directly: {'; '.join(ratios)}.")
+    if (ARGOS, "argos") in best:
+        same = same_lines(best[(CT2, "argos")].translations, best[(ARGOS, "argos")].translations)
+        lines.append(f"Argos Translate's output equals CTranslate2 float32's: {same}/{n}.")
+    spread = max(max(a.seconds for a in answers[job]) / fastest(answers[job]).seconds for job in jobs)
+    lines.append(f"The slowest round of a row took at most {spread:.2f} times its fastest.")
+    return lines
 
 
 def same_lines(ours: list[str], theirs: list[str]) -> int:
@@ -342,6 +395,17 @@ def header(
     software = ", ".join(f"{name} {version}" for name, version in versions.items())
     date = f"{datetime.datetime.now():%Y-%m-%d %H:%M}"
     return f"{model}, {batches}; {machine} ({load}); {software}; {date}.\n"
+
+
+def method(args: argparse.Namespace, run: TrainedRun, rows: int) -> str:
+    """How each row was timed, in a line."""
+    return (
+        f"Method: each row (runtime and search) in a fresh process of its own that loads only its runtime; "
+        f"an untimed warm-up on {WARMUP} sentences, then the fastest of {args.repeats} passes; {args.rounds} "
+        f"interleaved rounds over the {rows} rows, each row its fastest round; {args.threads} threads a "
+        f"runtime; batches of {run.cfg.search.batch_size} sorted by length (Argos Translate: a sentence a "
+        f"call)."
+    )
 
 
 if __name__ == "__main__":

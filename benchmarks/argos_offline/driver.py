@@ -14,7 +14,7 @@ this under `unshare -n` where it can, with ./sitecustomize.py refusing any conne
   "warmup": 20, "repeats": 3}, for benchmarks/export_bench.py's Argos row: installs the packages, translates
   the first `warmup` sentences untimed and then every sentence `repeats` times, a call each (as LibreTranslate
   does a request), on `threads` CTranslate2 threads; answers the translations, the seconds of the fastest
-  pass and the versions of argos-translate-lt and ctranslate2.
+  pass, the versions of argos-translate-lt and ctranslate2, its pid and the runtimes it imported.
 """
 
 import fcntl
@@ -72,7 +72,9 @@ def bench(request: dict[str, Any]) -> dict[str, Any]:
         translations = [translate.translate(sentence, source, target) for sentence in sentences]
         seconds = min(seconds, time.perf_counter() - start)
     versions = {name: importlib.metadata.version(name) for name in ("argos-translate-lt", "ctranslate2")}
-    return {"installed": installed, "translations": translations, "seconds": seconds, "versions": versions}
+    modules = [name for name in ("torch", "ctranslate2", "sentencepiece") if name in sys.modules]
+    answer = {"installed": installed, "translations": translations, "seconds": seconds, "versions": versions}
+    return answer | {"pid": os.getpid(), "modules": modules}
 
 
 def loopback_up() -> None:

@@ -1,0 +1,169 @@
+"""One runtime and one search of benchmarks/export_bench.py, timed in a process of its own: started by
+export_bench for each (runtime, search) pair in each round, it loads only that runtime, translates the first
+`warmup` sentences untimed, then all of them `repeats` times, and writes their translations and the seconds
+of the fastest pass as JSON, with what it can tell about itself (its pid, the runtimes imported, the OpenMP
+libraries mapped).
+
+    python -m benchmarks.export_timing REQUEST.json ANSWER.json
+
+The request names the runtime (`RUNTIMES`), the directory it loads (a run, or an export of it), a JSON file
+of sentences, the search (beam size, length penalty), batch size, threads, warm-up and repeats. Nothing is
+imported at the top but the standard library: the CTranslate2 runtime called directly never loads torch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+Translate = Callable[[list[str]], list[str]]  # one pass over the sentences, in batches
+RUNTIME_MODULES = ("torch", "ctranslate2", "transformers", "sentencepiece")
+
+
+def by_length(lengths: list[int], batch_size: int) -> list[list[int]]:
+    """Indices `batch_size` at a time in order of length, longest first (nmt.data.batching.sorted_groups,
+    without importing nmt, which imports torch)."""
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+
+
+def nmt_translator(request: dict[str, Any], engine: str) -> Translate:
+    """`nmt translate` through nmt's loader: a run directory on PyTorch ('torch', on `threads` torch
+    threads), or an export on nmt's CTranslate2 engine ('ctranslate2', `threads` CTranslate2 threads)."""
+    import torch
+
+    from nmt.decode.exported import load_export
+    from nmt.decode.loading import load_translator
+
+    path, threads = Path(request["path"]), request["threads"]
+    if engine == "torch":
+        torch.set_num_threads(threads)
+        loaded = load_translator([path], "torch", torch.device("cpu"), request["checkpoint"], {})
+    else:
+        loaded = load_export(path, "cpu", threads)
+    translator = loaded.with_search(
+        beam_size=request["beam_size"],
+        length_penalty=request["length_penalty"],
+        nbest=1,
+        batch_size=request["batch_size"],
+    )
+    return translator.translate
+
+
+def ctranslate2_translator(request: dict[str, Any]) -> Translate:
+    """CTranslate2 called directly on the export: sentencepiece pieces in, `translate_batch` on batches
+    sorted by length, with the settings nmt's engine passes (the output limit a × (source + 1) + b, an empty
+    output allowed, padding and bos suppressed), pieces out; no nmt code."""
+    import ctranslate2
+    import numpy as np
+    import sentencepiece
+
+    path = Path(request["path"])
+    meta = json.loads((path / "nmt-export.json").read_text(encoding="utf-8"))
+    model = "spm.model" if meta["joint_vocabulary"] else "spm.src.model"
+    src = sentencepiece.SentencePieceProcessor(model_file=str(path / model))
+    tgt = (
+        src if meta["joint_vocabulary"] else sentencepiece.SentencePieceProcessor(str(path / "spm.tgt.model"))
+    )
+    a, b = np.float32(meta["search"]["max_len_a"]), np.float32(meta["search"]["max_len_b"])
+    banned = [[tgt.id_to_piece(tgt.pad_id())], [tgt.id_to_piece(tgt.bos_id())]]
+    translator = ctranslate2.Translator(str(path), device="cpu", intra_threads=request["threads"])
+
+    def translate(sentences: list[str]) -> list[str]:
+        pieces = src.encode(sentences, out_type=str)
+        outputs = [""] * len(sentences)
+        for group in by_length([len(p) for p in pieces], request["batch_size"]):
+            limits = [max(1, int(np.float32(len(pieces[i]) + 1) * a + b)) for i in group]
+            results = translator.translate_batch(
+                [pieces[i] for i in group],
+                beam_size=request["beam_size"],
+                length_penalty=request["length_penalty"],
+                max_decoding_length=max(limits),
+                min_decoding_length=0,
+                max_input_length=0,
+                suppress_sequences=banned,
+            )
+            for i, limit, result in zip(group, limits, results, strict=True):
+                outputs[i] = tgt.decode_pieces(result.hypotheses[0][:limit])
+        return outputs
+
+    return translate
+
+
+def transformers_translator(request: dict[str, Any]) -> Translate:
+    """transformers' `generate` on the Hugging Face export (greedy: num_beams=1), on torch's threads."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the export is a local directory: never ask the Hub
+    import torch
+    import transformers
+
+    torch.set_num_threads(request["threads"])
+    tokenizer = transformers.AutoTokenizer.from_pretrained(request["path"])
+    model = transformers.AutoModelForSeq2SeqLM.from_pretrained(request["path"]).eval()
+
+    def translate(sentences: list[str]) -> list[str]:
+        ids = tokenizer(sentences, truncation=True)["input_ids"]
+        outputs = [""] * len(sentences)
+        for group in by_length([len(i) for i in ids], request["batch_size"]):
+            batch = tokenizer.pad({"input_ids": [ids[i] for i in group]}, return_tensors="pt")
+            with torch.inference_mode():
+                generated = model.generate(**batch, num_beams=request["beam_size"])  # (batch, out_len)
+            texts = tokenizer.batch_decode(generated, skip_special_tokens=True)
+            for i, text in zip(group, texts, strict=True):
+                outputs[i] = text
+        return outputs
+
+    return translate
+
+
+RUNTIMES: dict[str, Callable[[dict[str, Any]], Translate]] = {
+    "nmt": lambda request: nmt_translator(request, "torch"),
+    "nmt-ctranslate2": lambda request: nmt_translator(request, "ctranslate2"),
+    "ctranslate2": ctranslate2_translator,
+    "transformers": transformers_translator,
+}
+
+
+def openmp_libraries() -> list[str]:
+    """The OpenMP runtimes mapped into this process (paths from /proc/self/maps; none where it is absent)."""
+    maps = Path("/proc/self/maps")
+    if not maps.is_file():
+        return []
+    paths = {line.split()[-1] for line in maps.read_text().splitlines() if "omp" in line.rsplit("/", 1)[-1]}
+    return sorted(path for path in paths if path.startswith("/") and ".so" in path)
+
+
+def timed(translate: Translate, sentences: list[str], warmup: int, repeats: int) -> tuple[list[str], float]:
+    """The translations, and the seconds of the fastest of `repeats` passes after an untimed warm-up on the
+    first `warmup` sentences."""
+    translate(sentences[:warmup])
+    fastest = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        translations = translate(sentences)
+        fastest = min(fastest, time.perf_counter() - start)
+    return translations, fastest
+
+
+def main() -> None:
+    request_path, answer_path = (Path(arg) for arg in sys.argv[1:3])
+    request = json.loads(request_path.read_text(encoding="utf-8"))
+    sentences = json.loads(Path(request["sentences"]).read_text(encoding="utf-8"))
+    translate = RUNTIMES[request["runtime"]](request)
+    translations, seconds = timed(translate, sentences, request["warmup"], request["repeats"])
+    answer = {
+        "translations": translations,
+        "seconds": seconds,
+        "pid": os.getpid(),
+        "modules": [name for name in RUNTIME_MODULES if name in sys.modules],
+        "openmp": openmp_libraries(),
+    }
+    answer_path.write_text(json.dumps(answer, ensure_ascii=False), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
