@@ -87,8 +87,12 @@ class Tokenizer:
         return self.sp.decode([[i for i in seq if i not in (PAD, BOS, EOS)] for seq in ids])
 
     def pieces(self, ids: list[int]) -> list[str]:
-        """Subword strings of the ids, for plot labels."""
-        return [self.sp.id_to_piece(i) for i in ids]
+        """Subword strings of the ids (one call into sentencepiece for all of them)."""
+        return self.sp.id_to_piece(list(ids))
+
+    def ids(self, pieces: list[str]) -> list[int]:
+        """Subword ids of the subword strings (one call into sentencepiece for all of them)."""
+        return self.sp.piece_to_id(list(pieces))
 
 
 def _processor(model: bytes, name: str) -> spm.SentencePieceProcessor:

@@ -107,7 +107,7 @@ class ExportedTranslator(Translator):
         for ids, limit, result in zip(sources, limits, results, strict=True):
             hyps = []
             for k, (pieces, score) in enumerate(zip(result.hypotheses, result.scores, strict=True)):
-                tokens = [tgt.sp.piece_to_id(piece) for piece in pieces[forced : forced + limit]]
+                tokens = tgt.ids(pieces[forced : forced + limit])
                 attended = (
                     most_attended(result.attention[k][forced:], len(ids), len(tokens))
                     if options.alignments
