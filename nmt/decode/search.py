@@ -17,8 +17,8 @@ Where steps are captured (a GPU: nmt/device/capture.py `capture_for`, the one pl
 reads "how many sentences are still searched?" every `CHECK_EVERY` steps, and once at most half are, the done
 ones leave the batch down to a power of two of at least `MIN_STATIC_SENTENCES` sentences (`sentences_kept`):
 a search captures a few batch sizes, and the next search of the same batch replays them. On a CPU, where
-reading a value costs nothing, it checks after every step and done sentences leave at once: no step is spent
-on them.
+reading a value costs nothing, it checks after every step, and the done sentences leave once they are a
+quarter of the batch (`EAGER_DONE_SHARE`): few steps are spent on them, and the caches move seldom.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ CHECK_EVERY = 8  # decoding steps between two reads of "is every sentence finish
 MIN_STATIC_SENTENCES = (
     16  # where steps are captured, a batch never shrinks below this (a few sizes to capture)
 )
+EAGER_DONE_SHARE = 0.25  # eager (a CPU): the done sentences leave once they are this share of the batch
 
 
 @dataclass(frozen=True)
@@ -121,11 +122,12 @@ def search(
 
 def sentences_kept(left: int, active: int, static: bool) -> int:
     """How many of the `active` sentences stay in the batch when `left` of them are still searched. Eager:
-    the searched ones. Static (steps captured, where each batch size is a capture): all of them until at most
-    half are searched, then the smallest power of two that holds the searched ones and `MIN_STATIC_SENTENCES`
-    (some done sentences ride along)."""
+    all of them until `EAGER_DONE_SHARE` of them are done, then the searched ones (moving the batch's caches
+    costs more than a few done rows ride along). Static (steps captured, where each batch size is a capture):
+    all of them until at most half are searched, then the smallest power of two that holds the searched ones
+    and `MIN_STATIC_SENTENCES` (some done sentences ride along)."""
     if not static:
-        return left
+        return left if active - left >= EAGER_DONE_SHARE * active else active
     kept = max(MIN_STATIC_SENTENCES, 1 << (left - 1).bit_length())
     return kept if kept <= active // 2 else active
 

@@ -117,12 +117,13 @@ class Cache:
     `slots` (sentences, heads, hypotheses, d_head) index where this step's go, and `visible` (sentences,
     hypotheses, used) is True at the slots of each hypothesis' history among the first `used` slots (the
     positions written so far; the rest is not attended to). On a CPU every hypothesis is at the same position,
-    whose slots are the block `used - hypotheses` … `used`: a slice is written instead of scattered."""
+    whose slots are the block `used - hypotheses` … `used`: a slice is written instead of scattered (no
+    `slots`), and one hypothesis a sentence sees every slot written (no `visible` mask)."""
 
     keys: Tensor
     values: Tensor
-    slots: Tensor
-    visible: Tensor
+    slots: Tensor | None
+    visible: Tensor | None
     used: int
     one_position: bool
 
@@ -133,6 +134,7 @@ class Cache:
             block = slice(self.used - keys.size(2), self.used)
             self.keys[:, :, block], self.values[:, :, block] = keys, values
             return self.keys, self.values
+        assert self.slots is not None  # where steps are static
         return self.keys.scatter_(2, self.slots, keys), self.values.scatter_(2, self.slots, values)
 
     def written(self) -> tuple[Tensor, Tensor]:
@@ -232,6 +234,9 @@ class TransformerSeq2Seq(Seq2Seq):
             memory[f"cross_k{i}"], memory[f"cross_v{i}"] = keys, values
         return memory
 
+    def target_embedding(self) -> nn.Embedding:
+        return self.tgt_embed.embedding
+
     def logits(self, x: Tensor) -> Tensor:
         """Decoder states (…, d_model) → vocabulary logits (…, tgt_vocab)."""
         x = self.decoder_norm(x)
@@ -313,11 +318,17 @@ class TransformerSeq2Seq(Seq2Seq):
         own = torch.arange(hypotheses, device=tokens.device).repeat(sentences)  # (rows,) each row's slots
         history.scatter_(1, position.unsqueeze(1), own.unsqueeze(1))  # this position is the row's own
         x = self.tgt_embed.at(tokens, position).view(sentences, hypotheses, -1)  # (sentences, hyps, d_model)
-        slots = (position * hypotheses + own).view(sentences, 1, hypotheses, 1)
-        slots = slots.expand(-1, heads, -1, memory["cross_k0"].size(3))  # (sentences, heads, hyps, d_head)
         static = static_steps(tokens.device)
+        slots = None
+        if static:  # a CPU step writes a block of slots (`Cache.write`)
+            slots = (position * hypotheses + own).view(sentences, 1, hypotheses, 1)
+            slots = slots.expand(
+                -1, heads, -1, memory["cross_k0"].size(3)
+            )  # (sentences, heads, hyps, d_head)
         positions = max_len if static else written_positions(position)
-        visible = self.visible_slots(history[:, :positions], position, sentences)
+        visible = None  # one hypothesis a sentence on a CPU sees every slot written so far: no mask
+        if static or hypotheses > 1:
+            visible = self.visible_slots(history[:, :positions], position, sentences)
         new_state = {"position": position + 1, "history": history}
         for i, layer in enumerate(self.decoder_layers):
             cross_kv = memory[f"cross_k{i}"], memory[f"cross_v{i}"]

@@ -214,7 +214,9 @@ def test_a_rule_s_kind_holds_every_setting() -> None:
 @pytest.mark.parametrize(
     ("left", "active", "static", "kept"),
     [
-        (3, 40, False, 3),  # eager: the searched ones, at once
+        (3, 40, False, 3),  # eager: the searched ones, once a quarter are done
+        (30, 40, False, 30),
+        (31, 40, False, 40),  # fewer than a quarter done: they ride along
         (21, 40, True, 40),  # more than half searched: no shrink
         (17, 40, True, 40),  # a power of two that holds them is more than half
         (9, 40, True, MIN_STATIC_SENTENCES),
