@@ -15,8 +15,10 @@ round, rounds in turn), and each row keeps its fastest round, so that a drift of
 alike. Every runtime runs on --threads CPU threads, in batches of the run's search.batch_size sorted by
 length (as `nmt translate` does), with the searches it can run:
 
-- greedy: nmt, CTranslate2 float32 and int8, nmt's CTranslate2 engine, transformers `generate` (num_beams=1);
-- the run's beam size and length penalty: nmt, CTranslate2 float32 and int8, nmt's CTranslate2 engine;
+- greedy: nmt (float32 and `--int8`), CTranslate2 float32 and int8, nmt's CTranslate2 engine, transformers
+  `generate` (num_beams=1);
+- the run's beam size and length penalty: nmt (float32 and `--int8`), CTranslate2 float32 and int8, nmt's
+  CTranslate2 engine;
 - Argos Translate's own search, beam 4 and length penalty 0.2: nmt, CTranslate2 float32, nmt's CTranslate2
   engine, and argostranslate (argos-translate-lt, LibreTranslate's argostranslate, in a virtual environment
   made once under --work and run offline by benchmarks/argos_offline/, the harness of the Argos tests too),
@@ -64,8 +66,9 @@ from nmt.export.huggingface import export_run as export_huggingface
 
 ROOT = Path(__file__).resolve().parents[1]
 WARMUP = 20  # sentences translated untimed first
-RUNTIMES = ("int8", "nmt-ctranslate2", "huggingface", "argos")  # those --without can leave out
+RUNTIMES = ("int8", "nmt-int8", "nmt-ctranslate2", "huggingface", "argos")  # those --without can leave out
 NMT = "nmt translate (PyTorch)"
+NMT_INT8 = "nmt translate --int8 (PyTorch, int8 linear layers)"
 CT2 = "CTranslate2 float32"
 ENGINE = "nmt translate EXPORT_DIR (its CTranslate2 float32 engine)"
 ARGOS = "Argos Translate (argostranslate, a call per sentence)"
@@ -128,7 +131,10 @@ def prepare_runtimes(args: argparse.Namespace, run: TrainedRun, tmp: Path) -> li
     run_dir, which, left_out = run.directory.path, run.checkpoint_name, set(args.without)
     all_three = ("greedy", "beam", "argos")
     float32 = export_run(run_dir, tmp / "ctranslate2-float32", quantization="float32", which=which)
-    runtimes = [Runtime(NMT, "nmt", run_dir, all_three), Runtime(CT2, "ctranslate2", float32, all_three)]
+    runtimes = [Runtime(NMT, "nmt", run_dir, all_three)]
+    if "nmt-int8" not in left_out:
+        runtimes.append(Runtime(NMT_INT8, "nmt-int8", run_dir, ("greedy", "beam")))
+    runtimes.append(Runtime(CT2, "ctranslate2", float32, all_three))
     if "nmt-ctranslate2" not in left_out:
         runtimes.append(Runtime(ENGINE, "nmt-ctranslate2", float32, all_three))
     if "int8" not in left_out:
@@ -371,6 +377,14 @@ def notes(jobs: list[Job], answers: dict[Job, list[Answer]], found: dict[str, Se
     ]
     if ratios:
         lines.append(f"nmt's CTranslate2 engine's speed ÷ CTranslate2 called directly: {'; '.join(ratios)}.")
+    for ours in (NMT, NMT_INT8):
+        ratios = [
+            f"{found[key].name}: {best[(CT2, key)].seconds / best[(ours, key)].seconds:.2f}"
+            for key in found
+            if (ours, key) in best
+        ]
+        if ratios:
+            lines.append(f"{ours}: its speed ÷ CTranslate2 float32's: {'; '.join(ratios)}.")
     if (ARGOS, "argos") in best:
         same = same_lines(best[(CT2, "argos")].translations, best[(ARGOS, "argos")].translations)
         lines.append(f"Argos Translate's output equals CTranslate2 float32's: {same}/{n}.")

@@ -32,9 +32,10 @@ def by_length(lengths: list[int], batch_size: int) -> list[list[int]]:
     return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
 
 
-def nmt_translator(request: dict[str, Any], engine: str) -> Translate:
+def nmt_translator(request: dict[str, Any], engine: str, int8: bool = False) -> Translate:
     """`nmt translate` through nmt's loader: a run directory on PyTorch ('torch', on `threads` torch
-    threads), or an export on nmt's CTranslate2 engine ('ctranslate2', `threads` CTranslate2 threads)."""
+    threads; its linear layers in int8 where `int8`), or an export on nmt's CTranslate2 engine
+    ('ctranslate2', `threads` CTranslate2 threads)."""
     import torch
 
     from nmt.decode.exported import load_export
@@ -43,7 +44,7 @@ def nmt_translator(request: dict[str, Any], engine: str) -> Translate:
     path, threads = Path(request["path"]), request["threads"]
     if engine == "torch":
         torch.set_num_threads(threads)
-        loaded = load_translator([path], "torch", torch.device("cpu"), request["checkpoint"], {})
+        loaded = load_translator([path], "torch", torch.device("cpu"), request["checkpoint"], {}, int8)
     else:
         loaded = load_export(path, "cpu", threads)
     translator = loaded.with_search(
@@ -122,6 +123,7 @@ def transformers_translator(request: dict[str, Any]) -> Translate:
 
 RUNTIMES: dict[str, Callable[[dict[str, Any]], Translate]] = {
     "nmt": lambda request: nmt_translator(request, "torch"),
+    "nmt-int8": lambda request: nmt_translator(request, "torch", int8=True),
     "nmt-ctranslate2": lambda request: nmt_translator(request, "ctranslate2"),
     "ctranslate2": ctranslate2_translator,
     "transformers": transformers_translator,

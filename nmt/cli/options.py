@@ -127,6 +127,14 @@ IntoLang = Annotated[
     str | None,
     typer.Option("--tgt-lang", help="The target language; a multilingual model needs it."),
 ]
+Int8 = Annotated[
+    bool,
+    typer.Option(
+        "--int8",
+        help="Decode on the CPU with int8 weights in every linear layer and the output projection (dynamic "
+        "quantization; the torch engine's; an export's are chosen by `nmt export --quantization`).",
+    ),
+]
 ZeroShot = Annotated[
     bool,
     typer.Option(

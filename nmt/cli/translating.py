@@ -17,6 +17,7 @@ from nmt.cli.options import (
     Checkpoint,
     Device,
     FromLang,
+    Int8,
     IntoLang,
     PivotLang,
     RunDirArgument,
@@ -87,6 +88,7 @@ def translate(
             help="auto: ctranslate2 for a directory written by `nmt export`, torch for run directories."
         ),
     ] = "auto",
+    int8: Int8 = False,
     interactive: Annotated[
         bool | None,
         typer.Option(
@@ -130,7 +132,7 @@ def translate(
     nbest = search.get("nbest", 1)
     style: OutputFormat = "jsonl" if format == "jsonl" else "moses" if scores or nbest > 1 else "text"
     checked_search(run_dirs[0], search)
-    loaded = load_translator(run_dirs, engine, resolve_device(device), checkpoint, search)
+    loaded = load_translator(run_dirs, engine, resolve_device(device), checkpoint, search, int8)
     translator = into_direction(loaded, asked_direction(src_lang, tgt_lang, zero_shot, pivot))
     bad = 0
     with _read_input(input) as (source, name, terminal):

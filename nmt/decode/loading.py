@@ -25,6 +25,7 @@ from nmt.decode.trained_run import TrainedRun, load_run
 from nmt.decode.translator import TorchTranslator, Translator
 from nmt.errors import UserError
 from nmt.models.ensemble import Ensemble
+from nmt.models.quantize import int8_model
 from nmt.run.checkpoint import same_vocabulary
 
 ENGINES = ("torch", "ctranslate2")
@@ -78,15 +79,23 @@ def load_models(
     device: torch.device,
     checkpoint: str | None = None,
     search: dict[str, Any] | None = None,
+    int8: bool = False,
 ) -> list[Loaded]:
-    """Each directory's model with `engine` ('torch': run directories, with their `checkpoint`;
-    'ctranslate2': exports), its search settings replaced by `search` (`{"beam_size": 3}`; a value out of
-    range is a ConfigError)."""
+    """Each directory's model with `engine` ('torch': run directories, with their `checkpoint`, in int8 where
+    `int8` (nmt/models/quantize.py); 'ctranslate2': exports), its search settings replaced by `search`
+    (`{"beam_size": 3}`; a value out of range is a ConfigError)."""
     search = search or {}
     if engine == "ctranslate2":
+        if int8:
+            raise UserError(
+                "--int8 quantizes a run's model; an export's weights are chosen when it is written: "
+                "`nmt export RUN OUT --quantization int8`"
+            )
         return [Loaded(load_export(path, device.type).with_search(**search)) for path in paths]
     overrides = [f"search.{name}={json.dumps(value)}" for name, value in search.items()]
     runs = [load_run(path, device, checkpoint, overrides) for path in paths]
+    if int8:
+        runs = [dataclasses.replace(run, model=int8_model(run.model)) for run in runs]
     return [Loaded(TorchTranslator.of_run(run), (run,)) for run in runs]
 
 
@@ -110,14 +119,20 @@ def ensembled(runs: list[TrainedRun]) -> TrainedRun:
 
 
 def load_translator(
-    paths: list[Path], engine: str, device: torch.device, checkpoint: str | None, search: dict[str, Any]
+    paths: list[Path],
+    engine: str,
+    device: torch.device,
+    checkpoint: str | None,
+    search: dict[str, Any],
+    int8: bool = False,
 ) -> Translator:
     """The translator of `paths` with the engine `choose_engine` picks: run directories (several: their
-    ensemble) with `checkpoint`, or one export; `search` replaces search settings (`{"beam_size": 3}`)."""
+    ensemble) with `checkpoint` (in int8 where `int8`), or one export; `search` replaces search settings
+    (`{"beam_size": 3}`)."""
     engine = choose_engine(engine, paths, checkpoint)
     if engine == "ctranslate2" and len(paths) > 1:
         raise UserError("the ctranslate2 engine translates with one export; an ensemble needs runs")
-    models = load_models(paths, engine, device, checkpoint, search)
+    models = load_models(paths, engine, device, checkpoint, search, int8)
     return (models[0] if len(models) == 1 else ensemble(models)).translator
 
 

@@ -70,6 +70,11 @@ class Seq2Seq(nn.Module):
     """
 
     decoding_graphs: object  # set by nmt/decode/step_graphs.py: the captured search steps kept with the model
+    output: nn.Module | None  # the vocabulary projection; None: tied to the target embedding
+
+    def target_embedding(self) -> nn.Embedding:
+        """The target-side embedding (tgt_vocab, d), which is the output projection where `output` is None."""
+        raise NotImplementedError
 
     def encode(self, src: Tensor, src_mask: Tensor) -> Memory:
         """Encode source ids (batch, src_len); the memory holds 'src_mask' among its tensors."""

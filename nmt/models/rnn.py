@@ -350,6 +350,9 @@ class RNNSeq2Seq(Seq2Seq):
         """The bridged initial hidden states; an RNN step needs no room for earlier tokens (`max_len`)."""
         return self.decoder.init_state(memory, hypotheses)
 
+    def target_embedding(self) -> nn.Embedding:
+        return self.tgt_embedding
+
     def logits(self, x: Tensor) -> Tensor:
         """Pre-output vectors (…, embedding) → vocabulary logits (…, tgt_vocab)."""
         return F.linear(x, self.tgt_embedding.weight) if self.output is None else self.output(x)

@@ -12,7 +12,19 @@ from pathlib import Path
 import pytest
 
 from benchmarks.argos_offline import harness
-from benchmarks.export_bench import ARGOS, CT2, ENGINE, LOG, NMT, Answer, Job, Runtime, fastest, measure
+from benchmarks.export_bench import (
+    ARGOS,
+    CT2,
+    ENGINE,
+    LOG,
+    NMT,
+    NMT_INT8,
+    Answer,
+    Job,
+    Runtime,
+    fastest,
+    measure,
+)
 from benchmarks.export_timing import by_length, openmp_libraries
 from nmt.data.batching import sorted_groups
 from tests.conftest import ROOT
@@ -90,9 +102,18 @@ def test_the_table_compares_every_runtime_with_nmt(trained_run: Path, corpus: Pa
     for search in nmt:
         assert rows[(ENGINE, search)][-1] == rows[(CT2, search)][-1]  # the engine's output is CTranslate2's
     greedy = [name for name, search in rows if search == "greedy"]
-    assert greedy == [NMT, CT2, ENGINE, "CTranslate2 int8", "transformers generate (Hugging Face export)"]
-    assert len(rows) == 13 - len(without) // 2  # nmt, CTranslate2 float32, its engine: 3 searches; int8: 2
+    assert greedy == [
+        NMT,
+        NMT_INT8,
+        CT2,
+        ENGINE,
+        "CTranslate2 int8",
+        "transformers generate (Hugging Face export)",
+    ]
+    assert [search for name, search in rows if name == NMT_INT8] == ["greedy", "beam 5, lp 1.0"]
+    assert len(rows) == 15 - len(without) // 2  # nmt, CTranslate2 float32, its engine: 3 searches; int8s: 2
     assert "nmt's CTranslate2 engine's speed ÷ CTranslate2 called directly: greedy: " in result.stdout
+    assert f"{NMT}: its speed ÷ CTranslate2 float32's: greedy: " in result.stdout
     if not without:
         argos = rows[(ARGOS, "beam 4, lp 0.2 (Argos)")]
         assert argos[-1] == rows[(CT2, "beam 4, lp 0.2 (Argos)")][-1]
@@ -116,7 +137,7 @@ def check_the_children(log: dict, rows: int) -> None:
             assert "torch" not in modules and not [
                 path for path in openmp if f"{os.sep}torch{os.sep}" in path
             ]
-        elif run["runtime"] in (NMT, "transformers generate (Hugging Face export)"):
+        elif run["runtime"] in (NMT, NMT_INT8, "transformers generate (Hugging Face export)"):
             assert "torch" in modules and "ctranslate2" not in modules
         elif run["runtime"] == ARGOS:
             assert "ctranslate2" in modules and "torch" not in modules
