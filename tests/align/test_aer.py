@@ -11,7 +11,7 @@ from nmt.align.pharaoh import SentenceLinks, read_links
 from nmt.align.score import score_alignments, score_files
 from nmt.align.symmetrize import Method, symmetrize
 from nmt.errors import UserError
-from tests.conftest import ROOT, run_cli
+from tests.conftest import ROOT, assert_one_line_error, run_cli
 
 FIXTURE = ROOT.parent / "shared" / "data" / "alignment"
 needs_fixture = pytest.mark.skipif(
@@ -113,6 +113,18 @@ def test_the_worked_example_of_the_guide(system: str, printed: str, tmp_path: Pa
     code, output, err = run_cli("score-alignments", str(out), gold, "--gold-one-based", *text)
     assert code == 0, err
     assert output.startswith(printed)
+
+
+@needs_fixture
+def test_the_misreadings_that_scored_wrongly_are_refused() -> None:
+    """Without --gold-one-based fast_align's links scored 48.1, symmetrized without --swap-reverse 55.2, its
+    reverse file scored without --hyp-reverse 72.6: each is now one line naming the option."""
+    outputs, gold = FIXTURE / "reference-outputs" / "fast_align", str(FIXTURE / "gold" / "enfr.gold")
+    forward, reverse = str(outputs / "test.enfr.talp"), str(outputs / "test.enfr.reverse.talp")
+    assert_one_line_error(run_cli("score-alignments", forward, gold), "add --gold-one-based")
+    symmetrized = run_cli("symmetrize", forward, reverse, "--method", "grow-diag")
+    assert_one_line_error(symmetrized, "add --swap-reverse")
+    assert_one_line_error(run_cli("score-alignments", reverse, gold, "--gold-one-based"), "add --hyp-reverse")
 
 
 def test_score_alignments_refuses_files_of_other_lengths(tmp_path: Path) -> None:
