@@ -68,6 +68,19 @@ TOKENS = {  # the fixed preprocessing of the Multi30k side: lower-cased, then th
 }
 
 
+def missing_data(data: Path) -> str | None:
+    """Why the benchmark cannot run on `data` (None: it can): it needs the shared data's Multi30k En–Fr and
+    alignment gold sets, which stay outside the repository."""
+    needed = [data / "multi30k" / "train.fr", data / "alignment" / "gold" / "enfr.gold"]
+    absent = [str(path) for path in needed if not path.is_file()]
+    if not absent:
+        return None
+    return (
+        f"skipped: the alignment benchmark needs the shared data (../shared/data beside the repository, or "
+        f"--data DIR, with multi30k/ and alignment/); {', '.join(absent)} not found"
+    )
+
+
 def tokenize(line: str, lang: str) -> str:
     """A Multi30k line as the benchmark's words: lower-cased, punctuation and clitics split off."""
     return " ".join(TOKENS[lang].findall(line.lower()))
@@ -640,6 +653,10 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=DATA, help="the shared data (multi30k/, alignment/)")
     parser.add_argument("--figure", type=Path, help="also draw the layer × head figure into this PNG")
     args = parser.parse_args()
+    missing = missing_data(args.data)
+    if missing is not None:
+        print(missing, file=sys.stderr)
+        sys.exit(0)
     torch.set_num_threads(1)
     prepare(args.data, args.work)
     run_eflomal(args.work)

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from nmt.align.pharaoh import parse_links
 from nmt.decode.trained_run import load_run
-from nmt.decode.translator import TorchTranslator
+from nmt.decode.translator import TorchTranslator, search_options
 from tests.conftest import MULTILINGUAL_DIRECTIONS, assert_one_line_error, run_cli
 
 
@@ -40,6 +41,26 @@ def test_translate_takes_every_direction(run: Path) -> None:
         src, tgt = name.split("-")
         lines = source_lines(run, src)
         assert cli(run, lines, "--src-lang", src, "--tgt-lang", tgt) == library(run, tgt, lines)
+
+
+def test_alignments_link_every_output_word_and_never_a_tag(run: Path) -> None:
+    """An encoder tag is no source word and a forced decoder tag no output: search aligns each output subword
+    to a subword of a source word (never the tag, however much attention the tag draws), so every output word
+    has a link, as in a bilingual run."""
+    translator = TorchTranslator.of_run(load_run(run, torch.device("cpu")))
+    assert translator.tags is not None
+    for name in MULTILINGUAL_DIRECTIONS:
+        src, tgt = name.split("-")
+        lines = source_lines(run, src)
+        toward = translator.toward(tgt)
+        sources = toward.encode(lines)
+        found = toward.search(sources, options=search_options(toward.settings, alignments=True))
+        attended = {ids[p] for ids, hyps in zip(sources, found, strict=True) for p in hyps[0].alignment or []}
+        assert attended and not attended & set(translator.tags.banned)
+        for line in cli(run, lines, "--src-lang", src, "--tgt-lang", tgt, "--alignments"):
+            text, links = line.split(" ||| ")
+            linked = {j for _, j in parse_links(links, line).possible}
+            assert linked == set(range(len(text.split()))), line
 
 
 def test_zero_shot_and_pivot(run: Path) -> None:

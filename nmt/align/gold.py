@@ -31,7 +31,7 @@ def read_gold(
     src_lines, tgt_lines = read_lines(src), read_lines(tgt)
     if len(src_lines) != len(tgt_lines):
         raise UserError(f"{src} has {len(src_lines)} lines but {tgt} has {len(tgt_lines)}; they must align")
-    gold = read_links(links, one_based, reverse)
+    gold = read_links(links, one_based, reverse, "train.alignment.gold_one_based")
     lengths = [(len(s.split()), len(t.split())) for s, t in zip(src_lines, tgt_lines, strict=True)]
     check_links(gold, links, lengths, str(src))
     return GoldSet(encode_words(tokenizers.src, src_lines), encode_words(tokenizers.tgt, tgt_lines), gold)

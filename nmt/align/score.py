@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
-from nmt.align.pharaoh import Link, SentenceLinks, read_links
+from nmt.align.link_files import LinkFile, check_agreement, say_if_unchecked
+from nmt.align.pharaoh import Link, SentenceLinks
 from nmt.errors import UserError
 
 
@@ -65,20 +65,22 @@ def score_alignments(hypotheses: Sequence[Iterable[Link]], gold: Sequence[Senten
 
 
 def score_files(
-    hypothesis: Path,
-    gold: Path,
-    hypothesis_one_based: bool = False,
-    gold_one_based: bool = False,
-    hypothesis_reverse: bool = False,
-    gold_reverse: bool = False,
+    hypothesis: LinkFile, gold: LinkFile, lengths: Sequence[Link] | None = None, text: str = ""
 ) -> AlignmentScores:
     """Score a Pharaoh file against a gold one (`p`/`?` links possible, `-` sure; in the hypothesis every link
-    counts, whatever its mark); each file may count from 1 or list the target word first."""
-    found = read_links(hypothesis, hypothesis_one_based, hypothesis_reverse)
-    reference = read_links(gold, gold_one_based, gold_reverse)
+    counts, whatever its mark), each read and checked as nmt/align/link_files.py does (against the words of
+    each sentence pair of `text`, `lengths`, when given)."""
+    found, reference = hypothesis.read(lengths, text), gold.read(lengths, text)
     if len(found) != len(reference):
         raise UserError(
-            f"{hypothesis} has {len(found)} lines but {gold} has {len(reference)}; they must align the same "
-            f"sentence pairs, line by line"
+            f"{hypothesis.path} has {len(found)} lines but {gold.path} has {len(reference)}; they must align "
+            f"the same sentence pairs, line by line"
         )
+    check_agreement(
+        found,
+        reference,
+        f"{hypothesis.other_way()} if {hypothesis.path} names the target word first "
+        f"({gold.other_way()} if {gold.path} does)",
+    )
+    say_if_unchecked(lengths)
     return score_alignments([line.possible for line in found], reference)

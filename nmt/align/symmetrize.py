@@ -26,11 +26,11 @@ from __future__ import annotations
 
 import bisect
 import itertools
-from collections.abc import Iterable
-from pathlib import Path
+from collections.abc import Iterable, Sequence
 from typing import Literal, get_args
 
-from nmt.align.pharaoh import Link, format_links, read_links
+from nmt.align.link_files import LinkFile, check_agreement, say_if_unchecked
+from nmt.align.pharaoh import Link, format_links
 from nmt.errors import UserError
 
 Method = Literal["intersection", "union", "grow-diag", "grow-diag-moses", "grow-diag-final-and"]
@@ -118,14 +118,25 @@ def _grow_diag_moses(forward: set[Link], reverse: set[Link], final_and: bool) ->
     return {(i, j) for j, i in points}
 
 
-def symmetrize_files(forward: Path, reverse: Path, method: Method, swap_reverse: bool = False) -> str:
-    """The Pharaoh text (0-based, source-target) of two directional Pharaoh files symmetrized line by line;
-    `swap_reverse` when `reverse` lists the target word first (an aligner run on the swapped corpus)."""
-    forward_links, reverse_links = read_links(forward), read_links(reverse, reverse=swap_reverse)
+def symmetrize_files(
+    forward: LinkFile,
+    reverse: LinkFile,
+    method: Method,
+    lengths: Sequence[Link] | None = None,
+    text: str = "",
+) -> str:
+    """The Pharaoh text (0-based, source-target) of two directional Pharaoh files symmetrized line by line,
+    each read and checked as nmt/align/link_files.py does (against the words of each sentence pair of `text`,
+    `lengths`, when given)."""
+    forward_links, reverse_links = forward.read(lengths, text), reverse.read(lengths, text)
     if len(forward_links) != len(reverse_links):
         raise UserError(
-            f"{forward} has {len(forward_links)} lines but {reverse} has {len(reverse_links)}; both must "
-            f"align the same sentence pairs, line by line"
+            f"{forward.path} has {len(forward_links)} lines but {reverse.path} has {len(reverse_links)}; "
+            f"both must align the same sentence pairs, line by line"
         )
+    check_agreement(
+        forward_links, reverse_links, f"{reverse.other_way()} if {reverse.path} names the target word first"
+    )
+    say_if_unchecked(lengths)
     pairs = zip(forward_links, reverse_links, strict=True)
     return "".join(format_links(symmetrize(f.possible, r.possible, method)) + "\n" for f, r in pairs)

@@ -108,6 +108,19 @@ def _heads(head: str | None) -> tuple[int, ...] | Literal["mean"] | None:
         raise UserError(f"--head {head}: expected mean, a head number N or numbers N,M,…") from None
 
 
+SourceText = Annotated[
+    Path | None,
+    typer.Option(
+        "--src",
+        help="The source sentences the links index, whitespace-tokenized, one a line: with --tgt, every "
+        "index is checked against its sentence.",
+    ),
+]
+TargetText = Annotated[
+    Path | None, typer.Option("--tgt", help="Their target sentences, line by line (with --src).")
+]
+
+
 def score_alignments(
     hypothesis: Annotated[
         Path, typer.Argument(help="Pharaoh file of links to score (i-j, one line a pair).")
@@ -119,14 +132,21 @@ def score_alignments(
         bool, typer.Option(help="HYPOTHESIS names the target word first (i-j: target i, source j).")
     ] = False,
     gold_reverse: Annotated[bool, typer.Option(help="GOLD names the target word first.")] = False,
+    src: SourceText = None,
+    tgt: TargetText = None,
 ) -> None:
     """Score word alignments against gold links: the alignment error rate of Och & Ney (2003),
     AER = 1 - (|A∩S| + |A∩P|) / (|A| + |S|) with sure links S and possible links P ⊇ S, precision |A∩P| / |A|
-    and recall |A∩S| / |S|, each count summed over the corpus, in percent; and the link counts."""
+    and recall |A∩S| / |S|, each count summed over the corpus, in percent; and the link counts. A file that
+    looks misread (1-based read from 0, target-first read source-first, an index past its sentence) is
+    refused in one line naming the option to change."""
+    from nmt.align.link_files import LinkFile, text_lengths
     from nmt.align.score import score_files
 
-    scores = score_files(hypothesis, gold, hyp_one_based, gold_one_based, hyp_reverse, gold_reverse)
-    typer.echo(scores.describe())
+    lengths, text = text_lengths(src, tgt)
+    found = LinkFile(hypothesis, hyp_one_based, hyp_reverse, "--hyp-one-based", "--hyp-reverse")
+    reference = LinkFile(gold, gold_one_based, gold_reverse, "--gold-one-based", "--gold-reverse")
+    typer.echo(score_files(found, reference, lengths, text).describe())
 
 
 def symmetrize(
@@ -143,12 +163,25 @@ def symmetrize(
     swap_reverse: Annotated[
         bool, typer.Option(help="REVERSE names the target word first (an aligner run on the swapped corpus).")
     ] = False,
+    one_based: Annotated[
+        bool, typer.Option(help="FORWARD and REVERSE count words from 1 (the output counts from 0).")
+    ] = False,
+    src: SourceText = None,
+    tgt: TargetText = None,
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Output file (default stdout).")] = None,
 ) -> None:
     """Combine the word links of two directions, line by line, into one Pharaoh file (0-based,
-    source-target), e.g. the -f and -r files of `eflomal-align` into the links of train.alignment.links."""
+    source-target), e.g. the -f and -r files of `eflomal-align` into the links of train.alignment.links. A
+    file that looks misread (1-based read from 0, target-first read source-first, an index past its sentence)
+    is refused in one line naming the option to change."""
+    from nmt.align.link_files import LinkFile, text_lengths
     from nmt.align.symmetrize import METHODS, symmetrize_files
     from nmt.atomic_files import write_output
 
-    text = symmetrize_files(forward, reverse, checked_choice("--method", method, METHODS), swap_reverse)
-    write_output(out, lambda handle: handle.write(text.encode("utf-8")))
+    chosen = checked_choice("--method", method, METHODS)
+    lengths, text = text_lengths(src, tgt)
+    in_turn = "--swap-reverse with the two files in the other order"  # FORWARD target-first: given in turn?
+    first = LinkFile(forward, one_based, False, "--one-based", in_turn)
+    second = LinkFile(reverse, one_based, swap_reverse, "--one-based", "--swap-reverse")
+    text_out = symmetrize_files(first, second, chosen, lengths, text)
+    write_output(out, lambda handle: handle.write(text_out.encode("utf-8")))

@@ -110,12 +110,14 @@ def translate(
     With --nbest N > 1 or --scores, each input line i (counted from 0) gives Moses-style lines
     `i ||| translation ||| score`, best first; with --format jsonl, one line
     `{"line": i, "hypotheses": [{"text": …, "score": …}, …]}`. Scores are length-normalised
-    log-probabilities at every beam size: the summed log-probability of the tokens and eos divided by
-    ((5 + length) / 6) ** A, A the length penalty. The input is read and translated in chunks, written as
-    they are done (to --output only when complete).
+    log-probabilities at every beam size: with the torch engine (a run directory), the summed log-probability
+    of the tokens and eos divided by ((5 + length) / 6) ** A, A the length penalty; with the ctranslate2
+    engine (an export), CTranslate2's own, divided by (length + 1) ** A. The input is read and translated in
+    chunks, written as they are done (to --output only when complete).
 
     With --alignments each translation is followed by ` ||| 0-0 1-2 …`: each output word linked to the source
-    words its subwords attended most (with --format jsonl: an "alignment" field of [i, j] pairs).
+    words its subwords attended most (with --format jsonl: an "alignment" field of [i, j] pairs); an empty
+    translation, which has no links, stays an empty line.
 
     A multilingual model translates into --tgt-lang: from --src-lang, a direction it was trained on (or any
     of its languages with --zero-shot), or through a third language with --pivot (the scores and n-best

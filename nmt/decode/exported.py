@@ -12,7 +12,8 @@ line. Sampling seeds CTranslate2's generators with the seed: the same input and 
 a new process, but CTranslate2 cannot promise a line the same sample wherever it stands, as nmt's own search
 does (its generators are per thread, and setting the seed does not restart them: CTranslate2 issue 1757).
 Alignments come from the attention CTranslate2 returns (`return_attention`): the export sets it to the last
-decoder layer's mean of heads (`ALIGNMENT`), the attention nmt's search aligns with.
+decoder layer's mean of heads (`ALIGNMENT`), the attention nmt's search aligns with; as there, no output token
+aligns to a language tag (nor has a row for a forced decoder tag).
 """
 
 from __future__ import annotations
@@ -109,7 +110,7 @@ class ExportedTranslator(Translator):
             for k, (pieces, score) in enumerate(zip(result.hypotheses, result.scores, strict=True)):
                 tokens = tgt.ids(pieces[forced : forced + limit])
                 attended = (
-                    most_attended(result.attention[k][forced:], len(ids), len(tokens))
+                    most_attended(result.attention[k][forced:], ids, len(tokens), options.unaligned)
                     if options.alignments
                     else None
                 )
@@ -118,11 +119,15 @@ class ExportedTranslator(Translator):
         return found
 
 
-def most_attended(attention: list[list[float]], src_len: int, tokens: int) -> list[int]:
-    """The source position (of `src_len`, eos excluded) each of the first `tokens` rows of CTranslate2's
-    attention (a row per output token, a column per source token and eos) attends most (the first of equal
-    ones), as nmt/decode/search.py `most_attended` picks it."""
-    return np.asarray(attention, dtype=np.float32)[:tokens, :src_len].argmax(axis=1).tolist()
+def most_attended(
+    attention: list[list[float]], source: list[int], tokens: int, unaligned: tuple[int, ...]
+) -> list[int]:
+    """The source position each of the first `tokens` rows of CTranslate2's attention (a row per output token,
+    a column per token of `source` and eos) attends most of those not eos nor an `unaligned` id (the first of
+    equal ones), as nmt/decode/search.py `most_attended` picks it."""
+    weights = np.asarray(attention, dtype=np.float32)[:tokens, : len(source)]  # (tokens, source)
+    weights[:, np.isin(source, unaligned)] = -1.0
+    return weights.argmax(axis=1).tolist()
 
 
 def ctranslate2_search(rule: SearchRule, options: SearchOptions) -> dict[str, Any]:

@@ -23,11 +23,12 @@ def format_translations(
     """Output lines for input lines `first`, `first + 1`, … (0-based): `text` is the best translation alone;
     `moses` is one `i ||| translation ||| score` line per hypothesis, best first; `jsonl` is one
     `{"line": i, "hypotheses": [{"text": …, "score": …}, …]}` object per input line. With `alignments`
-    each translation's links follow as ` ||| 0-0 1-2` (jsonl: an `"alignment": [[0, 0], [1, 2]]` field)."""
+    each translation's links follow as ` ||| 0-0 1-2` (jsonl: an `"alignment": [[0, 0], [1, 2]]` field), but
+    in `text` an empty translation (a blank line's, which has no links) stays an empty line."""
     lines = []
     for i, line in enumerate(translated, start=first):
         if style == "text":
-            lines.append(line.best.text + _links(line.best, alignments))
+            lines.append(line.best.text and line.best.text + _links(line.best, alignments))
         elif style == "moses":
             lines.extend(
                 f"{i} ||| {h.text} ||| {h.score:.4f}{_links(h, alignments)}" for h in line.hypotheses
@@ -39,7 +40,7 @@ def format_translations(
 
 
 def _links(translation: Translation, alignments: bool) -> str:
-    """` ||| i-j …` (with `alignments`; a blank line's: ` ||| `), else nothing."""
+    """` ||| i-j …` with `alignments`, else nothing."""
     return f" ||| {format_links(translation.alignment or [])}" if alignments else ""
 
 

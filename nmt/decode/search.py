@@ -48,7 +48,8 @@ EAGER_DONE_SHARE = 0.25  # eager (a CPU): the done sentences leave once they are
 class Hypothesis:
     """One output of search: tokens without bos/eos, its score (`score`) and, when asked, the
     encoder-decoder attention paid for each token and the final eos (len(tokens) + 1, src_len), and the
-    alignment: for each token, the source position (from 0, eos excluded) it attended most."""
+    alignment: for each token, the source position (from 0) it attended most of those that hold a word's
+    subword (not eos, nor an `unaligned` id)."""
 
     tokens: list[int]
     score: float
@@ -69,7 +70,8 @@ class SearchOptions:
 
     `prefix`: tokens forced after bos, read by the decoder before search begins (a multilingual model's
     decoder tag). They are no part of a hypothesis: not in its tokens, its score or its length (the length
-    penalty's and the output limit's), nor in its attention rows or alignments."""
+    penalty's and the output limit's), nor in its attention rows or alignments. `unaligned`: source ids that
+    no token aligns to, as eos (a multilingual model's encoder tags)."""
 
     nbest: int = 1
     attention: bool = False
@@ -79,6 +81,7 @@ class SearchOptions:
     cuda_graphs: bool = False
     banned: tuple[int, ...] = (PAD, BOS)
     prefix: tuple[int, ...] = ()
+    unaligned: tuple[int, ...] = ()
     processors: tuple[Processor, ...] = ()
 
 
@@ -161,10 +164,10 @@ def start(
         "scores": rule.start(batch, device),
         "finished": torch.zeros(batch, dtype=torch.long, device=device),
     }
-    if options.alignments:  # per token, a source position; the position of each source's eos
+    if options.alignments:  # per token, a source position; the positions no token aligns to
         hyp["alignment"] = src.new_zeros(batch * width, max_steps)
         best["alignment"] = src.new_zeros(batch, n, max_steps)
-        sentence["source_eos"] = (src != PAD).sum(dim=1) - 1
+        sentence["unaligned"] = torch.isin(src, src.new_tensor((PAD, EOS, *options.unaligned)))
     return (
         prefixed(memory, "memory.")
         | prefixed(state, "state.")
@@ -199,7 +202,7 @@ def search_step(
     if "hyp.attention" in buffers:
         buffers["hyp.attention"].index_copy_(1, t.view(1), step_attention(step).unsqueeze(1).float())
     if "hyp.alignment" in buffers:
-        attended = most_attended(step_attention(step), buffers["sentence.source_eos"], rule.width)
+        attended = most_attended(step_attention(step), buffers["sentence.unaligned"], rule.width)
         buffers["hyp.alignment"].index_copy_(1, t.view(1), attended.unsqueeze(1))
     for processor in processors:
         log_probs = processor.process(log_probs, view(buffers, processor, rule.width))
@@ -340,11 +343,12 @@ def step_attention(step: Step) -> Tensor:
     return step.attention
 
 
-def most_attended(attention: Tensor, source_eos: Tensor, width: int) -> Tensor:
-    """Each row's most attended source position other than its source's eos (the first of equal ones):
-    attention (sentences × width, src_len), source_eos (sentences,) → (sentences × width,)."""
-    eos = source_eos.repeat_interleave(width).unsqueeze(1)  # (rows, 1)
-    return attention.float().scatter(1, eos, -1.0).argmax(dim=1)
+def most_attended(attention: Tensor, unaligned: Tensor, width: int) -> Tensor:
+    """Each row's most attended source position of those not `unaligned` (eos, padding, tags; the first of
+    equal ones): attention (sentences × width, src_len), unaligned (sentences, src_len) bool →
+    (sentences × width,)."""
+    skipped = unaligned.repeat_interleave(width, dim=0)  # (rows, src_len)
+    return attention.float().masked_fill(skipped, -1.0).argmax(dim=1)
 
 
 def results(buffers: Buffers, src_mask: Tensor) -> list[list[Hypothesis]]:

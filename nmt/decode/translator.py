@@ -253,9 +253,10 @@ class Translator(ABC):
         output of each, blank until searched. A UserError for what this engine cannot return."""
         rule = rule or search_rule(self.settings)
         options = options or search_options(self.settings)
-        # a tag is never an output, but where forced first (decoder tags)
+        # a tag is never an output, but where forced first (decoder tags), and never aligned (encoder tags)
         prefix = tuple(self.tags.forced_prefix(self.target_language()))
-        options = dataclasses.replace(options, banned=(*options.banned, *self.tags.banned), prefix=prefix)
+        banned, tags = (*options.banned, *self.tags.banned), tuple(self.tags.banned)
+        options = dataclasses.replace(options, banned=banned, prefix=prefix, unaligned=tags)
         if options.attention and not self.has_attention:
             raise UserError(
                 f"the {self.engine} engine returns no attention; translate with the run directory"

@@ -6,14 +6,18 @@ from pathlib import Path
 
 import pytest
 
+from nmt.align.link_files import LinkFile
 from nmt.align.pharaoh import SentenceLinks, read_links
 from nmt.align.score import score_alignments, score_files
 from nmt.align.symmetrize import Method, symmetrize
 from nmt.errors import UserError
-from tests.conftest import ROOT, run_cli
+from tests.conftest import ROOT, assert_one_line_error, run_cli
 
 FIXTURE = ROOT.parent / "shared" / "data" / "alignment"
-needs_fixture = pytest.mark.skipif(not FIXTURE.is_dir(), reason="no ../shared/data/alignment")
+needs_fixture = pytest.mark.skipif(
+    not (FIXTURE / "gold").is_dir(),
+    reason=f"needs the shared data's alignment fixture (../shared/data beside the repository): no {FIXTURE}",
+)
 
 
 def gold(sure: set, possible: set) -> SentenceLinks:
@@ -53,9 +57,8 @@ PUBLISHED = [
 @pytest.mark.parametrize(("system", "pair", "aer"), PUBLISHED)
 def test_the_published_aers_of_the_fixture(system: str, pair: str, aer: float) -> None:
     outputs = FIXTURE / "reference-outputs" / system
-    scores = score_files(
-        outputs / f"test.{pair}.grow-diagonal.talp", FIXTURE / "gold" / f"{pair}.gold", gold_one_based=True
-    )
+    hypothesis = LinkFile(outputs / f"test.{pair}.grow-diagonal.talp", False, False, "--hyp-one-based", "-")
+    scores = score_files(hypothesis, LinkFile(FIXTURE / "gold" / f"{pair}.gold", True, False, "-", "-"))
     assert round(100 * scores.aer, 1) == aer
     if (system, pair) == ("fast_align", "enfr"):  # and the published precision and recall
         assert (round(100 * scores.precision, 1), round(100 * scores.recall, 1)) == (90.8, 87.8)
@@ -88,18 +91,40 @@ def test_moses_variants_on_the_fast_align_links(method: Method, aer: float) -> N
 
 
 @needs_fixture
-def test_the_commands_on_the_fixture(tmp_path: Path) -> None:
-    outputs, out = FIXTURE / "reference-outputs" / "fast_align", tmp_path / "sym.talp"
+@pytest.mark.parametrize(
+    ("system", "printed"),
+    [
+        ("fast_align", "AER 10.5  precision 90.8  recall 87.8  (5374 links; gold 4038 sure, 17438 possible"),
+        ("giza", "AER 5.9  precision 97.5  recall 89.7  (5072 links; gold 4038 sure, 17438 possible"),
+    ],
+)
+def test_the_worked_example_of_the_guide(system: str, printed: str, tmp_path: Path) -> None:
+    """docs/alignment.md's commands: the gold text split into its two sides, the two directions symmetrized
+    (the reverse file target-first), the result scored against the 1-based gold; each index checked."""
+    pairs = [line.split(" ||| ") for line in (FIXTURE / "gold" / "enfr.src-tgt").read_text().splitlines()]
+    for side, name in enumerate(("gold.en", "gold.fr")):
+        (tmp_path / name).write_text("".join(f"{pair[side]}\n" for pair in pairs))
+    text = ["--src", str(tmp_path / "gold.en"), "--tgt", str(tmp_path / "gold.fr")]
+    outputs, out = FIXTURE / "reference-outputs" / system, tmp_path / "sym.talp"
     args = ["symmetrize", str(outputs / "test.enfr.talp"), str(outputs / "test.enfr.reverse.talp")]
-    code, _, err = run_cli(*args, "--swap-reverse", "--method", "grow-diag", "--out", str(out))
+    code, _, err = run_cli(*args, "--swap-reverse", "--method", "grow-diag", *text, "--out", str(out))
     assert code == 0, err
-    code, output, err = run_cli(
-        "score-alignments", str(out), str(FIXTURE / "gold" / "enfr.gold"), "--gold-one-based"
-    )
+    gold = str(FIXTURE / "gold" / "enfr.gold")
+    code, output, err = run_cli("score-alignments", str(out), gold, "--gold-one-based", *text)
     assert code == 0, err
-    assert output.startswith(
-        "AER 10.5  precision 90.8  recall 87.8  (5374 links; gold 4038 sure, 17438 possible"
-    )
+    assert output.startswith(printed)
+
+
+@needs_fixture
+def test_the_misreadings_that_scored_wrongly_are_refused() -> None:
+    """Without --gold-one-based fast_align's links scored 48.1, symmetrized without --swap-reverse 55.2, its
+    reverse file scored without --hyp-reverse 72.6: each is now one line naming the option."""
+    outputs, gold = FIXTURE / "reference-outputs" / "fast_align", str(FIXTURE / "gold" / "enfr.gold")
+    forward, reverse = str(outputs / "test.enfr.talp"), str(outputs / "test.enfr.reverse.talp")
+    assert_one_line_error(run_cli("score-alignments", forward, gold), "add --gold-one-based")
+    symmetrized = run_cli("symmetrize", forward, reverse, "--method", "grow-diag")
+    assert_one_line_error(symmetrized, "add --swap-reverse")
+    assert_one_line_error(run_cli("score-alignments", reverse, gold, "--gold-one-based"), "add --hyp-reverse")
 
 
 def test_score_alignments_refuses_files_of_other_lengths(tmp_path: Path) -> None:

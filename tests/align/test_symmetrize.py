@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 
+from nmt.align.link_files import LinkFile
 from nmt.align.symmetrize import symmetrize, symmetrize_files
 from nmt.errors import UserError
 
@@ -46,11 +47,14 @@ def test_empty_lines() -> None:
         assert symmetrize(set(), set(), method) == set()
 
 
+FILES = (("fwd", False), ("rev", True))
+
+
 def test_files_line_by_line(tmp_path: Path) -> None:
     (tmp_path / "fwd").write_text("0-0 1-1\n\n0-1\n")
     (tmp_path / "rev").write_text("0-0\n\n1-0\n")  # target first: 1-0 is source 0, target 1
-    text = symmetrize_files(tmp_path / "fwd", tmp_path / "rev", "intersection", swap_reverse=True)
-    assert text == "0-0\n\n0-1\n"
+    forward, reverse = (LinkFile(tmp_path / name, False, swap, "-", "-") for name, swap in FILES)
+    assert symmetrize_files(forward, reverse, "intersection") == "0-0\n\n0-1\n"
     (tmp_path / "short").write_text("0-0\n")
     with pytest.raises(UserError, match=r"has 3 lines but .*short has 1"):
-        symmetrize_files(tmp_path / "fwd", tmp_path / "short", "union")
+        symmetrize_files(forward, LinkFile(tmp_path / "short", False, False, "-", "-"), "union")

@@ -2,6 +2,8 @@
 the gold set read from the shared data (skipped where ../shared/data is absent); the benchmark itself is run
 by hand (it trains a dozen models)."""
 
+from pathlib import Path
+
 import pytest
 
 from benchmarks import alignment_bench as bench
@@ -19,9 +21,16 @@ def test_the_diagonal_links_each_word_to_its_relative_position() -> None:
     assert bench.diagonal(en, fr, "en") == [{(0, 0), (1, 0), (2, 1), (3, 1)}]  # English i → (i + ½)·2/4
 
 
+def test_without_the_shared_data_the_benchmark_says_what_it_needs(tmp_path: Path) -> None:
+    message = bench.missing_data(tmp_path)
+    assert message is not None and message.startswith("skipped: ")
+    assert "../shared/data" in message and str(tmp_path / "multi30k" / "train.fr") in message
+
+
 def test_the_gold_set_is_read_english_first_from_0() -> None:
-    if not (bench.DATA / "alignment" / "gold" / "enfr.gold").exists():
-        pytest.skip(f"the shared data is not in {bench.DATA}")
+    missing = bench.missing_data(bench.DATA)
+    if missing is not None:
+        pytest.skip(missing)
     en, fr, links = bench.read_gold(bench.DATA)
     assert len(en) == len(fr) == len(links) == 447
     assert (en[0], fr[0], links[0]) == ("2 .", "2 .", "1-1 0-0")  # the file: "2-2 1-1", 1-based

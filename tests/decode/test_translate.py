@@ -224,20 +224,21 @@ def test_out_of_memory_on_one_sentence_is_one_line(
 
 def test_alignments_follow_each_translation(trained_run: Path, corpus: Path, tmp_path: Path) -> None:
     """` ||| i-j` after each translation: source word i of the line, output word j of the translation, every
-    output word linked; a blank line's translation has none. N-best lines and JSON lines carry them too."""
+    output word linked; a blank line's translation has none and stays an empty line, as without
+    --alignments. N-best lines and JSON lines carry them too."""
     lines = [*(corpus / "test.src").read_text().splitlines()[:10], ""]
     (tmp_path / "in.txt").write_text("".join(line + "\n" for line in lines))
     args = ["translate", str(trained_run), "-i", str(tmp_path / "in.txt"), "--beam-size", "1"]
     code, out, err = run_cli(*args, "--alignments")
     assert code == 0, err
     plain = run_cli(*args)[1].splitlines()
-    for source, line, text in zip(lines, out.splitlines(), plain, strict=True):
+    assert out.splitlines()[-1] == plain[-1] == ""
+    for source, line, text in zip(lines[:-1], out.splitlines()[:-1], plain[:-1], strict=True):
         translation, links = line.split(" ||| ")
         assert translation == text
         found = parse_links(links, "the output").possible
         assert all(i < len(source.split()) for i, _ in found)
         assert {j for _, j in found} == set(range(len(translation.split())))
-    assert out.splitlines()[-1] == " ||| "
     code, nbest, err = run_cli(*args[:-1], "3", "--nbest", "2", "--alignments")
     assert code == 0, err
     assert all(len(line.split(" ||| ")) == 4 for line in nbest.splitlines())

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from nmt.align.pharaoh import parse_links
 from nmt.decode.exported import META, load_export
 from nmt.decode.search import Hypothesis
 from nmt.decode.trained_run import load_run
@@ -197,7 +198,8 @@ def test_a_multilingual_export_translates_every_direction_as_the_run(
 ) -> None:
     """The export knows the run's directions and tags: the same source ids (an encoder tag first) and the
     same greedy outputs and alignments (a decoder tag forced as CTranslate2's target_prefix: no output token
-    and no attention row) into every target, but where the 10-update model's scores tie (tests/ties.py)."""
+    and no attention row; an encoder tag aligned to by no output token) into every target, but where the
+    10-update model's scores tie (tests/ties.py); `--alignments` links every output word."""
     run_dir: Path = request.getfixturevalue(fixture)
     out = tmp_path / "ct2"
     assert run_cli("export", str(run_dir), str(out))[0] == 0
@@ -219,6 +221,14 @@ def test_a_multilingual_export_translates_every_direction_as_the_run(
         prefix = language_tags.forced_prefix(tgt)
         assert_equal_but_for_ties(translator.model, sources, found, other, prefix)
         assert not {token for h in found + other for token in h.tokens} & set(language_tags.banned)
+        attended = {ids[p] for ids, h in zip(sources, other, strict=True) for p in h.alignment or []}
+        assert attended and not attended & set(language_tags.banned)
+        flags = ["--src-lang", src, "--tgt-lang", tgt, "--alignments"]
+        code, out_text, err = run_cli("translate", str(out), *flags, input="\n".join(lines) + "\n")
+        assert code == 0, err
+        for line in out_text.splitlines():
+            text, links = line.split(" ||| ")
+            assert {j for _, j in parse_links(links, line).possible} == set(range(len(text.split()))), line
 
 
 def test_the_search_parts_ctranslate2_has_knobs_for_are_mapped_and_the_others_refused(
