@@ -1,6 +1,6 @@
-"""Int8 decoding (`nmt translate --int8`): every linear layer and the output projection of a copy of the model in
-int8, whose log-probabilities stay close to float32's, the run's model untouched; the CLI takes the flag on
-the torch engine and refuses it, in one line, for an export."""
+"""Int8 decoding (`nmt translate --int8`): every linear layer and the output projection of a copy of the model
+in int8, whose log-probabilities stay close to float32's, the run's model untouched; the CLI takes the flag
+on the torch engine and refuses it, in one line, for an export."""
 
 from pathlib import Path
 
