@@ -101,6 +101,11 @@ class Service:
         return [list(itertools.islice(decoded, len(text))) for text in lines]
 
 
+def joined(lines: list[Translated], rank: int) -> str:
+    """The text of each line's `rank`-th hypothesis (its last one where it has fewer), one line each."""
+    return "\n".join(line.hypotheses[min(rank, len(line.hypotheses) - 1)].text for line in lines)
+
+
 def field_name(setting: str, value: Any) -> str:
     """A search setting as a request gives it: `beam_size=4` (`beam_size` without a value)."""
     return setting if value is None else f"{setting}={value!r}"
