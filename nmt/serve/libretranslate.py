@@ -1,9 +1,9 @@
 """The LibreTranslate API as its clients use it (`libretranslatepy`, browser extensions, apps): POST
 /translate, GET /languages and GET /frontend/settings, with LibreTranslate's fields, answers and errors.
 
-POST /detect and `source: auto` are in
-nmt/serve/detect.py, POST /translate_file in nmt/serve/files.py. Not served: /suggest, and `format: html`
-(refused with 400).
+`format: html` places
+the inline tags by the translation's word links (nmt/decode/markup.py). POST /detect and `source: auto` are in
+nmt/serve/detect.py, POST /translate_file in nmt/serve/files.py. Not served: /suggest.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import asyncio
 from starlette.requests import Request
 from starlette.responses import Response
 
+from nmt.decode.markup import Page, read_page
 from nmt.decode.translator import Translated
 from nmt.serve.answers import (
     Detected,
@@ -62,8 +63,9 @@ def language(code: str) -> Language:
 
 
 async def translate(request: Request) -> Response:
-    """Translate `q` (a string or a list) from `source` to `target`, with `alternatives` other translations
-    when asked; with a source of auto, each text from its detected language (`detectedLanguage`)."""
+    """Translate `q` (a string or a list; text or HTML) from `source` to `target`, with `alternatives` other
+    translations when asked; with a source of auto, each text from its detected language
+    (`detectedLanguage`)."""
     service: Service = request.app.state.service
     asked = validated(service.requests.translate, request.state.fields)
     many = isinstance(asked.q, list)
@@ -73,9 +75,14 @@ async def translate(request: Request) -> Response:
         detected: list[Detected] | None = list(detections)
     else:
         engines, detected = (service.choose(asked.source, asked.target, None),) * len(found), None
-    results = await _translated(service, list(engines), found, asked.alternatives)
-    best = [joined(lines, 0) for lines in results]
-    other = [_alternatives(lines, asked.alternatives, b) for lines, b in zip(results, best, strict=True)]
+    html = asked.format == "html"
+    pages: list[Page | None] = [read_page(text) if html else None for text in found]
+    results = await _translated(service, list(engines), found, pages, asked.alternatives)
+    best = [joined(lines, 0, page) for lines, page in zip(results, pages, strict=True)]
+    other = [
+        _alternatives(lines, asked.alternatives, b, page)
+        for lines, b, page in zip(results, best, pages, strict=True)
+    ]
     answer = Translation(
         translatedText=best if many else best[0],
         alternatives=(other if many else other[0]) if asked.alternatives else None,
@@ -85,10 +92,10 @@ async def translate(request: Request) -> Response:
 
 
 async def _translated(
-    service: Service, engines: list[Engine], texts: list[str], alternatives: int
+    service: Service, engines: list[Engine], texts: list[str], pages: list[Page | None], alternatives: int
 ) -> list[list[Translated]]:
-    """Each text's lines translated by its engine, with `alternatives` other hypotheses; the texts of every
-    engine are queued at once."""
+    """Each text's lines (or its page's sentences) translated by its engine, with `alternatives` other
+    hypotheses; the texts of every engine are queued at once."""
     groups: dict[Engine, list[int]] = {}
     for i, engine in enumerate(engines):
         groups.setdefault(engine, []).append(i)
@@ -96,7 +103,11 @@ async def _translated(
     translations = []
     for engine, group in groups.items():
         decoding = decodings[engine]
-        translations.append(service.translate(engine, [texts[i] for i in group], decoding))
+        read = [page for i in group if (page := pages[i]) is not None]
+        if read:
+            translations.append(service.translate_pages(engine, read, decoding))
+        else:
+            translations.append(service.translate(engine, [texts[i] for i in group], decoding))
     results: list[list[Translated]] = [[] for _ in texts]
     for group, translated in zip(groups.values(), await asyncio.gather(*translations), strict=True):
         for i, lines in zip(group, translated, strict=True):
@@ -104,11 +115,11 @@ async def _translated(
     return results
 
 
-def _alternatives(lines: list[Translated], count: int, best: str) -> list[str]:
+def _alternatives(lines: list[Translated], count: int, best: str, page: Page | None) -> list[str]:
     """Up to `count` other translations, distinct and unlike the best one, as LibreTranslate gives them."""
     found: list[str] = []
     for rank in range(1, count + 1):
-        text = joined(lines, rank)
+        text = joined(lines, rank, page)
         if text != best and text not in found:
             found.append(text)
     return found

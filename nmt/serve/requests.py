@@ -274,7 +274,9 @@ class TranslateRequest(TextRequest):
         min_length=1, description="The source language, or auto: the one source served into target."
     )
     target: str = Field(min_length=1, description="The target language.")
-    format: Literal["text"] = Field("text", description="Only text (LibreTranslate's html is not served).")
+    format: Literal["text", "html"] = Field(
+        "text", description="text, or html: block-level text translated, inline tags placed on its words."
+    )
     alternatives: int = 0
 
 
@@ -296,6 +298,9 @@ class V1TranslateRequest(TextRequest):
         "the one pair served, if there is one.",
     )
     model: str | None = Field(None, description="A model of /v1/models (default: the pair's default).")
+    format: Literal["text", "html"] = Field(
+        "text", description="text, or html: block-level text translated (a line each), inline tags placed."
+    )
     nbest: int = 1
     beam_size: int = 0
     attention: Annotated[bool, BOOLEAN] = Field(False, description="Return the attention of each hypothesis.")
