@@ -1,7 +1,8 @@
-"""LibreTranslate's files: POST /translate_file translates an uploaded file as /translate translates a text
-(each line alone; the same limits and refusals) and answers the address of the translation, which
-GET /download_file/{name} then serves. The last KEPT translations are kept in memory, by a name made of a
-random id and the file's name (looked up in a table: no path is ever built from a request)."""
+"""LibreTranslate's files: POST /translate_file translates an uploaded file as /translate translates a text (a
+.txt file each line alone, a .html file as format html; the same limits and refusals) and answers the address
+of the translation, which GET /download_file/{name} then serves. The last KEPT translations are kept in
+memory, by a name made of a random id and the file's name (looked up in a table: no path is ever built from a
+request)."""
 
 from __future__ import annotations
 
@@ -15,12 +16,16 @@ from urllib.parse import quote
 from starlette.requests import Request
 from starlette.responses import Response
 
+from nmt.decode.markup import read_page
 from nmt.serve.answers import TranslatedFile, error_answer, json_answer
 from nmt.serve.detect import routes
 from nmt.serve.requests import KEY, ApiError, TranslateFileRequest, validated
 from nmt.serve.service import Service, joined
 
-FORMATS = {".txt": "text/plain; charset=utf-8"}  # what is translated, and its media type
+FORMATS = {  # what is translated, and its media type
+    ".txt": "text/plain; charset=utf-8",
+    ".html": "text/html; charset=utf-8",  # as /translate translates format html
+}
 KEPT = 64
 
 
@@ -62,12 +67,17 @@ async def translate_file(request: Request) -> Response:
     text = _text(asked.file.data).replace("\r\n", "\n").replace("\r", "\n")
     if len(text) > (most := service.limits.max_chars):
         raise ApiError(400, f"file holds {len(text)} characters; this server takes at most {most}")
+    page = read_page(text) if suffix == ".html" else None
     if asked.source == "auto":
-        [(engine, _)] = await routes(service, [text], asked.target)
+        [(engine, _)] = await routes(service, [" ".join(page.lines) if page else text], asked.target)
     else:
         engine = service.choose(asked.source, asked.target, None)
-    [lines] = await service.translate(engine, [text], service.decoding(engine, {}))
-    translated = TranslatedText(filename, joined(lines, 0).encode("utf-8"), FORMATS[suffix])
+    decoding = service.decoding(engine, {})
+    if page is None:
+        [lines] = await service.translate(engine, [text], decoding)
+    else:
+        [lines] = await service.translate_pages(engine, [page], decoding)
+    translated = TranslatedText(filename, joined(lines, 0, page).encode("utf-8"), FORMATS[suffix])
     name = request.app.state.files.add(translated)
     return json_answer(TranslatedFile(translatedFileUrl=f"{request.base_url}download_file/{quote(name)}"))
 

@@ -70,13 +70,14 @@ async def translate(request: Request) -> Response:
     asked = validated(service.requests.translate, request.state.fields)
     many = isinstance(asked.q, list)
     found = asked.q if isinstance(asked.q, list) else [asked.q]
-    if asked.source == "auto":
-        engines, detections = zip(*await routes(service, found, asked.target), strict=True)
+    html = asked.format == "html"
+    pages: list[Page | None] = [read_page(text) if html else None for text in found]
+    if asked.source == "auto":  # a page by its sentences
+        texts = [" ".join(page.lines) if page else text for text, page in zip(found, pages, strict=True)]
+        engines, detections = zip(*await routes(service, texts, asked.target), strict=True)
         detected: list[Detected] | None = list(detections)
     else:
         engines, detected = (service.choose(asked.source, asked.target, None),) * len(found), None
-    html = asked.format == "html"
-    pages: list[Page | None] = [read_page(text) if html else None for text in found]
     results = await _translated(service, list(engines), found, pages, asked.alternatives)
     best = [joined(lines, 0, page) for lines, page in zip(results, pages, strict=True)]
     other = [

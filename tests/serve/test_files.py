@@ -1,6 +1,7 @@
 """POST /translate_file and GET /download_file (nmt/serve/files.py): a .txt file in LibreTranslate's
-multipart form is translated line by line as /translate translates a text, its translation downloaded from
-the address answered; other formats, files over the limits, bad forms are refused in one line."""
+multipart form is translated line by line as /translate translates a text (a .html file as format html), its
+translation downloaded from the address answered; other formats, files over the limits, bad forms are refused
+in one line."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from starlette.testclient import TestClient
 from nmt.serve.engines import Catalog
 from nmt.serve.files import TranslatedFiles, TranslatedText
 from nmt.serve.requests import Limits
+from tests.markup_checks import assert_well_formed_with_every_tag, words
 from tests.serve.conftest import KEY, make_client
 
 PAIR = {"source": "src", "target": "tgt"}
@@ -38,6 +40,17 @@ def test_a_text_file_is_translated_line_by_line(client: TestClient, offline: dic
     assert translated_file(client, "notes.TXT", windows) == expected
 
 
+def test_an_html_file_is_translated_as_format_html(client: TestClient, offline: dict[str, str]) -> None:
+    sentence = next(iter(offline))
+    first, *rest = sentence.split()
+    page = f"<html><body><p><b>{first}</b> {' '.join(rest)}</p><script>a < b</script></body></html>"
+    answer = client.post("/translate_file", data=PAIR, files={"file": ("page.html", page.encode())})
+    download = client.get(answer.json()["translatedFileUrl"])
+    assert download.headers["content-type"] == "text/html; charset=utf-8"
+    assert_well_formed_with_every_tag(page, download.text)
+    assert words(download.text.replace("a < b", "")) == offline[sentence].split()
+
+
 def test_other_formats_and_bad_files_are_refused_in_one_line(client: TestClient) -> None:
     def refusal(name: str, data: bytes, fields: dict[str, str] = PAIR) -> str:
         answer = client.post("/translate_file", data=fields, files={"file": (name, data, "text/plain")})
@@ -45,10 +58,11 @@ def test_other_formats_and_bad_files_are_refused_in_one_line(client: TestClient)
         return answer.json()["error"]
 
     assert (
-        refusal("report.docx", b"PK") == "a .docx file is not translated; this server translates .txt files"
+        refusal("report.docx", b"PK")
+        == "a .docx file is not translated; this server translates .txt, .html files"
     )
     assert refusal("README", b"a") == (
-        "a file without an extension is not translated; this server translates .txt files"
+        "a file without an extension is not translated; this server translates .txt, .html files"
     )
     assert refusal("a.txt", b"ok \xff") == "file is not valid UTF-8 (byte 0xff at 3); send UTF-8 text"
     assert refusal("a.txt", b"a", {"source": "src", "target": "xx"}).startswith("src → xx is not served")
@@ -100,7 +114,7 @@ def test_an_unknown_or_evicted_file_is_404(client: TestClient) -> None:
 
 def test_frontend_settings_list_the_file_formats(client: TestClient) -> None:
     settings = client.get("/frontend/settings").json()
-    assert settings["filesTranslation"] is True and settings["supportedFilesFormat"] == [".txt"]
+    assert settings["filesTranslation"] is True and settings["supportedFilesFormat"] == [".txt", ".html"]
 
 
 @pytest.mark.parametrize("name", ["../../etc/passwd.txt", "C:\\Users\\me\\notes.txt"])
