@@ -104,6 +104,15 @@ def test_auto_routes_each_text_to_its_detected_direction(three_languages: Catalo
     assert one["translatedText"] == expected[1] and one["detectedLanguage"]["language"] == "de"
 
 
+def test_auto_detects_a_page_by_its_sentences(three_languages: Catalog) -> None:
+    """The markup of a page is not text: a French page full of English tag names is still French."""
+    markup = '<div class="navigation header main content"><p><span class="title bold" data-role="heading">'
+    page = f"{markup}Deux enfants</span></p></div>"  # py3langid takes the whole of it for English
+    with make_client(three_languages) as client:
+        body = client.post("/translate", json={"q": page, "source": "auto", "target": "en", "format": "html"})
+    assert body.json()["detectedLanguage"]["language"] == "fr"
+
+
 def test_auto_into_a_language_with_one_source_takes_it(three_languages: Catalog) -> None:
     """Only en is translated into fr: an English text goes en → fr; a German one too (de → fr is not served),
     and its detection still says de."""
