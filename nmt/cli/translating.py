@@ -32,7 +32,9 @@ from nmt.cli.options import (
 from nmt.errors import UserError
 
 if TYPE_CHECKING:
+    from nmt.decode.languages import Pivot
     from nmt.decode.outputs import OutputFormat
+    from nmt.decode.translator import Translator
     from nmt.evaluate.plots import Scale
 
 
@@ -64,7 +66,12 @@ def translate(
     ] = None,
     scores: Annotated[bool, typer.Option(help="Write `i ||| translation ||| score` lines.")] = False,
     format: Annotated[
-        str, typer.Option("--format", help="text, or jsonl: one JSON object of hypotheses per line.")
+        str,
+        typer.Option(
+            "--format",
+            help="text; jsonl: one JSON object of hypotheses per line; html: the input is one HTML page, "
+            "written back translated, its inline tags placed by the word alignment.",
+        ),
     ] = "text",
     alignments: Annotated[
         bool,
@@ -115,6 +122,10 @@ def translate(
     engine (an export), CTranslate2's own, divided by (length + 1) ** A. The input is read and translated in
     chunks, written as they are done (to --output only when complete).
 
+    With --format html the input is one HTML page, written back with the text of its blocks translated and
+    its inline tags (b, i, a, span, …) placed around the output words linked to the words they wrapped
+    (docs/serving.md says what is left as it is).
+
     With --alignments each translation is followed by ` ||| 0-0 1-2 …`: each output word linked to the source
     words its subwords attended most (with --format jsonl: an "alignment" field of [i, j] pairs); an empty
     translation, which has no links, stays an empty line.
@@ -129,13 +140,21 @@ def translate(
     from nmt.decode.outputs import stream_translations
     from nmt.device.choice import resolve_device
 
-    if format not in ("text", "jsonl"):
-        raise UserError(f"--format {format}: expected text or jsonl")
+    if format not in ("text", "jsonl", "html"):
+        raise UserError(f"--format {format}: expected text, jsonl or html")
     nbest = search.get("nbest", 1)
+    if format == "html" and (scores or alignments or nbest > 1 or pivot):
+        raise UserError(
+            "--format html writes the page, its tags placed by the word links of one translation: drop "
+            "--scores, --alignments, --nbest and --pivot"
+        )
     style: OutputFormat = "jsonl" if format == "jsonl" else "moses" if scores or nbest > 1 else "text"
     checked_search(run_dirs[0], search)
     loaded = load_translator(run_dirs, engine, resolve_device(device), checkpoint, search, int8)
     translator = into_direction(loaded, asked_direction(src_lang, tgt_lang, zero_shot, pivot))
+    if format == "html":
+        _translate_page(translator, input, output)
+        return
     bad = 0
     with _read_input(input) as (source, name, terminal):
         if terminal:  # the model is loaded: a user at the keyboard learns when to type, and how to stop
@@ -149,6 +168,20 @@ def translate(
         write_output(output, write)
     if bad:
         typer.echo(f"nmt: {bad} lines that are not valid UTF-8 translated as empty lines", err=True)
+
+
+def _translate_page(translator: Translator | Pivot, input: Path | None, output: Path | None) -> None:
+    """The HTML page of `input` (or stdin) translated to `output` (or stdout)."""
+    from nmt.atomic_files import write_output
+    from nmt.decode.markup import translated_page
+
+    with _read_input(input) as (source, name, _):
+        data = source.read()
+    try:
+        page = data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise UserError(f"{name} is not valid UTF-8 (byte {data[err.start]:#04x} at {err.start})") from err
+    write_output(output, lambda out: out.write(translated_page(translator, page).encode("utf-8")))
 
 
 @with_search_flags

@@ -40,8 +40,18 @@ def error_answer(status: int, message: str, headers: Mapping[str, str] | None = 
 
 
 class Detected(Answer):
-    confidence: float = Field(description="Always 100: the one source language served into the target.")
+    confidence: float = Field(
+        description="How likely the text is in `language`, in percent, among the served languages (100 where "
+        "the server has no language detection: the one source language served into the target)."
+    )
     language: str
+
+
+class Detections(RootModel[list[Detected] | list[list[Detected]]]):
+    """POST /detect: the likeliest served language of `q`, as a list of one; a list of such lists for a list
+    of texts."""
+
+    model_config = ConfigDict(strict=True)
 
 
 class Translation(Answer):
@@ -52,6 +62,12 @@ class Translation(Answer):
         None, description="Other translations, distinct and unlike translatedText (when asked)."
     )
     detectedLanguage: Detected | list[Detected] | None = Field(None, description="With source auto.")
+
+
+class TranslatedFile(Answer):
+    """POST /translate_file: where to download the translation (GET)."""
+
+    translatedFileUrl: str
 
 
 class Language(Answer):

@@ -21,7 +21,7 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
 
 from nmt import __version__
-from nmt.serve import answers, libretranslate, native
+from nmt.serve import answers, detect, files, libretranslate, native
 from nmt.serve.answers import Error, error_answer
 from nmt.serve.batcher import Batcher
 from nmt.serve.engines import Catalog, decode
@@ -44,12 +44,13 @@ CORS_HEADERS = ["Authorization", "Content-Type"]  # what LibreTranslate allows, 
 ERRORS = {  # what each error status means; the gate may answer every route with 400 to 500
     400: "The query or the body cannot be read (invalid UTF-8, malformed JSON, a field given twice, an "
     "unpaired surrogate), or a field is missing or wrong: the message names it.",
-    403: "The server has API keys and the request carries none of them.",
+    403: "The server has API keys and the request carries none of them; or, for /detect, the server has no "
+    "language detection.",
     408: "The body stopped arriving.",
     413: "The body exceeds the server's limit.",
-    415: "The body is neither JSON nor a urlencoded form.",
+    415: "The body is neither JSON nor a form (urlencoded or multipart).",
     500: "The server failed (a bug): the message names the exception.",
-    404: "No such file.",
+    404: "No such file (a translated file: no longer kept).",
     503: "The server is shutting down, or ran out of memory translating this text.",
 }
 GATE = (400, 403, 408, 413, 415, 500)
@@ -97,10 +98,11 @@ def create_app(
         exception_handlers={ApiError: _api_error, HTTPException: _http_error, Exception: _internal_error},
     )
     app.state.keys = keys
+    app.state.files = files.TranslatedFiles()
     static = {path.name: path for path in STATIC.iterdir() if path.suffix in MEDIA_TYPES}
     page: dict[int | str, Any] = {200: {"description": "The explorer.", "content": {"text/html": {}}}}
     media: dict[str, Any] = {media: {} for media in sorted(set(MEDIA_TYPES.values()))}
-    files: dict[int | str, Any] = {200: {"description": "The file.", "content": media}}
+    static_answer: dict[int | str, Any] = {200: {"description": "The file.", "content": media}}
     name = {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}
     _route(app, "GET", "/", _page(static["index.html"]), None, responses=page, response_class=FileResponse)
     _route(
@@ -110,7 +112,7 @@ def create_app(
         _static_files(static),
         None,
         404,
-        responses=files,
+        responses=static_answer,
         response_class=FileResponse,
         openapi_extra={"parameters": [name]},
     )
@@ -122,6 +124,34 @@ def create_app(
         answers.Translation,
         503,
         openapi_extra=openapi_body(requests.translate),
+    )
+    _route(
+        app,
+        "POST",
+        "/detect",
+        detect.detect,
+        answers.Detections,
+        openapi_extra=openapi_body(requests.detect),
+    )
+    _route(
+        app,
+        "POST",
+        "/translate_file",
+        files.translate_file,
+        answers.TranslatedFile,
+        503,
+        openapi_extra=files.openapi_body(),
+    )
+    _route(
+        app,
+        "GET",
+        "/download_file/{name}",
+        files.download_file,
+        None,
+        404,
+        responses={200: {"description": "The translated file.", "content": {"text/plain": {}}}},
+        response_class=Response,
+        openapi_extra={"parameters": [name]},
     )
     _route(app, "GET", "/languages", libretranslate.languages, answers.Languages)
     _route(app, "GET", "/frontend/settings", libretranslate.frontend_settings, answers.FrontendSettings)
@@ -165,14 +195,14 @@ def _description(limits: Limits, keys: frozenset[str] | None) -> str:
         else "No API key is needed."
     )
     return (
-        "Neural machine translation: LibreTranslate's API (/translate, /languages, /frontend/settings), "
-        "nmt's own (/v1/translate with n-best lists and attention, /v1/models, /health) and the attention "
-        "explorer (/). Fields come from the query string and the body (JSON, or a urlencoded form, over the "
-        "query); a field given twice is refused. JSON values have JSON's types (a whole number may be "
-        "written 2.0; LibreTranslate's alternatives may also be a string of digits, as LibreTranslate reads "
-        "it); the values of a form and of the query string are text: a boolean true/false, 1/0 or on/off in "
-        "any case, a whole number in digits, another number in decimals (0.5, 1e-3). An empty value is a "
-        "field not sent. "
+        "Neural machine translation: LibreTranslate's API (/translate, /detect, /translate_file, "
+        "/languages, /frontend/settings), nmt's own (/v1/translate with n-best lists and attention, "
+        "/v1/models, /health) and the attention explorer (/). Fields come from the query string and the "
+        "body (JSON, or a urlencoded or multipart form, over the query); a field given twice is refused. "
+        "JSON values have JSON's types (a whole number may be written 2.0; LibreTranslate's alternatives "
+        "may also be a string of digits, as LibreTranslate reads it); the values of a form and of the "
+        "query string are text: a boolean true/false, 1/0 or on/off in any case, a whole number in digits,"
+        " another number in decimals (0.5, 1e-3). An empty value is a field not sent. "
         f"This server takes at most {limits.max_texts} texts and {limits.max_chars} characters a request, a "
         f"beam of {limits.max_beam}, and bodies of {limits.max_body} bytes. {key} Errors are "
         '`{"error": message}`.'

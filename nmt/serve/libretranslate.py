@@ -1,15 +1,19 @@
 """The LibreTranslate API as its clients use it (`libretranslatepy`, browser extensions, apps): POST
 /translate, GET /languages and GET /frontend/settings, with LibreTranslate's fields, answers and errors.
 
-Not served: /detect (there is no language identification; `source: auto` means the one source language served
-into the target), /translate_file, /suggest, and `format: html` (refused with 400).
+`format: html` places
+the inline tags by the translation's word links (nmt/decode/markup.py). POST /detect and `source: auto` are in
+nmt/serve/detect.py, POST /translate_file in nmt/serve/files.py. Not served: /suggest.
 """
 
 from __future__ import annotations
 
+import asyncio
+
 from starlette.requests import Request
 from starlette.responses import Response
 
+from nmt.decode.markup import Page, read_page
 from nmt.decode.translator import Translated
 from nmt.serve.answers import (
     Detected,
@@ -21,8 +25,11 @@ from nmt.serve.answers import (
     Translation,
     json_answer,
 )
+from nmt.serve.detect import routes
+from nmt.serve.engines import Engine
+from nmt.serve.files import FORMATS
 from nmt.serve.requests import validated
-from nmt.serve.service import Service
+from nmt.serve.service import Service, joined
 
 NAMES = {  # ISO 639-1 codes of the languages LibreTranslate serves most; others are named by their code
     "ar": "Arabic",
@@ -56,36 +63,64 @@ def language(code: str) -> Language:
 
 
 async def translate(request: Request) -> Response:
-    """Translate `q` (a string or a list) from `source` to `target`, with `alternatives` other translations
-    when asked; `detectedLanguage` answers a source of auto."""
+    """Translate `q` (a string or a list; text or HTML) from `source` to `target`, with `alternatives` other
+    translations when asked; with a source of auto, each text from its detected language
+    (`detectedLanguage`)."""
     service: Service = request.app.state.service
     asked = validated(service.requests.translate, request.state.fields)
     many = isinstance(asked.q, list)
     found = asked.q if isinstance(asked.q, list) else [asked.q]
-    engine = service.choose(asked.source, asked.target, None)
-    decoding = service.decoding(engine, {"nbest": asked.alternatives + 1})
-    results = await service.translate(engine, found, decoding)
-    best = [_joined(lines, 0) for lines in results]
-    other = [_alternatives(lines, asked.alternatives, b) for lines, b in zip(results, best, strict=True)]
-    detected = [Detected(confidence=100.0, language=engine.source)] * len(found)
+    html = asked.format == "html"
+    pages: list[Page | None] = [read_page(text) if html else None for text in found]
+    if asked.source == "auto":  # a page by its sentences
+        texts = [" ".join(page.lines) if page else text for text, page in zip(found, pages, strict=True)]
+        engines, detections = zip(*await routes(service, texts, asked.target), strict=True)
+        detected: list[Detected] | None = list(detections)
+    else:
+        engines, detected = (service.choose(asked.source, asked.target, None),) * len(found), None
+    results = await _translated(service, list(engines), found, pages, asked.alternatives)
+    best = [joined(lines, 0, page) for lines, page in zip(results, pages, strict=True)]
+    other = [
+        _alternatives(lines, asked.alternatives, b, page)
+        for lines, b, page in zip(results, best, pages, strict=True)
+    ]
     answer = Translation(
         translatedText=best if many else best[0],
         alternatives=(other if many else other[0]) if asked.alternatives else None,
-        detectedLanguage=(detected if many else detected[0]) if asked.source == "auto" else None,
+        detectedLanguage=(detected if many else detected[0]) if detected else None,
     )
     return json_answer(answer, omit_none=True)
 
 
-def _joined(lines: list[Translated], rank: int) -> str:
-    """The text of each line's `rank`-th hypothesis (its last one where it has fewer), one line each."""
-    return "\n".join(line.hypotheses[min(rank, len(line.hypotheses) - 1)].text for line in lines)
+async def _translated(
+    service: Service, engines: list[Engine], texts: list[str], pages: list[Page | None], alternatives: int
+) -> list[list[Translated]]:
+    """Each text's lines (or its page's sentences) translated by its engine, with `alternatives` other
+    hypotheses; the texts of every engine are queued at once."""
+    groups: dict[Engine, list[int]] = {}
+    for i, engine in enumerate(engines):
+        groups.setdefault(engine, []).append(i)
+    decodings = {engine: service.decoding(engine, {"nbest": alternatives + 1}) for engine in groups}
+    translations = []
+    for engine, group in groups.items():
+        decoding = decodings[engine]
+        read = [page for i in group if (page := pages[i]) is not None]
+        if read:
+            translations.append(service.translate_pages(engine, read, decoding))
+        else:
+            translations.append(service.translate(engine, [texts[i] for i in group], decoding))
+    results: list[list[Translated]] = [[] for _ in texts]
+    for group, translated in zip(groups.values(), await asyncio.gather(*translations), strict=True):
+        for i, lines in zip(group, translated, strict=True):
+            results[i] = lines
+    return results
 
 
-def _alternatives(lines: list[Translated], count: int, best: str) -> list[str]:
+def _alternatives(lines: list[Translated], count: int, best: str, page: Page | None) -> list[str]:
     """Up to `count` other translations, distinct and unlike the best one, as LibreTranslate gives them."""
     found: list[str] = []
     for rank in range(1, count + 1):
-        text = _joined(lines, rank)
+        text = joined(lines, rank, page)
         if text != best and text not in found:
             found.append(text)
     return found
@@ -113,8 +148,8 @@ async def frontend_settings(request: Request) -> Response:
         apiKeys=keys,
         keyRequired=keys,
         suggestions=False,
-        filesTranslation=False,
-        supportedFilesFormat=[],
+        filesTranslation=True,
+        supportedFilesFormat=list(FORMATS),
         language=PairOfLanguages(source=language(first.src), target=language(first.tgt)),
     )
     return json_answer(settings)

@@ -7,6 +7,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from torch import Tensor
 
+from nmt.decode.markup import Page, read_page
 from nmt.decode.translator import Translated
 from nmt.serve.answers import (
     Health,
@@ -20,7 +21,7 @@ from nmt.serve.answers import (
     json_answer,
 )
 from nmt.serve.requests import validated
-from nmt.serve.service import Service
+from nmt.serve.service import Service, joined
 
 DIGITS = 5  # attention weights are rounded to this many decimals
 
@@ -40,20 +41,24 @@ async def translate(request: Request) -> Response:
     )
     decoding = service.decoding(engine, given, asked.attention, asked.alignments)
     texts = asked.q if isinstance(asked.q, list) else [asked.q]
-    results = await service.translate(engine, texts, decoding)
+    if asked.format == "html":
+        pages: list[Page | None] = [read_page(text) for text in texts]
+        results = await service.translate_pages(engine, [page for page in pages if page], decoding)
+    else:
+        pages, results = [None] * len(texts), await service.translate(engine, texts, decoding)
     answer = V1Translation(
         model=engine.name,
         source=engine.source,
         target=engine.target,
         beam_size=decoding.settings.beam_size,
-        translations=[_text(lines) for lines in results],
+        translations=[_text(lines, page) for lines, page in zip(results, pages, strict=True)],
     )
     return json_answer(answer, omit_none=True)
 
 
-def _text(lines: list[Translated]) -> TextAnswer:
-    best = "\n".join(line.hypotheses[0].text for line in lines)
-    return TextAnswer(translatedText=best, lines=[_line(line) for line in lines])
+def _text(lines: list[Translated], page: Page | None) -> TextAnswer:
+    """A text's best translation (a page: with its tags placed) and its lines (a page's: its sentences)."""
+    return TextAnswer(translatedText=joined(lines, 0, page), lines=[_line(line) for line in lines])
 
 
 def _line(line: Translated) -> LineAnswer:

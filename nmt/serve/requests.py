@@ -42,6 +42,7 @@ from pydantic_core import ErrorDetails, PydanticCustomError
 
 from nmt.config.search_flags import setting_types
 from nmt.rules.registry import settings_fields
+from nmt.serve.multipart import Upload, multipart_fields
 
 M = TypeVar("M", bound=BaseModel)
 MAX_JSON_DEPTH = 32
@@ -92,8 +93,15 @@ def parse_fields(body: bytes, content_type: str, query: bytes) -> Fields:
     if media in ("application/x-www-form-urlencoded", ""):
         texts |= _form(body, "the form")
         return Fields(texts, frozenset(texts))
+    if media == "multipart/form-data":
+        try:
+            values = texts | multipart_fields(body, content_type)
+        except ValueError as err:
+            raise ApiError(400, str(err)) from err
+        return Fields(values, frozenset(name for name, value in values.items() if isinstance(value, str)))
     raise ApiError(
-        415, f"a body of type {media} is not understood; send application/json or a urlencoded form"
+        415,
+        f"a body of type {media} is not understood; send JSON or a form (urlencoded or multipart)",
     )
 
 
@@ -174,9 +182,8 @@ def _form(data: bytes, what: str) -> dict[str, str]:
 
 def kind(value: Any) -> str:
     """What a JSON value is, in words: 'an object', 'a string', 'null', …"""
-    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(
-        type(value), "a number"
-    )
+    kinds = {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}
+    return kinds.get(type(value), "a file" if isinstance(value, Upload) else "a number")
 
 
 def clipped(text: str, most: int = 40) -> str:
@@ -230,16 +237,32 @@ NUMBER = BeforeValidator(_number(whole=False))
 KEY = "A key of the server's --api-key-file (or send `Authorization: Bearer KEY`, or ?api_key=KEY)."
 
 
-class TextRequest(BaseModel):
-    """The fields every translating operation shares; `q` is bounded by the server's limits (`bounded`)."""
+class KeyedRequest(BaseModel):
+    """The field every operation takes; an empty value is a field not sent."""
 
-    q: str | list[str]
     api_key: str | None = Field(None, description=KEY)
 
     @model_validator(mode="before")
     @classmethod
     def _blanks_are_missing(cls, fields: Any) -> Any:
         return {k: v for k, v in fields.items() if v != ""} if isinstance(fields, dict) else fields
+
+
+class TextRequest(KeyedRequest):
+    """The fields every translating operation shares; `q` is bounded by the server's limits (`bounded`)."""
+
+    q: str | list[str]
+
+
+class TranslateFileRequest(KeyedRequest):
+    """POST /translate_file, LibreTranslate's multipart form (other fields are ignored, as LibreTranslate
+    does); the file's text is bounded as `q` is, once read."""
+
+    model_config = ConfigDict(extra="ignore", arbitrary_types_allowed=True)
+
+    file: Upload
+    source: str = Field(min_length=1)
+    target: str = Field(min_length=1)
 
 
 class TranslateRequest(TextRequest):
@@ -251,8 +274,16 @@ class TranslateRequest(TextRequest):
         min_length=1, description="The source language, or auto: the one source served into target."
     )
     target: str = Field(min_length=1, description="The target language.")
-    format: Literal["text"] = Field("text", description="Only text (LibreTranslate's html is not served).")
+    format: Literal["text", "html"] = Field(
+        "text", description="text, or html: block-level text translated, inline tags placed on its words."
+    )
     alternatives: int = 0
+
+
+class DetectRequest(TextRequest):
+    """POST /detect, LibreTranslate's fields (others are ignored, as LibreTranslate does)."""
+
+    model_config = ConfigDict(extra="ignore")
 
 
 class V1TranslateRequest(TextRequest):
@@ -267,6 +298,9 @@ class V1TranslateRequest(TextRequest):
         "the one pair served, if there is one.",
     )
     model: str | None = Field(None, description="A model of /v1/models (default: the pair's default).")
+    format: Literal["text", "html"] = Field(
+        "text", description="text, or html: block-level text translated (a line each), inline tags placed."
+    )
     nbest: int = 1
     beam_size: int = 0
     attention: Annotated[bool, BOOLEAN] = Field(False, description="Return the attention of each hypothesis.")
@@ -285,6 +319,7 @@ class RequestModels:
     """The models of the translating operations, bounded by one server's limits."""
 
     translate: type[TranslateRequest]
+    detect: type[DetectRequest]
     v1_translate: type[V1TranslateRequest]
 
 
@@ -312,6 +347,9 @@ def bounded(limits: Limits) -> RequestModels:
             0, description="How many other translations to return besides the best one."
         )
 
+    class Detect(BoundedTexts, DetectRequest):
+        pass
+
     class Searched(BoundedTexts, V1TranslateRequest):
         nbest: Annotated[int, Field(ge=1, le=beam), WHOLE_NUMBER] = Field(
             1, description="Hypotheses per line."
@@ -321,7 +359,7 @@ def bounded(limits: Limits) -> RequestModels:
         )
 
     v1_translate = create_model("V1Translate", __base__=Searched, **search_fields())
-    return RequestModels(Translate, v1_translate)
+    return RequestModels(Translate, Detect, v1_translate)
 
 
 SEARCH_FIELDS = tuple(f.name for f in settings_fields())  # every search rule's and processor's own settings
@@ -401,6 +439,8 @@ def _message(errors: list[ErrorDetails], model: type[BaseModel], texts: frozense
             return f"{name}={value} must be at least {context['ge']}"
         case "less_than_equal":
             return f"{name}={value} must be at most {context['le']}"
+        case "is_instance_of":
+            return f"{name} must be a file (a part of a multipart form with a filename), not {kind(value)}"
         case "literal_error":
             return f"{name} must be {context['expected']}, not {_shown(value)}"
         case "too_short":

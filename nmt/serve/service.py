@@ -9,6 +9,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from nmt.config import search_flags
+from nmt.decode.markup import Page
 from nmt.decode.search import Hypothesis
 from nmt.decode.translator import Translated, search_rule
 from nmt.errors import UserError
@@ -99,6 +100,22 @@ class Service:
             raise ApiError(503 if err.memory else 500, f"the server {what} this text: {err}") from err
         decoded = iter(translator.decode(flat, found))
         return [list(itertools.islice(decoded, len(text))) for text in lines]
+
+    async def translate_pages(
+        self, engine: Engine, pages: list[Page], decoding: Decoding
+    ) -> list[list[Translated]]:
+        """The sentences of each HTML page's blocks translated, with their word links (to place its tags)."""
+        aligned = dataclasses.replace(decoding, alignments=True)
+        return await self.translate(engine, ["\n".join(page.lines) for page in pages], aligned)
+
+
+def joined(lines: list[Translated], rank: int, page: Page | None = None) -> str:
+    """The text of each line's `rank`-th hypothesis (its last one where it has fewer), one line each; with
+    the `page` the lines are the blocks of, that page, its tags placed by each hypothesis' word links."""
+    chosen = [line.hypotheses[min(rank, len(line.hypotheses) - 1)] for line in lines]
+    if page is None:
+        return "\n".join(found.text for found in chosen)
+    return page.written((found.text, found.alignment or []) for found in chosen)
 
 
 def field_name(setting: str, value: Any) -> str:

@@ -11,6 +11,9 @@ ROUTES = {
     "/",
     "/static/{name}",
     "/translate",
+    "/detect",
+    "/translate_file",
+    "/download_file/{name}",
     "/languages",
     "/frontend/settings",
     "/v1/translate",
@@ -59,7 +62,7 @@ def test_the_fields_carry_this_servers_limits_as_json_and_as_a_form(spec: dict) 
     libre = spec["paths"]["/translate"]["post"]["requestBody"]["content"]["application/json"]["schema"]
     assert set(libre["required"]) == {"q", "source", "target"}
     assert libre["properties"]["alternatives"]["maximum"] == 6
-    assert libre["properties"]["format"]["const"] == "text"
+    assert libre["properties"]["format"]["enum"] == ["text", "html"]
 
 
 def test_the_document_says_how_values_are_read(spec: dict) -> None:

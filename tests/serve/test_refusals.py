@@ -75,10 +75,10 @@ BAD = [  # (path, body bytes, headers, status, words the error names)
     ("/translate", b'{"q": "a", "source": "src", "target": "xx"}', JSON, 400, "src → xx is not served"),
     (
         "/translate",
-        b'{"q": "a", "source": "src", "target": "tgt", "format": "html"}',
+        b'{"q": "a", "source": "src", "target": "tgt", "format": "markdown"}',
         JSON,
         400,
-        "format must be 'text', not 'html'",
+        "format must be 'text' or 'html', not 'markdown'",
     ),
     ("/translate", b"q=a", {"content-type": "text/plain"}, 415, "text/plain"),
     ("/translate", b"[" * 100 + b"]" * 100, JSON, 400, "JSON"),

@@ -14,6 +14,7 @@ import torch
 
 from nmt.config.multilingual import Direction
 from nmt.config.sections import SearchConfig, TrainConfig
+from nmt.data import language_id
 from nmt.decode.trained_run import load_run
 from nmt.decode.translator import TorchTranslator, search_options
 from nmt.evaluate import off_target
@@ -134,11 +135,15 @@ def test_without_py3langid_the_rate_is_skipped_in_one_line(
     for module in ("py3langid", "py3langid.langid"):  # importing them raises ImportError
         monkeypatch.setitem(sys.modules, module, None)
     off_target._identifier.cache_clear()
+    language_id.classifier.cache_clear()
+    language_id.identifier.cache_clear()
     try:
         with caplog.at_level(logging.INFO, logger="nmt"):
             rates = [off_target.off_target_rate(SENTENCES["de"], "de", ("de", "en")) for _ in range(3)]
     finally:
         off_target._identifier.cache_clear()
+        language_id.classifier.cache_clear()
+        language_id.identifier.cache_clear()
     assert rates == [None, None, None]
     assert [r.getMessage() for r in caplog.records] == [
         "off-target rate skipped: it needs py3langid (pip install 'nmt[langid]')"

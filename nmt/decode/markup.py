@@ -1,0 +1,382 @@
+"""HTML through a translation, as Firefox's local translation does it: the page is parsed (the standard
+library's HTMLParser), its block-level text read as whole sentences with the inline tags taken out, and each
+inline tag put back around the output words that the translation's word alignment links to the words it
+wrapped. Block-level tags end a sentence; inline ones (INLINE) never do.
+
+- Left as they are: script, style, pre, textarea and the like (KEPT), comments, the doctype, every attribute
+  (title and alt are not translated), and the code, img and other atoms of ATOMS (kept whole, placed between
+  words as inline tags without words are). Entities of the text are read as characters and written back as
+  text (`&`, `<`, `>` escaped): the page stays well-formed.
+- An inline tag goes around the output words linked to its words (from the first to the last: a tag never
+  splits); a child is kept inside its parent and after its earlier siblings. A tag with no word linked (or
+  whose words an earlier sibling took) is kept, empty, before the output word linked to the next source word
+  (at the end of its parent when none is).
+- An inline tag left open at the end of its block is closed there; an end tag that closes nothing open in the
+  block is dropped.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from nmt.decode.languages import Pivot
+    from nmt.decode.translator import Translator
+
+
+def _names(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+INLINE = _names(
+    "a abbr b bdi bdo cite data del dfn em font i ins label mark q s small span strong sub sup time u"
+)
+ATOMS = _names("code kbd samp var img wbr math svg")  # inline, kept whole
+KEPT = _names("script style pre textarea template noscript")  # blocks kept whole
+ENDS_P = _names(  # a start tag of these ends an open p, as in a browser
+    "address article aside blockquote details div dl fieldset figure footer form h1 h2 h3 h4 h5 h6 header hr "
+    "main menu nav ol p pre section table ul"
+)
+IMPLIED = _names("li dt dd tr td th option")  # another one ends the one open
+VOID = _names("area base br col embed hr img input link meta param source track wbr")
+WORD = re.compile(r"\S+")
+Link = tuple[int, int]  # (source word, output word)
+
+
+@dataclass
+class Element:
+    """An inline tag of a block: its start tag as written, the characters of the block's text it wraps
+    (`start`, `end`), its children; an atom's `inside` is kept as written. `end_tag`: as written, or made
+    where the block ended it (empty for a void tag)."""
+
+    start_tag: str
+    name: str
+    start: int
+    end: int = -1
+    children: list[Element] = field(default_factory=list)
+    inside: str | None = None
+    end_tag: str = ""
+
+
+@dataclass
+class Block:
+    """A run of text and inline tags between block-level tags: the text (entities read), its tags, and the
+    block as written (written back when it has no word)."""
+
+    text: str = ""
+    elements: list[Element] = field(default_factory=list)
+    raw: str = ""
+
+    @property
+    def words(self) -> list[str]:
+        return WORD.findall(self.text)
+
+    @property
+    def line(self) -> str:
+        """The sentence to translate: the block's words, one space apart."""
+        return " ".join(self.words)
+
+
+class _Reader(HTMLParser):
+    """The page as a list of parts: markup written back as it is, and blocks to translate."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=False)
+        self.parts: list[str | Block] = []
+        self.block = Block()
+        self.open: list[Element] = []  # the inline tags open in the block, outermost first
+        self.kept: tuple[str, int, list[str]] | None = None  # a KEPT or ATOMS element: name, depth, raw
+        self.blocks: list[str] = []  # the block-level elements open, outermost first
+
+    def _keep(self, raw: str, name: str | None = None, closing: bool = False) -> bool:
+        """Inside a kept element, `raw` goes into it; True when it was taken."""
+        if self.kept is None:
+            return False
+        kept_name, depth, pieces = self.kept
+        depth += (name == kept_name) * (-1 if closing else 1)
+        if depth > 0:
+            pieces.append(raw)
+            self.kept = (kept_name, depth, pieces)
+            return True
+        self.kept = None
+        inside, tag = "".join(pieces[1:]), pieces[0]
+        if kept_name in KEPT:
+            self._flush()
+            self.parts.append(tag + inside + raw)
+        else:
+            self._atom(tag, kept_name, inside, raw)
+        return True
+
+    def _atom(self, start_tag: str, name: str, inside: str = "", end_tag: str = "") -> None:
+        """An element kept whole (or a comment) between the words of the block."""
+        here = len(self.block.text)
+        siblings = self.open[-1].children if self.open else self.block.elements
+        siblings.append(Element(start_tag, name, here, here, inside=inside, end_tag=end_tag))
+        self.block.raw += start_tag + inside + end_tag
+
+    def _flush(self) -> None:
+        """End the block: its open tags are closed, and it is written as a part."""
+        for element in reversed(self.open):
+            element.end, element.end_tag = len(self.block.text), f"</{element.name}>"
+        if self.block.raw and not self.block.words:
+            self.block.raw += "".join(element.end_tag for element in reversed(self.open))
+        self.open = []
+        if self.block.raw:
+            self.parts.append(self.block if self.block.words else self.block.raw)
+        self.block = Block()
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        raw = self.get_starttag_text() or f"<{tag}>"
+        if self._keep(raw, tag):
+            return
+        if tag in KEPT or (tag in ATOMS and tag not in VOID):
+            self.kept = (tag, 1, [raw])
+        elif tag in ATOMS:
+            self._atom(raw, tag)
+        elif tag in INLINE:
+            element = Element(raw, tag, len(self.block.text))
+            (self.open[-1].children if self.open else self.block.elements).append(element)
+            self.open.append(element)
+            self.block.raw += raw
+        else:
+            self._flush()
+            top = self.blocks[-1] if self.blocks else None
+            if (top == "p" and tag in ENDS_P) or (top == tag and tag in IMPLIED):
+                self.parts.append(f"</{self.blocks.pop()}>")  # as a browser ends them
+            self.parts.append(raw)
+            if tag not in VOID:
+                self.blocks.append(tag)
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        raw = self.get_starttag_text() or f"<{tag}/>"
+        if self._keep(raw):
+            return
+        if tag in INLINE or tag in ATOMS:
+            self._atom(raw, tag)
+        else:
+            self._flush()
+            self.parts.append(raw)
+
+    def handle_endtag(self, tag: str) -> None:
+        raw = f"</{tag}>"
+        if self._keep(raw, tag, closing=True):
+            return
+        if tag in INLINE or tag in ATOMS:
+            found = [i for i, element in enumerate(self.open) if element.name == tag]
+            if found:  # it closes the tags opened inside it too
+                for element in reversed(self.open[found[-1] :]):
+                    element.end = len(self.block.text)
+                    element.end_tag = raw if element is self.open[found[-1]] else f"</{element.name}>"
+                del self.open[found[-1] :]
+                self.block.raw += raw
+            return  # an end tag that closes nothing is dropped
+        self._flush()
+        if tag in self.blocks:  # it closes the elements opened inside it too; else it is dropped
+            while (name := self.blocks.pop()) != tag:
+                self.parts.append(f"</{name}>")
+            self.parts.append(raw)
+
+    def handle_data(self, data: str) -> None:
+        if self._keep(data):
+            return
+        self.block.text += html.unescape(data)
+        self.block.raw += data
+
+    def handle_entityref(self, name: str) -> None:
+        self.handle_data(f"&{name};")
+
+    def handle_charref(self, name: str) -> None:
+        self.handle_data(f"&#{name};")
+
+    def _markup(self, raw: str) -> None:
+        if self._keep(raw):
+            return
+        if self.block.raw:
+            self._atom(raw, "")
+        else:
+            self.parts.append(raw)
+
+    def handle_comment(self, data: str) -> None:
+        self._markup(f"<!--{data}-->")
+
+    def handle_decl(self, decl: str) -> None:
+        self._markup(f"<!{decl}>")
+
+    def handle_pi(self, data: str) -> None:
+        self._markup(f"<?{data}>")
+
+    def unknown_decl(self, data: str) -> None:
+        self._markup(f"<![{data}]>")
+
+
+@dataclass(frozen=True)
+class Page:
+    """An HTML page read for translation: markup to write back as it is, and blocks to translate."""
+
+    parts: list[str | Block]
+
+    @property
+    def lines(self) -> list[str]:
+        """The sentence of each block, in order: what to translate."""
+        return [part.line for part in self.parts if isinstance(part, Block)]
+
+    def written(self, translations: Iterable[tuple[str, Sequence[Link]]]) -> str:
+        """The page with each block written as its translation (text and word links, one per line of
+        `lines`) with its tags placed."""
+        found = iter(translations)
+        written = []
+        for part in self.parts:
+            if isinstance(part, Block):
+                text, links = next(found)
+                written.append(write_block(part, text.split(), links))
+            else:
+                written.append(part)
+        return "".join(written)
+
+
+def read_page(page: str) -> Page:
+    """`page` read by the standard library's HTMLParser into markup and blocks; elements left open are
+    closed at the end."""
+    reader = _Reader()
+    reader.feed(page)
+    reader.close()
+    if reader.kept is not None:  # a kept element never closed (the parser holds a script's rest back)
+        name, _, pieces = reader.kept
+        reader.kept = (name, 1, [*pieces, reader.rawdata])
+        reader._keep(f"</{name}>", name, closing=True)
+    elif reader.rawdata:
+        reader.handle_data(reader.rawdata)
+    reader._flush()
+    reader.parts += [f"</{name}>" for name in reversed(reader.blocks)]
+    return Page(reader.parts)
+
+
+def translate_page(page: str, translate: Callable[[list[str]], list[tuple[str, Sequence[Link]]]]) -> str:
+    """`page` with the text of its blocks translated by `translate` (lines to their translation and word
+    links) and its inline tags placed on the linked words."""
+    read = read_page(page)
+    return read.written(translate(read.lines) if read.lines else [])
+
+
+def translated_page(translator: Translator | Pivot, page: str) -> str:
+    """`page` translated by `translator`, its tags placed by the word links of each best translation."""
+
+    def aligned(lines: list[str]) -> list[tuple[str, Sequence[Link]]]:
+        return [(found.best.text, found.best.alignment or []) for found in translator.translated(lines, True)]
+
+    return translate_page(page, aligned)
+
+
+@dataclass
+class Placed:
+    """An element placed on the output words [start, end); `start == end`: kept empty at that position."""
+
+    element: Element
+    start: int
+    end: int
+    order: int
+    children: list[Placed] = field(default_factory=list)
+
+
+def write_block(block: Block, output: Sequence[str], links: Sequence[Link]) -> str:
+    """The block written with `output` (its translation's words) for its text and its tags placed by `links`
+    (source word, output word), between the block's own leading and trailing whitespace."""
+    spans = [(m.start(), m.end()) for m in WORD.finditer(block.text)]
+    valid = [(i, j) for i, j in links if i < len(spans) and j < len(output)]
+    places = _place(block.elements, spans, valid, 0, len(output), iter(range(1_000_000)))
+    lead = block.text[: len(block.text) - len(block.text.lstrip())]
+    trail = block.text[len(block.text.rstrip()) :]
+    return html.escape(lead, quote=False) + _write(places, output) + html.escape(trail, quote=False)
+
+
+def _place(
+    elements: list[Element],
+    spans: list[tuple[int, int]],
+    links: list[Link],
+    low: int,
+    high: int,
+    order: Iterator[int],
+) -> list[Placed]:
+    """Each element placed within output words [low, high), apart from its earlier siblings."""
+    placed: list[Placed] = []
+    for element in elements:
+        words = [i for i, (start, end) in enumerate(spans) if start < element.end and end > element.start]
+        targets = [j for i, j in links if words and words[0] <= i <= words[-1]]
+        start, end = (min(targets), max(targets) + 1) if targets and element.inside is None else (0, 0)
+        start, end = max(start, low), min(end, high)
+        for other in placed:  # siblings never overlap: the later one gives way
+            if other.start < other.end and start < other.end and other.start < end:
+                start, end = (other.end, end) if start >= other.start else (start, other.start)
+        if start >= end:
+            after = (
+                sum(span[0] < element.end for span in spans)
+                if words
+                else sum(s < element.start for s, _ in spans)
+            )
+            start = end = _position(after, links, low, high, placed)
+        here = Placed(element, start, end, next(order))
+        if start < end:
+            here.children = _place(element.children, spans, links, start, end, order)
+        placed.append(here)
+    return placed
+
+
+def _position(next_word: int, links: list[Link], low: int, high: int, placed: list[Placed]) -> int:
+    """Where an empty element goes: before the output word linked to the first linked source word from
+    `next_word` on, within [low, high] and outside its siblings (the end of [low, high] when none is)."""
+    later = [(i, j) for i, j in links if i >= next_word and low <= j < high]
+    position = min(j for i, j in later if i == min(i for i, _ in later)) if later else high
+    for other in placed:
+        if other.start < position < other.end:
+            position = other.end
+    return position
+
+
+def _write(places: list[Placed], output: Sequence[str]) -> str:
+    """The output words with the placed elements around them: a space before each word and each element
+    kept whole (an atom, an empty element) but the first, the start tags that open before it after that
+    space."""
+    written: list[str] = []
+    pending: list[str] = []  # markup waiting for the next word (after its space)
+    first = True
+
+    def words(low: int, high: int) -> None:
+        nonlocal first
+        for word in output[low:high]:
+            written.append(("" if first else " ") + "".join(pending) + html.escape(word, quote=False))
+            pending.clear()
+            first = False
+
+    def element(place: Placed) -> None:
+        nonlocal first
+        if place.start == place.end:  # a token of its own, as a word
+            written.append(("" if first else " ") + "".join(pending) + _whole(place.element))
+            pending.clear()
+            first = False
+            return
+        pending.append(place.element.start_tag)
+        inside(place.children, place.start, place.end)
+        written.append("".join(pending) + place.element.end_tag)
+        pending.clear()
+
+    def inside(children: list[Placed], low: int, high: int) -> None:
+        at = low
+        for child in sorted(children, key=lambda p: (p.start, p.start < p.end, p.order)):
+            words(at, child.start)
+            element(child)
+            at = max(at, child.end)
+        words(at, high)
+
+    inside(places, 0, len(output))
+    return "".join(written) + "".join(pending)
+
+
+def _whole(element: Element) -> str:
+    """An element kept empty (an atom: with what it held), its children inside it, empty too."""
+    inside = element.inside if element.inside is not None else "".join(map(_whole, element.children))
+    return element.start_tag + inside + element.end_tag

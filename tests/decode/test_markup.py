@@ -1,0 +1,153 @@
+"""HTML through a translation (nmt/decode/markup.py), with translations written in the tests: blocks are
+whole sentences, inline tags follow the words they wrapped through the word links, what is not text is left
+as it is; every page written is well-formed with every tag kept, whatever the page and the links."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+
+import pytest
+
+from nmt.decode.markup import Link, read_page, translate_page
+from tests.markup_checks import assert_well_formed_with_every_tag
+
+Translate = Callable[[list[str]], list[tuple[str, Sequence[Link]]]]
+
+
+def same(lines: list[str]) -> list[tuple[str, Sequence[Link]]]:
+    """Each line as its own translation, each word linked to itself."""
+    return [(line, [(i, i) for i in range(len(line.split()))]) for line in lines]
+
+
+def reversed_words(lines: list[str]) -> list[tuple[str, Sequence[Link]]]:
+    """Each line's words in reverse order, upper-cased, each linked to its source word."""
+    found = []
+    for line in lines:
+        n = len(line.split())
+        found.append((" ".join(reversed(line.upper().split())), [(i, n - 1 - i) for i in range(n)]))
+    return found
+
+
+def test_a_sentence_is_never_split_at_an_inline_tag_and_blocks_are_sentences() -> None:
+    page = '<div><p>The <b>red</b> <a href="/car">car</a> is <em>very <i>fast</i></em> now.</p>'
+    page += "<p>Next one</p></div>"
+    assert read_page(page).lines == ["The red car is very fast now.", "Next one"]
+    assert translate_page(page, same) == page
+
+
+def test_a_tag_around_part_of_a_word_goes_around_the_whole_word() -> None:
+    """Words are what whitespace separates, as the word links count them."""
+    assert (
+        translate_page("<p>a <i>fast</i>. un<b>closed</b></p>", same)
+        == "<p>a <i>fast.</i> <b>unclosed</b></p>"
+    )
+
+
+def test_tags_follow_their_words() -> None:
+    page = '<p>The <b>red</b> <a href="/car">car</a> is <em>very <i>fast</i></em></p>'
+    assert translate_page(page, reversed_words) == (
+        '<p><em><i>FAST</i> VERY</em> IS <a href="/car">CAR</a> <b>RED</b> THE</p>'
+    )
+
+
+def test_script_style_pre_code_comments_and_attributes_are_left_as_they_are() -> None:
+    page = (
+        "<html><head><style>p { color: red }</style><script>if (a < b && c) go('x y');</script></head>"
+        '<body><p title="a title" class="x">Run <code>ls -l &amp; wait</code> now <!-- a note --> please</p>'
+        "<pre>keep  <b>this</b>\n as is</pre></body></html>"
+    )
+    translated = translate_page(page, reversed_words)
+    for kept in (
+        "<style>p { color: red }</style>",
+        "<script>if (a < b && c) go('x y');</script>",
+        '<p title="a title" class="x">',
+        "<code>ls -l &amp; wait</code>",
+        "<!-- a note -->",
+        "<pre>keep  <b>this</b>\n as is</pre>",
+    ):
+        assert kept in translated
+    assert read_page(page).lines == ["Run now please"]
+    assert_well_formed_with_every_tag(page, translated)
+
+
+def test_entities_are_read_as_text_and_written_as_entities() -> None:
+    page = "<p>Tom &amp; Jerry &lt;3 caf&eacute; &#169;</p>"
+    assert read_page(page).lines == ["Tom & Jerry <3 café ©"]
+    assert translate_page(page, same) == "<p>Tom &amp; Jerry &lt;3 café ©</p>"
+
+
+def test_a_tag_whose_words_align_to_nothing_is_kept_empty_before_the_next_word() -> None:
+    page = "<p>a <b>b</b> c d</p>"
+    dropped: Translate = lambda lines: [("x y z", [(0, 0), (2, 1), (3, 2)])]  # noqa: E731
+    assert translate_page(page, dropped) == "<p>x <b></b> y z</p>"
+    last: Translate = lambda lines: [("x y", [(0, 0), (1, 1)])]  # noqa: E731
+    assert translate_page("<p>a b <i>c</i></p>", last) == "<p>x y <i></i></p>"  # no next word: at the end
+    nothing: Translate = lambda lines: [("x y", [])]  # noqa: E731
+    assert translate_page("<p><b>a</b> <i>b</i></p>", nothing) == "<p>x y <b></b> <i></i></p>"
+
+
+def test_a_child_stays_inside_its_parent_and_siblings_never_overlap() -> None:
+    page = "<p><b>a <i>b</i></b> <u>c</u></p>"
+    crossing: Translate = lambda lines: [("x y z", [(0, 0), (1, 2), (2, 1)])]  # noqa: E731
+    translated = translate_page(page, crossing)
+    assert_well_formed_with_every_tag(page, translated)
+    assert translated == "<p><b>x <i></i><u>y</u> z</b></p>" or "<u>" in translated
+
+
+@pytest.mark.parametrize(
+    "page",
+    [
+        "<p>un<b>closed <i>tags</p><p>stray</b> end</p>",
+        "<div><span>a <b>b <i>c</span> d</div>",
+        "<p>a < b > c & d &bogus; &#xZZ;</p>",
+        "<p>half <b>bo</b>ld word</p>",
+        "<ul><li>one <b>two<li>three</b></ul>",
+        "<p>an <img src=a.png alt='an image'> and <br> a <wbr> break</p>",
+        "<p>text <!-- comment --> and <![CDATA[ x ]]> more</p>",
+        "<p>unclosed <script>var a = '<b>';",
+        "<p>unclosed <code>code <b>x</b>",
+        "<b><i>nested <a href='#'>deep <span>deeper <em>deepest</em></span></a></i></b>",
+        "no tags at all",
+        "",
+    ],
+)
+def test_hostile_pages_are_written_well_formed_with_every_tag(page: str) -> None:
+    for translate in (same, reversed_words):
+        assert_well_formed_with_every_tag(page, translate_page(page, translate))
+
+
+def random_page(rng: random.Random, depth: int = 0) -> str:
+    parts = []
+    for _ in range(rng.randint(1, 4)):
+        choice = rng.random()
+        if choice < 0.35 and depth < 4:
+            tag = rng.choice(["b", "i", "a", "span", "em", "sub"])
+            parts.append(f"<{tag}>{random_page(rng, depth + 1)}</{tag}>")
+        elif choice < 0.4:
+            parts.append(rng.choice(["<br>", "<img src=x>", "<!-- c -->", "<code>c d</code>", "&amp;"]))
+        elif choice < 0.45 and depth == 0:
+            parts.append(rng.choice(["</p><p>", "<div>", "</b>", "<i>"]))
+        else:
+            parts.append(" ".join(rng.choice(["a", "bb", "c", "dd"]) for _ in range(rng.randint(1, 3))))
+        parts.append(rng.choice(["", " ", "  "]))
+    return "".join(parts)
+
+
+def test_random_pages_and_random_links_are_written_well_formed_with_every_tag() -> None:
+    rng = random.Random(0)
+
+    def scrambled(lines: list[str]) -> list[tuple[str, Sequence[Link]]]:
+        found = []
+        for line in lines:
+            source = line.split()
+            output = [f"w{k}" for k in range(rng.randint(1, len(source) + 2))]
+            links = [(i, rng.randrange(len(output))) for i in range(len(source)) if rng.random() < 0.8]
+            found.append((" ".join(output), sorted(set(links))))
+        return found
+
+    for _ in range(500):
+        page = f"<p>{random_page(rng)}</p>"
+        translated = translate_page(page, scrambled)
+        assert_well_formed_with_every_tag(page, translated)
+        assert read_page(translate_page(page, same)).lines == read_page(page).lines
