@@ -292,7 +292,7 @@ class Translator(ABC):
             if isinstance(processor, TargetVocabulary):
                 if not (self.tags.tagged and processor.wanted(self.zero_shot)):
                     continue
-                processor = processor.forbidding(self._forbidden())
+                processor = processor.forbidding(self._forbidden(), len(self.tokenizers.tgt))
             kept.append(processor)
         return tuple(kept)
 

@@ -29,6 +29,7 @@ class TargetVocabulary(Processor):
         True, "in zero-shot directions, keep outputs to the target language's vocabulary (multilingual runs)"
     )
     forbidden: tuple[int, ...] = field(default=(), compare=False, repr=False)  # none until bound
+    vocabulary_size: int = field(default=0, compare=False, repr=False)
 
     title = "a target-language vocabulary"
 
@@ -41,14 +42,21 @@ class TargetVocabulary(Processor):
         """Whether it applies to a direction trained on (`zero_shot` False) or not."""
         return self.zero_shot_vocabulary if zero_shot else self.target_vocabulary
 
-    def forbidding(self, ids: tuple[int, ...]) -> TargetVocabulary:
-        """This processor bound to the subword ids it forbids."""
-        return replace(self, forbidden=ids)
+    def forbidding(self, ids: tuple[int, ...], vocabulary_size: int) -> TargetVocabulary:
+        """This processor bound to the subword ids it forbids, of a vocabulary of `vocabulary_size`."""
+        return replace(self, forbidden=ids, vocabulary_size=vocabulary_size)
 
     def constants(self, device: torch.device) -> dict[str, Tensor]:
+        """A mask of the forbidden ids, (vocab,) True = forbidden: the same shape for every language, so
+        that one captured step serves them all."""
         import torch
 
-        return {"forbidden": torch.tensor(self.forbidden, dtype=torch.long, device=device)}
+        if not self.vocabulary_size:
+            return {}
+        forbidden = torch.zeros(self.vocabulary_size, dtype=torch.bool)
+        forbidden[list(self.forbidden)] = True
+        return {"forbidden": forbidden.to(device)}
 
     def process(self, log_probs: Tensor, view: StepView) -> Tensor:
-        return log_probs.index_fill_(1, view.constants["forbidden"], float("-inf"))
+        forbidden = view.constants.get("forbidden")  # (vocab,); absent: not bound, nothing forbidden
+        return log_probs if forbidden is None else log_probs.masked_fill_(forbidden, float("-inf"))

@@ -127,7 +127,7 @@ CASES = {
     ),
     "beam 3, a target-language vocabulary": Case(
         lambda: BeamSearch(beam_size=3),
-        SearchOptions(processors=(TargetVocabulary().forbidding((5, 6, 8, 11)),), nbest=3, **LIMITS),
+        SearchOptions(processors=(TargetVocabulary().forbidding((5, 6, 8, 11), 12),), nbest=3, **LIMITS),
     ),
     "sampling, 2 samples": Case(
         lambda: Sampling(samples=2, top_k=5, seed=3), SearchOptions(nbest=2, **LIMITS)
@@ -198,20 +198,30 @@ def test_a_rule_s_settings_key_its_graphs() -> None:
 
 def test_one_graph_serves_every_target_vocabulary() -> None:
     """Two target languages' vocabularies are one kind of step: the second search replays the first one's
-    graphs with its own forbidden ids copied in, and gives what it gives eagerly, none of them output."""
+    graph of the full batch with its own forbidden ids copied in (those the model outputs when free), and
+    gives what it gives eagerly, none of them output."""
     model, (src, mask) = Ending(random_model("transformer", 3)), sources(8)
-    first, second = TargetVocabulary().forbidding((5, 6, 7, 8)), TargetVocabulary().forbidding((4, 9, 10, 11))
-    assert first.kind == second.kind
     rule, recorder = BeamSearch(beam_size=3), Recorder()
-    eager = SearchOptions(**{**LIMITS, "cuda_graphs": False, "processors": (second,)})
+    eager = SearchOptions(**{**LIMITS, "cuda_graphs": False})
+    free = {token for hyps in search(model, src, mask, rule, eager) for token in hyps[0].tokens}
+    forbidden = tuple(sorted(free - {EOS})[:3])
+    first = TargetVocabulary().forbidding(tuple(i for i in range(4, 12) if i not in forbidden), 12)
+    second = TargetVocabulary().forbidding(forbidden, 12)
+    assert first.kind == second.kind and forbidden
     with torch.inference_mode(), emulating(recorder):
         search(model, src, mask, rule, SearchOptions(processors=(first,), **LIMITS))
-        captured = recorder.captures
+        before = recorder.captures
         replayed = search(model, src, mask, rule, SearchOptions(processors=(second,), **LIMITS))
-        assert recorder.captures == captured
-        same(replayed, search(model, src, mask, rule, eager))
+        after = recorder.captures
+        del model.decoding_graphs  # the same search with no graph captured before
+        search(model, src, mask, rule, SearchOptions(processors=(second,), **LIMITS))
+        assert after - before < recorder.captures - after  # the full batch's graph was the first one's
+        same(
+            replayed,
+            search(model, src, mask, rule, SearchOptions(**{**vars(eager), "processors": (second,)})),
+        )
     outputs = {token for hyps in replayed for h in hyps for token in h.tokens}
-    assert outputs and not outputs & {4, 9, 10, 11}
+    assert outputs and not outputs & set(forbidden)
 
 
 @dataclass(frozen=True, kw_only=True)
