@@ -15,6 +15,15 @@ from nmt.limits import check_settings, setting
 
 LANGUAGE_CODE = re.compile(r"[A-Za-z0-9_]+")  # no '-': it separates a direction's two codes
 KEY = "data.multilingual"
+BILINGUAL_PAIR = ("src_lang", "tgt_lang")  # the data settings of a bilingual run's one pair
+
+
+def pair_beside_multilingual(names: list[str]) -> ConfigError:
+    """The error for `data.src_lang`/`data.tgt_lang` (`names`) set beside data.multilingual."""
+    return ConfigError(
+        f"{' and '.join(f'data.{name}' for name in names)}: a multilingual run takes its languages from "
+        f"{KEY}.directions, not from the one pair of a bilingual run; remove it"
+    )
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from nmt.config.multilingual import Direction, MultilingualConfig, RunDirections
+from nmt.config.multilingual import (
+    BILINGUAL_PAIR,
+    Direction,
+    MultilingualConfig,
+    RunDirections,
+    pair_beside_multilingual,
+)
 from nmt.errors import ConfigError
 from nmt.limits import MAX_BEAM, MAX_SIZE, check_settings, setting
 from nmt.rules.registry import active, owners, rule_of, settings_fields
@@ -48,12 +54,15 @@ class DataConfig:
     def __post_init__(self) -> None:
         check_settings(self, "data.")
         defaults = {field.name: field.default for field in dataclasses.fields(self)}
-        pair = [f"data.{name}" for name in ("src_lang", "tgt_lang") if getattr(self, name) != defaults[name]]
+        pair = [name for name in BILINGUAL_PAIR if getattr(self, name) != defaults[name]]
         if self.multilingual is not None and pair:
-            raise ConfigError(
-                f"{' and '.join(pair)}: a multilingual run takes its languages from "
-                f"data.multilingual.directions, not from the one pair of a bilingual run; remove it"
-            )
+            raise pair_beside_multilingual(pair)
+
+    @property
+    def unused(self) -> tuple[str, ...]:
+        """The settings that mean nothing here (a multilingual run's one pair): refused where a config names
+        them, whatever their value, and left out of the config a run writes."""
+        return BILINGUAL_PAIR if self.multilingual is not None else ()
 
     @property
     def directions(self) -> RunDirections:

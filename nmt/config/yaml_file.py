@@ -20,6 +20,7 @@ from typing import Any, Literal, TypeVar
 import yaml
 
 from nmt.atomic_files import atomic_write_text
+from nmt.config.multilingual import pair_beside_multilingual
 from nmt.config.schema import Config, section_class
 from nmt.errors import ConfigError, UserError
 from nmt.models.config import FAMILIES, FAMILY_NAMES, ModelConfig
@@ -296,7 +297,8 @@ def load_config(path: Path | None, overrides: list[str] | None = None, saved: bo
     """Load a YAML config (or the defaults when `path` is None) and apply dotted overrides.
 
     Flat model keys of older versions (`model.d_model`) are read into their family's section with a warning,
-    or without one when the config is `saved`: one that nmt wrote into a run directory.
+    or without one when the config is `saved`: one that nmt wrote into a run directory (those of earlier
+    versions may hold `data.src_lang`/`data.tgt_lang` at their defaults beside `data.multilingual`).
     """
     raw = _read_yaml(Path(path)) if path is not None else {}
     for override in overrides or []:
@@ -304,7 +306,11 @@ def load_config(path: Path | None, overrides: list[str] | None = None, saved: bo
     note = nest_old_model_keys(raw["model"]) if isinstance(raw.get("model"), dict) else None
     if note and not saved:
         log.warning("%s", note)
-    return from_dict(Config, raw)
+    cfg = from_dict(Config, raw)
+    named = [name for name in cfg.data.unused if name in (raw.get("data") or {})]
+    if named and not saved:
+        raise pair_beside_multilingual(named)
+    return cfg
 
 
 def load_saved_config(path: Path, overrides: list[str] | None = None) -> Config:
@@ -355,6 +361,7 @@ def to_dict(cfg: Config) -> dict[str, Any]:
         return value
 
     raw = plain(dataclasses.asdict(cfg))
+    raw["data"] = {key: value for key, value in raw["data"].items() if key not in cfg.data.unused}
     raw["model"] = {key: value for key, value in raw["model"].items() if value is not None}  # no other family
     return raw
 

@@ -12,6 +12,8 @@ replay it whole (nmt/decode/step_graphs.py). The buffers are named by what they 
   `best.*` when the hypothesis finishes: a field that travels with a hypothesis (a constraint's state) is one
   more `hyp.` entry, as the buffers each rule and processor declares are (`hyp.<Part>.<name>`);
 - `best.*`: per sentence of the batch, its best finished hypotheses (nbest of them).
+- `search.*`: what every step reads the same for every hypothesis, each rule's and processor's constants
+  (`search.<Part>.<name>`).
 
 Where steps are captured (a GPU: nmt/device/capture.py `capture_for`, the one place that decides), the host
 reads "how many sentences are still searched?" every `CHECK_EVERY` steps, and once at most half are, the done
@@ -151,8 +153,10 @@ def start(
     state = model.init_state(memory, max_steps + len(options.prefix), width)
     state, last = read_prefix(model, memory, state, options.prefix, src.new_full((batch * width,), BOS))
     hyp = {"last": last, "tokens": tokens}
+    constants: Buffers = {}
     for part in (rule, *options.processors):
         hyp |= prefixed(part.buffers(src, width), f"{type(part).__name__}.")
+        constants |= prefixed(part.constants(device), f"{type(part).__name__}.")
     best = {"scores": torch.full((batch, n), float("-inf"), device=device)}
     best["tokens"] = src.new_full((batch, n, max_steps + 1), EOS)
     if options.attention:  # one row per token and the final eos
@@ -174,6 +178,7 @@ def start(
         | prefixed(sentence, "sentence.")
         | prefixed(hyp, "hyp.")
         | prefixed(best, "best.")
+        | prefixed(constants, "search.")
         | {"t": torch.zeros((), dtype=torch.long, device=device), "banned": src.new_tensor(options.banned)}
     )
 
@@ -235,9 +240,10 @@ def search_step(
 
 
 def view(buffers: Mapping[str, Tensor], part: Part, width: int) -> StepView:
-    """What a step shows `part`: the step, the hypotheses' tokens so far and its own buffers."""
+    """What a step shows `part`: the step, the hypotheses' tokens so far, its own buffers and constants."""
     own = unprefixed(buffers, f"hyp.{type(part).__name__}.")
-    return StepView(buffers["t"], buffers["hyp.tokens"], width, EOS, own)
+    constants = unprefixed(buffers, f"search.{type(part).__name__}.")
+    return StepView(buffers["t"], buffers["hyp.tokens"], width, EOS, own, constants)
 
 
 def at_limits(found: Extensions, buffers: Mapping[str, Tensor], width: int) -> Extensions:

@@ -22,7 +22,7 @@ import copy
 import dataclasses
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
@@ -37,6 +37,7 @@ from nmt.config.sections import SearchConfig
 from nmt.data.batching import IntSequence, collate, sorted_groups
 from nmt.data.corpus import normalize
 from nmt.data.language_tags import NO_TAGS, LanguageTags
+from nmt.data.target_vocabulary import load_target_vocabularies
 from nmt.data.tokenizer import Tokenizers
 from nmt.data.words import WordPieces, encode_words, output_words, source_words
 from nmt.decode.alignments import teacher_forced_attention
@@ -46,8 +47,9 @@ from nmt.device.choice import autocast
 from nmt.errors import UserError
 from nmt.models.base import Seq2Seq
 from nmt.models.ensemble import Ensemble
-from nmt.rules.contract import SearchRule
+from nmt.rules.contract import Processor, SearchRule
 from nmt.rules.registry import processors_of, rule_of
+from nmt.rules.target_vocabulary import TargetVocabulary
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +128,8 @@ class Translator(ABC):
     """Translates with one model: its tokenizers, default search `settings` and the longest source it
     takes (`max_source_len` subwords; longer ones are cut). It translates into one `target` language at a
     time: a multilingual model's by its language `tags`, named by `toward`; a bilingual model's, its own.
-    `directions`: those the model was trained on (empty where they are not known)."""
+    `directions`: those the model was trained on (empty where they are not known); `vocabularies`: each
+    target language's subword ids (nmt/data/target_vocabulary.py; empty where they are not known)."""
 
     def __init__(
         self,
@@ -135,11 +138,14 @@ class Translator(ABC):
         max_source_len: int,
         tags: LanguageTags | None = None,
         directions: tuple[Direction, ...] = (),
+        vocabularies: Mapping[str, Sequence[int]] | None = None,
     ) -> None:
         self.tokenizers, self.settings, self.max_source_len = tokenizers, settings, max_source_len
         self.tags, self.directions = tags or NO_TAGS, directions
+        self.vocabularies = vocabularies or {}
         own = directions[0].tgt if directions and not self.tags.tagged else ""
         self.target = own  # "" until `toward` names it, for a multilingual model
+        self.zero_shot = False  # whether `toward` named a direction the model was never trained on
 
     has_attention = True  # whether `search` can return attention
     has_alignments = True  # whether `search` can return alignments
@@ -186,7 +192,7 @@ class Translator(ABC):
                 f"--zero-shot to translate it anyway, or --pivot LANG to translate through a third language"
             )
         twin = copy.copy(self)
-        twin.target = tgt
+        twin.target, twin.zero_shot = tgt, not seen
         return twin
 
     def encode(self, texts: Sequence[str]) -> list[list[int]]:
@@ -256,7 +262,10 @@ class Translator(ABC):
         # a tag is never an output, but where forced first (decoder tags), and never aligned (encoder tags)
         prefix = tuple(self.tags.forced_prefix(self.target_language()))
         banned, tags = (*options.banned, *self.tags.banned), tuple(self.tags.banned)
-        options = dataclasses.replace(options, banned=banned, prefix=prefix, unaligned=tags)
+        processors = self._bound(options.processors)
+        options = dataclasses.replace(
+            options, banned=banned, prefix=prefix, unaligned=tags, processors=processors
+        )
         if options.attention and not self.has_attention:
             raise UserError(
                 f"the {self.engine} engine returns no attention; translate with the run directory"
@@ -274,6 +283,31 @@ class Translator(ABC):
         cut = [list(s[: self.max_source_len]) for s in sources]
         blank = Hypothesis([], 0.0, alignment=[] if options.alignments else None)
         return rule, options, cut, [[blank] for _ in cut]
+
+    def _bound(self, processors: tuple[Processor, ...]) -> tuple[Processor, ...]:
+        """The processors, a target-language vocabulary bound to the subwords it forbids in this direction,
+        or left out where it does not apply (a bilingual model; a direction its settings leave alone)."""
+        kept = []
+        for processor in processors:
+            if isinstance(processor, TargetVocabulary):
+                if not (self.tags.tagged and processor.wanted(self.zero_shot)):
+                    continue
+                processor = processor.forbidding(self._forbidden(), len(self.tokenizers.tgt))
+            kept.append(processor)
+        return tuple(kept)
+
+    def _forbidden(self) -> tuple[int, ...]:
+        """The subword ids outside the target language's vocabulary; a UserError where it is not known."""
+        allowed = self.vocabularies.get(self.target)
+        if allowed is None:
+            flag = "--no-zero-shot-vocabulary" if self.zero_shot else "--no-target-vocabulary"
+            raise UserError(
+                f"the {self.engine} engine has no vocabulary of {self.target} here (an export carries none, "
+                f"nor does a run trained by an earlier nmt): translate with a run directory trained by this "
+                f"nmt, or add {flag}"
+            )
+        kept = set(allowed)
+        return tuple(i for i in range(len(self.tokenizers.tgt)) if i not in kept)
 
     def _fitting(
         self, sources: list[list[int]], rule: SearchRule, options: SearchOptions
@@ -382,8 +416,9 @@ class TorchTranslator(Translator):
         max_source_len: int,
         tags: LanguageTags | None = None,
         directions: tuple[Direction, ...] = (),
+        vocabularies: Mapping[str, Sequence[int]] | None = None,
     ) -> None:
-        super().__init__(tokenizers, settings, max_source_len, tags, directions)
+        super().__init__(tokenizers, settings, max_source_len, tags, directions, vocabularies)
         self.model = model
 
     @classmethod
@@ -391,8 +426,15 @@ class TorchTranslator(Translator):
         """The translator of a loaded run (or ensemble), with the run's search settings."""
         cfg = run.cfg
         tags = run_tags(cfg, run.tokenizers)
+        vocabularies = load_target_vocabularies(run.directory.path)
         return cls(
-            run.model, run.tokenizers, cfg.search, max_source_len(cfg), tags, cfg.data.directions.pairs
+            run.model,
+            run.tokenizers,
+            cfg.search,
+            max_source_len(cfg),
+            tags,
+            cfg.data.directions.pairs,
+            vocabularies,
         )
 
     def search_batch(

@@ -57,13 +57,15 @@ class StepView:
     forced prefix not counted), `tokens` (rows, max_steps + 1) each live hypothesis' bos and tokens so far
     (positions past `step` hold eos), `width` hypotheses per sentence (rows = sentences × width), the `eos`
     id, and `state`: the part's own per-hypothesis buffers (those `Part.buffers` made; they move with their
-    hypotheses, and may be changed in place)."""
+    hypotheses, and may be changed in place); `constants`: the part's tensors that are the same for every
+    hypothesis (those `Part.constants` made; read them, never change them)."""
 
     step: Tensor
     tokens: Tensor
     width: int
     eos: int
     state: dict[str, Tensor] = field(default_factory=dict)
+    constants: dict[str, Tensor] = field(default_factory=dict)
 
 
 class Part:
@@ -84,6 +86,11 @@ class Part:
     def buffers(self, src: Tensor, width: int) -> dict[str, Tensor]:
         """This part's per-hypothesis buffers for a search of the sources `src` (sentences, src_len), each
         (sentences × width, …), or none."""
+        return {}
+
+    def constants(self, device: torch.device) -> dict[str, Tensor]:
+        """Tensors this part reads at every step, the same for every hypothesis, made once per search on the
+        search's `device` (a captured step cannot copy host values to the device), or none."""
         return {}
 
     @classmethod

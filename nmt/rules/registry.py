@@ -16,6 +16,7 @@ from nmt.rules.diverse_beam import DiverseBeamSearch
 from nmt.rules.min_length import MinLength
 from nmt.rules.no_repeat_ngram import NoRepeatNGram
 from nmt.rules.sampling import Sampling
+from nmt.rules.target_vocabulary import TargetVocabulary
 
 PARTS: tuple[type[Part], ...] = (
     Sampling,
@@ -23,6 +24,7 @@ PARTS: tuple[type[Part], ...] = (
     BeamSearch,
     NoRepeatNGram,
     MinLength,
+    TargetVocabulary,
 )
 
 

@@ -13,6 +13,7 @@ from nmt.config.schema import Config, with_absolute_paths
 from nmt.config.yaml_file import load_saved_config, save_config
 from nmt.data.cache import cache_root
 from nmt.data.prepare import PreparedData, prepare_data
+from nmt.data.target_vocabulary import save_target_vocabularies
 from nmt.device.choice import resolve_device
 from nmt.errors import UserError, process_rank
 from nmt.evaluate.report import final_report
@@ -50,6 +51,8 @@ def train(
             parent.copy_tokenizers(run_dir)
         data = prepared(cfg, run_dir.path, reuse_tokenizers=resume or parent is not None)
         save_config(cfg, run_dir.config)
+        if cfg.data.directions.tagged:
+            save_target_vocabularies(data, run_dir.path)
         return data
 
     # the main process holds the lock and writes train.log, to the end

@@ -40,7 +40,8 @@ def validation_scores(
     mode. A multilingual run's BLEU and chrF are the means over its directions (the first
     `eval_max_sentences` of each), whose own scores and off-target rates are under `directions`."""
     model.eval()
-    greedy = replace(cfg, search={"beam_size": 1, "nbest": 1}).search
+    # greedy, without a target-language vocabulary (its directions are trained ones; the final report uses it)
+    greedy = replace(cfg, search={"beam_size": 1, "nbest": 1, "target_vocabulary": False}).search
     found = {"loss": _validation_loss(model, data, cfg, device)} | _scores(model, data, greedy, cfg)
     if gold is not None and align_layer is not None:
         aligned = alignment_scores(model, gold, cfg, device, align_layer)

@@ -8,9 +8,9 @@ import pytest
 
 from nmt.config.multilingual import Direction
 from nmt.config.schema import Config
-from nmt.config.yaml_file import load_config, save_config
+from nmt.config.yaml_file import load_config, load_saved_config, save_config
 from nmt.errors import ConfigError
-from tests.conftest import assert_one_line_error, run_cli
+from tests.conftest import MULTILINGUAL_CONFIG, assert_one_line_error, run_cli
 
 DIRECTIONS = "data.multilingual.directions=[en-de, de-en, en-fr, fr-en, en-cs, cs-en]"
 
@@ -59,6 +59,9 @@ def test_a_multilingual_config_survives_the_run_directory(tmp_path: Path) -> Non
         ([DIRECTIONS, "data.multilingual.tags=source"], "expected one of 'encoder', 'decoder'"),
         ([DIRECTIONS, "data.multilingual.direction=[en-de]"], "did you mean 'data.multilingual.directions'"),
         ([DIRECTIONS, "data.src_lang=fr"], "data.src_lang: a multilingual run takes its languages from"),
+        ([DIRECTIONS, "data.src_lang=de"], "data.src_lang: a multilingual run takes its languages from"),
+        (["data.tgt_lang=en", DIRECTIONS], "data.tgt_lang: a multilingual run takes its languages from"),
+        ([DIRECTIONS, "data.src_lang=de", "data.tgt_lang=en"], "data.src_lang and data.tgt_lang: a multi"),
         ([DIRECTIONS, "tokenizer.joint=false"], "a multilingual run needs one joint vocabulary"),
     ],
 )
@@ -68,8 +71,29 @@ def test_bad_multilingual_settings_are_config_errors(overrides: list[str], expec
     assert expected in str(info.value)
 
 
+def test_a_saved_multilingual_config_names_no_pair_and_older_ones_still_load(tmp_path: Path) -> None:
+    cfg = load_config(None, [DIRECTIONS])
+    save_config(cfg, tmp_path / "config.yaml")
+    assert "src_lang" not in (tmp_path / "config.yaml").read_text(encoding="utf-8")
+    older = tmp_path / "older.yaml"  # as earlier versions wrote it: the pair's defaults beside the section
+    older.write_text(
+        "data:\n  src_lang: de\n  tgt_lang: en\n  multilingual:\n    directions: [en-de, de-en]\n",
+        encoding="utf-8",
+    )
+    assert load_saved_config(older).data.directions.languages == ("de", "en")
+    with pytest.raises(ConfigError, match=r"data\.src_lang and data\.tgt_lang: a multilingual run"):
+        load_config(older)
+
+
 def test_a_bad_direction_is_one_line_on_the_command_line(tiny: Path, tmp_path: Path) -> None:
     result = run_cli(
         "train", str(tiny), "--out", str(tmp_path / "run"), "--set", "data.multilingual.directions=[xa-xa]"
     )
     assert_one_line_error(result, "translates xa into itself")
+
+
+def test_a_language_flag_beside_a_multilingual_config_is_one_line(tmp_path: Path) -> None:
+    config = tmp_path / "multilingual.yaml"
+    config.write_text(MULTILINGUAL_CONFIG)
+    result = run_cli("train", str(config), "--out", str(tmp_path / "run"), "--src-lang", "de")  # the default
+    assert_one_line_error(result, "data.src_lang: a multilingual run takes its languages from")

@@ -30,6 +30,7 @@ from nmt.rules.diverse_beam import DiverseBeamSearch
 from nmt.rules.min_length import MinLength
 from nmt.rules.no_repeat_ngram import NoRepeatNGram
 from nmt.rules.sampling import Sampling
+from nmt.rules.target_vocabulary import TargetVocabulary
 from tests.decode.test_search import random_model
 
 SENTENCES = 36  # more than 2 × MIN_STATIC_SENTENCES: the batch shrinks under captured steps
@@ -124,6 +125,10 @@ CASES = {
             processors=(NoRepeatNGram(no_repeat_ngram_size=2), MinLength(min_length=3)), nbest=2, **LIMITS
         ),
     ),
+    "beam 3, a target-language vocabulary": Case(
+        lambda: BeamSearch(beam_size=3),
+        SearchOptions(processors=(TargetVocabulary().forbidding((5, 6, 8, 11), 12),), nbest=3, **LIMITS),
+    ),
     "sampling, 2 samples": Case(
         lambda: Sampling(samples=2, top_k=5, seed=3), SearchOptions(nbest=2, **LIMITS)
     ),
@@ -189,6 +194,34 @@ def test_a_rule_s_settings_key_its_graphs() -> None:
     scores = [h.score for hyps in second for h in hyps]
     assert scores == pytest.approx([h.score for hyps in eager for h in hyps])
     assert first != second
+
+
+def test_one_graph_serves_every_target_vocabulary() -> None:
+    """Two target languages' vocabularies are one kind of step: the second search replays the first one's
+    graph of the full batch with its own forbidden ids copied in (those the model outputs when free), and
+    gives what it gives eagerly, none of them output."""
+    model, (src, mask) = Ending(random_model("transformer", 3)), sources(8)
+    rule, recorder = BeamSearch(beam_size=3), Recorder()
+    eager = SearchOptions(**{**LIMITS, "cuda_graphs": False})
+    free = {token for hyps in search(model, src, mask, rule, eager) for token in hyps[0].tokens}
+    forbidden = tuple(sorted(free - {EOS})[:3])
+    first = TargetVocabulary().forbidding(tuple(i for i in range(4, 12) if i not in forbidden), 12)
+    second = TargetVocabulary().forbidding(forbidden, 12)
+    assert first.kind == second.kind and forbidden
+    with torch.inference_mode(), emulating(recorder):
+        search(model, src, mask, rule, SearchOptions(processors=(first,), **LIMITS))
+        before = recorder.captures
+        replayed = search(model, src, mask, rule, SearchOptions(processors=(second,), **LIMITS))
+        after = recorder.captures
+        del model.decoding_graphs  # the same search with no graph captured before
+        search(model, src, mask, rule, SearchOptions(processors=(second,), **LIMITS))
+        assert after - before < recorder.captures - after  # the full batch's graph was the first one's
+        same(
+            replayed,
+            search(model, src, mask, rule, SearchOptions(**{**vars(eager), "processors": (second,)})),
+        )
+    outputs = {token for hyps in replayed for h in hyps for token in h.tokens}
+    assert outputs and not outputs & set(forbidden)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -62,7 +62,7 @@ def test_the_page_s_example_part_runs_once_registered(monkeypatch: pytest.Monkey
     settings = config(repetition_penalty=100.0)
     with pytest.raises(ConfigError, match=r"search.repetition_penalty=0.5 must be in"):
         config(repetition_penalty=0.5)
-    (processor,) = registry.processors_of(settings)
+    (processor,) = [p for p in registry.processors_of(settings) if isinstance(p, part)]
     model, (src, mask) = random_model("transformer", 7), sources()
     free = search(model, src, mask, Greedy(), SearchOptions(max_len_a=1.0, max_len_b=4))
     penalised = SearchOptions(max_len_a=1.0, max_len_b=4, processors=(processor,), cuda_graphs=True)

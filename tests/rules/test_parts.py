@@ -16,6 +16,7 @@ from nmt.rules.diverse_beam import DiverseBeamSearch
 from nmt.rules.min_length import MinLength
 from nmt.rules.no_repeat_ngram import NoRepeatNGram
 from nmt.rules.registry import PARTS, processors_of, rule_of
+from nmt.rules.target_vocabulary import TargetVocabulary
 from tests.decode.test_search import random_model
 
 LIMITS = {"max_len_a": 2.0, "max_len_b": 12}
@@ -120,7 +121,8 @@ def test_a_search_config_takes_every_part_s_settings_and_asks_for_the_parts() ->
     assert {f.name for part in PARTS for f in part.settings()} <= names
     settings = SearchConfig(diverse_groups=2, beam_size=4, no_repeat_ngram_size=3, min_length=2)
     assert rule_of(settings) == DiverseBeamSearch(beam_size=4, diverse_groups=2)
-    assert processors_of(settings) == (NoRepeatNGram(no_repeat_ngram_size=3), MinLength(min_length=2))
+    found = (NoRepeatNGram(no_repeat_ngram_size=3), MinLength(min_length=2), TargetVocabulary())
+    assert processors_of(settings) == found  # the translator binds or drops the vocabulary, by direction
     assert rule_of(SearchConfig(beam_size=1)) == Greedy()
     with pytest.raises(ConfigError, match=r"search.no_repeat_ngram_size=-1 must be 0 \(off\) or positive"):
         SearchConfig(no_repeat_ngram_size=-1)
