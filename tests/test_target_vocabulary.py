@@ -6,6 +6,7 @@ placements, on the tiny runs of tests/conftest.py (xa, xb, xc: each language a l
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import pytest
@@ -105,12 +106,17 @@ def test_a_trained_direction_is_unchanged_unless_asked(run: Path) -> None:
     assert output_ids(asked, texts) <= vocabularies(run)["xc"]
 
 
-def test_without_the_vocabulary_it_is_one_line(multilingual_run: Path) -> None:
-    """A translator that knows no vocabulary of the target (an export, a run of an earlier nmt) names the
-    option that does without it."""
+def test_without_the_vocabulary_zero_shot_warns_and_asking_is_one_line(
+    multilingual_run: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A translator that knows no vocabulary of the target (an export, a run of an earlier nmt) searches a
+    zero-shot direction without it, saying so, as `--no-zero-shot-vocabulary` would; asked for one in a
+    trained direction, it names the option that does without it."""
     zero_shot = translator(multilingual_run, {}).toward("xc", "xb", zero_shot=True)
-    with pytest.raises(UserError, match=r"has no vocabulary of xc here .* add --no-zero-shot-vocabulary"):
-        zero_shot.translate(["a b"])
+    with caplog.at_level(logging.WARNING):
+        found = zero_shot.translate(["a b"])
+    assert "has no vocabulary of xc here" in caplog.text
+    assert found == zero_shot.with_search(zero_shot_vocabulary=False).translate(["a b"])
     trained = translator(multilingual_run, {}).toward("xc", "xa").with_search(target_vocabulary=True)
     with pytest.raises(UserError, match="add --no-target-vocabulary"):
         trained.translate(["a b"])

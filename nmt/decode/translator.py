@@ -292,6 +292,14 @@ class Translator(ABC):
             if isinstance(processor, TargetVocabulary):
                 if not (self.tags.tagged and processor.wanted(self.zero_shot)):
                     continue
+                if self.zero_shot and self.target not in self.vocabularies:  # the default: searched without
+                    log.warning(
+                        "the %s engine has no vocabulary of %s here (an export carries none, nor does a run "
+                        "trained by an earlier nmt): zero-shot outputs are not held to it",
+                        self.engine,
+                        self.target,
+                    )
+                    continue
                 processor = processor.forbidding(self._forbidden(), len(self.tokenizers.tgt))
             kept.append(processor)
         return tuple(kept)
@@ -300,11 +308,10 @@ class Translator(ABC):
         """The subword ids outside the target language's vocabulary; a UserError where it is not known."""
         allowed = self.vocabularies.get(self.target)
         if allowed is None:
-            flag = "--no-zero-shot-vocabulary" if self.zero_shot else "--no-target-vocabulary"
             raise UserError(
                 f"the {self.engine} engine has no vocabulary of {self.target} here (an export carries none, "
                 f"nor does a run trained by an earlier nmt): translate with a run directory trained by this "
-                f"nmt, or add {flag}"
+                f"nmt, or add --no-target-vocabulary"
             )
         kept = set(allowed)
         return tuple(i for i in range(len(self.tokenizers.tgt)) if i not in kept)

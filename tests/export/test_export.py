@@ -231,19 +231,21 @@ def test_a_multilingual_export_translates_every_direction_as_the_run(
             assert {j for _, j in parse_links(links, line).possible} == set(range(len(text.split()))), line
 
 
-def test_a_ctranslate2_export_refuses_a_target_language_vocabulary_in_one_line(
+def test_a_ctranslate2_export_has_no_target_language_vocabulary(
     multilingual_run: Path, tmp_path: Path
 ) -> None:
-    """The export carries no target-language vocabulary: zero-shot (where search uses one by default) is
-    refused in one line naming the option that turns it off, and translates with it off."""
+    """The export carries no target-language vocabulary: zero-shot (where search uses one by default) says
+    so and translates as with it off; asking for one in a trained direction is one line naming the option
+    that turns it off."""
     out = tmp_path / "ct2"
     assert run_cli("export", str(multilingual_run), str(out))[0] == 0
     flags = ["translate", str(out), "--src-lang", "xb", "--tgt-lang", "xc", "--zero-shot"]
-    result = run_cli(*flags, input="a b\n")
-    assert_one_line_error(
-        result, "the ctranslate2 engine has no vocabulary of xc", "--no-zero-shot-vocabulary"
-    )
-    assert run_cli(*flags, "--no-zero-shot-vocabulary", input="a b\n")[0] == 0
+    code, out_default, err = run_cli(*flags, input="a b\n")
+    assert code == 0 and "has no vocabulary of xc" in err
+    assert run_cli(*flags, "--no-zero-shot-vocabulary", input="a b\n")[:2] == (0, out_default)
+    trained = ["translate", str(out), "--src-lang", "xa", "--tgt-lang", "xc", "--target-vocabulary"]
+    result = run_cli(*trained, input="a b\n")
+    assert_one_line_error(result, "the ctranslate2 engine has no vocabulary of xc", "--no-target-vocabulary")
 
 
 def test_the_search_parts_ctranslate2_has_knobs_for_are_mapped_and_the_others_refused(
