@@ -366,25 +366,24 @@ def table(
 
 
 def notes(jobs: list[Job], answers: dict[Job, list[Answer]], found: dict[str, Search], n: int) -> list[str]:
-    """The lines under the table: nmt's CTranslate2 engine against CTranslate2 called directly, Argos
-    Translate's output against CTranslate2's, and how far the rounds of a row spread."""
+    """The lines under the table: nmt's CTranslate2 engine against CTranslate2 called directly, nmt's own
+    searches against CTranslate2 float32, Argos Translate's output against CTranslate2's, and how far the
+    rounds of a row spread."""
     best = {(job.runtime.name, job.search): fastest(answers[job]) for job in jobs}
     lines = []
-    ratios = [
-        f"{found[key].name}: {best[(CT2, key)].seconds / best[(ENGINE, key)].seconds:.2f}"
-        for key in found
-        if (ENGINE, key) in best
-    ]
-    if ratios:
-        lines.append(f"nmt's CTranslate2 engine's speed ÷ CTranslate2 called directly: {'; '.join(ratios)}.")
-    for ours in (NMT, NMT_INT8):
+    against_ct2 = {
+        ENGINE: "nmt's CTranslate2 engine's speed ÷ CTranslate2 called directly",
+        NMT: f"{NMT}: its speed ÷ CTranslate2 float32's",
+        NMT_INT8: f"{NMT_INT8}: its speed ÷ CTranslate2 float32's",
+    }
+    for runtime, label in against_ct2.items():
         ratios = [
-            f"{found[key].name}: {best[(CT2, key)].seconds / best[(ours, key)].seconds:.2f}"
+            f"{found[key].name}: {best[(CT2, key)].seconds / best[(runtime, key)].seconds:.2f}"
             for key in found
-            if (ours, key) in best
+            if (runtime, key) in best
         ]
         if ratios:
-            lines.append(f"{ours}: its speed ÷ CTranslate2 float32's: {'; '.join(ratios)}.")
+            lines.append(f"{label}: {'; '.join(ratios)}.")
     if (ARGOS, "argos") in best:
         same = same_lines(best[(CT2, "argos")].translations, best[(ARGOS, "argos")].translations)
         lines.append(f"Argos Translate's output equals CTranslate2 float32's: {same}/{n}.")

@@ -355,7 +355,7 @@ class RNNSeq2Seq(Seq2Seq):
 
     def logits(self, x: Tensor) -> Tensor:
         """Pre-output vectors (…, embedding) → vocabulary logits (…, tgt_vocab)."""
-        return F.linear(x, self.tgt_embedding.weight) if self.output is None else self.output(x)
+        return F.linear(x, self.target_embedding().weight) if self.output is None else self.output(x)
 
     def decode_step(self, tokens: Tensor, memory: Memory, state: State) -> Step:
         embedded = self.tgt_dropout(self.tgt_embedding(tokens))  # (rows, embedding)

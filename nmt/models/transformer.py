@@ -240,7 +240,7 @@ class TransformerSeq2Seq(Seq2Seq):
     def logits(self, x: Tensor) -> Tensor:
         """Decoder states (…, d_model) → vocabulary logits (…, tgt_vocab)."""
         x = self.decoder_norm(x)
-        return F.linear(x, self.tgt_embed.embedding.weight) if self.output is None else self.output(x)
+        return F.linear(x, self.target_embedding().weight) if self.output is None else self.output(x)
 
     def decode(
         self,

@@ -19,7 +19,7 @@ from starlette.responses import Response
 from nmt.decode.markup import read_page
 from nmt.serve.answers import TranslatedFile, error_answer, json_answer
 from nmt.serve.detect import routes
-from nmt.serve.requests import KEY, ApiError, TranslateFileRequest, validated
+from nmt.serve.requests import KEY, ApiError, TranslateFileRequest, utf8_text, validated
 from nmt.serve.service import Service, joined
 
 FORMATS = {  # what is translated, and its media type
@@ -64,7 +64,7 @@ async def translate_file(request: Request) -> Response:
     if suffix not in FORMATS:
         found = f"a {suffix} file" if suffix else "a file without an extension"
         raise ApiError(400, f"{found} is not translated; this server translates {', '.join(FORMATS)} files")
-    text = _text(asked.file.data).replace("\r\n", "\n").replace("\r", "\n")
+    text = utf8_text(asked.file.data, "file", "utf-8-sig").replace("\r\n", "\n").replace("\r", "\n")
     if len(text) > (most := service.limits.max_chars):
         raise ApiError(400, f"file holds {len(text)} characters; this server takes at most {most}")
     page = read_page(text) if suffix == ".html" else None
@@ -80,15 +80,6 @@ async def translate_file(request: Request) -> Response:
     translated = TranslatedText(filename, joined(lines, 0, page).encode("utf-8"), FORMATS[suffix])
     name = request.app.state.files.add(translated)
     return json_answer(TranslatedFile(translatedFileUrl=f"{request.base_url}download_file/{quote(name)}"))
-
-
-def _text(data: bytes) -> str:
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as err:
-        raise ApiError(
-            400, f"file is not valid UTF-8 (byte {data[err.start]:#04x} at {err.start}); send UTF-8 text"
-        ) from err
 
 
 async def download_file(request: Request) -> Response:

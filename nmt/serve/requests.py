@@ -105,12 +105,14 @@ def parse_fields(body: bytes, content_type: str, query: bytes) -> Fields:
     )
 
 
-def _text(data: bytes, what: str) -> str:
+def utf8_text(data: bytes, what: str, encoding: str = "utf-8") -> str:
+    """`data` decoded (`encoding`: utf-8, or utf-8-sig to drop a byte-order mark); an ApiError naming `what`
+    and the first bad byte where it is not UTF-8."""
     try:
-        return data.decode("utf-8")
+        return data.decode(encoding)
     except UnicodeDecodeError as err:
         raise ApiError(
-            400, f"{what} is not valid UTF-8 (byte {data[err.start]:#04x} at {err.start})"
+            400, f"{what} is not valid UTF-8 (byte {data[err.start]:#04x} at {err.start}); send UTF-8 text"
         ) from err
 
 
@@ -124,7 +126,7 @@ def _json_object(body: bytes) -> dict[str, Any]:
             raise ValueError("a key is given twice")
         return found
 
-    text = _text(body, "the JSON body")
+    text = utf8_text(body, "the JSON body")
     try:
         value = json.loads(text, parse_constant=no_constants, object_pairs_hook=unique)
     except (ValueError, RecursionError) as err:
@@ -170,7 +172,7 @@ def _is_text(value: str) -> bool:
 
 def _form(data: bytes, what: str) -> dict[str, str]:
     try:
-        pairs = parse_qsl(_text(data, what), keep_blank_values=True, errors="strict")
+        pairs = parse_qsl(utf8_text(data, what), keep_blank_values=True, errors="strict")
     except UnicodeDecodeError as err:
         raise ApiError(400, f"{what} is not valid UTF-8 once percent-decoded") from err
     fields = dict(pairs)
