@@ -20,7 +20,7 @@ from typing import Any, Literal, TypeVar
 import yaml
 
 from nmt.atomic_files import atomic_write_text
-from nmt.config.multilingual import pair_beside_multilingual
+from nmt.config.multilingual import BILINGUAL_PAIR, pair_beside_multilingual
 from nmt.config.schema import Config, section_class
 from nmt.errors import ConfigError, UserError
 from nmt.models.config import FAMILIES, FAMILY_NAMES, ModelConfig
@@ -301,16 +301,37 @@ def load_config(path: Path | None, overrides: list[str] | None = None, saved: bo
     versions may hold `data.src_lang`/`data.tgt_lang` at their defaults beside `data.multilingual`).
     """
     raw = _read_yaml(Path(path)) if path is not None else {}
+    in_file = set(raw.get("data") or {}) if isinstance(raw.get("data"), dict) else set()
     for override in overrides or []:
         apply_override(raw, override)
     note = nest_old_model_keys(raw["model"]) if isinstance(raw.get("model"), dict) else None
     if note and not saved:
         log.warning("%s", note)
+    yielded: list[str] = []
+    if not saved:
+        overridden = {text.partition("=")[0].strip().removeprefix("data.") for text in overrides or []}
+        yielded = _yield_pair_to_multilingual(raw, in_file - overridden)
     cfg = from_dict(Config, raw)
     named = [name for name in cfg.data.unused if name in (raw.get("data") or {})]
     if named and not saved:
         raise pair_beside_multilingual(named)
+    if yielded:
+        names = " and ".join(f"data.{name}" for name in yielded)
+        log.info("%s of %s give way to data.multilingual, set on the command line", names, path)
     return cfg
+
+
+def _yield_pair_to_multilingual(raw: dict[str, Any], from_file: set[str]) -> list[str]:
+    """A bilingual config file made multilingual by overrides alone (`--set data.multilingual.directions=…`):
+    the `data.src_lang`/`data.tgt_lang` that only the file names (`from_file`) give way; returns their names.
+    Both in the file, or the pair set by an override, stay the error of load_config."""
+    data = raw.get("data")
+    if not isinstance(data, dict) or data.get("multilingual") is None or "multilingual" in from_file:
+        return []
+    yielded = [name for name in BILINGUAL_PAIR if name in data and name in from_file]
+    for name in yielded:
+        del data[name]
+    return yielded
 
 
 def load_saved_config(path: Path, overrides: list[str] | None = None) -> Config:

@@ -97,3 +97,17 @@ def test_a_language_flag_beside_a_multilingual_config_is_one_line(tmp_path: Path
     config.write_text(MULTILINGUAL_CONFIG)
     result = run_cli("train", str(config), "--out", str(tmp_path / "run"), "--src-lang", "de")  # the default
     assert_one_line_error(result, "data.src_lang: a multilingual run takes its languages from")
+
+
+def test_a_bilingual_config_file_made_multilingual_by_an_override_drops_its_pair(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    bilingual = tmp_path / "bilingual.yaml"  # as configs/multi30k-cpu-transformer.yaml names its one pair
+    bilingual.write_text("data:\n  src_lang: de\n  tgt_lang: en\n", encoding="utf-8")
+    with caplog.at_level("INFO", logger="nmt"):
+        cfg = load_config(bilingual, [DIRECTIONS])
+    assert cfg.data.directions.languages == ("cs", "de", "en", "fr")
+    assert "data.src_lang and data.tgt_lang of" in caplog.text
+    assert "give way to data.multilingual" in caplog.text
+    with pytest.raises(ConfigError, match=r"data\.src_lang: a multilingual run"):  # named again: refused
+        load_config(bilingual, [DIRECTIONS, "data.src_lang=fr"])
