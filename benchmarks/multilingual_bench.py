@@ -194,6 +194,7 @@ def remedies(bench: Bench) -> None:
     ones."""
     args = bench.args
     common = ["--init-from", str(bench.work / "runs" / "multi-encoder"), *MULTILINGUAL_EVAL]
+    common += ["--set", "data.multilingual.tags=encoder"]
     common += ["--set", f"tokenizer.vocab_size={args.multilingual_vocab}"]
     bench.train("continued", args.continue_time, "--set", MULTILINGUAL, *common)
     both = f"data.multilingual.directions=[{', '.join((*TRAINED, *ZERO_SHOT))}]"

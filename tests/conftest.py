@@ -178,13 +178,13 @@ def train_multilingual(root: Path, tags: str) -> Path:
 
 @pytest.fixture(scope="session")
 def multilingual_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The tiny multilingual run with its tags on the encoder (the default)."""
+    """The tiny multilingual run with its tags as the encoder's first source token."""
     return train_multilingual(tmp_path_factory.mktemp("multilingual"), "encoder")
 
 
 @pytest.fixture(scope="session")
 def decoder_tag_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The tiny multilingual run with its tags as the decoder's first target token."""
+    """The tiny multilingual run with its tags as the decoder's first target token (the default)."""
     return train_multilingual(tmp_path_factory.mktemp("decoder-tags"), "decoder")
 
 

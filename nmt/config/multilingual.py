@@ -78,9 +78,9 @@ class MultilingualConfig:
         low_open=True,
     )
     tags: Literal["encoder", "decoder"] = setting(
-        "encoder",
-        "where the target-language tag goes: encoder, the first source token; decoder, the first target "
-        "token (forced when translating)",
+        "decoder",
+        "where the target-language tag goes: decoder, the first target token (forced when translating); "
+        "encoder, the first source token",
     )
 
     def __post_init__(self) -> None:

@@ -42,7 +42,7 @@ def prepare(cfg: Config, tmp_path: Path, run: str = "run") -> PreparedData:
 
 
 def test_every_direction_is_in_one_corpus_with_its_target_tag_first(data: Path, tmp_path: Path) -> None:
-    prepared = prepare(config(data), tmp_path)
+    prepared = prepare(config(data, "data.multilingual.tags=encoder"), tmp_path)
     tokenizer, directions = prepared.tokenizers.src, prepared.directions
     assert prepared.tokenizers.joint and directions is not None
     assert directions.train_pairs == (300, 300, 300, 300) and directions.valid_pairs == (20, 20, 20, 20)
