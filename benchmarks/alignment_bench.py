@@ -235,8 +235,9 @@ def guided_settings(work: Path, src: str, tgt: str, candidate: tuple[str, ...]) 
     )
 
 
-def train(work: Path, kind: Kind, src: str, tgt: str) -> Path:
-    """One run (skipped when it finished before), `kind.steps` updates, validated once at the end."""
+def train(work: Path, kind: Kind, src: str, tgt: str, data: Path | None = None) -> Path:
+    """One run (skipped when it finished before), `kind.steps` updates, validated once at the end, on the
+    benchmark's training text (or on `data`)."""
     out = work / "runs" / run_name(kind.name, src, tgt)
     done = out / "trained"
     if done.exists():
@@ -251,7 +252,7 @@ def train(work: Path, kind: Kind, src: str, tgt: str) -> Path:
         *kind.settings,
     )
     command = [sys.executable, "-m", "nmt", "-q", "train", str(ROOT / "configs" / kind.config)]
-    command += ["--data", str(work / "data"), "--src-lang", src, "--tgt-lang", tgt, "--out", str(out)]
+    command += ["--data", str(data or work / "data"), "--src-lang", src, "--tgt-lang", tgt, "--out", str(out)]
     command += [f"--set={setting}" for setting in settings]
     started = time.perf_counter()
     subprocess.run(command, check=True)

@@ -1,0 +1,207 @@
+"""Guided alignment, one change at a time: what lowers the guided Transformer's AER on the Hansards gold.
+
+    taskset -c 0 env OMP_NUM_THREADS=1 python -m benchmarks.guided_alignment_steps --work /tmp/nmt-align-bench
+
+It shares benchmarks/alignment_bench.py's work directory and protocol (its data and eflomal stages run first
+when their outputs are missing): the guided Transformer it chose (λ 2, decoder layer 0, Shift-Att, 2 heads,
+1,200 updates a direction) trained again for each step of STEPS, which changes its labels (which of eflomal's
+symmetrized links it learns) or how many times the gold pairs' *text* is in the training data (transductive
+weighting, as the literature's `*.plustest.*` training sets; their links are never training input). Per step:
+the readings of both directions chosen on the first 100 gold pairs, then on the 347 after them the AER,
+precision and recall of
+
+- grow-diag: lilt's strict grow-diag of the two directions' links (as the alignment bench);
+- soft: the two directions' word × word attention averaged, every pair over a threshold linked (the
+  threshold of SOFT_THRESHOLDS with the lowest AER on the first 100);
+
+and each direction's test BLEU (beam 5, the tokenized lower-cased test2016). Runs stay in WORK/runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from benchmarks.alignment_bench import (
+    DATA,
+    DIRECTIONS,
+    GUIDED,
+    GUIDED_STEPS,
+    Directed,
+    Kind,
+    by_split,
+    joint_readings,
+    measure_run,
+    missing_data,
+    prepare,
+    run_eflomal,
+    scored,
+    train,
+)
+from nmt.align.pharaoh import Link, SentenceLinks, read_links, write_links
+from nmt.align.symmetrize import Method, symmetrize
+from nmt.decode.aligner import force
+from nmt.decode.loading import load_trained
+from nmt.evaluate.evaluation import evaluate_run
+
+BASE = GUIDED["guided λ2 layer 0 shift, 2 heads"]  # the alignment bench's choice
+STEPS: dict[str, tuple[Method, int]] = {  # name: (eflomal's links the labels are, copies of the gold text)
+    "base: grow-diag-final-and labels, gold text ×1": ("grow-diag-final-and", 1),
+    "grow-diag labels": ("grow-diag", 1),
+    "intersection labels": ("intersection", 1),
+    "grow-diag labels, gold text ×10": ("grow-diag", 10),
+}
+GOLD_PAIRS = 447  # the last lines of the benchmark's training text
+SOFT_THRESHOLDS = (0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5)
+
+
+def step_name(step: str) -> str:
+    return "step " + re.sub(r"[^a-z0-9.]+", "-", step.lower()).strip("-")
+
+
+def with_copies(work: Path, copies: int) -> Path:
+    """The training text with the gold pairs' text `copies` times (the alignment bench's data for 1)."""
+    if copies == 1:
+        return work / "data"
+    out = work / f"data-gold{copies}"
+    if not (out / "train.fr").exists():
+        out.mkdir(parents=True, exist_ok=True)
+        for path in (work / "data").iterdir():
+            lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+            if path.name.startswith("train."):
+                lines += lines[-GOLD_PAIRS:] * (copies - 1)
+            (out / path.name).write_text("".join(lines), encoding="utf-8")
+    return out
+
+
+def labels(work: Path, method: Method, copies: int, src: str) -> Path:
+    """eflomal's `method` links of the training text with `copies` of the gold text, `src` word first."""
+    path = work / "eflomal" / f"{method}.x{copies}.{src}-first.links"
+    if not path.exists():
+        found = read_links(work / "eflomal" / f"{method}.links")  # English first, the gold text once
+        found += found[-GOLD_PAIRS:] * (copies - 1)
+        links = [set(line.possible) if src == "en" else {(j, i) for i, j in line.possible} for line in found]
+        write_links(path, links)
+    return path
+
+
+def train_step(work: Path, step: str, src: str, tgt: str) -> Path:
+    method, copies = STEPS[step]
+    gold = work / "gold"
+    settings = (
+        f"train.alignment.links={labels(work, method, copies, src)}",
+        f"train.alignment.gold_src={gold / f'first100.{src}'}",
+        f"train.alignment.gold_tgt={gold / f'first100.{tgt}'}",
+        f"train.alignment.gold_links={gold / 'first100.links'}",
+        f"train.alignment.gold_reverse={'true' if src == 'fr' else 'false'}",
+        *BASE,
+    )
+    kind = Kind(step_name(step), "multi30k-cpu-transformer.yaml", GUIDED_STEPS, settings)
+    return train(work, kind, src, tgt, with_copies(work, copies))
+
+
+def soft_links(weights: dict[str, list[np.ndarray]], threshold: float) -> list[set[Link]]:
+    """(English word, French word) pairs whose mean attention of the two directions exceeds `threshold`."""
+    found = []
+    for en_fr, fr_en in zip(weights["en"], weights["fr"], strict=True):
+        mean = (en_fr + fr_en.T) / 2  # (French words, English words)
+        found.append({(int(i), int(j)) for j, i in zip(*np.nonzero(mean > threshold), strict=True)})
+    return found
+
+
+def soft_symmetrized(
+    pair: dict[str, Directed], text: dict[str, list[str]], gold: list[SentenceLinks]
+) -> dict:
+    """Soft symmetrization of the two directions' chosen readings: the threshold chosen on the first 100."""
+    weights = {}
+    for src, tgt in DIRECTIONS:
+        forced = force(load_trained([pair[src].run], torch.device("cpu")), text[src], text[tgt])
+        weights[src] = forced.soft(pair[src].chosen)  # (target words, source words)
+    found = {t: soft_links(weights, t) for t in SOFT_THRESHOLDS}
+    best = min(SOFT_THRESHOLDS, key=lambda t: scored(found[t], gold)["first 100"].aer)
+    return {"threshold": best, "scores": by_split(scored(found[best], gold))}
+
+
+def measure_step(work: Path, step: str, text: dict[str, list[str]], gold: list[SentenceLinks]) -> dict:
+    runs = {src: work / "runs" / f"{step_name(step)}.{src}-{tgt}" for src, tgt in DIRECTIONS}
+    pair = {src: measure_run(runs[src], src, text, gold) for src in runs}
+    forward, reverse = joint_readings(pair, gold)
+    links = [
+        symmetrize(f, r, "grow-diag")
+        for f, r in zip(pair["en"].every[forward], pair["fr"].every[reverse], strict=True)
+    ]
+    return {
+        "grow-diag": by_split(scored(links, gold)),
+        "soft": soft_symmetrized(pair, text, gold),
+        "bleu": {
+            f"{src}-{tgt}": evaluate_run([runs[src]], "test", None, None, "cpu")["bleu"]
+            for src, tgt in DIRECTIONS
+        },
+    }
+
+
+def table(results: dict, eflomal: dict) -> str:
+    """Markdown: a row per step (AER, precision, recall on the 347; BLEU), eflomal beside them."""
+    lines = [
+        "| step | grow-diag AER | precision | recall | soft AER (threshold) | precision | recall | "
+        "test BLEU en→fr / fr→en |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for step, found in results.items():
+        hard, soft = found["grow-diag"]["347"], found["soft"]["scores"]["347"]
+        bleu = " / ".join(f"{found['bleu'][f'{s}-{t}']:.2f}" for s, t in DIRECTIONS)
+        lines.append(
+            f"| {step} | {hard['aer']:.1f} | {hard['precision']:.1f} | {hard['recall']:.1f} "
+            f"| {soft['aer']:.1f} ({found['soft']['threshold']}) | {soft['precision']:.1f} "
+            f"| {soft['recall']:.1f} | {bleu} |"
+        )
+    teacher = eflomal["347"]
+    lines.append(
+        f"| eflomal, the teacher (grow-diag) | {teacher['aer']:.1f} | {teacher['precision']:.1f} "
+        f"| {teacher['recall']:.1f} | | | | |"
+    )
+    return "\n".join(lines)
+
+
+def eflomal_scores(work: Path, gold: Sequence[SentenceLinks]) -> dict:
+    found = [set(line.possible) for line in read_links(work / "eflomal" / "grow-diag.links")[-GOLD_PAIRS:]]
+    return by_split(scored(found, gold))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--work", type=Path, required=True, help="the alignment bench's work directory")
+    parser.add_argument("--data", type=Path, default=DATA, help="the shared data (multi30k/, alignment/)")
+    parser.add_argument("--steps", nargs="+", choices=list(STEPS), default=list(STEPS))
+    args = parser.parse_args()
+    missing = missing_data(args.data)
+    if missing is not None:
+        print(missing, file=sys.stderr)
+        sys.exit(0)
+    torch.set_num_threads(1)
+    prepare(args.data, args.work)
+    run_eflomal(args.work)
+    text = {lang: (args.work / "gold" / f"gold.{lang}").read_text().splitlines() for lang in ("en", "fr")}
+    gold = read_links(args.work / "gold" / "gold.links")
+    saved = args.work / "steps.json"
+    results = json.loads(saved.read_text()) if saved.exists() else {}
+    for step in args.steps:
+        if step not in results:
+            for src, tgt in DIRECTIONS:
+                train_step(args.work, step, src, tgt)
+            results[step] = measure_step(args.work, step, text, gold)
+            saved.write_text(json.dumps(results, indent=1) + "\n")
+    print(table({step: results[step] for step in args.steps}, eflomal_scores(args.work, gold)))
+
+
+if __name__ == "__main__":
+    main()

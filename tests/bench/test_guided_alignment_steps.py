@@ -1,0 +1,43 @@
+"""benchmarks/guided_alignment_steps.py without training: soft symmetrization of two directions' word
+weights, the training text with copies of the gold text and the labels that go with it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from benchmarks import guided_alignment_steps as steps
+from nmt.align.pharaoh import read_links, write_links
+
+
+def test_soft_links_average_both_directions_before_the_threshold() -> None:
+    en_fr = np.array([[0.9, 0.1], [0.2, 0.8]])  # (French words, English words)
+    fr_en = np.array([[0.7, 0.1], [0.6, 0.3]])  # (English words, French words)
+    # mean (French × English): [[0.8, 0.35], [0.15, 0.55]]
+    assert steps.soft_links({"en": [en_fr], "fr": [fr_en]}, 0.5) == [{(0, 0), (1, 1)}]
+    assert steps.soft_links({"en": [en_fr], "fr": [fr_en]}, 0.3) == [{(0, 0), (1, 0), (1, 1)}]
+
+
+def test_gold_copies_repeat_the_gold_text_and_its_labels(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(steps, "GOLD_PAIRS", 2)
+    (tmp_path / "data").mkdir()
+    for lang in ("en", "fr"):
+        (tmp_path / "data" / f"train.{lang}").write_text("".join(f"{lang} {i}\n" for i in range(4)))
+        (tmp_path / "data" / f"val.{lang}").write_text(f"{lang} v\n")
+    (tmp_path / "eflomal").mkdir()
+    write_links(tmp_path / "eflomal" / "grow-diag.links", [{(0, 0)}, {(0, 1)}, {(1, 0)}, {(1, 1), (0, 1)}])
+    data = steps.with_copies(tmp_path, 3)
+    assert (data / "train.en").read_text().splitlines() == ["en 0", "en 1", "en 2", "en 3"] + [
+        "en 2",
+        "en 3",
+    ] * 2
+    assert (data / "val.fr").read_text() == "fr v\n"
+    assert steps.with_copies(tmp_path, 1) == tmp_path / "data"
+    forward = [set(line.possible) for line in read_links(steps.labels(tmp_path, "grow-diag", 3, "en"))]
+    reverse = [set(line.possible) for line in read_links(steps.labels(tmp_path, "grow-diag", 3, "fr"))]
+    assert forward == [{(0, 0)}, {(0, 1)}] + [{(1, 0)}, {(1, 1), (0, 1)}] * 3
+    assert reverse == [{(j, i) for i, j in links} for links in forward]
