@@ -4,9 +4,12 @@ inline tag put back around the output words that the translation's word alignmen
 wrapped. Block-level tags end a sentence; inline ones (INLINE) never do.
 
 - Left as they are: script, style, pre, textarea and the like (KEPT), comments, the doctype, every attribute
-  (title and alt are not translated), and the code, img and other atoms of ATOMS (kept whole, placed between
+  but `title` and `alt` (TRANSLATED), and the code, img and other atoms of ATOMS (kept whole, placed between
   words as inline tags without words are). Entities of the text are read as characters and written back as
   text (`&`, `<`, `>` escaped): the page stays well-formed.
+- A `title` or `alt` (outside the kept elements) is translated as a sentence of its own, after the blocks'
+  sentences: its tag is written again with the translation in place of the value, every other attribute as
+  it was read (quoted, entities escaped).
 - An inline tag goes around the output words linked to its words (from the first to the last: a tag never
   splits); a child is kept inside its parent and after its earlier siblings. A tag with no word linked (or
   whose words an earlier sibling took) is kept, empty, before the output word linked to the next source word
@@ -44,6 +47,7 @@ ENDS_P = _names(  # a start tag of these ends an open p, as in a browser
 )
 IMPLIED = _names("li dt dd tr td th option")  # another one ends the one open
 VOID = _names("area base br col embed hr img input link meta param source track wbr")
+TRANSLATED = ("title", "alt")  # the attributes whose text is translated
 WORD = re.compile(r"\S+")
 Link = tuple[int, int]  # (source word, output word)
 
@@ -85,8 +89,10 @@ class Block:
 class _Reader(HTMLParser):
     """The page as a list of parts: markup written back as it is, and blocks to translate."""
 
-    def __init__(self) -> None:
+    def __init__(self, marker: str) -> None:
         super().__init__(convert_charrefs=False)
+        self.marker = marker  # stands for a translated attribute's value until the page is written
+        self.attributes: list[str] = []  # the text of each translated attribute, in order
         self.parts: list[str | Block] = []
         self.block = Block()
         self.open: list[Element] = []  # the inline tags open in the block, outermost first
@@ -130,13 +136,29 @@ class _Reader(HTMLParser):
             self.parts.append(self.block if self.block.words else self.block.raw)
         self.block = Block()
 
+    def _translatable(self, tag: str, attrs: list[tuple[str, str | None]], raw: str, closed: bool) -> str:
+        """`raw`, or the start tag written again with a marker for each `title`/`alt` that holds words."""
+        texts = {name: " ".join(value.split()) for name, value in attrs if name in TRANSLATED and value}
+        if not any(texts.values()):
+            return raw
+        written = []
+        for name, value in attrs:
+            if texts.get(name):
+                written.append(f' {name}="{self.marker}{len(self.attributes)}{self.marker}"')
+                self.attributes.append(texts[name])
+            else:
+                written.append(f" {name}" if value is None else f' {name}="{html.escape(value)}"')
+        return f"<{tag}{''.join(written)}{' /' if closed else ''}>"
+
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         raw = self.get_starttag_text() or f"<{tag}>"
         if self._keep(raw, tag):
             return
         if tag in KEPT or (tag in ATOMS and tag not in VOID):
             self.kept = (tag, 1, [raw])
-        elif tag in ATOMS:
+            return
+        raw = self._translatable(tag, attrs, raw, closed=False)
+        if tag in ATOMS:
             self._atom(raw, tag)
         elif tag in INLINE:
             element = Element(raw, tag, len(self.block.text))
@@ -156,6 +178,7 @@ class _Reader(HTMLParser):
         raw = self.get_starttag_text() or f"<{tag}/>"
         if self._keep(raw):
             return
+        raw = self._translatable(tag, attrs, raw, closed=True)
         if tag in INLINE or tag in ATOMS:
             self._atom(raw, tag)
         else:
@@ -216,18 +239,21 @@ class _Reader(HTMLParser):
 
 @dataclass(frozen=True)
 class Page:
-    """An HTML page read for translation: markup to write back as it is, and blocks to translate."""
+    """An HTML page read for translation: markup to write back as it is, blocks to translate, and the text
+    of its `title` and `alt` attributes (each at `marker`, its number, `marker` in the markup)."""
 
     parts: list[str | Block]
+    attributes: list[str] = field(default_factory=list)
+    marker: str = ""
 
     @property
     def lines(self) -> list[str]:
-        """The sentence of each block, in order: what to translate."""
-        return [part.line for part in self.parts if isinstance(part, Block)]
+        """The sentence of each block, in order, then each attribute's: what to translate."""
+        return [part.line for part in self.parts if isinstance(part, Block)] + self.attributes
 
     def written(self, translations: Iterable[tuple[str, Sequence[Link]]]) -> str:
         """The page with each block written as its translation (text and word links, one per line of
-        `lines`) with its tags placed."""
+        `lines`) with its tags placed, and each attribute's value as its translation."""
         found = iter(translations)
         written = []
         for part in self.parts:
@@ -236,13 +262,19 @@ class Page:
                 written.append(write_block(part, text.split(), links))
             else:
                 written.append(part)
-        return "".join(written)
+        page = "".join(written)
+        for number, (text, _) in enumerate(found):
+            page = page.replace(f"{self.marker}{number}{self.marker}", html.escape(text), 1)
+        return page
 
 
 def read_page(page: str) -> Page:
     """`page` read by the standard library's HTMLParser into markup and blocks; elements left open are
     closed at the end."""
-    reader = _Reader()
+    marker = "\ue000"  # a private-use character the page does not hold
+    while marker in page:
+        marker += "\ue000"
+    reader = _Reader(marker)
     reader.feed(page)
     reader.close()
     if reader.kept is not None:  # a kept element never closed (the parser holds a script's rest back)
@@ -253,7 +285,7 @@ def read_page(page: str) -> Page:
         reader.handle_data(reader.rawdata)
     reader._flush()
     reader.parts += [f"</{name}>" for name in reversed(reader.blocks)]
-    return Page(reader.parts)
+    return Page(reader.parts, reader.attributes, marker)
 
 
 def translate_page(page: str, translate: Callable[[list[str]], list[tuple[str, Sequence[Link]]]]) -> str:

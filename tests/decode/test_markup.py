@@ -51,7 +51,7 @@ def test_tags_follow_their_words() -> None:
     )
 
 
-def test_script_style_pre_code_comments_and_attributes_are_left_as_they_are() -> None:
+def test_script_style_pre_code_comments_and_attributes_but_title_and_alt_are_left_as_they_are() -> None:
     page = (
         "<html><head><style>p { color: red }</style><script>if (a < b && c) go('x y');</script></head>"
         '<body><p title="a title" class="x">Run <code>ls -l &amp; wait</code> now <!-- a note --> please</p>'
@@ -61,14 +61,35 @@ def test_script_style_pre_code_comments_and_attributes_are_left_as_they_are() ->
     for kept in (
         "<style>p { color: red }</style>",
         "<script>if (a < b && c) go('x y');</script>",
-        '<p title="a title" class="x">',
+        '<p title="TITLE A" class="x">',  # title is translated, class left
         "<code>ls -l &amp; wait</code>",
         "<!-- a note -->",
         "<pre>keep  <b>this</b>\n as is</pre>",
     ):
         assert kept in translated
-    assert read_page(page).lines == ["Run now please"]
+    assert read_page(page).lines == ["Run now please", "a title"]
     assert_well_formed_with_every_tag(page, translated)
+
+
+def test_title_and_alt_are_translated_as_sentences_of_their_own() -> None:
+    page = (
+        '<p>A <img src="a.png" alt="a  red car" width=3> and <a href="/x?a=1&amp;b=2" title=\'say "hi"\'>link'
+        '</a></p><img alt="" src=b.png/><abbr title>t</abbr><pre title="kept">x</pre>'
+    )
+    read = read_page(page)
+    assert read.lines == ["A and link", "t", "a red car", 'say "hi"']  # the blocks, then the attributes
+    translated = translate_page(page, reversed_words)
+    assert translated == (
+        '<p><a href="/x?a=1&amp;b=2" title="&quot;HI&quot; SAY">LINK</a> '
+        '<img src="a.png" alt="CAR RED A" width="3"> AND A</p>'  # other attributes quoted, as read
+        '<img alt="" src=b.png/> <abbr title>T</abbr><pre title="kept">x</pre>'  # empty ones, pre: as written
+    )
+    assert_well_formed_with_every_tag(page, translated)
+
+
+def test_a_page_holding_the_marker_character_keeps_it() -> None:
+    page = '<p title="x">\ue000 a \ue0000\ue000 b</p>'
+    assert translate_page(page, same) == page
 
 
 def test_entities_are_read_as_text_and_written_as_entities() -> None:
