@@ -422,3 +422,32 @@ def test_a_multilingual_model_translates_into_the_direction_picked(
         assert driver.find_elements(By.CSS_SELECTOR, ".panel rect.cell")  # type: ignore[attr-defined]
     finally:
         assert served.stop() == 0
+
+
+POST_HTML = """
+const [page, done] = arguments;
+fetch('/translate', {method: 'POST', headers: {'Content-Type': 'application/json'},
+                     body: JSON.stringify({q: page, source: 'src', target: 'tgt', format: 'html'})})
+  .then((response) => response.json())
+  .then((answer) => {
+    const shown = document.createElement('div');
+    shown.innerHTML = answer.translatedText;
+    const count = (selector) => shown.querySelectorAll(selector).length;
+    done([answer.translatedText, count('p'), count('b'), count('a[href="/x"]'), count('a[title]')]);
+  });
+"""
+
+
+def test_a_page_posts_html_and_shows_the_translated_html(browser: object, server: str) -> None:
+    """A page of the server's origin posts HTML to /translate with `format: html`, as a web client does, and
+    the browser parses the answer into the same elements: the server's answer to the same request."""
+    driver = browser
+    open_page(driver, server)
+    page = f'<p>nopaju <b>kaju</b> zufete <a href="/x" title="{SENTENCE}">giholo</a> fegibe</p>'
+    driver.set_script_timeout(60)  # type: ignore[attr-defined]
+    text, paragraphs, bold, links, titled = driver.execute_async_script(POST_HTML, page)  # type: ignore[attr-defined]
+    body = json.dumps({"q": page, "source": "src", "target": "tgt", "format": "html"}).encode()
+    request = urllib.request.Request(f"{server}/translate", body, {"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=60) as response:
+        assert text == json.loads(response.read())["translatedText"]
+    assert (paragraphs, bold, links, titled) == (1, 1, 1, 1)
