@@ -163,3 +163,24 @@ def test_plot_attention_draws_the_direction_named(decoder_tag_run: Path, tmp_pat
     assert stdout.splitlines()[0] == library(decoder_tag_run, "xc", [text])[0]
     assert out.stat().st_size > 1000
     assert_one_line_error(run_cli(*args), "name the target language with --tgt-lang")
+
+
+def test_align_takes_a_direction_and_never_links_the_tag(run: Path, tmp_path: Path) -> None:
+    """`nmt align --src-lang --tgt-lang` teacher-forces the model's own greedy translations with the tag where
+    it was trained: the same links as `nmt translate --alignments` gave them, the tag no word; the same run
+    as --reverse-run aligns the other way. Without a direction it is one line."""
+    lines = source_lines(run, "xa")
+    flags = ["--src-lang", "xa", "--tgt-lang", "xb"]
+    translated = [line.split(" ||| ") for line in cli(run, lines, *flags, "--beam-size", "1", "--alignments")]
+    (tmp_path / "src").write_text("\n".join(lines) + "\n")
+    (tmp_path / "tgt").write_text("\n".join(text for text, _ in translated) + "\n")
+    pairs = ["--src", str(tmp_path / "src"), "--tgt", str(tmp_path / "tgt"), "--device", "cpu"]
+    code, out, err = run_cli("align", str(run), *pairs, *flags)
+    assert code == 0, err
+    assert out.splitlines() == [links for _, links in translated]
+    both = ["--reverse-run", str(run), "--symmetrize", "intersection"]
+    code, out, err = run_cli("align", str(run), *pairs, *flags, *both)
+    assert code == 0, err
+    for line, (text, _) in zip(out.splitlines(), translated, strict=True):
+        assert all(j < len(text.split()) for _, j in parse_links(line, line).possible)
+    assert_one_line_error(run_cli("align", str(run), *pairs), "name the target language")

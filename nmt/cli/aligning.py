@@ -7,7 +7,16 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 
-from nmt.cli.options import BatchSize, Checkpoint, Device, RunDirArgument, checked_choice, search_overrides
+from nmt.cli.options import (
+    BatchSize,
+    Checkpoint,
+    Device,
+    RunDirArgument,
+    SrcLang,
+    TgtLang,
+    checked_choice,
+    search_overrides,
+)
 from nmt.errors import UserError
 
 if TYPE_CHECKING:
@@ -62,13 +71,17 @@ def align(
         ),
     ] = None,
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Output file (default stdout).")] = None,
+    src_lang: SrcLang = None,
+    tgt_lang: TgtLang = None,
     batch_size: BatchSize = None,
     device: Device = "auto",
     checkpoint: Checkpoint = None,
 ) -> None:
     """Word-align sentence pairs with a trained model's attention, teacher-forced on the given target: one
     Pharaoh line per pair (0-based source-target word links, `</s>` dropped), a word pair linked when any of
-    their subwords are. Each word is encoded on its own, its subwords kept."""
+    their subwords are. Each word is encoded on its own, its subwords kept. A multilingual run aligns the
+    direction --src-lang → --tgt-lang (its --reverse-run, which may be the same run, the other way); its
+    language tag is never linked."""
     from nmt.align.symmetrize import METHODS
     from nmt.atomic_files import write_output
     from nmt.config.sections import RULES
@@ -91,6 +104,8 @@ def align(
         soft=soft,
         reverse=None if reverse_run is None else load(reverse_run),
         method=checked_choice("--symmetrize", symmetrize or "grow-diag-final-and", METHODS),
+        src_lang=src_lang,
+        tgt_lang=tgt_lang,
     )
     text = align_files(load(run_dir), src, tgt, asked)
     write_output(out, lambda handle: handle.write(text.encode("utf-8")))

@@ -133,16 +133,19 @@ def force(
     tgt_lines: Sequence[str],
     progress: Progress | None = None,
     first_line: int = 1,
+    direction: tuple[str | None, str | None] = (None, None),
 ) -> Forced:
     """Teacher-force each target line on its source line (every word encoded on its own) through the run's
-    model, in batches of its `search.batch_size` pairs; a pair longer than a Transformer's positions is a
-    UserError naming its line (the first pair's: `first_line`). The layer that guided alignment trained with
-    full context attends with full context here too."""
-    translator = TorchTranslator.of_run(run)
+    model, in batches of its `search.batch_size` pairs, in `direction` (source and target language: a
+    multilingual run's needs the target); a pair longer than a Transformer's positions is a UserError naming
+    its line (the first pair's: `first_line`). The layer that guided alignment trained with full context
+    attends with full context here too."""
+    translator = TorchTranslator.of_run(run).toward(direction[1], direction[0])
     src, tgt = translator.encode_words(src_lines, "source"), translator.encode_words(tgt_lines, "target")
     limit = run.cfg.model.position_limit
+    tag = 1 if translator.tags.tagged else 0  # the language tag takes a position on one side
     for number, (s, t) in enumerate(zip(src, tgt, strict=True), first_line):
-        longest = max(len(s.ids), len(t.ids)) + 1  # with eos (bos)
+        longest = max(len(s.ids), len(t.ids)) + 1 + tag  # with eos (bos)
         if limit is not None and longest > limit:
             raise UserError(
                 f"line {number} takes {longest} subword positions, more than the {limit} the model has; "
@@ -192,6 +195,8 @@ class Request:
     soft: bool = False
     reverse: TrainedRun | None = None
     method: Method = "grow-diag-final-and"
+    src_lang: str | None = None  # a multilingual run's direction (the reverse run's is the other way)
+    tgt_lang: str | None = None
 
 
 def align_files(run: TrainedRun, src: Path, tgt: Path, asked: Request) -> str:
@@ -207,22 +212,25 @@ def align_files(run: TrainedRun, src: Path, tgt: Path, asked: Request) -> str:
     out = []
     for start in range(0, len(src_lines), CHUNK_PAIRS):
         chunk = src_lines[start : start + CHUNK_PAIRS], tgt_lines[start : start + CHUNK_PAIRS]
-        forced = force(run, *chunk, first_line=start + 1)
+        forced = force(run, *chunk, first_line=start + 1, direction=(asked.src_lang, asked.tgt_lang))
         if asked.soft:
             out.append(soft_text(forced.soft(forward)))
         elif other is None:
             out.append(pharaoh_text(forced.links(forward)))
         else:
-            reverse = force(other[0], chunk[1], chunk[0], first_line=start + 1)
+            backward = (asked.tgt_lang, asked.src_lang)
+            reverse = force(other[0], chunk[1], chunk[0], first_line=start + 1, direction=backward)
             out.append(pharaoh_text(symmetrized(forced, reverse, (forward, other[1]), asked.method)))
     return "".join(out)
 
 
 def _reverse_reading(run: TrainedRun, reverse: TrainedRun, asked: Request) -> Reading:
-    """The reading of the reverse run, which must translate the other way."""
+    """The reading of the reverse run, which must translate the other way (a multilingual run's direction
+    is checked when it is turned toward it)."""
     pair = (run.cfg.data.src_lang, run.cfg.data.tgt_lang)
     other = (reverse.cfg.data.src_lang, reverse.cfg.data.tgt_lang)
-    if other != pair[::-1]:
+    multilingual = run.cfg.data.multilingual is not None or reverse.cfg.data.multilingual is not None
+    if other != pair[::-1] and not multilingual:
         raise UserError(
             f"--reverse-run {reverse.directory.path} translates {other[0]} → {other[1]}; "
             f"{run.directory.path} translates {pair[0]} → {pair[1]}, so the reverse run must translate "

@@ -203,9 +203,8 @@ class Translator(ABC):
 
     def encode_words(self, texts: Sequence[str], side: Literal["source", "target"]) -> list[WordPieces]:
         """Whitespace-tokenized texts of one side, every word encoded on its own and its subwords kept (the
-        joined text is never tokenized again), for word alignment."""
-        if self.tags.tagged:
-            raise UserError("this model is multilingual; word alignment needs a model of one language pair")
+        joined text is never tokenized again), for word alignment; no language tag (`teacher_forced` adds
+        it)."""
         return encode_words(self.tokenizers.src if side == "source" else self.tokenizers.tgt, texts)
 
     def target_language(self) -> str:
@@ -484,20 +483,29 @@ class TorchTranslator(Translator):
         from its source, teacher-forced in batches of `settings.batch_size` pairs of similar length
         (`progress` told the size of each): per pair (layers, heads, len(target) + 1, len(source) + 1),
         rows and columns ending with eos; `full_context_layer` as `teacher_forced_attention` takes it. In
-        float32 on every device. Not for an ensemble, which has no teacher-forced pass."""
+        float32 on every device. A multilingual model's language tag is added where it was trained (the
+        first source token, or the first target token after bos) and its row or column left out: the
+        attention is the words'. Not for an ensemble, which has no teacher-forced pass."""
         if isinstance(self.model, Ensemble):
             raise UserError("an ensemble has no teacher-forced pass; give one run")
+        tagged_sources, tagged_targets, prefix, column = sources, targets, [], 0
+        if self.tags.tagged:
+            lang = self.target_language()
+            prefix = self.tags.forced_prefix(lang)
+            tagged_sources = [self.tags.source([int(i) for i in s], lang) for s in sources]
+            tagged_targets = [[*prefix, *t] for t in targets]
+            column = 0 if prefix else 1  # the encoder tag's column, or the decoder tag's row
         found: list[Tensor] = []
         order: list[int] = []
-        lengths = [len(s) + len(t) for s, t in zip(sources, targets, strict=True)]
+        lengths = [len(s) + len(t) for s, t in zip(tagged_sources, tagged_targets, strict=True)]
         for group in sorted_groups(lengths, self.settings.batch_size):
-            src, tgt = [sources[i] for i in group], [targets[i] for i in group]
+            src, tgt = [tagged_sources[i] for i in group], [tagged_targets[i] for i in group]
             found += teacher_forced_attention(self.model, src, tgt, full_context_layer)
             order += group
             if progress is not None:
                 progress(len(group))
         at = {i: k for k, i in enumerate(order)}
-        return [found[at[i]] for i in range(len(sources))]
+        return [found[at[i]][:, :, len(prefix) :, column:] for i in range(len(sources))]
 
 
 def _one_layer_one_head(hypothesis: Hypothesis) -> Hypothesis:
