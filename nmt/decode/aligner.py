@@ -229,7 +229,7 @@ def _reverse_reading(run: TrainedRun, reverse: TrainedRun, asked: Request) -> Re
     is checked when it is turned toward it)."""
     pair = (run.cfg.data.src_lang, run.cfg.data.tgt_lang)
     other = (reverse.cfg.data.src_lang, reverse.cfg.data.tgt_lang)
-    multilingual = run.cfg.data.multilingual is not None or reverse.cfg.data.multilingual is not None
+    multilingual = run.cfg.data.directions.tagged or reverse.cfg.data.directions.tagged
     if other != pair[::-1] and not multilingual:
         raise UserError(
             f"--reverse-run {reverse.directory.path} translates {other[0]} → {other[1]}; "
