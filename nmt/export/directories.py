@@ -28,12 +28,20 @@ def load_transformer_run(
     run_dir: Path, which: str | None, runtime: str
 ) -> tuple[TrainedRun, TransformerSeq2Seq]:
     """The run's checkpoint `which` (best, last or averaged; default: the run's choice) on the CPU, and its
-    model; a run of another model type is refused, naming the `runtime` it cannot go to."""
+    model; a run of another model type, or a Transformer with a residual-free encoder layer, is refused,
+    naming the `runtime` it cannot go to."""
     run = load_trained([run_dir], torch.device("cpu"), which)
     if not isinstance(run.model, TransformerSeq2Seq):
         raise UserError(
             f"{run_dir} holds a model.type={run.cfg.model.type} model; only Transformers can be exported "
             f"to {runtime}"
+        )
+    layer = run.cfg.model.transformer_settings.residual_free_layer
+    if layer is not None:
+        raise UserError(
+            f"{run_dir}'s encoder layer {layer} has no residual connection around its self-attention "
+            f"(model.transformer.residual_free_layer); {runtime}'s Transformer has one in every layer, so "
+            f"the run cannot be exported to it"
         )
     return run, run.model
 

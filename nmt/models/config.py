@@ -34,6 +34,11 @@ class TransformerConfig:
         low=1,
         high=MAX_SIZE,
     )
+    residual_free_layer: int | None = setting(
+        None,
+        "the encoder layer (from 0) whose self-attention has no residual connection (Liu et al. 2021, for "
+        "zero-shot translation); none by default; runs with one cannot be exported",
+    )
 
     def check(self) -> None:
         """Raise ConfigError for a value out of range (run by ModelConfig for the section of its type, so that
@@ -109,6 +114,12 @@ class ModelConfig:
         if getattr(self, family) is None:  # frozen: set the default section the way __init__ would
             object.__setattr__(self, family, SECTIONS[family]())
         getattr(self, family).check()
+        layer = None if self.transformer is None else self.transformer.residual_free_layer
+        if layer is not None and not 0 <= layer < self.encoder_layers:
+            raise ConfigError(
+                f"model.transformer.residual_free_layer={layer} is no encoder layer: the encoder has "
+                f"model.encoder_layers={self.encoder_layers}, numbered from 0"
+            )
 
     @property
     def transformer_settings(self) -> TransformerConfig:

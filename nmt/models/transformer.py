@@ -77,16 +77,20 @@ class Embedder(nn.Module):
 
 
 class Sublayer(nn.Module):
-    """Residual connection around `fn` with layer norm before (pre-norm) or after (post-norm) it."""
+    """Residual connection around `fn` (unless not `residual`) with layer norm before (pre-norm) or after
+    (post-norm) it."""
 
-    def __init__(self, d_model: int, dropout: float, pre_norm: bool) -> None:
+    def __init__(self, d_model: int, dropout: float, pre_norm: bool, residual: bool = True) -> None:
         super().__init__()
         self.norm, self.dropout, self.pre_norm = nn.LayerNorm(d_model), nn.Dropout(dropout), pre_norm
+        self.residual = residual
 
     def forward(self, x: Tensor, fn: Callable[[Tensor], Tensor]) -> Tensor:
         if self.pre_norm:
-            return x + self.dropout(fn(self.norm(x)))
-        return self.norm(x + self.dropout(fn(x)))
+            found = self.dropout(fn(self.norm(x)))
+            return x + found if self.residual else found
+        found = self.dropout(fn(x))
+        return self.norm(x + found if self.residual else found)
 
 
 class FeedForward(nn.Sequential):
@@ -97,12 +101,13 @@ class FeedForward(nn.Sequential):
 
 
 class EncoderLayer(nn.Module):
-    def __init__(self, cfg: TransformerConfig, dropout: float) -> None:
+    def __init__(self, cfg: TransformerConfig, dropout: float, residual: bool = True) -> None:
         super().__init__()
         pre = cfg.norm == "pre"
         self.self_attn = SelfAttention(cfg.d_model, cfg.heads, cfg.attention_dropout)
         self.feed_forward = FeedForward(cfg.d_model, cfg.ff_dim, dropout)
-        self.attn_block, self.ff_block = (Sublayer(cfg.d_model, dropout, pre) for _ in range(2))
+        self.attn_block = Sublayer(cfg.d_model, dropout, pre, residual)  # residual=False: Liu et al. 2021
+        self.ff_block = Sublayer(cfg.d_model, dropout, pre)
 
     def forward(self, x: Tensor, src_mask: Tensor) -> Tensor:
         x = self.attn_block(x, lambda h: self.self_attn.attend(*self.self_attn.project(h), src_mask)[0])
@@ -213,7 +218,8 @@ class TransformerSeq2Seq(Seq2Seq):
         self.src_embed = Embedder(src_embedding, arch.max_positions, cfg.dropout)
         self.tgt_embed = Embedder(tgt_embedding, arch.max_positions, cfg.dropout)
         self.encoder_layers = nn.ModuleList(
-            EncoderLayer(arch, cfg.dropout) for _ in range(cfg.encoder_layers)
+            EncoderLayer(arch, cfg.dropout, residual=i != arch.residual_free_layer)
+            for i in range(cfg.encoder_layers)
         )
         self.decoder_layers = nn.ModuleList(
             DecoderLayer(arch, cfg.dropout) for _ in range(cfg.decoder_layers)

@@ -270,3 +270,23 @@ def test_the_search_parts_ctranslate2_has_knobs_for_are_mapped_and_the_others_re
             assert all(len(set(h[0].tokens)) == len(h[0].tokens) for h in found)
     refused = run_cli("translate", str(out), "--diverse-groups", "2", "--beam-size", "4", input="ka lo\n")
     assert_one_line_error(refused, "the ctranslate2 engine has no DiverseBeamSearch search", "--engine torch")
+
+
+def test_a_run_with_a_residual_free_encoder_layer_trains_translates_and_is_refused(
+    tiny: Path, small_corpus: Path, tmp_path: Path
+) -> None:
+    run_dir = tmp_path / "residual-free"
+    args = train_args(tiny, small_corpus, run_dir, "--max-steps", "30")
+    assert run_cli(*args, "--set", "model.transformer.residual_free_layer=0")[0] == 0
+    losses = [
+        json.loads(line)["loss"]
+        for line in (run_dir / "metrics.jsonl").read_text().splitlines()
+        if json.loads(line)["kind"] == "train"
+    ]
+    assert losses[-1] < losses[0]
+    code, out, err = run_cli("translate", str(run_dir), "--device", "cpu", input="a b c\n")
+    assert out.strip()
+    assert code == 0, err
+    for to in ("ctranslate2", "huggingface"):
+        result = run_cli("export", str(run_dir), str(tmp_path / to), "--to", to)
+        assert_one_line_error(result, "encoder layer 0 has no residual connection", "cannot be exported")

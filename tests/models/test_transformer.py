@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from nmt.data.special_tokens import PAD
+from nmt.errors import ConfigError
 from nmt.models.attention import SelfAttention
 from nmt.models.build import build_model
 from nmt.models.config import ModelConfig, TransformerConfig
@@ -116,3 +117,25 @@ def test_fused_self_attention_keeps_the_attention_interface() -> None:
     torch.testing.assert_close(k, keys)
     torch.testing.assert_close(v, values)
     torch.testing.assert_close(attention.attend(q, k, v, None)[0], attention(x, keys, values, None)[0])
+
+
+@pytest.mark.parametrize("pre_norm", [True, False])
+def test_a_sublayer_without_residual_keeps_only_what_its_function_gives(pre_norm: bool) -> None:
+    from nmt.models.transformer import Sublayer
+
+    x = torch.randn(2, 3, 8)
+    zero = lambda h: torch.zeros_like(h)  # noqa: E731
+    with_residual, without = Sublayer(8, 0.0, pre_norm), Sublayer(8, 0.0, pre_norm, residual=False)
+    expected = x if pre_norm else with_residual.norm(x)
+    torch.testing.assert_close(with_residual(x, zero), expected)
+    assert without(x, zero).abs().max() == 0  # nothing of x passes around the function
+
+
+def test_the_residual_free_layer_is_the_one_named_and_must_exist() -> None:
+    arch = TransformerConfig(d_model=16, heads=4, ff_dim=32, residual_free_layer=1)
+    cfg = ModelConfig(encoder_layers=3, decoder_layers=1, transformer=arch)
+    model = TransformerSeq2Seq(cfg, 30, 30, joint_vocab=True, pad=PAD)
+    assert [layer.attn_block.residual for layer in model.encoder_layers] == [True, False, True]
+    assert all(layer.ff_block.residual for layer in model.encoder_layers)
+    with pytest.raises(ConfigError, match=r"residual_free_layer=3 is no encoder layer"):
+        ModelConfig(encoder_layers=3, transformer=TransformerConfig(residual_free_layer=3))
