@@ -494,7 +494,7 @@ class TorchTranslator(Translator):
             prefix = self.tags.forced_prefix(lang)
             tagged_sources = [self.tags.source([int(i) for i in s], lang) for s in sources]
             tagged_targets = [[*prefix, *t] for t in targets]
-            column = 0 if prefix else 1  # the encoder tag's column, or the decoder tag's row
+            column = 0 if prefix else 1  # an encoder tag: its column (a decoder tag: the first row)
         found: list[Tensor] = []
         order: list[int] = []
         lengths = [len(s) + len(t) for s, t in zip(tagged_sources, tagged_targets, strict=True)]
