@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -42,6 +41,7 @@ from benchmarks.alignment_bench import (
     missing_data,
     prepare,
     run_eflomal,
+    run_name,
     scored,
     train,
 )
@@ -63,7 +63,8 @@ SOFT_THRESHOLDS = (0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.5)
 
 
 def step_name(step: str) -> str:
-    return "step " + re.sub(r"[^a-z0-9.]+", "-", step.lower()).strip("-")
+    """The step's kind of run (its directory: alignment_bench.run_name)."""
+    return f"step {step}"
 
 
 def with_copies(work: Path, copies: int) -> Path:
@@ -130,7 +131,7 @@ def soft_symmetrized(
 
 
 def measure_step(work: Path, step: str, text: dict[str, list[str]], gold: list[SentenceLinks]) -> dict:
-    runs = {src: work / "runs" / f"{step_name(step)}.{src}-{tgt}" for src, tgt in DIRECTIONS}
+    runs = {src: work / "runs" / run_name(step_name(step), src, tgt) for src, tgt in DIRECTIONS}
     pair = {src: measure_run(runs[src], src, text, gold) for src in runs}
     forward, reverse = joint_readings(pair, gold)
     links = [
