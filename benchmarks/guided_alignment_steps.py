@@ -176,6 +176,10 @@ def eflomal_scores(work: Path, gold: Sequence[SentenceLinks]) -> dict:
     return by_split(scored(found, gold))
 
 
+def saved_results(path: Path) -> dict:
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -202,10 +206,6 @@ def main() -> None:
             saved.write_text(json.dumps(saved_results(saved) | {step: found}, indent=1) + "\n")
     results = saved_results(saved)  # read again: another process may have measured other steps meanwhile
     print(table({step: results[step] for step in args.steps}, eflomal_scores(args.work, gold)))
-
-
-def saved_results(path: Path) -> dict:
-    return json.loads(path.read_text()) if path.exists() else {}
 
 
 if __name__ == "__main__":
