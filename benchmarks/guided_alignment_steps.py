@@ -57,6 +57,7 @@ STEPS: dict[str, tuple[Method, int]] = {  # name: (eflomal's links the labels ar
     "grow-diag labels": ("grow-diag", 1),
     "intersection labels": ("intersection", 1),
     "grow-diag labels, gold text ×10": ("grow-diag", 10),
+    "intersection labels, gold text ×10": ("intersection", 10),
 }
 GOLD_PAIRS = 447  # the last lines of the benchmark's training text
 SOFT_THRESHOLDS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
