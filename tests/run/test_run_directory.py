@@ -9,7 +9,7 @@ from typing import IO
 
 import yaml
 
-from nmt.config.yaml_file import load_saved_config
+from nmt.config.yaml_file import OLD_MODEL_KEYS, load_saved_config
 from nmt.run.checkpoint_io import load_checkpoint, save_checkpoint
 from nmt.run.directory import RunDir
 from nmt.run.metrics import append_metrics, forget_metrics_after, read_metrics
@@ -20,7 +20,7 @@ from tests.conftest import FAST, assert_one_line_error, run_cli, train_args
 
 def flat_model_config(config: dict) -> dict:
     """A Transformer run's config dict as nmt wrote it before each model family had its own section: every
-    model field flat, the RNN's (which a Transformer ignored) included."""
+    model field of those versions flat, the RNN's (which a Transformer ignored) included."""
     model = {key: value for key, value in config["model"].items() if key != "transformer"}
     rnn = {
         "rnn_cell": "gru",
@@ -30,7 +30,12 @@ def flat_model_config(config: dict) -> dict:
         "input_feeding": True,
         "scale_scores": False,
     }
-    return config | {"model": model | config["model"]["transformer"] | rnn}
+    flat = {
+        key: value
+        for key, value in config["model"]["transformer"].items()
+        if key in OLD_MODEL_KEYS["transformer"]
+    }
+    return config | {"model": model | flat | rnn}
 
 
 def test_a_run_written_before_the_model_sections_still_works(trained_run: Path, tmp_path: Path) -> None:
