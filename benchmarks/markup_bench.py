@@ -63,6 +63,7 @@ START_TAGS = {  # each injected tag's start tag, `{k}` its number in the sentenc
     "span": '<span class="note" id="t{k}">',
 }
 GUIDED_CANDIDATE = "guided λ2 layer 0 shift, 2 heads"  # alignment_bench's chosen candidate
+MODELS = (alignment_bench.KINDS[-1].name, alignment_bench.GUIDED_NAME)  # the runs measured
 HANSARDS, MULTI30K = "Hansards (447, human links)", "Multi30k test2016 (eflomal's links)"
 PLACEMENTS = ("nmt (attention's word links)", "text nodes (Argos Translate's way)", "eflomal's links")
 Aligner = Callable[[list[tuple[list[str], list[str]]]], list[list[set[Link]]]]  # pair lists → their links
@@ -378,21 +379,17 @@ def load_sets(work: Path, sentences: int) -> dict[str, Pairs]:
     }
 
 
-def trained_runs(work: Path) -> dict[str, Path]:
-    """alignment_bench's en→fr Transformer and guided Transformer (`GUIDED_CANDIDATE`), each trained when
-    absent."""
-    alignment_bench.run_eflomal(work)
+def trained_runs(work: Path, models: Sequence[str]) -> dict[str, Path]:
+    """alignment_bench's en→fr runs named in `models` (`MODELS`: the Transformer, the guided Transformer of
+    `GUIDED_CANDIDATE`), each trained when absent."""
     plain = alignment_bench.KINDS[-1]
-    guided = alignment_bench.Kind(
-        GUIDED_CANDIDATE,
-        plain.config,
-        alignment_bench.GUIDED_STEPS,
-        alignment_bench.guided_settings(work, "en", "fr", alignment_bench.GUIDED[GUIDED_CANDIDATE]),
-    )
-    return {
-        plain.name: alignment_bench.train(work, plain, "en", "fr"),
-        alignment_bench.GUIDED_NAME: alignment_bench.train(work, guided, "en", "fr"),
-    }
+    kinds = {plain.name: plain}
+    if alignment_bench.GUIDED_NAME in models:
+        alignment_bench.run_eflomal(work)
+        settings = alignment_bench.guided_settings(work, "en", "fr", alignment_bench.GUIDED[GUIDED_CANDIDATE])
+        guided = alignment_bench.Kind(GUIDED_CANDIDATE, plain.config, alignment_bench.GUIDED_STEPS, settings)
+        kinds[alignment_bench.GUIDED_NAME] = guided
+    return {name: alignment_bench.train(work, kinds[name], "en", "fr") for name in models}
 
 
 def percent(part: int, whole: int) -> str:
@@ -419,6 +416,13 @@ def report(results: dict) -> str:
                     f"| {name} | {run_name} | {placement} | {found['kept']} / {found['pages']} | {exact} | "
                     f"{overlap} | {stripped:.2f} | {plain:.2f} | {stripped - plain:+.2f} |"
                 )
+    first = next(iter(results.values()))
+    counts = [
+        f"{name} {spans['tags']:,} ({spans['projectable']:,} with a projected span)"
+        for name, placements in first.items()
+        for spans in [placements[PLACEMENTS[0]]["on_reference"]]
+    ]
+    lines += ["", f"Tags injected: {'; '.join(counts)}."]
     return "\n".join(lines) + "\n"
 
 
@@ -431,6 +435,9 @@ def main() -> None:
     )
     parser.add_argument("--data", type=Path, default=alignment_bench.DATA, help="the shared data")
     parser.add_argument("--sentences", type=int, default=500, help="Multi30k test2016 pairs measured")
+    parser.add_argument(
+        "--model", choices=MODELS, action="append", help="a run to measure (repeat; default: both)"
+    )
     args = parser.parse_args()
     missing = alignment_bench.missing_data(args.data, "markup benchmark")
     if missing is not None:
@@ -441,7 +448,8 @@ def main() -> None:
     saved = args.work / "markup.json"
     if not saved.exists():
         runs = {
-            name: load_trained([path], torch.device("cpu")) for name, path in trained_runs(args.work).items()
+            name: load_trained([path], torch.device("cpu"))
+            for name, path in trained_runs(args.work, args.model or MODELS).items()
         }
         results = measure(runs, load_sets(args.work, args.sentences), eflomal_aligner(args.work))
         saved.write_text(json.dumps(results, indent=1) + "\n")

@@ -71,7 +71,10 @@ def test_the_benchmark_measures_every_placement_on_a_tiny_run(corpus: Path, trai
     spans = eflomal["on_reference"]  # placed by the true links: every tag on its projected span
     assert spans["exact"] == spans["overlap"] == spans["projectable"] == spans["tags"] >= 12
     table = bench.report({"tiny": {"reordering": results}})
-    assert table.count("\n") == 2 + len(bench.PLACEMENTS)
+    assert table.count("\n") == 4 + len(bench.PLACEMENTS)
+    assert table.endswith(
+        f"Tags injected: reordering {spans['tags']} ({spans['tags']} with a projected span).\n"
+    )
     assert "| reordering | tiny | text nodes (Argos Translate's way) | 12 / 12 | n/a | n/a |" in table
 
 
