@@ -68,7 +68,7 @@ TOKENS = {  # the fixed preprocessing of the Multi30k side: lower-cased, then th
 }
 
 
-def missing_data(data: Path) -> str | None:
+def missing_data(data: Path, benchmark: str = "alignment benchmark") -> str | None:
     """Why the benchmark cannot run on `data` (None: it can): it needs the shared data's Multi30k En–Fr and
     alignment gold sets, which stay outside the repository."""
     needed = [data / "multi30k" / "train.fr", data / "alignment" / "gold" / "enfr.gold"]
@@ -76,7 +76,7 @@ def missing_data(data: Path) -> str | None:
     if not absent:
         return None
     return (
-        f"skipped: the alignment benchmark needs the shared data (../shared/data beside the repository, or "
+        f"skipped: the {benchmark} needs the shared data (../shared/data beside the repository, or "
         f"--data DIR, with multi30k/ and alignment/); {', '.join(absent)} not found"
     )
 

@@ -131,6 +131,13 @@ def test_a_child_stays_inside_its_parent_and_siblings_never_overlap() -> None:
         "<b><i>nested <a href='#'>deep <span>deeper <em>deepest</em></span></a></i></b>",
         "no tags at all",
         "",
+        "<p>a <script>if (a < b && c > d) { x = '<i>'; }</script> b <style>p > b { x: 1 }</style> c</p>",
+        "<!DOCTYPE html><html><head><title>T &amp; U</title></head><body><P>Up<B>PER</B></P></body></html>",
+        "<p>self <b/> closed <i /> and <a href='x>y' title=\"a > b\">quoted</a> attributes</p>",
+        "<p>a <b>comment <!-- <i>not a tag</i> --> inside</b> and &lt;b&gt; text</p>",
+        "<p>x</i></b></p></div> stray ends <b>b</p>c</b>",
+        "<p>caf&eacute; &#233;t&#xE9; &nbsp; <b>&amp;&amp;</b>&copy</p>",
+        "<b><i><u><s>a</b></i></u></s>",
     ],
 )
 def test_hostile_pages_are_written_well_formed_with_every_tag(page: str) -> None:

@@ -1,0 +1,460 @@
+"""Tags through a translation: are they all kept, and on the right words? Three placements side by side.
+
+    taskset -c 0 env OMP_NUM_THREADS=1 python -m benchmarks.markup_bench --work /tmp/nmt-align-bench
+
+Two sets: the 447 Hansards En–Fr gold pairs (human links) and the first --sentences pairs of Multi30k
+test2016 En→Fr, both as benchmarks/alignment_bench.py prepares them (lower-cased words); its --work is shared,
+so its data, eflomal links and en→fr runs (the Transformer and the guided Transformer) are reused, and made
+here when absent (the guided one with the chosen candidate, `GUIDED_CANDIDATE`). Into each source sentence go
+one to three inline tags (b, i, a href, span; each with an `id`) around seeded random spans of 1 to 4 words,
+some nested in another. Then for each run:
+
+1. Well-formed with every tag kept: each page written is parsed with html.parser; every element closed in
+   order, the same start and end tags as the input.
+2. Placement on the reference: the tags placed on the reference translation by the word links of the model's
+   teacher-forced attention (`nmt align`'s default reading) through nmt's placement (nmt/decode/markup.py),
+   or by eflomal's links of the pair through the same placement, against the span the human links project a
+   tag's words to (the target words linked to them, first to last; sure links, possible ones where a tag's
+   words have no sure link). On Multi30k, which has no human links, eflomal's links project instead. Exact:
+   the same words; overlap: intersection ≥ half the union.
+3. BLEU with the tags stripped: the page's translation with its tags taken out, against the reference, beside
+   the plain sentence's translation (sacreBLEU, the run's beam search).
+
+The placements: nmt's (its search's word links, as `nmt translate --format html` does), the text-node
+baseline (Argos Translate's way: each text between tags translated alone, the tags kept around it; it places
+nothing on a given reference, so (2) does not apply), and eflomal's links of the source and nmt's plain
+translation (one eflomal run over the training text and every pair measured). Results go to
+work/markup.json; the table is printed in Markdown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import itertools
+import json
+import random
+import re
+import sys
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+from pathlib import Path
+
+import torch
+
+from benchmarks import alignment_bench
+from nmt.align.eflomal import align_with_eflomal
+from nmt.align.pharaoh import Link, SentenceLinks, read_lines, read_links
+from nmt.decode.aligner import default_reading, force
+from nmt.decode.loading import load_trained
+from nmt.decode.markup import VOID, translate_page, translated_page
+from nmt.decode.trained_run import TrainedRun
+from nmt.decode.translator import TorchTranslator
+from nmt.evaluate.scores import score
+
+SEED = 1
+NESTED = 0.35  # the chance that a sentence's next tag goes inside one of its tags
+START_TAGS = {  # each injected tag's start tag, `{k}` its number in the sentence
+    "b": '<b id="t{k}">',
+    "i": '<i id="t{k}">',
+    "a": '<a href="/page/{k}" id="t{k}">',
+    "span": '<span class="note" id="t{k}">',
+}
+GUIDED_CANDIDATE = "guided λ2 layer 0 shift, 2 heads"  # alignment_bench's chosen candidate
+MODELS = (alignment_bench.KINDS[-1].name, alignment_bench.GUIDED_NAME)  # the runs measured
+HANSARDS, MULTI30K = "Hansards (447, human links)", "Multi30k test2016 (eflomal's links)"
+PLACEMENTS = ("nmt (attention's word links)", "text nodes (Argos Translate's way)", "eflomal's links")
+Aligner = Callable[[list[tuple[list[str], list[str]]]], list[list[set[Link]]]]  # pair lists → their links
+
+
+@dataclass(frozen=True)
+class Tag:
+    """An injected tag: its name and the source words it wraps, `first` to `last`."""
+
+    name: str
+    first: int
+    last: int
+
+
+@dataclass(frozen=True)
+class Sample:
+    """A source sentence with tags injected: the page and its tags (tag k has id `tk`)."""
+
+    page: str
+    tags: list[Tag]
+
+
+def inject(words: Sequence[str], rng: random.Random) -> Sample:
+    """One to three tags around random spans of 1 to 4 of `words`; a span lies inside another or apart
+    from it, never across or on the same words."""
+    tags: list[Tag] = []
+    for _ in range(rng.randint(1, 3)):
+        for _ in range(20):  # tries for a span that fits
+            parent = rng.choice(tags) if tags and rng.random() < NESTED else None
+            low, high = (parent.first, parent.last) if parent else (0, len(words) - 1)
+            length = rng.randint(1, min(4, high - low + 1))
+            first = rng.randint(low, high - length + 1)
+            tag = Tag(rng.choice(list(START_TAGS)), first, first + length - 1)
+            if all(_nests(tag, other) for other in tags):
+                tags.append(tag)
+                break
+    return Sample(render(words, tags), tags)
+
+
+def _nests(one: Tag, other: Tag) -> bool:
+    """Whether two spans are apart or one inside the other (not the same words)."""
+    apart = one.last < other.first or other.last < one.first
+    inside = (other.first <= one.first and one.last <= other.last) or (
+        one.first <= other.first and other.last <= one.last
+    )
+    return apart or (inside and (one.first, one.last) != (other.first, other.last))
+
+
+def render(words: Sequence[str], tags: Sequence[Tag]) -> str:
+    """The words, escaped, one space apart, with the tags around their spans (outer ones outside)."""
+    written = []
+    for i, word in enumerate(words):
+        opening = sorted((k for k, t in enumerate(tags) if t.first == i), key=lambda k: -tags[k].last)
+        closing = sorted((k for k, t in enumerate(tags) if t.last == i), key=lambda k: -tags[k].first)
+        starts = "".join(START_TAGS[tags[k].name].format(k=k) for k in opening)
+        ends = "".join(f"</{tags[k].name}>" for k in closing)
+        written.append(starts + html.escape(word, quote=False) + ends)
+    return " ".join(written)
+
+
+class TagReader(HTMLParser):
+    """A page's tags as html.parser reads them: start and end tags counted, an end tag that does not close
+    the innermost open element a problem, the text, and the characters of the text each element with an
+    `id` wraps."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.starts: Counter[str] = Counter()
+        self.ends: Counter[str] = Counter()
+        self.open: list[tuple[str, str | None, int]] = []  # name, id, where its text starts
+        self.problems: list[str] = []
+        self.text = ""
+        self.spans: dict[str, tuple[int, int]] = {}  # id → characters of the text [start, end)
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.starts[tag] += 1
+        if tag not in VOID:
+            self.open.append((tag, dict(attrs).get("id"), len(self.text)))
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.starts[tag] += 1
+
+    def handle_endtag(self, tag: str) -> None:
+        self.ends[tag] += 1
+        if not self.open or self.open[-1][0] != tag:
+            self.problems.append(f"</{tag}> closes {self.open[-1][0] if self.open else 'nothing'}")
+            return
+        _, name, start = self.open.pop()
+        if name is not None:
+            self.spans[name] = (start, len(self.text))
+
+    def handle_data(self, data: str) -> None:
+        self.text += data
+
+    @property
+    def words(self) -> list[str]:
+        return self.text.split()
+
+    def word_span(self, name: str) -> tuple[int, int] | None:
+        """The words (first, last) that the element with id `name` wraps; None when it wraps none."""
+        start, end = self.spans.get(name, (0, 0))
+        inside = [
+            k for k, m in enumerate(re.finditer(r"\S+", self.text)) if m.start() < end and m.end() > start
+        ]
+        return (inside[0], inside[-1]) if inside else None
+
+
+def read_tags(page: str) -> TagReader:
+    reader = TagReader()
+    reader.feed(page)
+    reader.close()
+    return reader
+
+
+def keeps_every_tag(source: str, written: str) -> bool:
+    """Whether `written` is well-formed (every element closed, in order) with the start and end tags of
+    `source`."""
+    found, given = read_tags(written), read_tags(source)
+    return not found.problems and not found.open and (found.starts, found.ends) == (given.starts, given.ends)
+
+
+def projected(tag: Tag, links: SentenceLinks) -> tuple[int, int] | None:
+    """The target words the tag's words are linked to, first to last: by sure links, or by possible ones
+    when they have no sure link; None when they have none."""
+    for kind in (links.sure, links.possible):
+        targets = [j for i, j in kind if tag.first <= i <= tag.last]
+        if targets:
+            return min(targets), max(targets)
+    return None
+
+
+def placed_pages(samples: Sequence[Sample], outputs: Sequence[str], links: Sequence[set[Link]]) -> list[str]:
+    """Each sample's page written on its output (a translation or the reference) with its tags placed by
+    nmt's placement through `links` (source word, output word)."""
+    page = "".join(f"<p>{sample.page}</p>\n" for sample in samples)
+    given = [(output, sorted(found)) for output, found in zip(outputs, links, strict=True)]
+
+    def known(lines: list[str]) -> list[tuple[str, list[Link]]]:
+        if len(lines) != len(given):
+            raise RuntimeError(f"{len(given)} sentences read as {len(lines)}")
+        return given
+
+    return _paragraphs(translate_page(page, known), len(samples))
+
+
+def _paragraphs(page: str, count: int) -> list[str]:
+    """The paragraphs of a page written from `<p>…</p>` lines, without their `p` tags."""
+    lines = page.splitlines()
+    if len(lines) != count:
+        raise RuntimeError(f"{count} paragraphs written as {len(lines)} lines")
+    return [line.removeprefix("<p>").removesuffix("</p>") for line in lines]
+
+
+def text_node_pages(pages: Sequence[str], translate: Callable[[list[str]], list[str]]) -> list[str]:
+    """Each page with each text between its tags translated alone (all of them in one call of
+    `translate`), its whitespace and tags kept as they are."""
+    split = [re.split(r"(<[^>]*>)", page) for page in pages]  # text, tag, text, … (tags hold no `>`)
+    texts = [html.unescape(piece).strip() for parts in split for piece in parts[::2] if piece.strip()]
+    found = iter(translate(texts) if texts else [])
+    written = []
+    for parts in split:
+        for k in range(0, len(parts), 2):
+            if parts[k].strip():
+                lead, trail = re.match(r"\s*", parts[k])[0], re.search(r"\s*$", parts[k])[0]  # type: ignore[index]
+                parts[k] = lead + html.escape(next(found), quote=False) + trail
+        written.append("".join(parts))
+    return written
+
+
+@dataclass
+class Translations:
+    """One run's translations of a set: the plain sentences', and each placement's pages."""
+
+    plain: list[str]
+    pages: dict[str, list[str]] = field(default_factory=dict)
+
+
+def translate_set(run: TrainedRun, samples: Sequence[Sample], sources: Sequence[str]) -> Translations:
+    """The plain sources translated, and the pages by nmt's placement (`translated_page`, what
+    `nmt translate --format html` runs) and by the text-node baseline."""
+    translator = TorchTranslator.of_run(run)
+    page = "".join(f"<p>{sample.page}</p>\n" for sample in samples)
+    found = Translations(translator.translate(list(sources)))
+    found.pages[PLACEMENTS[0]] = _paragraphs(translated_page(translator, page), len(samples))
+    found.pages[PLACEMENTS[1]] = text_node_pages([s.page for s in samples], translator.translate)
+    return found
+
+
+def span_scores(samples: Sequence[Sample], pages: Sequence[str], truth: Sequence[SentenceLinks]) -> dict:
+    """How many tags with a projected span were placed on exactly it, and overlapping it by at least half
+    their union."""
+    exact = overlap = projectable = 0
+    for sample, page, links in zip(samples, pages, truth, strict=True):
+        reader = read_tags(page)
+        for k, tag in enumerate(sample.tags):
+            want = projected(tag, links)
+            if want is None:
+                continue
+            projectable += 1
+            got = reader.word_span(f"t{k}")
+            if got is None:
+                continue
+            common = min(got[1], want[1]) - max(got[0], want[0]) + 1
+            union = max(got[1], want[1]) - min(got[0], want[0]) + 1
+            exact += got == want
+            overlap += 2 * max(common, 0) >= union
+    tags = sum(len(sample.tags) for sample in samples)
+    return {"tags": tags, "projectable": projectable, "exact": exact, "overlap": overlap}
+
+
+def as_links(found: Sequence[set[Link]]) -> list[SentenceLinks]:
+    return [SentenceLinks(frozenset(line), frozenset(line)) for line in found]
+
+
+def measure_set(
+    run: TrainedRun,
+    sources: Sequence[str],
+    references: Sequence[str],
+    truth: Sequence[SentenceLinks],
+    translations: Translations,
+    eflomal: tuple[list[set[Link]], list[set[Link]]],
+    samples: Sequence[Sample],
+) -> dict:
+    """Every figure of one run on one set: `truth` projects the tags, `eflomal` holds its links of the
+    (source, reference) and the (source, plain translation) pairs."""
+    forced = force(run, sources, references)
+    reading = default_reading(run.cfg, None, None, str(run.directory.path))
+    on_reference = {
+        PLACEMENTS[0]: placed_pages(samples, references, forced.links(reading)),
+        PLACEMENTS[2]: placed_pages(samples, references, eflomal[0]),
+    }
+    translations.pages[PLACEMENTS[2]] = placed_pages(samples, translations.plain, eflomal[1])
+    plain_bleu = score(translations.plain, list(references)).bleu
+    results = {}
+    for placement in PLACEMENTS:
+        pages = translations.pages[placement]
+        stripped = [" ".join(read_tags(page).words) for page in pages]
+        written = [pages, on_reference.get(placement, [])]
+        results[placement] = {
+            "pages": sum(map(len, written)),
+            "kept": sum(
+                keeps_every_tag(s.page, p)
+                for found in written
+                if found
+                for s, p in zip(samples, found, strict=True)
+            ),
+            "bleu_stripped": score(stripped, list(references)).bleu,
+            "bleu_plain": plain_bleu,
+            "on_reference": span_scores(samples, on_reference[placement], truth)
+            if placement in on_reference
+            else None,
+        }
+    return results
+
+
+def eflomal_aligner(work: Path) -> Aligner:
+    """Links of lists of pairs by one eflomal run (alignment_bench's options, grow-diag-final-and) over the
+    training text and all of them, so that short lists are aligned with the corpus' statistics."""
+
+    def align(lists: list[tuple[list[str], list[str]]]) -> list[list[set[Link]]]:
+        en, fr = (read_lines(work / "data" / f"train.{lang}") for lang in ("en", "fr"))
+        for src, tgt in lists:
+            en, fr = en + src, fr + tgt
+        found = align_with_eflomal(en, fr, "grow-diag-final-and", alignment_bench.EFLOMAL_OPTIONS).symmetrized
+        ends = [len(found) - sum(len(src) for src, _ in lists[k:]) for k in range(len(lists) + 1)]
+        return [found[start:end] for start, end in itertools.pairwise(ends)]
+
+    return align
+
+
+@dataclass(frozen=True)
+class Pairs:
+    """A set: source and reference sentences (words one space apart), and the human links (None: none)."""
+
+    sources: list[str]
+    references: list[str]
+    human: list[SentenceLinks] | None
+
+
+def measure(runs: dict[str, TrainedRun], sets: dict[str, Pairs], align: Aligner) -> dict:
+    """Every run on every set (see the module's docstring); tags injected with `SEED`, the same for every run,
+    and the pairs aligned by `align` in one call."""
+    rng = random.Random(SEED)
+    samples = {name: [inject(s.split(), rng) for s in pairs.sources] for name, pairs in sets.items()}
+    translated = {
+        (run_name, name): translate_set(run, samples[name], pairs.sources)
+        for run_name, run in runs.items()
+        for name, pairs in sets.items()
+    }
+    lists = [(p.sources, p.references) for p in sets.values()]
+    lists += [(sets[name].sources, found.plain) for (_, name), found in translated.items()]
+    links = iter(align(lists))
+    on_reference = {name: next(links) for name in sets}
+    results: dict = {}
+    for (run_name, name), found in translated.items():
+        pairs = sets[name]
+        truth = pairs.human or as_links(on_reference[name])
+        eflomal = (on_reference[name], next(links))
+        results.setdefault(run_name, {})[name] = measure_set(
+            runs[run_name], pairs.sources, pairs.references, truth, found, eflomal, samples[name]
+        )
+    return results
+
+
+def load_sets(work: Path, sentences: int) -> dict[str, Pairs]:
+    """The gold pairs with their human links, and the first `sentences` Multi30k test2016 pairs."""
+    gold = work / "gold"
+    human = read_links(gold / "gold.links")
+    m30k = [read_lines(work / "data" / f"test2016.{lang}")[:sentences] for lang in ("en", "fr")]
+    return {
+        HANSARDS: Pairs(read_lines(gold / "gold.en"), read_lines(gold / "gold.fr"), human),
+        MULTI30K: Pairs(m30k[0], m30k[1], None),
+    }
+
+
+def trained_runs(work: Path, models: Sequence[str]) -> dict[str, Path]:
+    """alignment_bench's en→fr runs named in `models` (`MODELS`: the Transformer, the guided Transformer of
+    `GUIDED_CANDIDATE`), each trained when absent."""
+    plain = alignment_bench.KINDS[-1]
+    kinds = {plain.name: plain}
+    if alignment_bench.GUIDED_NAME in models:
+        alignment_bench.run_eflomal(work)
+        settings = alignment_bench.guided_settings(work, "en", "fr", alignment_bench.GUIDED[GUIDED_CANDIDATE])
+        guided = alignment_bench.Kind(GUIDED_CANDIDATE, plain.config, alignment_bench.GUIDED_STEPS, settings)
+        kinds[alignment_bench.GUIDED_NAME] = guided
+    return {name: alignment_bench.train(work, kinds[name], "en", "fr") for name in models}
+
+
+def percent(part: int, whole: int) -> str:
+    return f"{100 * part / whole:.1f}" if whole else "–"
+
+
+def report(results: dict) -> str:
+    """The table in Markdown: per set, run and placement."""
+    lines = [
+        "| set | model | placement | well-formed, every tag kept | tags on the projected span: exact | "
+        "overlap ≥ ½ | BLEU, tags stripped | BLEU, plain | difference |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for run_name, sets in results.items():
+        for name, placements in sets.items():
+            for placement, found in placements.items():
+                spans = found["on_reference"]
+                exact = "n/a" if spans is None else percent(spans["exact"], spans["projectable"])
+                overlap = "n/a" if spans is None else percent(spans["overlap"], spans["projectable"])
+                if spans is not None and name == MULTI30K and placement == PLACEMENTS[2]:
+                    exact = overlap = "(its own links)"
+                stripped, plain = found["bleu_stripped"], found["bleu_plain"]
+                lines.append(
+                    f"| {name} | {run_name} | {placement} | {found['kept']} / {found['pages']} | {exact} | "
+                    f"{overlap} | {stripped:.2f} | {plain:.2f} | {stripped - plain:+.2f} |"
+                )
+    first = next(iter(results.values()))
+    counts = [
+        f"{name} {spans['tags']:,} ({spans['projectable']:,} with a projected span)"
+        for name, placements in first.items()
+        for spans in [placements[PLACEMENTS[0]]["on_reference"]]
+    ]
+    lines += ["", f"Tags injected: {'; '.join(counts)}."]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--work", type=Path, required=True, help="alignment_bench's work folder (kept for reruns)"
+    )
+    parser.add_argument("--data", type=Path, default=alignment_bench.DATA, help="the shared data")
+    parser.add_argument("--sentences", type=int, default=500, help="Multi30k test2016 pairs measured")
+    parser.add_argument(
+        "--model", choices=MODELS, action="append", help="a run to measure (repeat; default: both)"
+    )
+    args = parser.parse_args()
+    missing = alignment_bench.missing_data(args.data, "markup benchmark")
+    if missing is not None:
+        print(missing, file=sys.stderr)
+        sys.exit(0)
+    torch.set_num_threads(1)
+    alignment_bench.prepare(args.data, args.work)
+    saved = args.work / "markup.json"
+    if not saved.exists():
+        runs = {
+            name: load_trained([path], torch.device("cpu"))
+            for name, path in trained_runs(args.work, args.model or MODELS).items()
+        }
+        results = measure(runs, load_sets(args.work, args.sentences), eflomal_aligner(args.work))
+        saved.write_text(json.dumps(results, indent=1) + "\n")
+    print(report(json.loads(saved.read_text())))
+
+
+if __name__ == "__main__":
+    main()
