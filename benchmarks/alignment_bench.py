@@ -98,6 +98,17 @@ def read_gold(data: Path) -> tuple[list[str], list[str], list[str]]:
     return [" ".join(s.lower().split()) for s in en], [" ".join(s.lower().split()) for s in fr], links
 
 
+def ready(data: Path, work: Path, benchmark: str = "alignment benchmark") -> None:
+    """Stage 1 (the data) in `work`, on one CPU thread; when `data` lacks what it needs, the `benchmark`
+    says so and exits (0: a skip, not a failure)."""
+    missing = missing_data(data, benchmark)
+    if missing is not None:
+        print(missing, file=sys.stderr)
+        sys.exit(0)
+    torch.set_num_threads(1)
+    prepare(data, work)
+
+
 def prepare(data: Path, work: Path) -> None:
     """work/data: Multi30k En–Fr tokenized (train, val, test2016), the gold pairs appended to train;
     work/gold: the gold pairs and links (gold.*), and the first 100 of them (first100.*)."""
@@ -654,12 +665,7 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=DATA, help="the shared data (multi30k/, alignment/)")
     parser.add_argument("--figure", type=Path, help="also draw the layer × head figure into this PNG")
     args = parser.parse_args()
-    missing = missing_data(args.data)
-    if missing is not None:
-        print(missing, file=sys.stderr)
-        sys.exit(0)
-    torch.set_num_threads(1)
-    prepare(args.data, args.work)
+    ready(args.data, args.work)
     run_eflomal(args.work)
     train_all(args.work)
     saved = args.work / "results.json"

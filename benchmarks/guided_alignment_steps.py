@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -38,8 +37,7 @@ from benchmarks.alignment_bench import (
     by_split,
     joint_readings,
     measure_run,
-    missing_data,
-    prepare,
+    ready,
     run_eflomal,
     run_name,
     scored,
@@ -189,12 +187,7 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=DATA, help="the shared data (multi30k/, alignment/)")
     parser.add_argument("--steps", nargs="+", choices=list(STEPS), default=list(STEPS))
     args = parser.parse_args()
-    missing = missing_data(args.data)
-    if missing is not None:
-        print(missing, file=sys.stderr)
-        sys.exit(0)
-    torch.set_num_threads(1)
-    prepare(args.data, args.work)
+    ready(args.data, args.work, "guided-alignment steps benchmark")
     run_eflomal(args.work)
     text = {lang: (args.work / "gold" / f"gold.{lang}").read_text().splitlines() for lang in ("en", "fr")}
     gold = read_links(args.work / "gold" / "gold.links")

@@ -35,7 +35,6 @@ import itertools
 import json
 import random
 import re
-import sys
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -439,12 +438,7 @@ def main() -> None:
         "--model", choices=MODELS, action="append", help="a run to measure (repeat; default: both)"
     )
     args = parser.parse_args()
-    missing = alignment_bench.missing_data(args.data, "markup benchmark")
-    if missing is not None:
-        print(missing, file=sys.stderr)
-        sys.exit(0)
-    torch.set_num_threads(1)
-    alignment_bench.prepare(args.data, args.work)
+    alignment_bench.ready(args.data, args.work, "markup benchmark")
     saved = args.work / "markup.json"
     if not saved.exists():
         runs = {
