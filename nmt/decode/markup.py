@@ -20,12 +20,13 @@ wrapped. Block-level tags end a sentence; inline ones (INLINE) never do.
 
 from __future__ import annotations
 
+import bisect
 import html
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     from nmt.decode.languages import Pivot
@@ -262,10 +263,10 @@ class Page:
                 written.append(write_block(part, text.split(), links))
             else:
                 written.append(part)
-        page = "".join(written)
-        for number, (text, _) in enumerate(found):
-            page = page.replace(f"{self.marker}{number}{self.marker}", html.escape(text), 1)
-        return page
+        values = [html.escape(text) for text, _ in found]  # the attributes' translations, in order
+        marker = re.escape(self.marker)
+        marked = re.compile(f"{marker}(\\d+){marker}")  # one pass over the page, however many attributes
+        return marked.sub(lambda match: values[int(match.group(1))], "".join(written))
 
 
 def read_page(page: str) -> Page:
@@ -318,38 +319,47 @@ class Placed:
 def write_block(block: Block, output: Sequence[str], links: Sequence[Link]) -> str:
     """The block written with `output` (its translation's words) for its text and its tags placed by `links`
     (source word, output word), between the block's own leading and trailing whitespace."""
-    spans = [(m.start(), m.end()) for m in WORD.finditer(block.text)]
-    valid = [(i, j) for i, j in links if i < len(spans) and j < len(output)]
+    found = list(WORD.finditer(block.text))
+    spans = Spans([m.start() for m in found], [m.end() for m in found])
+    valid = sorted((i, j) for i, j in links if i < len(found) and j < len(output))
     places = _place(block.elements, spans, valid, 0, len(output), iter(range(1_000_000)))
     lead = block.text[: len(block.text) - len(block.text.lstrip())]
     trail = block.text[len(block.text.rstrip()) :]
     return html.escape(lead, quote=False) + _write(places, output) + html.escape(trail, quote=False)
 
 
+class Spans(NamedTuple):
+    """Where each source word of a block's text starts and ends (characters; both ascending)."""
+
+    starts: list[int]
+    ends: list[int]
+
+    def words(self, start: int, end: int) -> range:
+        """The words that characters [start, end) touch."""
+        return range(bisect.bisect_right(self.ends, start), bisect.bisect_left(self.starts, end))
+
+    def before(self, at: int) -> int:
+        """How many words start before character `at`."""
+        return bisect.bisect_left(self.starts, at)
+
+
 def _place(
-    elements: list[Element],
-    spans: list[tuple[int, int]],
-    links: list[Link],
-    low: int,
-    high: int,
-    order: Iterator[int],
+    elements: list[Element], spans: Spans, links: list[Link], low: int, high: int, order: Iterator[int]
 ) -> list[Placed]:
-    """Each element placed within output words [low, high), apart from its earlier siblings."""
+    """Each element placed within output words [low, high), apart from its earlier siblings (`links`
+    sorted)."""
     placed: list[Placed] = []
     for element in elements:
-        words = [i for i, (start, end) in enumerate(spans) if start < element.end and end > element.start]
-        targets = [j for i, j in links if words and words[0] <= i <= words[-1]]
+        words = spans.words(element.start, element.end)
+        linked = links[bisect.bisect_left(links, (words.start,)) : bisect.bisect_left(links, (words.stop,))]
+        targets = [j for _, j in linked]
         start, end = (min(targets), max(targets) + 1) if targets and element.inside is None else (0, 0)
         start, end = max(start, low), min(end, high)
         for other in placed:  # siblings never overlap: the later one gives way
             if other.start < other.end and start < other.end and other.start < end:
                 start, end = (other.end, end) if start >= other.start else (start, other.start)
         if start >= end:
-            after = (
-                sum(span[0] < element.end for span in spans)
-                if words
-                else sum(s < element.start for s, _ in spans)
-            )
+            after = spans.before(element.end) if words else spans.before(element.start)
             start = end = _position(after, links, low, high, placed)
         here = Placed(element, start, end, next(order))
         if start < end:
@@ -360,9 +370,11 @@ def _place(
 
 def _position(next_word: int, links: list[Link], low: int, high: int, placed: list[Placed]) -> int:
     """Where an empty element goes: before the output word linked to the first linked source word from
-    `next_word` on, within [low, high] and outside its siblings (the end of [low, high] when none is)."""
-    later = [(i, j) for i, j in links if i >= next_word and low <= j < high]
-    position = min(j for i, j in later if i == min(i for i, _ in later)) if later else high
+    `next_word` on, within [low, high] and outside its siblings (the end of [low, high] when none is);
+    `links` sorted."""
+    later = ((i, j) for i, j in links[bisect.bisect_left(links, (next_word,)) :] if low <= j < high)
+    first = next(later, None)  # the first such source word, and its first (smallest) output word
+    position = high if first is None else first[1]
     for other in placed:
         if other.start < position < other.end:
             position = other.end
