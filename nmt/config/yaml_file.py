@@ -301,7 +301,7 @@ def load_config(path: Path | None, overrides: list[str] | None = None, saved: bo
     versions may hold `data.src_lang`/`data.tgt_lang` at their defaults beside `data.multilingual`).
     """
     raw = _read_yaml(Path(path)) if path is not None else {}
-    in_file = set(raw.get("data") or {}) if isinstance(raw.get("data"), dict) else set()
+    in_file = set(raw["data"]) if isinstance(raw.get("data"), dict) else set()
     for override in overrides or []:
         apply_override(raw, override)
     note = nest_old_model_keys(raw["model"]) if isinstance(raw.get("model"), dict) else None

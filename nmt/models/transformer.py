@@ -325,12 +325,11 @@ class TransformerSeq2Seq(Seq2Seq):
         history.scatter_(1, position.unsqueeze(1), own.unsqueeze(1))  # this position is the row's own
         x = self.tgt_embed.at(tokens, position).view(sentences, hypotheses, -1)  # (sentences, hyps, d_model)
         static = static_steps(tokens.device)
-        slots = None
-        if static:  # a CPU step writes a block of slots (`Cache.write`)
+        slots = None  # eager (a CPU): each step writes one block of slots (`Cache.write`)
+        if static:
+            d_head = memory["cross_k0"].size(3)
             slots = (position * hypotheses + own).view(sentences, 1, hypotheses, 1)
-            slots = slots.expand(
-                -1, heads, -1, memory["cross_k0"].size(3)
-            )  # (sentences, heads, hyps, d_head)
+            slots = slots.expand(-1, heads, -1, d_head)  # (sentences, heads, hyps, d_head)
         positions = max_len if static else written_positions(position)
         visible = None  # one hypothesis a sentence on a CPU sees every slot written so far: no mask
         if static or hypotheses > 1:

@@ -97,11 +97,11 @@ def test_an_export_is_served_as_the_run(run: Path, tmp_path: Path) -> None:
 
 def test_the_target_vocabulary_is_a_request_field_of_the_native_api(multilingual_run: Path) -> None:
     """`target_vocabulary: true` holds a trained direction's outputs to the target language's vocabulary, as
-    `nmt translate --target-vocabulary` does (on this tiny run it changes every line of xa → xc)."""
+    `nmt translate --target-vocabulary` does (on this tiny run it changes the lines of xa → xc)."""
     run, lines = multilingual_run, lines_of(multilingual_run, "xa")
     toward = TorchTranslator.of_run(load_run(run, torch.device("cpu"))).toward("xc", "xa")
     held = toward.with_search(target_vocabulary=True).translate(lines)
-    assert all(a != b for a, b in zip(held, toward.translate(lines), strict=True))
+    assert any(a != b for a, b in zip(held, toward.translate(lines), strict=True))  # the field matters
     with make_client(load_catalog([run], "torch", torch.device("cpu"), None, None)) as client:
         request = {"q": lines, "source": "xa", "target": "xc", "target_vocabulary": True}
         answer = client.post("/v1/translate", json=request)
