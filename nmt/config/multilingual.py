@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from nmt.errors import ConfigError
-from nmt.limits import check_settings, setting
+from nmt.limits import MAX_SIZE, check_settings, setting
 
 LANGUAGE_CODE = re.compile(r"[A-Za-z0-9_]+")  # no '-': it separates a direction's two codes
 KEY = "data.multilingual"
@@ -52,6 +52,31 @@ class Direction:
 
 
 @dataclass(frozen=True)
+class BackTranslationConfig:
+    """Random online back-translation (ROBT, Zhang et al. 2020): from update `start` on, a `share` of each
+    batch's pairs get a new source, their target translated by the model in training into another language
+    of the run drawn at random, so that directions no corpus holds (zero-shot ones) get training pairs
+    (nmt/train/back_translation.py)."""
+
+    share: float = setting(
+        0.0,
+        "share of each batch's pairs whose source is replaced by the model's translation of their target "
+        "into another language the run translates into, drawn at random (0: off)",
+        low=0.0,
+        high=1.0,
+    )
+    start: int = setting(0, "the update from which on pairs are back-translated", low=0, high=MAX_SIZE)
+    search: Literal["greedy", "sampling"] = setting(
+        "greedy",
+        "how the model back-translates: greedy, or sampling (with the search section's temperature, top_k "
+        "and top_p)",
+    )
+
+    def __post_init__(self) -> None:
+        check_settings(self, f"{KEY}.back_translation.")
+
+
+@dataclass(frozen=True)
 class MultilingualConfig:
     """Many translation directions in one model (Johnson et al. 2017), replacing `data.src_lang` and
     `data.tgt_lang`. Every direction's pairs train one model with one joint vocabulary, the source (or the
@@ -82,6 +107,9 @@ class MultilingualConfig:
         "where the target-language tag goes: decoder, the first target token (forced when translating); "
         "encoder, the first source token",
     )
+    back_translation: BackTranslationConfig | None = setting(
+        None, "random online back-translation into the run's other languages (absent: none)"
+    )
 
     def __post_init__(self) -> None:
         check_settings(self, f"{KEY}.")
@@ -98,6 +126,13 @@ class MultilingualConfig:
                 )
             if not (isinstance(weight, float) and math.isfinite(weight) and weight > 0):
                 raise ConfigError(f"{KEY}.weights.{name}={weight!r} must be a positive number")
+        targets = {direction.tgt for direction in self.pairs}
+        if self.back_translation is not None and self.back_translation.share > 0 and len(targets) < 2:
+            raise ConfigError(
+                f"{KEY}.back_translation: the run translates into {', '.join(sorted(targets))} only, so a "
+                f"target has no other language to be back-translated into; list directions into two "
+                f"languages or more, or remove it"
+            )
 
     @property
     def pairs(self) -> tuple[Direction, ...]:
@@ -105,7 +140,9 @@ class MultilingualConfig:
         return tuple(Direction.parse(text) for text in self.directions)
 
     def run_directions(self) -> RunDirections:
-        return RunDirections(self.pairs, self.tags, dict(self.weights or {}), self.temperature)
+        robt = self.back_translation
+        robt = robt if robt is not None and robt.share > 0 else None
+        return RunDirections(self.pairs, self.tags, dict(self.weights or {}), self.temperature, robt)
 
 
 Placement = Literal["encoder", "decoder"]
@@ -115,12 +152,13 @@ Placement = Literal["encoder", "decoder"]
 class RunDirections:
     """What a run translates: its directions (in the order listed), where its target-language tags go (None:
     no tags, the one direction of a bilingual run), each direction's weight in an epoch's draw and the
-    draw's temperature (see nmt/data/directions.py)."""
+    draw's temperature (see nmt/data/directions.py), and its online back-translation (None: none)."""
 
     pairs: tuple[Direction, ...]
     tags: Placement | None = None
     weights: dict[str, float] = field(default_factory=dict)
     temperature: float = 1.0
+    back_translation: BackTranslationConfig | None = None
 
     @property
     def tagged(self) -> bool:

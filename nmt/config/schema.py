@@ -45,6 +45,11 @@ class Config:
         if self.train.alignment is not None:
             heads = None if self.model.transformer is None else self.model.transformer.heads
             self.train.alignment.check_model(self.model.decoder_layers, heads)
+            if self.train.alignment.links is not None and self.data.directions.back_translation:
+                raise ConfigError(
+                    "data.multilingual.back_translation: a back-translated pair has a new source that "
+                    "train.alignment.links does not align; remove one of them"
+                )
         if self.data.directions.tagged and not self.tokenizer.joint:
             raise ConfigError(
                 "tokenizer.joint=false: a multilingual run needs one joint vocabulary for all its languages"

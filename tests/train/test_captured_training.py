@@ -69,11 +69,16 @@ def test_captured_guided_training_gives_the_eager_losses(
 
 
 @pytest.mark.parametrize("tags", ["encoder", "decoder"])
+@pytest.mark.parametrize("back_translation", [0.0, 0.5])
 def test_captured_multilingual_training_gives_the_eager_losses(
-    tags: str, three_languages: Path, tmp_path: Path
+    tags: str, back_translation: float, three_languages: Path, tmp_path: Path
 ) -> None:
+    """With online back-translation, its re-sourced batches keep their planned shapes and replay."""
     config, data = three_languages / "config.yaml", three_languages / "data"
-    eager_and_captured(config, data, tmp_path, f"data.multilingual.tags={tags}")
+    share = f"data.multilingual.back_translation.share={back_translation}"
+    trainer = eager_and_captured(config, data, tmp_path, f"data.multilingual.tags={tags}", share)
+    if back_translation:
+        assert trainer.back_translation is not None and trainer.back_translation.take_counts()
 
 
 def test_a_batch_without_links_has_a_shape_key(corpus: Path, tmp_path: Path) -> None:

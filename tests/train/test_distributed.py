@@ -211,3 +211,19 @@ def test_out_of_memory_in_one_process_ends_the_job(corpus: Path, tmp_path: Path)
     assert "lower train.batch_tokens (now 600) and --resume" in errors[0]
     assert "[rank0]: Traceback" not in result.stderr
     assert load_checkpoint(tmp_path / "run" / "last.pt")["progress"]["step"] == 2
+
+
+def test_online_back_translation_runs_in_every_process(three_languages: Path, tmp_path: Path) -> None:
+    """Each process re-sources its own part of every update (drawn from its rank); the training records count
+    the pairs of both processes."""
+    sets = ["data.multilingual.back_translation.share=0.5", "train.log_every=2", "train.eval_every=4"]
+    sets += ["train.eval_max_sentences=4", "train.final_report=false"]
+    data, run = three_languages / "data", tmp_path / "run"
+    flags = [a for s in sets for a in ("--set", s)]
+    where = ["--data", str(data), "--out", str(run), "--max-steps", "4"]
+    result = nmt_train(str(three_languages / "config.yaml"), *where, *flags)
+    assert result.returncode == 0, result.stderr
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    made = [r["back_translated"] for r in records if r["kind"] == "train"]
+    assert len(made) == 2 and all(count > 0 for count in made)
+    assert "back-translated " in (run / "train.log").read_text()
