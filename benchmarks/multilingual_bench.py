@@ -28,6 +28,7 @@ counts once `nmt train` ended it). --plan core trains and scores the one-vs-six 
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import os
 import platform
@@ -65,7 +66,17 @@ class Bench:
         self.env = os.environ | {"OMP_NUM_THREADS": str(args.threads), "MKL_NUM_THREADS": str(args.threads)}
 
     def save(self) -> None:
-        self.results_path.write_text(json.dumps(self.results, indent=2) + "\n")
+        """Write results.json, merged section by section with what other processes of the bench wrote into
+        it meanwhile (each one runs other steps: `--arms` of benchmarks/multilingual_robt.py)."""
+        with open(self.work / ".results.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if self.results_path.exists():
+                for section, done in json.loads(self.results_path.read_text()).items():
+                    if isinstance(done, dict) and isinstance(self.results.get(section), dict):
+                        self.results[section] = done | self.results[section]
+                    else:
+                        self.results.setdefault(section, done)
+            self.results_path.write_text(json.dumps(self.results, indent=2) + "\n")
 
     def step(self, section: str, key: str, work: Callable[[], Any]) -> Any:
         """`work()`'s result, kept in results.json under section/key (done once)."""
