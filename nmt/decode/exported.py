@@ -28,6 +28,7 @@ import numpy as np
 from nmt.config.multilingual import Direction
 from nmt.config.sections import SearchConfig
 from nmt.data.language_tags import LanguageTags
+from nmt.data.target_vocabulary import load_target_vocabularies
 from nmt.data.tokenizer import Tokenizers, load_tokenizers
 from nmt.decode.search import Hypothesis, SearchOptions
 from nmt.decode.translator import Translator
@@ -38,8 +39,10 @@ from nmt.rules.diverse_beam import DiverseBeamSearch
 from nmt.rules.min_length import MinLength
 from nmt.rules.no_repeat_ngram import NoRepeatNGram
 from nmt.rules.sampling import Sampling
+from nmt.rules.target_vocabulary import TargetVocabulary
 
 META = "nmt-export.json"  # what `nmt export` writes beside the model: its run, search settings and languages
+VOCABULARY_MAP = "vmap.txt"  # CTranslate2's vocabulary map: the target-language vocabularies, by encoder tag
 ALIGNMENT = "last decoder layer, mean of heads"  # the attention CTranslate2 returns, as nmt's search pays it
 
 
@@ -75,8 +78,9 @@ class ExportedTranslator(Translator):
         tags: LanguageTags | None = None,
         directions: tuple[Direction, ...] = (),  # exports of nmt 0.1.0 before serving: none
         has_alignments: bool = True,  # False: an export written before its attention was set (ALIGNMENT)
+        vocabularies: dict[str, list[int]] | None = None,  # where the export has a VOCABULARY_MAP
     ) -> None:
-        super().__init__(tokenizers, settings, max_source_len, tags, directions)
+        super().__init__(tokenizers, settings, max_source_len, tags, directions, vocabularies)
         self.translator = translator
         self.has_alignments = has_alignments
 
@@ -156,6 +160,8 @@ def ctranslate2_knobs(part: Part, forced: int) -> dict[str, Any]:
             return {"no_repeat_ngram_size": part.no_repeat_ngram_size}
         case MinLength():
             return {"min_decoding_length": part.min_length + forced}
+        case TargetVocabulary():  # bound only where the export has a vocabulary map
+            return {"use_vmap": True}
     raise UserError(
         f"the ctranslate2 engine has no {type(part).__name__} search; translate with the run directory "
         f"(--engine torch) instead"
@@ -190,8 +196,16 @@ def load_export(
     settings = SearchConfig(**meta["search"])
     tags = None if meta.get("tags") is None else LanguageTags(tokenizers.src.tag_ids, meta["tags"])
     aligns = meta.get("alignment") == ALIGNMENT
+    vocabularies = load_target_vocabularies(path) if (path / VOCABULARY_MAP).is_file() else {}
     return ExportedTranslator(
-        translator, tokenizers, settings, meta["max_source_len"], tags, export_directions(meta), aligns
+        translator,
+        tokenizers,
+        settings,
+        meta["max_source_len"],
+        tags,
+        export_directions(meta),
+        aligns,
+        vocabularies,
     )
 
 

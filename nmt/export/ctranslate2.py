@@ -7,7 +7,13 @@ nothing the model computes is silently dropped.
 ```
 OUT_DIR/model.bin  config.json  shared_vocabulary.json (or source_/target_vocabulary.json)
         spm.model (or spm.src.model, spm.tgt.model)  nmt-export.json
+        vmap.txt  target_vocabulary.json        (a multilingual run with encoder tags)
 ```
+
+A multilingual run with its tags on the encoder carries its target-language vocabularies as CTranslate2's
+vocabulary map (`vmap.txt`, read with `use_vmap`): one line per target language, keyed by the language's tag,
+which starts every source sentence into it. With decoder tags no map can: its keys are source n-grams, and a
+decoder tag is no part of the source.
 """
 
 from __future__ import annotations
@@ -21,9 +27,12 @@ from typing import Any, cast
 import numpy as np
 from torch import Tensor
 
+from nmt.data.language_tags import tag_piece
 from nmt.data.special_tokens import BOS, EOS, UNK
+from nmt.data.target_vocabulary import FILE as TARGET_VOCABULARIES
+from nmt.data.target_vocabulary import load_target_vocabularies
 from nmt.data.tokenizer import Tokenizer, tokenizer_paths
-from nmt.decode.exported import ALIGNMENT, META, import_ctranslate2
+from nmt.decode.exported import ALIGNMENT, META, VOCABULARY_MAP, import_ctranslate2
 from nmt.decode.trained_run import TrainedRun
 from nmt.decode.translator import max_source_len
 from nmt.errors import UserError
@@ -93,6 +102,24 @@ def _save(spec: Any, run: TrainedRun, out_dir: Path, quantization: str) -> None:
         ):
             shutil.copyfile(source, target)
         (tmp / META).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+        if cfg.data.directions.tags == "encoder":
+            write_vocabulary_map(run, tmp)
+
+
+def write_vocabulary_map(run: TrainedRun, out_dir: Path) -> None:
+    """The run's target-language vocabularies (none from a run trained by an earlier nmt) as CTranslate2's
+    vocabulary map, a line per language: its tag, a tab, the pieces it may write; and as nmt keeps them."""
+    vocabularies = load_target_vocabularies(run.directory.path)
+    if not vocabularies:
+        return
+    tags, pieces = run.tokenizers.src.tag_ids, run.tokenizers.tgt
+    lines = [
+        f"{tag_piece(lang)}\t{' '.join(pieces.pieces(ids))}\n"
+        for lang, ids in vocabularies.items()
+        if lang in tags
+    ]
+    (out_dir / VOCABULARY_MAP).write_text("".join(lines), encoding="utf-8")
+    shutil.copyfile(run.directory.path / TARGET_VOCABULARIES, out_dir / TARGET_VOCABULARIES)
 
 
 class _Weights:

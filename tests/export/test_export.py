@@ -3,13 +3,14 @@ ours token for token (both through the Translator), with the same attention and 
 own scores tie (tests/ties.py); what cannot be exported is refused in one line."""
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 import torch
 
 from nmt.align.pharaoh import parse_links
-from nmt.decode.exported import META, load_export
+from nmt.decode.exported import META, VOCABULARY_MAP, load_export
 from nmt.decode.search import Hypothesis
 from nmt.decode.trained_run import load_run
 from nmt.decode.translator import TorchTranslator, search_options
@@ -231,14 +232,15 @@ def test_a_multilingual_export_translates_every_direction_as_the_run(
             assert {j for _, j in parse_links(links, line).possible} == set(range(len(text.split()))), line
 
 
-def test_a_ctranslate2_export_has_no_target_language_vocabulary(
-    multilingual_run: Path, tmp_path: Path
+def test_an_export_with_decoder_tags_has_no_target_language_vocabulary(
+    decoder_tag_run: Path, tmp_path: Path
 ) -> None:
-    """The export carries no target-language vocabulary: zero-shot (where search uses one by default) says
-    so and translates as with it off; asking for one in a trained direction is one line naming the option
-    that turns it off."""
+    """With decoder tags the export carries no target-language vocabulary (no vocabulary map can follow a
+    decoder tag): zero-shot (where search uses one by default) says so and translates as with it off; asking
+    for one in a trained direction is one line naming the option that turns it off."""
     out = tmp_path / "ct2"
-    assert run_cli("export", str(multilingual_run), str(out))[0] == 0
+    assert run_cli("export", str(decoder_tag_run), str(out))[0] == 0
+    assert not (out / VOCABULARY_MAP).exists()
     flags = ["translate", str(out), "--src-lang", "xb", "--tgt-lang", "xc", "--zero-shot"]
     code, out_default, err = run_cli(*flags, input="a b\n")
     assert code == 0 and "has no vocabulary of xc" in err
@@ -246,6 +248,36 @@ def test_a_ctranslate2_export_has_no_target_language_vocabulary(
     trained = ["translate", str(out), "--src-lang", "xa", "--tgt-lang", "xc", "--target-vocabulary"]
     result = run_cli(*trained, input="a b\n")
     assert_one_line_error(result, "the ctranslate2 engine has no vocabulary of xc", "--no-target-vocabulary")
+
+
+def test_an_export_with_encoder_tags_holds_zero_shot_output_to_the_vocabulary_map(
+    multilingual_run: Path, tmp_path: Path
+) -> None:
+    """With encoder tags the vocabularies travel as CTranslate2's vocabulary map, a line per tag. CTranslate2
+    pads a candidate set to a multiple of 16 with the lowest ids it lacks, so a vocabulary of 48 pieces is
+    held to exactly: its zero-shot outputs are nmt's own engine's (but for ties), every piece in it."""
+    run = tmp_path / "run"
+    shutil.copytree(multilingual_run, run)
+    vocabularies = json.loads((run / "target_vocabulary.json").read_text())
+    vocabularies["xc"] = vocabularies["xc"][:48]  # the specials, the shared pieces, then xc's own
+    (run / "target_vocabulary.json").write_text(json.dumps(vocabularies))
+    out = tmp_path / "ct2"
+    assert run_cli("export", str(run), str(out))[0] == 0
+    lines = dict(line.split("\t") for line in (out / VOCABULARY_MAP).read_text().splitlines())
+    tokenizer = load_run(run, torch.device("cpu")).tokenizers.tgt
+    assert sorted(lines) == [">>xa<<", ">>xb<<", ">>xc<<"]
+    assert tokenizer.ids(lines[">>xc<<"].split()) == vocabularies["xc"]
+    greedy = {"beam_size": 1, "min_length": 3}  # a 10-update model may end at once
+    run_model = load_run(run, torch.device("cpu"))
+    ours = TorchTranslator.of_run(run_model).toward("xc", "xb", zero_shot=True).with_search(**greedy)
+    theirs = load_export(out, "cpu").toward("xc", "xb", zero_shot=True).with_search(**greedy)
+    sources = ours.encode((multilingual_run.parent / "data" / "test.xb").read_text().splitlines())
+    found = [hyps[0] for hyps in ours.search(sources)]
+    other = [hyps[0] for hyps in theirs.search(sources)]
+    assert_equal_but_for_ties(ours.model, sources, found, other, [])
+    assert {token for h in other for token in h.tokens} <= set(vocabularies["xc"])
+    unheld = [h[0].tokens for h in theirs.with_search(zero_shot_vocabulary=False).search(sources)]
+    assert unheld != [h.tokens for h in other]  # the map changed what CTranslate2 writes
 
 
 def test_the_search_parts_ctranslate2_has_knobs_for_are_mapped_and_the_others_refused(
