@@ -23,8 +23,10 @@ some nested in another. Then for each run:
 The placements: nmt's (its search's word links, as `nmt translate --format html` does), the text-node
 baseline (Argos Translate's way: each text between tags translated alone, the tags kept around it; it places
 nothing on a given reference, so (2) does not apply), and eflomal's links of the source and nmt's plain
-translation (one eflomal run over the training text and every pair measured). Results go to
-work/markup.json; the table is printed in Markdown.
+translation (one eflomal run over the training text and every pair measured). On the Hansards set the tags are
+also placed on the reference by the human sure links alone: the measure's ceiling, since a tag whose words have
+no sure link is projected by its possible ones. `--run NAME=RUN_DIR` measures given en→fr runs instead of
+training the two. Results go to work/markup.json; the table is printed in Markdown.
 """
 
 from __future__ import annotations
@@ -65,6 +67,7 @@ GUIDED_CANDIDATE = "guided λ2 layer 0 shift, 2 heads"  # alignment_bench's chos
 MODELS = (alignment_bench.KINDS[-1].name, alignment_bench.GUIDED_NAME)  # the runs measured
 HANSARDS, MULTI30K = "Hansards (447, human links)", "Multi30k test2016 (eflomal's links)"
 PLACEMENTS = ("nmt (attention's word links)", "text nodes (Argos Translate's way)", "eflomal's links")
+CEILING = "the human sure links (the measure's ceiling)"  # where a set has human links
 Aligner = Callable[[list[tuple[list[str], list[str]]]], list[list[set[Link]]]]  # pair lists → their links
 
 
@@ -285,9 +288,12 @@ def measure_set(
     translations: Translations,
     eflomal: tuple[list[set[Link]], list[set[Link]]],
     samples: Sequence[Sample],
+    human: bool,
 ) -> dict:
     """Every figure of one run on one set: `truth` projects the tags, `eflomal` holds its links of the
-    (source, reference) and the (source, plain translation) pairs."""
+    (source, reference) and the (source, plain translation) pairs. Where `truth` is human (`human`), the
+    tags are also placed by its sure links alone (`CEILING`): possible links project the tags whose words
+    have no sure link, so even the human's own sure links miss some spans."""
     forced = force(run, sources, references)
     reading = default_reading(run.cfg, None, None, str(run.directory.path))
     on_reference = {
@@ -314,6 +320,16 @@ def measure_set(
             "on_reference": span_scores(samples, on_reference[placement], truth)
             if placement in on_reference
             else None,
+        }
+    if human:
+        sure = [set(links.sure) for links in truth]
+        pages = placed_pages(samples, references, sure)
+        results[CEILING] = {
+            "pages": len(pages),
+            "kept": sum(keeps_every_tag(s.page, p) for s, p in zip(samples, pages, strict=True)),
+            "bleu_stripped": None,
+            "bleu_plain": None,
+            "on_reference": span_scores(samples, pages, truth),
         }
     return results
 
@@ -362,7 +378,14 @@ def measure(runs: dict[str, TrainedRun], sets: dict[str, Pairs], align: Aligner)
         truth = pairs.human or as_links(on_reference[name])
         eflomal = (on_reference[name], next(links))
         results.setdefault(run_name, {})[name] = measure_set(
-            runs[run_name], pairs.sources, pairs.references, truth, found, eflomal, samples[name]
+            runs[run_name],
+            pairs.sources,
+            pairs.references,
+            truth,
+            found,
+            eflomal,
+            samples[name],
+            pairs.human is not None,
         )
     return results
 
@@ -411,9 +434,14 @@ def report(results: dict) -> str:
                 if spans is not None and name == MULTI30K and placement == PLACEMENTS[2]:
                     exact = overlap = "(its own links)"
                 stripped, plain = found["bleu_stripped"], found["bleu_plain"]
+                bleu = (
+                    "n/a | n/a | n/a"
+                    if plain is None
+                    else f"{stripped:.2f} | {plain:.2f} | {stripped - plain:+.2f}"
+                )
                 lines.append(
                     f"| {name} | {run_name} | {placement} | {found['kept']} / {found['pages']} | {exact} | "
-                    f"{overlap} | {stripped:.2f} | {plain:.2f} | {stripped - plain:+.2f} |"
+                    f"{overlap} | {bleu} |"
                 )
     first = next(iter(results.values()))
     counts = [
@@ -437,14 +465,20 @@ def main() -> None:
     parser.add_argument(
         "--model", choices=MODELS, action="append", help="a run to measure (repeat; default: both)"
     )
+    parser.add_argument(
+        "--run",
+        action="append",
+        default=[],
+        metavar="NAME=RUN_DIR",
+        help="an en→fr run directory to measure as NAME instead (repeat)",
+    )
     args = parser.parse_args()
     alignment_bench.ready(args.data, args.work, "markup benchmark")
     saved = args.work / "markup.json"
     if not saved.exists():
-        runs = {
-            name: load_trained([path], torch.device("cpu"))
-            for name, path in trained_runs(args.work, args.model or MODELS).items()
-        }
+        paths = dict(given.split("=", 1) for given in args.run) if args.run else None
+        chosen = paths or trained_runs(args.work, args.model or MODELS)
+        runs = {name: load_trained([Path(path)], torch.device("cpu")) for name, path in chosen.items()}
         results = measure(runs, load_sets(args.work, args.sentences), eflomal_aligner(args.work))
         saved.write_text(json.dumps(results, indent=1) + "\n")
     print(report(json.loads(saved.read_text())))

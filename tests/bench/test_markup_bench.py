@@ -70,8 +70,10 @@ def test_the_benchmark_measures_every_placement_on_a_tiny_run(corpus: Path, trai
     assert text_nodes["on_reference"] is None
     spans = eflomal["on_reference"]  # placed by the true links: every tag on its projected span
     assert spans["exact"] == spans["overlap"] == spans["projectable"] == spans["tags"] >= 12
+    ceiling = results[bench.CEILING]["on_reference"]  # the true links are all sure here
+    assert ceiling["exact"] == ceiling["projectable"] == spans["projectable"]
     table = bench.report({"tiny": {"reordering": results}})
-    assert table.count("\n") == 4 + len(bench.PLACEMENTS)
+    assert table.count("\n") == 5 + len(bench.PLACEMENTS)
     assert table.endswith(
         f"Tags injected: reordering {spans['tags']} ({spans['tags']} with a projected span).\n"
     )
