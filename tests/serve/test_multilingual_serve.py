@@ -95,14 +95,25 @@ def test_an_export_is_served_as_the_run(run: Path, tmp_path: Path) -> None:
             assert answer["translatedText"] == theirs.tokenizers.tgt.decode([h.tokens for h in other])
 
 
-def test_the_target_vocabulary_is_a_request_field_of_the_native_api(multilingual_run: Path) -> None:
+@pytest.mark.parametrize("engine", ["torch", "ctranslate2"])
+def test_the_target_vocabulary_is_a_request_field_of_the_native_api(
+    engine: str, multilingual_run: Path, tmp_path: Path
+) -> None:
     """`target_vocabulary: true` holds a trained direction's outputs to the target language's vocabulary, as
-    `nmt translate --target-vocabulary` does (on this tiny run it changes the lines of xa → xc)."""
+    `nmt translate --target-vocabulary` does (on this tiny run it changes the lines of xa → xc), on the run
+    and on its CTranslate2 export (encoder tags: the export's vocabulary map)."""
     run, lines = multilingual_run, lines_of(multilingual_run, "xa")
-    toward = TorchTranslator.of_run(load_run(run, torch.device("cpu"))).toward("xc", "xa")
+    if engine == "torch":
+        served, translator = run, TorchTranslator.of_run(load_run(run, torch.device("cpu")))
+    else:
+        pytest.importorskip("ctranslate2")
+        served = tmp_path / "ct2"
+        assert run_cli("export", str(run), str(served))[0] == 0
+        translator = load_export(served, "cpu")
+    toward = translator.toward("xc", "xa")
     held = toward.with_search(target_vocabulary=True).translate(lines)
     assert any(a != b for a, b in zip(held, toward.translate(lines), strict=True))  # the field matters
-    with make_client(load_catalog([run], "torch", torch.device("cpu"), None, None)) as client:
+    with make_client(load_catalog([served], engine, torch.device("cpu"), None, None)) as client:
         request = {"q": lines, "source": "xa", "target": "xc", "target_vocabulary": True}
         answer = client.post("/v1/translate", json=request)
     assert answer.status_code == 200, answer.text
