@@ -23,10 +23,10 @@ some nested in another. Then for each run:
 The placements: nmt's (its search's word links, as `nmt translate --format html` does), the text-node
 baseline (Argos Translate's way: each text between tags translated alone, the tags kept around it; it places
 nothing on a given reference, so (2) does not apply), and eflomal's links of the source and nmt's plain
-translation (one eflomal run over the training text and every pair measured). On the Hansards set the tags are
-also placed on the reference by the human sure links alone: the measure's ceiling, since a tag whose words have
-no sure link is projected by its possible ones. `--run NAME=RUN_DIR` measures given en→fr runs instead of
-training the two. Results go to work/markup.json; the table is printed in Markdown.
+translation (one eflomal run over the training text and every pair measured). On the Hansards set the tags
+are also placed on the reference by the human sure links alone: the measure's ceiling, since a tag whose words
+have no sure link is projected by its possible ones. `--run NAME=RUN_DIR` measures given en→fr runs instead
+of training the two. Results go to work/markup.json; the table is printed in Markdown.
 """
 
 from __future__ import annotations

@@ -293,9 +293,9 @@ class Translator(ABC):
                     continue
                 if self.zero_shot and self.target not in self.vocabularies:  # the default: searched without
                     log.warning(
-                        "the %s engine has no vocabulary of %s here (an export carries one only from a run with "
-                        "encoder tags, and a run trained by an earlier nmt has none): zero-shot outputs are not "
-                        "held to it",
+                        "the %s engine has no vocabulary of %s here (an export carries one only from a run "
+                        "with encoder tags, and a run trained by an earlier nmt has none): zero-shot outputs "
+                        "are not held to it",
                         self.engine,
                         self.target,
                     )
@@ -309,9 +309,9 @@ class Translator(ABC):
         allowed = self.vocabularies.get(self.target)
         if allowed is None:
             raise UserError(
-                f"the {self.engine} engine has no vocabulary of {self.target} here (an export carries one only "
-                f"from a run with encoder tags, and a run trained by an earlier nmt has none): translate with a "
-                f"run directory trained by this nmt, or add --no-target-vocabulary"
+                f"the {self.engine} engine has no vocabulary of {self.target} here (an export carries one "
+                f"only from a run with encoder tags, and a run trained by an earlier nmt has none): "
+                f"translate with a run directory trained by this nmt, or add --no-target-vocabulary"
             )
         kept = set(allowed)
         return tuple(i for i in range(len(self.tokenizers.tgt)) if i not in kept)

@@ -1,9 +1,9 @@
 """Random online back-translation (ROBT, Zhang et al. 2020) inside a multilingual run: from update
 `data.multilingual.back_translation.start` on, a `share` of each batch's pairs get a new source, their target
-translated by the model in training into another language of the run drawn at random. A pair (x → y) into
-language B becomes (x' → y), x' in language C ≠ B: directions that no corpus holds (zero-shot ones, C → B)
-get training pairs without a synthetic corpus made beforehand. As in the reference implementation, one
-random other language per pair, searched greedily (or sampled).
+translated by the model in training into another language the run translates into, drawn at random. A pair
+(x → y) into language B becomes (x' → y), x' in language C ≠ B: directions that no corpus holds (zero-shot
+ones, C → B) get training pairs without a synthetic corpus made beforehand. As in the reference
+implementation, one random other language per pair, searched greedily (or sampled).
 
 What is re-sourced is drawn from (seed, update, process) alone, and the model back-translates in evaluation
 mode without touching the global random state: a resumed run re-sources exactly what an uninterrupted one
@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import logging
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,8 +27,6 @@ from nmt.data.batching import Batch
 from nmt.data.directions import DirectionData
 from nmt.data.special_tokens import EOS, PAD
 from nmt.decode.translator import TorchTranslator
-
-log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
