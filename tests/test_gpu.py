@@ -49,11 +49,14 @@ def test_guided_training_from_cuda_graphs_gives_the_eager_losses(
 
 
 @pytest.mark.parametrize("tags", ["encoder", "decoder"])
+@pytest.mark.parametrize("back_translation", [0.0, 0.5])
 def test_multilingual_training_from_cuda_graphs_gives_the_eager_losses(
-    tags: str, three_languages: Path, tmp_path: Path
+    tags: str, back_translation: float, three_languages: Path, tmp_path: Path
 ) -> None:
+    """With online back-translation, the search between captured updates leaves their graphs as they were."""
     config, data = three_languages / "config.yaml", three_languages / "data"
-    eager_and_captured(config, data, tmp_path, f"data.multilingual.tags={tags}", device="cuda")
+    share = f"data.multilingual.back_translation.share={back_translation}"
+    eager_and_captured(config, data, tmp_path, f"data.multilingual.tags={tags}", share, device="cuda")
 
 
 def test_training_from_cuda_graphs_learns_with_dropout_and_bf16(corpus: Path, tmp_path: Path) -> None:
