@@ -27,6 +27,7 @@ from nmt.data.batching import Batch
 from nmt.data.directions import DirectionData
 from nmt.data.special_tokens import EOS, PAD
 from nmt.decode.translator import TorchTranslator
+from nmt.rules.target_vocabulary import TargetVocabulary
 
 
 @dataclass(frozen=True)
@@ -94,33 +95,40 @@ class OnlineBackTranslation:
 
     def _back_translate(self, batches: list[Batch], chosen: list[Chosen], step: int) -> list[list[list[int]]]:
         """For each batch, the new source ids of each re-sourced row (in `Chosen.rows` order, without eos):
-        searched direction by direction, the model in evaluation mode."""
+        searched one language at a time, whatever each target's own language, the model in evaluation mode."""
         forced = self.directions.run.forced_tokens
-        wanted: dict[tuple[str, str], list[tuple[int, int, list[int]]]] = collections.defaultdict(list)
+        wanted: dict[str, list[tuple[int, int, list[int]]]] = collections.defaultdict(list)
         for i, (batch, c) in enumerate(zip(batches, chosen, strict=True)):
             index = batch.index.cpu().numpy()
             for j, (row, target, lang) in enumerate(zip(c.rows, c.targets, c.languages, strict=True)):
                 ids = self.targets[int(index[row])][forced:].tolist()  # the target, without its tag
-                wanted[(target, lang)].append((i, j, ids))
+                wanted[lang].append((i, j, ids))
+                self.made[f"{lang}-{target}"] += 1
         found: list[list[list[int]]] = [[[] for _ in c.rows] for c in chosen]
+        widest = max(batch.src.size(1) for batch in batches)
         model = self.translator.model
         training = model.training
         model.eval()
         try:
-            for (target, lang), items in sorted(wanted.items()):
-                translator = self._toward(lang, target, step)
+            for lang, items in sorted(wanted.items()):
+                translator = self.translator_into(lang, step, widest)
                 sources = [translator.tags.source(ids, lang) for _, _, ids in items]
                 for (i, j, _), hyps in zip(items, translator.search(sources), strict=True):
                     found[i][j] = hyps[0].tokens
-                self.made[f"{lang}-{target}"] += len(items)
         finally:
             model.train(training)
         return found
 
-    def _toward(self, lang: str, src: str, step: int) -> TorchTranslator:
-        """The translator from `src` into `lang` (a direction the run may never have trained); sampling draws
-        anew at every update."""
-        translator = self.translator.toward(lang, src, zero_shot=True)
+    def translator_into(self, lang: str, step: int, width: int) -> TorchTranslator:
+        """The translator into `lang` of update `step`: held to the language's vocabulary where zero-shot
+        search is (`search.zero_shot_vocabulary`; the sources of a batch into one language mix trained and
+        zero-shot directions), no longer than a source `width` wide keeps (eos and an encoder tag aside), and
+        sampling anew at every update."""
+        held = TargetVocabulary.of(self.translator.settings).zero_shot_vocabulary
+        keeps = width - 1 - (self.directions.tags.placement == "encoder")
+        translator = self.translator.toward(lang).with_search(
+            target_vocabulary=held, max_len_a=0.0, max_len_b=max(keeps, 1)
+        )
         if self.settings.search == "sampling":
             translator = translator.with_search(seed=self.seed * 1_000_003 + step)
         return translator

@@ -73,8 +73,8 @@ def test_a_share_of_the_pairs_gets_the_models_translation_of_its_target(trainer:
             width = old.src.size(1) - 1 - (tags.placement == "encoder")
             outputs = []
             for lang in sorted({"xa", "xb", "xc"} - {target}):
-                toward = robt.translator.toward(lang, target, zero_shot=True)
-                outputs.append(toward.search([toward.tags.source(sentence, lang)])[0][0].tokens[:width])
+                into = robt.translator_into(lang, 0, old.src.size(1))
+                outputs.append(into.search([into.tags.source(sentence, lang)])[0][0].tokens[:width])
             assert source in outputs
     pairs = sum(batch.size for batch in batches)
     assert 0.2 * pairs < changed <= 0.8 * pairs  # each pair drawn with probability 0.5
