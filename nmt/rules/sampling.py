@@ -94,7 +94,8 @@ class Sampling(Scored):
         """The tempered log-probabilities with the tokens outside top-k and top-p at -inf. (rows, vocab)"""
         import torch
 
-        logits = log_probs / self.temperature
+        below = log_probs - log_probs.amax(dim=-1, keepdim=True)  # (rows, vocab), the best at 0
+        logits = (below / self.temperature).where(below < 0, 0.0)  # a temperature below float32's: not NaN
         if 0 < self.top_k < logits.size(-1):
             kth = logits.topk(self.top_k, dim=-1).values[:, -1:]  # (rows, 1)
             logits = logits.masked_fill(logits < kth, float("-inf"))
