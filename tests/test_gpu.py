@@ -39,11 +39,11 @@ def test_training_from_cuda_graphs_gives_the_eager_losses(config: str, corpus: P
     eager_and_captured(ROOT / "configs" / config, corpus, tmp_path, device="cuda")
 
 
-@pytest.mark.parametrize(("config", "full_context"), GUIDED)
+@pytest.mark.parametrize(("config", "full_context", "null_slot"), GUIDED)
 def test_guided_training_from_cuda_graphs_gives_the_eager_losses(
-    config: str, full_context: bool, labelled: Path, tmp_path: Path
+    config: str, full_context: bool, null_slot: bool, labelled: Path, tmp_path: Path
 ) -> None:
-    sets = guided(labelled, full_context)
+    sets = guided(labelled, full_context, null_slot)
     trainer = eager_and_captured(ROOT / "configs" / config, labelled, tmp_path, *sets, device="cuda")
     assert trainer.update.alignment_sum.item() > 0
 

@@ -10,7 +10,9 @@ source's `</s>`. Which row aligns target subword t is the rule:
 
 `</s>` is dropped on both sides. Each target subword then links to its most attended source subword, or, with
 a `threshold`, to every source subword whose weight (as the model gave it, not renormalised after `</s>` is
-dropped) reaches it — none, or several (Marian's soft threshold). Subword links become word links as
+dropped) reaches it — none, or several (Marian's soft threshold). With `null`, the source's `</s>` is a null
+slot (what `train.alignment.null_slot` trains unlinked subwords to attend): a target subword whose most
+attended source subword is `</s>` stays unlinked. Subword links become word links as
 OpenNMT-py, lilt/alignment-scripts and Garg et al. 2019 convert them: a word pair is linked when any subword
 of the one is linked to any subword of the other. Soft output sums a source word's subword columns (the
 attention it received) and averages a target word's subword rows: word × word weights whose rows add up to the
@@ -37,13 +39,19 @@ def layer_attention(weights: np.ndarray, layer: int, heads: Sequence[int] | None
 def subword_attention(weights: np.ndarray, rule: Rule) -> np.ndarray:
     """The rows aligning each target subword under `rule`, `</s>` row and column dropped:
     (tgt + 1, src + 1) → (tgt, src)."""
+    return _rule_rows(weights, rule)[:, :-1]
+
+
+def _rule_rows(weights: np.ndarray, rule: Rule) -> np.ndarray:
+    """The rows aligning each target subword under `rule`, the source's `</s>` kept: (tgt + 1, src + 1) →
+    (tgt, src + 1)."""
     if weights.ndim != 2 or min(weights.shape) < 1:
         raise ValueError(f"expected a (target + 1, source + 1) matrix, got shape {weights.shape}")
     match rule:
         case "argmax":
-            return weights[:-1, :-1]
+            return weights[:-1]
         case "shift":
-            return weights[1:, :-1]
+            return weights[1:]
     raise ValueError(f"unknown rule {rule!r}; expected one of {RULES}")
 
 
@@ -53,15 +61,21 @@ def word_links(
     tgt_words: Sequence[int],
     rule: Rule = "argmax",
     threshold: float | None = None,
+    null: bool = False,
 ) -> set[Link]:
     """Word links (source word, target word) from an attention matrix (tgt + 1, src + 1) with `</s>`;
-    `src_words`/`tgt_words` give the word of each subword (len src, len tgt)."""
-    rows = subword_attention(np.asarray(weights, dtype=np.float32), rule)  # (tgt, src)
+    `src_words`/`tgt_words` give the word of each subword (len src, len tgt); `null`: a subword whose argmax
+    is the source's `</s>` links nothing (no effect with a threshold, which never links `</s>`)."""
+    with_eos = _rule_rows(np.asarray(weights, dtype=np.float32), rule)  # (tgt, src + 1)
+    rows = with_eos[:, :-1]  # (tgt, src)
     _check_words(rows, src_words, tgt_words)
     if rows.size == 0:
         return set()
     if threshold is None:
         tgt, src = np.arange(rows.shape[0]), rows.argmax(axis=1)
+        if null:  # only the subwords that attend some source subword at least as much as </s>
+            tgt = np.nonzero(rows.max(axis=1) >= with_eos[:, -1])[0]
+            src = src[tgt]
     else:
         tgt, src = np.nonzero(rows >= threshold)
     return {(int(src_words[s]), int(tgt_words[t])) for s, t in zip(src.tolist(), tgt.tolist(), strict=True)}

@@ -54,6 +54,14 @@ def align(
         float | None,
         typer.Option(help="Link every source subword with at least this weight (none, or several) instead."),
     ] = None,
+    null_slot: Annotated[
+        bool | None,
+        typer.Option(
+            "--null-slot/--no-null-slot",
+            help="Leave a target subword unlinked when it attends the source's </s> most. Default: as guided "
+            "alignment trained (train.alignment.null_slot), else off.",
+        ),
+    ] = None,
     soft: Annotated[
         bool,
         typer.Option(help="Write JSON lines of weights instead: per target word, one per source word."),
@@ -101,6 +109,7 @@ def align(
         heads=_heads(head),
         rule=None if rule is None else checked_choice("--rule", rule, RULES),
         threshold=threshold,
+        null=null_slot,
         soft=soft,
         reverse=None if reverse_run is None else load(reverse_run),
         method=checked_choice("--symmetrize", symmetrize or "grow-diag-final-and", METHODS),

@@ -120,8 +120,8 @@ class AlignmentConfig:
     links a distribution over the source subwords; and AER on a gold set at every validation.
 
     Word links become subword links (every subword of a linked word pair); target subwords without a link add
-    no loss. The supervised attention is the mean of the layer's first `heads` heads (the RNNs: their one
-    attention), and validation scores the same heads."""
+    no loss, or with `null_slot` are pulled to the source's `</s>`. The supervised attention is the mean of
+    the layer's first `heads` heads (the RNNs: their one attention), and validation scores the same heads."""
 
     links: str | None = setting(
         None,
@@ -147,6 +147,12 @@ class AlignmentConfig:
         "supervise, for each target subword, the attention of the step that reads it (the next row: "
         "Shift-Att's, Chen et al. 2020) rather than of the step that predicts it; `nmt align` and validation "
         "read that row",
+    )
+    null_slot: bool = setting(
+        False,
+        "the source's </s> is a null slot: target subwords without a link are pulled to it (Mask-Align's "
+        "leaky attention, without a new parameter), and a subword that attends it most is read as unlinked "
+        "(`nmt align`, validation)",
     )
     gold_src: str | None = setting(None, "a gold set's source sentences, whitespace-tokenized, one a line")
     gold_tgt: str | None = setting(None, "its target sentences, line by line with gold_src")

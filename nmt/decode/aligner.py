@@ -38,12 +38,14 @@ Heads = tuple[int, ...] | Literal["mean"] | None  # asked: these heads' mean, al
 @dataclass(frozen=True)
 class Reading:
     """Which attention aligns and how it becomes links: decoder `layer` (from 0, negative from the last), the
-    mean of `heads` (None: all of them), `rule` and, when set, `threshold` (see nmt/align/attention.py)."""
+    mean of `heads` (None: all of them), `rule` and, when set, `threshold`; with `null` a subword that attends
+    the source's `</s>` most stays unlinked (see nmt/align/attention.py)."""
 
     layer: int
     heads: tuple[int, ...] | None
     rule: Rule = "argmax"
     threshold: float | None = None
+    null: bool = False
 
 
 @dataclass(frozen=True)
@@ -58,7 +60,9 @@ class Forced:
     def links(self, reading: Reading) -> list[set[Link]]:
         """Each pair's word links (source word, target word) under `reading`."""
         return [
-            word_links(self._weights(i, reading), s.words, t.words, reading.rule, reading.threshold)
+            word_links(
+                self._weights(i, reading), s.words, t.words, reading.rule, reading.threshold, reading.null
+            )
             for i, (s, t) in enumerate(zip(self.src, self.tgt, strict=True))
         ]
 
@@ -83,7 +87,8 @@ def attention_layout(cfg: Config) -> tuple[int, int]:
 def default_reading(cfg: Config, layer: int | None, heads: Heads, name: str) -> Reading:
     """The attention a run aligns with: `layer` and `heads` as given ('mean': all heads), else those guided
     alignment supervised (when the run was trained with `train.alignment.links`; read by the rule it trained,
-    `train.alignment.shift`), else the last layer's mean of heads (the one search pays, and
+    `train.alignment.shift`, and with its null slot when `null_slot` trained one), else the last layer's mean
+    of heads (the one search pays, and
     `nmt translate --alignments` reads). A layer or head the model lacks is a UserError naming the run
     (`name`)."""
     layers, head_count = attention_layout(cfg)
@@ -98,15 +103,15 @@ def default_reading(cfg: Config, layer: int | None, heads: Heads, name: str) -> 
             f"--layer {layer}: {name} has {layers} decoder layer(s) with attention; use 0 to {layers - 1} "
             f"(or -1 for the last)"
         )
-    rule = guided.rule if guided else "argmax"
+    rule, null = (guided.rule, guided.null_slot) if guided else ("argmax", False)
     if heads == "mean":
-        return Reading(layer, None, rule)
+        return Reading(layer, None, rule, null=null)
     wrong = [head for head in heads if not 0 <= head < head_count]
     if wrong:
         raise UserError(
             f"--head {wrong[0]}: {name} has {head_count} head(s) a layer; use 0 to {head_count - 1}"
         )
-    return Reading(layer, heads, rule)
+    return Reading(layer, heads, rule, null=null)
 
 
 def read_pairs(src: Path, tgt: Path) -> tuple[list[str], list[str]]:
@@ -192,6 +197,7 @@ class Request:
     heads: Heads = None
     rule: Rule | None = None
     threshold: float | None = None
+    null: bool | None = None  # None: as the run trained (`train.alignment.null_slot`)
     soft: bool = False
     reverse: TrainedRun | None = None
     method: Method = "grow-diag-final-and"
@@ -241,4 +247,5 @@ def _reverse_reading(run: TrainedRun, reverse: TrainedRun, asked: Request) -> Re
 
 def _reading(run: TrainedRun, asked: Request, name: str) -> Reading:
     chosen = default_reading(run.cfg, asked.layer, asked.heads, name)
-    return Reading(chosen.layer, chosen.heads, asked.rule or chosen.rule, asked.threshold)
+    null = chosen.null if asked.null is None else asked.null
+    return Reading(chosen.layer, chosen.heads, asked.rule or chosen.rule, asked.threshold, null)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch.nn.functional as F
 from torch import Tensor
 
-from nmt.data.special_tokens import PAD
+from nmt.data.special_tokens import EOS, PAD
 
 
 def sequence_loss(logits: Tensor, targets: Tensor, label_smoothing: float) -> Tensor:
@@ -31,3 +31,10 @@ def alignment_loss(attention: Tensor, links: Tensor, heads: int, shift: bool = F
         labels = F.pad(labels[:, :-1], (0, 0, 1, 0))
     labels = labels / labels.sum(dim=-1, keepdim=True).clamp_min(1.0)  # rows of unlinked subwords stay 0
     return -(labels * probs.clamp_min(1e-9).log()).sum()  # clamped: padding columns hold weight 0
+
+
+def with_null_links(links: Tensor, src: Tensor, tgt_out: Tensor) -> Tensor:
+    """`links` with every target subword that has none (not padding, not `</s>`) linked to the source's
+    `</s>`: the null slot of `train.alignment.null_slot`. links (B, T, S) bool, src (B, S), tgt_out (B, T)."""
+    unlinked = (tgt_out != PAD) & (tgt_out != EOS) & ~links.any(dim=-1)  # (batch, tgt_len)
+    return links | (unlinked.unsqueeze(-1) & (src == EOS).unsqueeze(1))

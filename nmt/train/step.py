@@ -26,7 +26,7 @@ from nmt.device.choice import autocast
 from nmt.errors import UserError
 from nmt.models.base import Output, Seq2Seq
 from nmt.train.distributed import World
-from nmt.train.loss import alignment_loss, sequence_loss
+from nmt.train.loss import alignment_loss, sequence_loss, with_null_links
 from nmt.train.step_graphs import CompileLog, TrainGraphs, training_capture
 
 log = logging.getLogger(__name__)
@@ -208,7 +208,10 @@ class Update:
             aligned, total = loss.new_zeros(()), loss
             if self.guide is not None:
                 assert output.alignment is not None and batch.links is not None
-                aligned = alignment_loss(output.alignment, batch.links, self.guide.heads, self.guide.shift)
+                links = batch.links
+                if self.guide.null_slot:
+                    links = with_null_links(links, batch.src, batch.tgt_out)
+                aligned = alignment_loss(output.alignment, links, self.guide.heads, self.guide.shift)
                 total = loss + self.guide.weight * aligned
         self.scaler.scale(total * self.world.size / total_tokens).backward()
         return torch.stack([loss, aligned]).detach()

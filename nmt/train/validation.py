@@ -96,8 +96,9 @@ def alignment_scores(
 ) -> AlignmentScores:
     """AER, precision and recall of the attention of decoder layer `layer` (the mean of the first
     `train.alignment.heads` heads) on the gold set, teacher-forced on its target sentences: each target
-    subword's most attended source subword (in the row `train.alignment.shift` trained), merged into word
-    links (nmt/align/attention.py); in float32, as `nmt align` computes them."""
+    subword's most attended source subword (in the row `train.alignment.shift` trained; none when that is
+    `</s>` and `null_slot` trained it so), merged into word links (nmt/align/attention.py); in float32, as
+    `nmt align` computes them."""
     align = cfg.train.alignment
     assert align is not None
     found: list[set[Link]] = [set() for _ in range(len(gold))]
@@ -113,7 +114,7 @@ def alignment_scores(
         weights = output.alignment[:, : align.heads].float().mean(dim=1).cpu().numpy()  # (batch, tgt, src)
         for row, (i, s, t) in enumerate(zip(group, src, tgt, strict=True)):
             matrix = weights[row, : len(t.ids) + 1, : len(s.ids) + 1]
-            found[i] = word_links(matrix, s.words, t.words, align.rule)
+            found[i] = word_links(matrix, s.words, t.words, align.rule, null=align.null_slot)
     return score_alignments(found, gold.links)
 
 

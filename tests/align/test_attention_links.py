@@ -30,6 +30,18 @@ def test_shift_reads_the_next_row() -> None:
     assert word_links(WEIGHTS, SRC_WORDS, TGT_WORDS, rule="shift") == {(0, 0), (1, 1), (0, 1)}
 
 
+def test_the_null_slot_leaves_a_subword_that_attends_eos_most_unlinked() -> None:
+    # argmax: t0 attends </s> most (0.65) → no link; t1 → s0, t2 → s2 stay: words (0, 1), (1, 1)
+    assert word_links(WEIGHTS, SRC_WORDS, TGT_WORDS, null=True) == {(0, 1), (1, 1)}
+    # shift: the </s> column of the next row decides (0.10, 0.10, 0.10): every link stays
+    assert word_links(WEIGHTS, SRC_WORDS, TGT_WORDS, rule="shift", null=True) == {(0, 0), (1, 1), (0, 1)}
+    shifted_null = WEIGHTS.copy()
+    shifted_null[2] = [0.05, 0.05, 0.10, 0.80]  # the row that reads t1 now attends </s> most
+    assert word_links(shifted_null, SRC_WORDS, TGT_WORDS, rule="shift", null=True) == {(0, 0), (0, 1)}
+    # a threshold never links </s> with or without the null slot
+    assert word_links(WEIGHTS, SRC_WORDS, TGT_WORDS, threshold=0.2, null=True) == {(0, 0), (0, 1), (1, 1)}
+
+
 def test_threshold_keeps_every_subword_pair_that_reaches_it() -> None:
     # >= 0.2: t0-s1, t1-s0, t1-s2, t2-s2 → words (0, 0), (0, 1), (1, 1); t0's </s> weight is never a link
     assert word_links(WEIGHTS, SRC_WORDS, TGT_WORDS, threshold=0.2) == {(0, 0), (0, 1), (1, 1)}

@@ -19,13 +19,19 @@ UPDATES = 4
 STATIC = ["train.batch_tokens=600", "train.max_shapes=8", "train.static_shapes=true", "train.amp=false"]
 STATIC += ["model.dropout=0.0", "train.final_report=false"]
 FAMILIES = ["tiny-transformer.yaml", "tiny-rnn-bahdanau.yaml", "tiny-rnn-luong.yaml"]
-GUIDED = [("tiny-transformer.yaml", False), ("tiny-transformer.yaml", True), ("tiny-rnn-luong.yaml", False)]
+GUIDED = [  # (config, full_context, null_slot)
+    ("tiny-transformer.yaml", False, False),
+    ("tiny-transformer.yaml", True, False),
+    ("tiny-transformer.yaml", False, True),
+    ("tiny-rnn-luong.yaml", False, False),
+]
 
 
-def guided(labelled: Path, full_context: bool = False) -> list[str]:
+def guided(labelled: Path, full_context: bool = False, null_slot: bool = False) -> list[str]:
     return [
         f"train.alignment.links={labelled / 'train.links'}",
         f"train.alignment.full_context={full_context}",
+        f"train.alignment.null_slot={null_slot}",
     ]
 
 
@@ -57,12 +63,13 @@ def test_captured_training_gives_the_eager_losses(config: str, corpus: Path, tmp
     eager_and_captured(ROOT / "configs" / config, corpus, tmp_path)
 
 
-@pytest.mark.parametrize(("config", "full_context"), GUIDED)
+@pytest.mark.parametrize(("config", "full_context", "null_slot"), GUIDED)
 def test_captured_guided_training_gives_the_eager_losses(
-    config: str, full_context: bool, labelled: Path, tmp_path: Path
+    config: str, full_context: bool, null_slot: bool, labelled: Path, tmp_path: Path
 ) -> None:
-    """The links are part of each captured batch (and of its shape key); the alignment loss is replayed."""
-    sets = guided(labelled, full_context)
+    """The links are part of each captured batch (and of its shape key); the alignment loss (with the null
+    slot's links made on the device) is replayed."""
+    sets = guided(labelled, full_context, null_slot)
     trainer = eager_and_captured(ROOT / "configs" / config, labelled, tmp_path, *sets)
     assert all(dict(key).get("links") for key in trainer.update.graphs.captured)  # type: ignore[union-attr]
     assert trainer.update.alignment_sum.item() > 0
