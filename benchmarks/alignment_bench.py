@@ -53,7 +53,7 @@ from nmt.align.pharaoh import Link, SentenceLinks, read_lines, read_links, write
 from nmt.align.score import AlignmentScores, score_alignments
 from nmt.align.symmetrize import METHODS, symmetrize
 from nmt.config.sections import RULES
-from nmt.decode.aligner import Reading, attention_layout, force
+from nmt.decode.aligner import Reading, attention_layout, default_reading, force
 from nmt.decode.loading import load_trained
 from nmt.decode.trained_run import TrainedRun
 from nmt.decode.translator import TorchTranslator
@@ -313,9 +313,19 @@ def english_first(links: Sequence[set[Link]], src: str) -> list[set[Link]]:
 
 
 def every_reading(run: TrainedRun) -> list[Reading]:
+    """Each layer's heads alone and their mean, and the heads guided alignment supervised (their mean), by
+    both rules, with and without the null slot."""
     layers, heads = attention_layout(run.cfg)
     choices: list[tuple[int, ...] | None] = [(h,) for h in range(heads)] + ([None] if heads > 1 else [])
-    return [Reading(layer, h, rule) for rule in RULES for layer in range(layers) for h in choices]
+    supervised = default_reading(run.cfg, None, None, "run").heads
+    choices += [supervised] if supervised not in choices else []
+    return [
+        Reading(layer, h, rule, null=null)
+        for rule in RULES
+        for null in (False, True)
+        for layer in range(layers)
+        for h in choices
+    ]
 
 
 def measure_run(run_dir: Path, src: str, gold: dict[str, list[str]], links: list[SentenceLinks]) -> Directed:

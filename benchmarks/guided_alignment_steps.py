@@ -5,8 +5,9 @@
 It shares benchmarks/alignment_bench.py's work directory and protocol (its data and eflomal stages run first
 when their outputs are missing): the guided Transformer it chose (λ 2, decoder layer 0, Shift-Att, 2 heads,
 1,200 updates a direction) trained again for each step of STEPS, which changes its labels (which of eflomal's
-symmetrized links it learns) or how many times the gold pairs' *text* is in the training data (transductive
-weighting, as the literature's `*.plustest.*` training sets; their links are never training input). Per step:
+symmetrized links it learns), how many times the gold pairs' *text* is in the training data (transductive
+weighting, as the literature's `*.plustest.*` training sets; their links are never training input) or whether
+its unlinked subwords are pulled to the source's `</s>` (`train.alignment.null_slot`). Per step:
 the readings of both directions chosen on the first 100 gold pairs, then on the 347 after them the AER,
 precision and recall of
 
@@ -50,12 +51,15 @@ from nmt.decode.loading import load_trained
 from nmt.evaluate.evaluation import evaluate_run
 
 BASE = GUIDED["guided λ2 layer 0 shift, 2 heads"]  # the alignment bench's choice
-STEPS: dict[str, tuple[Method, int]] = {  # name: (eflomal's links the labels are, copies of the gold text)
-    "base: grow-diag-final-and labels, gold text ×1": ("grow-diag-final-and", 1),
-    "grow-diag labels": ("grow-diag", 1),
-    "intersection labels": ("intersection", 1),
-    "grow-diag labels, gold text ×10": ("grow-diag", 10),
-    "intersection labels, gold text ×10": ("intersection", 10),
+STEPS: dict[str, tuple[Method, int, bool]] = {  # name: (eflomal's links the labels are, copies of the gold
+    # text, whether unlinked subwords are pulled to the source's </s>: train.alignment.null_slot)
+    "base: grow-diag-final-and labels, gold text ×1": ("grow-diag-final-and", 1, False),
+    "grow-diag labels": ("grow-diag", 1, False),
+    "intersection labels": ("intersection", 1, False),
+    "grow-diag labels, gold text ×10": ("grow-diag", 10, False),
+    "intersection labels, gold text ×10": ("intersection", 10, False),
+    "intersection labels, gold text ×10, null slot": ("intersection", 10, True),
+    "grow-diag labels, gold text ×10, null slot": ("grow-diag", 10, True),
 }
 GOLD_PAIRS = 447  # the last lines of the benchmark's training text
 SOFT_THRESHOLDS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
@@ -93,9 +97,10 @@ def labels(work: Path, method: Method, copies: int, src: str) -> Path:
 
 
 def train_step(work: Path, step: str, src: str, tgt: str) -> Path:
-    method, copies = STEPS[step]
+    method, copies, null_slot = STEPS[step]
     gold = work / "gold"
     settings = (
+        f"train.alignment.null_slot={'true' if null_slot else 'false'}",
         f"train.alignment.links={labels(work, method, copies, src)}",
         f"train.alignment.gold_src={gold / f'first100.{src}'}",
         f"train.alignment.gold_tgt={gold / f'first100.{tgt}'}",
