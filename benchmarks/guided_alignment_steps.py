@@ -58,6 +58,7 @@ STEPS: dict[str, tuple[Method, int, bool]] = {  # name: (eflomal's links the lab
     "intersection labels": ("intersection", 1, False),
     "grow-diag labels, gold text ×10": ("grow-diag", 10, False),
     "intersection labels, gold text ×10": ("intersection", 10, False),
+    "intersection labels, null slot": ("intersection", 1, True),
     "intersection labels, gold text ×10, null slot": ("intersection", 10, True),
     "grow-diag labels, gold text ×10, null slot": ("grow-diag", 10, True),
 }
