@@ -26,7 +26,8 @@ nothing on a given reference, so (2) does not apply), and eflomal's links of the
 translation (one eflomal run over the training text and every pair measured). On the Hansards set the tags
 are also placed on the reference by the human sure links alone: the measure's ceiling, since a tag whose words
 have no sure link is projected by its possible ones. `--run NAME=RUN_DIR` measures given en→fr runs instead
-of training the two. Results go to work/markup.json; the table is printed in Markdown.
+of training the two. Results go to work/markup.json, by run name (a run measured before is not measured
+again); the table of the runs asked for is printed in Markdown.
 """
 
 from __future__ import annotations
@@ -475,13 +476,15 @@ def main() -> None:
     args = parser.parse_args()
     alignment_bench.ready(args.data, args.work, "markup benchmark")
     saved = args.work / "markup.json"
-    if not saved.exists():
-        paths = dict(given.split("=", 1) for given in args.run) if args.run else None
-        chosen = paths or trained_runs(args.work, args.model or MODELS)
-        runs = {name: load_trained([Path(path)], torch.device("cpu")) for name, path in chosen.items()}
-        results = measure(runs, load_sets(args.work, args.sentences), eflomal_aligner(args.work))
+    results = json.loads(saved.read_text()) if saved.exists() else {}
+    paths = dict(given.split("=", 1) for given in args.run) if args.run else None
+    chosen = paths or trained_runs(args.work, args.model or MODELS)
+    missing = {name: path for name, path in chosen.items() if name not in results}
+    if missing:  # runs measured before are kept, by name
+        runs = {name: load_trained([Path(path)], torch.device("cpu")) for name, path in missing.items()}
+        results |= measure(runs, load_sets(args.work, args.sentences), eflomal_aligner(args.work))
         saved.write_text(json.dumps(results, indent=1) + "\n")
-    print(report(json.loads(saved.read_text())))
+    print(report({name: results[name] for name in chosen}))
 
 
 if __name__ == "__main__":

@@ -88,9 +88,8 @@ def default_reading(cfg: Config, layer: int | None, heads: Heads, name: str) -> 
     """The attention a run aligns with: `layer` and `heads` as given ('mean': all heads), else those guided
     alignment supervised (when the run was trained with `train.alignment.links`; read by the rule it trained,
     `train.alignment.shift`, and with its null slot when `null_slot` trained one), else the last layer's mean
-    of heads (the one search pays, and
-    `nmt translate --alignments` reads). A layer or head the model lacks is a UserError naming the run
-    (`name`)."""
+    of heads (the one search pays, and `nmt translate --alignments` reads). A layer or head the model lacks is
+    a UserError naming the run (`name`)."""
     layers, head_count = attention_layout(cfg)
     guided = cfg.train.alignment if cfg.train.alignment and cfg.train.alignment.links else None
     transformer = cfg.model.transformer is not None
