@@ -4,6 +4,7 @@ benchmark itself is run by hand (it trains two models)."""
 
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 
@@ -91,3 +92,34 @@ def test_without_the_shared_data_the_benchmark_says_so_and_stops(
     assert stopped.value.code == 0
     assert capsys.readouterr().err.startswith("skipped: the markup benchmark needs the shared data")
     assert not (tmp_path / "work").exists()
+
+
+def test_runs_measured_before_are_kept_and_only_new_ones_measured(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A second call with another --run measures that run alone, keeps the first in markup.json and reports
+    the runs asked for (the measurement itself stands in: it is tested above)."""
+    measured: list[list[str]] = []
+
+    def measure(runs: dict, sets: dict, aligner: object) -> dict:
+        measured.append(list(runs))
+        return {name: {"set": f"measured {path}"} for name, path in runs.items()}
+
+    monkeypatch.setattr(bench.alignment_bench, "ready", lambda *args: None)
+    monkeypatch.setattr(bench, "load_trained", lambda paths, device: str(paths[0]))
+    monkeypatch.setattr(bench, "load_sets", lambda work, sentences: {})
+    monkeypatch.setattr(bench, "eflomal_aligner", lambda work: None)
+    monkeypatch.setattr(bench, "measure", measure)
+    monkeypatch.setattr(bench, "report", lambda results: " ".join(results))
+    work = tmp_path / "work"
+    work.mkdir()
+    for runs in (["first=A"], ["second=B", "first=A"]):
+        argv = ["markup_bench", "--work", str(work), *[arg for run in runs for arg in ("--run", run)]]
+        monkeypatch.setattr("sys.argv", argv)
+        bench.main()
+    assert measured == [["first"], ["second"]]
+    assert json.loads((work / "markup.json").read_text()) == {
+        "first": {"set": "measured A"},
+        "second": {"set": "measured B"},
+    }
+    assert capsys.readouterr().out.splitlines() == ["first", "second first"]
