@@ -317,8 +317,8 @@ def every_reading(run: TrainedRun) -> list[Reading]:
     both rules, with and without the null slot."""
     layers, heads = attention_layout(run.cfg)
     choices: list[tuple[int, ...] | None] = [(h,) for h in range(heads)] + ([None] if heads > 1 else [])
-    supervised = default_reading(run.cfg, None, None, "run").heads
-    choices += [supervised] if supervised not in choices else []
+    supervised = default_reading(run.cfg, None, None, "run").heads  # None: no guided heads (an RNN's one)
+    choices += [supervised] if supervised is not None and supervised not in choices else []
     return [
         Reading(layer, h, rule, null=null)
         for rule in RULES
