@@ -50,10 +50,11 @@ import torch
 
 from nmt.align.eflomal import align_with_eflomal
 from nmt.align.pharaoh import Link, SentenceLinks, read_lines, read_links, write_links
+from nmt.align.reading import Reading, attention_layout, default_reading
 from nmt.align.score import AlignmentScores, score_alignments
 from nmt.align.symmetrize import METHODS, symmetrize
 from nmt.config.sections import RULES
-from nmt.decode.aligner import Reading, attention_layout, default_reading, force
+from nmt.decode.aligner import force
 from nmt.decode.loading import load_trained
 from nmt.decode.trained_run import TrainedRun
 from nmt.decode.translator import TorchTranslator

@@ -49,7 +49,8 @@ import torch
 from benchmarks import alignment_bench
 from nmt.align.eflomal import align_with_eflomal
 from nmt.align.pharaoh import Link, SentenceLinks, read_lines, read_links
-from nmt.decode.aligner import default_reading, force
+from nmt.align.reading import default_reading
+from nmt.decode.aligner import force
 from nmt.decode.loading import load_trained
 from nmt.decode.markup import VOID, translate_page, translated_page
 from nmt.decode.trained_run import TrainedRun

@@ -72,13 +72,33 @@ def word_links(
     if rows.size == 0:
         return set()
     if threshold is None:
-        tgt, src = np.arange(rows.shape[0]), rows.argmax(axis=1)
-        if null:  # only the subwords that attend some source subword at least as much as </s>
-            tgt = np.nonzero(rows.max(axis=1) >= with_eos[:, -1])[0]
-            src = src[tgt]
-    else:
-        tgt, src = np.nonzero(rows >= threshold)
+        attended = most_attended(with_eos, null)
+        return {(int(src_words[s]), int(tgt_words[t])) for t, s in enumerate(attended) if s is not None}
+    tgt, src = np.nonzero(rows >= threshold)
     return {(int(src_words[s]), int(tgt_words[t])) for s, t in zip(src.tolist(), tgt.tolist(), strict=True)}
+
+
+def most_attended(rows: np.ndarray, null: bool = False) -> list[int | None]:
+    """Each row's most attended source subword (the first of equal ones; a column set to -1 is left out) and
+    never the source's `</s>`: rows (tgt, src + 1) as a rule gives them, at least one source subword. With
+    `null`, None for a row that attends `</s>` more than every source subword."""
+    weights = rows[:, :-1]  # (tgt, src)
+    best: list[int | None] = list(weights.argmax(axis=1).tolist())
+    if not null:
+        return best
+    kept = weights.max(axis=1) >= rows[:, -1]  # (tgt,)
+    return [s if keep else None for s, keep in zip(best, kept.tolist(), strict=True)]
+
+
+def attended_subwords(
+    weights: np.ndarray, rule: Rule, null: bool, skipped: np.ndarray | None = None
+) -> list[int | None]:
+    """A translation's alignment: each output subword's most attended source subword under `rule` and
+    `null`, of those not `skipped` (bool (src,): a language tag), from its attention (tgt + 1, src + 1)."""
+    rows = _rule_rows(np.array(weights, dtype=np.float32), rule)  # (tgt, src + 1), a copy
+    if skipped is not None:
+        rows[:, :-1][:, skipped] = -1.0
+    return most_attended(rows, null)
 
 
 def word_weights(

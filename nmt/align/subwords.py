@@ -56,10 +56,10 @@ def _positions(words: Words) -> dict[int, list[int]]:
 
 
 def attended_links(
-    attended: Sequence[int], src_words: Sequence[int | None], tgt_words: Sequence[int | None]
+    attended: Sequence[int | None], src_words: Sequence[int | None], tgt_words: Sequence[int | None]
 ) -> list[Link]:
     """Word links of a translation, sorted: output subword t and the source subword `attended[t]` it attended
-    most, as (source word, output word), where both belong to a word (`src_words`/`tgt_words`: each
-    subword's word, None for none)."""
-    pairs = {(src_words[s], tgt_words[t]) for t, s in enumerate(attended)}
+    most (None: none, the null slot's), as (source word, output word), where both belong to a word
+    (`src_words`/`tgt_words`: each subword's word, None for none)."""
+    pairs = {(src_words[s], tgt_words[t]) for t, s in enumerate(attended) if s is not None}
     return sorted((i, j) for i, j in pairs if i is not None and j is not None)

@@ -15,15 +15,14 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 from torch import Tensor
 
 from nmt.align.attention import layer_attention, word_links, word_weights
 from nmt.align.pharaoh import Link, format_links, read_lines
+from nmt.align.reading import Heads, Reading, default_reading
 from nmt.align.symmetrize import Method, symmetrize
-from nmt.config.schema import Config
 from nmt.config.sections import Rule
 from nmt.data.words import WordPieces
 from nmt.decode.trained_run import TrainedRun
@@ -32,20 +31,6 @@ from nmt.errors import UserError
 
 SOFT_DIGITS = 4  # decimals of soft weights
 CHUNK_PAIRS = 1000  # pairs forced at a time: the attention of every layer and head is kept only for them
-Heads = tuple[int, ...] | Literal["mean"] | None  # asked: these heads' mean, all heads', or the run's default
-
-
-@dataclass(frozen=True)
-class Reading:
-    """Which attention aligns and how it becomes links: decoder `layer` (from 0, negative from the last), the
-    mean of `heads` (None: all of them), `rule` and, when set, `threshold`; with `null` a subword that attends
-    the source's `</s>` most stays unlinked (see nmt/align/attention.py)."""
-
-    layer: int
-    heads: tuple[int, ...] | None
-    rule: Rule = "argmax"
-    threshold: float | None = None
-    null: bool = False
 
 
 @dataclass(frozen=True)
@@ -75,42 +60,6 @@ class Forced:
 
     def _weights(self, pair: int, reading: Reading) -> np.ndarray:
         return layer_attention(self.attention[pair].numpy(), reading.layer, reading.heads)
-
-
-def attention_layout(cfg: Config) -> tuple[int, int]:
-    """The decoder layers and heads of a model's encoder-decoder attention (an RNN: 1 and 1)."""
-    if cfg.model.transformer is None:
-        return 1, 1
-    return cfg.model.decoder_layers, cfg.model.transformer.heads
-
-
-def default_reading(cfg: Config, layer: int | None, heads: Heads, name: str) -> Reading:
-    """The attention a run aligns with: `layer` and `heads` as given ('mean': all heads), else those guided
-    alignment supervised (when the run was trained with `train.alignment.links`; read by the rule it trained,
-    `train.alignment.shift`, and with its null slot when `null_slot` trained one), else the last layer's mean
-    of heads (the one search pays, and `nmt translate --alignments` reads). A layer or head the model lacks is
-    a UserError naming the run (`name`)."""
-    layers, head_count = attention_layout(cfg)
-    guided = cfg.train.alignment if cfg.train.alignment and cfg.train.alignment.links else None
-    transformer = cfg.model.transformer is not None
-    if layer is None:
-        layer = guided.decoder_layer(layers) if guided and transformer else layers - 1
-    if heads is None:
-        heads = tuple(range(guided.heads)) if guided and transformer else "mean"
-    if not -layers <= layer < layers:
-        raise UserError(
-            f"--layer {layer}: {name} has {layers} decoder layer(s) with attention; use 0 to {layers - 1} "
-            f"(or -1 for the last)"
-        )
-    rule, null = (guided.rule, guided.null_slot) if guided else ("argmax", False)
-    if heads == "mean":
-        return Reading(layer, None, rule, null=null)
-    wrong = [head for head in heads if not 0 <= head < head_count]
-    if wrong:
-        raise UserError(
-            f"--head {wrong[0]}: {name} has {head_count} head(s) a layer; use 0 to {head_count - 1}"
-        )
-    return Reading(layer, heads, rule, null=null)
 
 
 def read_pairs(src: Path, tgt: Path) -> tuple[list[str], list[str]]:
@@ -156,17 +105,8 @@ def force(
                 f"split or drop that pair"
             )
     ids = [s.ids for s in src], [t.ids for t in tgt]
-    attention = translator.teacher_forced(*ids, progress, full_context_layer(run.cfg))
+    attention = translator.teacher_forced(*ids, progress)
     return Forced(src, tgt, attention)
-
-
-def full_context_layer(cfg: Config) -> int | None:
-    """The decoder layer that guided alignment trained with full target context, if the run was
-    (`train.alignment.full_context`)."""
-    guided = cfg.train.alignment
-    if guided is None or guided.links is None or not guided.full_context or cfg.model.transformer is None:
-        return None
-    return guided.decoder_layer(cfg.model.decoder_layers)
 
 
 def symmetrized(

@@ -11,9 +11,11 @@ n-gram blocking, a minimum length, sampling); one it has none for (diverse beam 
 line. Sampling seeds CTranslate2's generators with the seed: the same input and seed give the same samples in
 a new process, but CTranslate2 cannot promise a line the same sample wherever it stands, as nmt's own search
 does (its generators are per thread, and setting the seed does not restart them: CTranslate2 issue 1757).
-Alignments come from the attention CTranslate2 returns (`return_attention`): the export sets it to the last
-decoder layer's mean of heads (`ALIGNMENT`), the attention nmt's search aligns with; as there, no output token
-aligns to a language tag (nor has a row for a forced decoder tag).
+Alignments come from the attention CTranslate2 returns (`return_attention`, with the end token's row): the
+export sets it to the attention the run's translations align with (nmt/align/reading.py), the last decoder
+layer's mean of heads (`ALIGNMENT`) or a guided run's supervised layer and heads, read by the run's rule and
+null slot as the torch engine reads them; as there, no output token aligns to a language tag (nor has a row
+for a forced decoder tag).
 """
 
 from __future__ import annotations
@@ -25,9 +27,12 @@ from typing import Any
 
 import numpy as np
 
+from nmt.align.attention import attended_subwords
+from nmt.align.reading import SEARCH_READING, Reading
 from nmt.config.multilingual import Direction
 from nmt.config.sections import SearchConfig
 from nmt.data.language_tags import LanguageTags
+from nmt.data.special_tokens import EOS
 from nmt.data.target_vocabulary import load_target_vocabularies
 from nmt.data.tokenizer import Tokenizers, load_tokenizers
 from nmt.decode.search import Hypothesis, SearchOptions
@@ -79,8 +84,9 @@ class ExportedTranslator(Translator):
         directions: tuple[Direction, ...] = (),  # exports of nmt 0.1.0 before serving: none
         has_alignments: bool = True,  # False: an export written before its attention was set (ALIGNMENT)
         vocabularies: dict[str, list[int]] | None = None,  # where the export has a VOCABULARY_MAP
+        reading: Reading | None = None,  # a guided run's: what its attention holds, read so
     ) -> None:
-        super().__init__(tokenizers, settings, max_source_len, tags, directions, vocabularies)
+        super().__init__(tokenizers, settings, max_source_len, tags, directions, vocabularies, reading)
         self.translator = translator
         self.has_alignments = has_alignments
 
@@ -105,6 +111,7 @@ class ExportedTranslator(Translator):
             max_decoding_length=max(limits) + forced,
             suppress_sequences=[[piece] for piece in tgt.pieces(list(options.banned))],
             return_attention=options.alignments,
+            return_end_token=options.alignments,  # its attention row: Shift-Att reads it
             **prefix,
             **settings,
         )
@@ -112,9 +119,11 @@ class ExportedTranslator(Translator):
         for ids, limit, result in zip(sources, limits, results, strict=True):
             hyps = []
             for k, (pieces, score) in enumerate(zip(result.hypotheses, result.scores, strict=True)):
-                tokens = tgt.ids(pieces[forced : forced + limit])
+                output = tgt.ids(pieces[forced:])
+                ended = output[-1:] == [EOS]  # returned only with alignments
+                tokens = output[: len(output) - ended][:limit]
                 attended = (
-                    most_attended(result.attention[k][forced:], ids, len(tokens), options.unaligned)
+                    self._attended(result.attention[k][forced:], ids, len(tokens), options.unaligned)
                     if options.alignments
                     else None
                 )
@@ -122,16 +131,21 @@ class ExportedTranslator(Translator):
             found.append(hyps)
         return found
 
-
-def most_attended(
-    attention: list[list[float]], source: list[int], tokens: int, unaligned: tuple[int, ...]
-) -> list[int]:
-    """The source position each of the first `tokens` rows of CTranslate2's attention (a row per output token,
-    a column per token of `source` and eos) attends most of those not eos nor an `unaligned` id (the first of
-    equal ones), as nmt/decode/search.py `most_attended` picks it."""
-    weights = np.asarray(attention, dtype=np.float32)[:tokens, : len(source)]  # (tokens, source)
-    weights[:, np.isin(source, unaligned)] = -1.0
-    return weights.argmax(axis=1).tolist()
+    def _attended(
+        self, attention: list[list[float]], source: list[int], tokens: int, unaligned: tuple[int, ...]
+    ) -> list[int | None]:
+        """The source position of `source` each of the first `tokens` output tokens aligns to, under the
+        export's reading (default: argmax), from CTranslate2's attention (a row per output token and the end
+        token, a column per token of `source`; eos has what the row leaves): never eos nor an `unaligned`
+        id."""
+        if tokens == 0:
+            return []
+        paid = np.asarray(attention, dtype=np.float32)[: tokens + 1, : len(source)]  # (tokens + 1, source)
+        if len(paid) == tokens:  # cut at the length limit before its end: its last row stands in
+            paid = np.concatenate([paid, paid[-1:]])
+        weights = np.hstack([paid, 1.0 - paid.sum(axis=1, keepdims=True)])  # (tokens + 1, source + 1)
+        reading = self.reading or SEARCH_READING
+        return attended_subwords(weights, reading.rule, reading.null, np.isin(source, unaligned))
 
 
 def ctranslate2_search(rule: SearchRule, options: SearchOptions) -> dict[str, Any]:
@@ -195,7 +209,8 @@ def load_export(
     tokenizers = load_tokenizers(path, meta["joint_vocabulary"])
     settings = SearchConfig(**meta["search"])
     tags = None if meta.get("tags") is None else LanguageTags(tokenizers.src.tag_ids, meta["tags"])
-    aligns = meta.get("alignment") == ALIGNMENT
+    alignment = meta.get("alignment")
+    reading = exported_reading(alignment) if isinstance(alignment, dict) else None
     vocabularies = load_target_vocabularies(path) if (path / VOCABULARY_MAP).is_file() else {}
     return ExportedTranslator(
         translator,
@@ -204,8 +219,9 @@ def load_export(
         meta["max_source_len"],
         tags,
         export_directions(meta),
-        aligns,
+        alignment == ALIGNMENT or reading is not None,
         vocabularies,
+        reading,
     )
 
 
@@ -215,3 +231,16 @@ def export_directions(meta: dict[str, Any]) -> tuple[Direction, ...]:
     if "directions" in meta:
         return tuple(Direction.parse(name) for name in meta["directions"])
     return (Direction(*meta["languages"]),) if "languages" in meta else ()
+
+
+def exported_reading(alignment: dict[str, Any]) -> Reading:
+    """The reading an export's nmt-export.json holds (`alignment`: layer, heads, rule, null), as `nmt export`
+    writes it for a guided run (nmt/export/ctranslate2.py `alignment_meta`)."""
+    heads = alignment["heads"]
+    return Reading(
+        alignment["layer"],
+        None if heads is None else tuple(heads),
+        alignment["rule"],
+        None,
+        alignment["null"],
+    )

@@ -51,12 +51,13 @@ class Hypothesis:
     """One output of search: tokens without bos/eos, its score (`score`) and, when asked, the
     encoder-decoder attention paid for each token and the final eos (len(tokens) + 1, src_len), and the
     alignment: for each token, the source position (from 0) it attended most of those that hold a word's
-    subword (not eos, nor an `unaligned` id)."""
+    subword (not eos, nor an `unaligned` id), or None where a reading's null slot leaves it unaligned
+    (nmt/align/reading.py)."""
 
     tokens: list[int]
     score: float
     attention: Tensor | None = None
-    alignment: list[int] | None = None
+    alignment: list[int | None] | None = None
 
 
 @dataclass(frozen=True)

@@ -26,10 +26,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
+import numpy as np
 import torch
 from torch import Tensor
 
+from nmt.align.attention import attended_subwords, layer_attention
 from nmt.align.pharaoh import Link
+from nmt.align.reading import Reading, full_context_layer, translation_reading
 from nmt.align.subwords import attended_links
 from nmt.config.multilingual import Direction
 from nmt.config.schema import Config
@@ -62,8 +65,8 @@ class Translation:
     """One hypothesis, decoded: its text, score, token ids, subwords ending with '</s>' (none for an empty
     source) and, when asked, its attention (layers, heads, len(pieces), len(source pieces)) and its word
     alignment: (source word, output word) links, from 0, sorted, each output subword linked to the source
-    subword it attended most (`SearchOptions.alignments`); the words are those of the source line and
-    `text`."""
+    subword it attended most under the translator's `reading` (`SearchOptions.alignments`); the words are
+    those of the source line and `text`."""
 
     text: str
     score: float
@@ -129,7 +132,9 @@ class Translator(ABC):
     takes (`max_source_len` subwords; longer ones are cut). It translates into one `target` language at a
     time: a multilingual model's by its language `tags`, named by `toward`; a bilingual model's, its own.
     `directions`: those the model was trained on (empty where they are not known); `vocabularies`: each
-    target language's subword ids (nmt/data/target_vocabulary.py; empty where they are not known)."""
+    target language's subword ids (nmt/data/target_vocabulary.py; empty where they are not known);
+    `reading`: the attention translations align with where it is not the one search pays (None: search's;
+    nmt/align/reading.py `translation_reading`)."""
 
     def __init__(
         self,
@@ -139,10 +144,12 @@ class Translator(ABC):
         tags: LanguageTags | None = None,
         directions: tuple[Direction, ...] = (),
         vocabularies: Mapping[str, Sequence[int]] | None = None,
+        reading: Reading | None = None,
     ) -> None:
         self.tokenizers, self.settings, self.max_source_len = tokenizers, settings, max_source_len
         self.tags, self.directions = tags or NO_TAGS, directions
         self.vocabularies = vocabularies or {}
+        self.reading = reading
         own = directions[0].tgt if directions and not self.tags.tagged else ""
         self.target = own  # "" until `toward` names it, for a multilingual model
         self.zero_shot = False  # whether `toward` named a direction the model was never trained on
@@ -413,7 +420,9 @@ class Translator(ABC):
 
 
 class TorchTranslator(Translator):
-    """A trained model (or an `Ensemble` of them) searched by nmt's own search (nmt/decode/search.py)."""
+    """A trained model (or an `Ensemble` of them) searched by nmt's own search (nmt/decode/search.py).
+    `full_context_layer`: the decoder layer guided alignment trained with full target context (it attends
+    so in every teacher-forced pass), if any."""
 
     def __init__(
         self,
@@ -424,16 +433,21 @@ class TorchTranslator(Translator):
         tags: LanguageTags | None = None,
         directions: tuple[Direction, ...] = (),
         vocabularies: Mapping[str, Sequence[int]] | None = None,
+        reading: Reading | None = None,
+        full_context_layer: int | None = None,
     ) -> None:
-        super().__init__(tokenizers, settings, max_source_len, tags, directions, vocabularies)
+        super().__init__(tokenizers, settings, max_source_len, tags, directions, vocabularies, reading)
         self.model = model
+        self.full_context_layer = full_context_layer
 
     @classmethod
     def of_run(cls, run: TrainedRun) -> TorchTranslator:
-        """The translator of a loaded run (or ensemble), with the run's search settings."""
+        """The translator of a loaded run (or ensemble: search's own alignments, its members' mean), with the
+        run's search settings and alignment reading."""
         cfg = run.cfg
         tags = run_tags(cfg, run.tokenizers)
         vocabularies = load_target_vocabularies(run.directory.path)
+        alone = not isinstance(run.model, Ensemble)
         return cls(
             run.model,
             run.tokenizers,
@@ -442,6 +456,8 @@ class TorchTranslator(Translator):
             tags,
             cfg.data.directions.pairs,
             vocabularies,
+            translation_reading(cfg) if alone else None,
+            full_context_layer(cfg) if alone else None,
         )
 
     def search_batch(
@@ -449,44 +465,84 @@ class TorchTranslator(Translator):
     ) -> list[list[Hypothesis]]:
         """Attention, when asked: every layer's and head's from a teacher-forced pass over each hypothesis;
         an ensemble has no such pass, so search collects its members' mean of last-layer heads (one layer,
-        one head)."""
+        one head). Alignments, when asked: search's, or under the translator's `reading` from a
+        teacher-forced pass (with full context where guided alignment trained it)."""
         ensemble = isinstance(self.model, Ensemble)
+        reread = options.alignments and self.reading is not None
         batch = collate(sources, [[] for _ in sources], range(len(sources))).to(self.model.device)
-        collect = dataclasses.replace(options, attention=options.attention and ensemble)
+        collect = dataclasses.replace(
+            options, attention=options.attention and ensemble, alignments=options.alignments and not reread
+        )
         with torch.inference_mode(), autocast(self.model.device):
             found = search(self.model, batch.src, batch.src_mask, rule, collect)
+        if reread:
+            found = self._aligned(sources, found, options)
         if not options.attention:
             return found
         if ensemble:  # search collected every hypothesis' attention (time, source): one layer, one head
             return [[_one_layer_one_head(h) for h in hyps] for hyps in found]
         return [
-            [
-                dataclasses.replace(h, attention=weights)
-                for h, weights in zip(
-                    hyps,
-                    teacher_forced_attention(
-                        self.model, [src] * len(hyps), [h.tokens for h in hyps], prefix=options.prefix
-                    ),
-                    strict=True,
-                )
-            ]
-            for src, hyps in zip(sources, found, strict=True)
+            [dataclasses.replace(h, attention=weights) for h, weights in zip(hyps, paid, strict=True)]
+            for hyps, paid in zip(found, self._paid(sources, found, options.prefix), strict=True)
         ]
+
+    def _paid(
+        self,
+        sources: list[list[int]],
+        found: list[list[Hypothesis]],
+        prefix: Sequence[int],
+        context: int | None = None,
+    ) -> list[list[Tensor]]:
+        """The attention each hypothesis of each source paid (layers, heads, len(tokens) + 1,
+        len(source) + 1), teacher-forced after the forced `prefix`, `settings.batch_size` hypotheses a
+        pass; with full target context in decoder layer `context`, if given."""
+        srcs = [src for src, hyps in zip(sources, found, strict=True) for _ in hyps]
+        outputs = [h.tokens for hyps in found for h in hyps]
+        size = self.settings.batch_size
+        paid = iter(
+            weights
+            for start in range(0, len(outputs), size)
+            for weights in teacher_forced_attention(
+                self.model, srcs[start : start + size], outputs[start : start + size], context, prefix
+            )
+        )
+        return [[next(paid) for _ in hyps] for hyps in found]
+
+    def _aligned(
+        self, sources: list[list[int]], found: list[list[Hypothesis]], options: SearchOptions
+    ) -> list[list[Hypothesis]]:
+        """The hypotheses with their alignments under the translator's `reading`: no token aligned to eos
+        or an `unaligned` id, none to anything where the null slot holds it."""
+        reading = self.reading
+        assert reading is not None
+        paid = self._paid(sources, found, options.prefix, self.full_context_layer)
+        aligned = []
+        for src, hyps, weights in zip(sources, found, paid, strict=True):
+            skipped = np.isin(src, options.unaligned)  # (len(src),)
+            rows = [layer_attention(w.numpy(), reading.layer, reading.heads) for w in weights]
+            aligned.append(
+                [
+                    dataclasses.replace(
+                        h, alignment=attended_subwords(r, reading.rule, reading.null, skipped)
+                    )
+                    for h, r in zip(hyps, rows, strict=True)
+                ]
+            )
+        return aligned
 
     def teacher_forced(
         self,
         sources: Sequence[IntSequence],
         targets: Sequence[IntSequence],
         progress: Progress | None = None,
-        full_context_layer: int | None = None,
     ) -> list[Tensor]:
         """The attention of every layer and head the model pays producing each target (ids without bos/eos)
         from its source, teacher-forced in batches of `settings.batch_size` pairs of similar length
         (`progress` told the size of each): per pair (layers, heads, len(target) + 1, len(source) + 1),
-        rows and columns ending with eos; `full_context_layer` as `teacher_forced_attention` takes it. In
-        float32 on every device. A multilingual model's language tag is added where it was trained (the
-        first source token, or the first target token after bos) and its row or column left out: the
-        attention is the words'. Not for an ensemble, which has no teacher-forced pass."""
+        rows and columns ending with eos; the translator's `full_context_layer` as `teacher_forced_attention`
+        takes it. In float32 on every device. A multilingual model's language tag is added where it was
+        trained (the first source token, or the first target token after bos) and its row or column left
+        out: the attention is the words'. Not for an ensemble, which has no teacher-forced pass."""
         if isinstance(self.model, Ensemble):
             raise UserError("an ensemble has no teacher-forced pass; give one run")
         tagged_sources, tagged_targets, prefix, column = sources, targets, [], 0
@@ -501,7 +557,7 @@ class TorchTranslator(Translator):
         lengths = [len(s) + len(t) for s, t in zip(tagged_sources, tagged_targets, strict=True)]
         for group in sorted_groups(lengths, self.settings.batch_size):
             src, tgt = [tagged_sources[i] for i in group], [tagged_targets[i] for i in group]
-            found += teacher_forced_attention(self.model, src, tgt, full_context_layer)
+            found += teacher_forced_attention(self.model, src, tgt, self.full_context_layer)
             order += group
             if progress is not None:
                 progress(len(group))

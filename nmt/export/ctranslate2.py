@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import shutil
 from pathlib import Path
 from typing import Any, cast
@@ -27,6 +28,7 @@ from typing import Any, cast
 import numpy as np
 from torch import Tensor
 
+from nmt.align.reading import SEARCH_READING, Reading, full_context_layer, translation_reading
 from nmt.data.language_tags import tag_piece
 from nmt.data.special_tokens import BOS, EOS, UNK
 from nmt.data.target_vocabulary import FILE as TARGET_VOCABULARIES
@@ -52,6 +54,8 @@ QUANTIZATIONS = (
 )
 CROSS_ATTENTION = ("query_proj", "key_value_proj", "out_proj")  # CTranslate2's order of its 3 linears
 
+log = logging.getLogger(__name__)
+
 
 def export_run(
     run_dir: Path,
@@ -71,7 +75,14 @@ def export_run(
     import_ctranslate2()
     run, model = load_transformer_run(run_dir, which, "CTranslate2")
     arch = run.cfg.model.transformer_settings
-    spec = transformer_spec(model, arch.heads, arch.norm == "pre")
+    reading = translation_reading(run.cfg) or SEARCH_READING
+    if full_context_layer(run.cfg) is not None:
+        log.warning(
+            "CTranslate2 has no full-context pass: the export's alignments read decoder layer %d's causal "
+            "attention, which guided alignment trained with full context",
+            reading.layer,
+        )
+    spec = transformer_spec(model, arch.heads, arch.norm == "pre", reading)
     set_vocabularies(spec, run.tokenizers.src, run.tokenizers.tgt)
     spec.validate()
     spec.optimize(quantization=quantization)
@@ -93,7 +104,7 @@ def _save(spec: Any, run: TrainedRun, out_dir: Path, quantization: str) -> None:
         "tags": cfg.data.directions.tags,
         "search": dataclasses.asdict(cfg.search),
         "max_source_len": max_source_len(cfg),
-        "alignment": ALIGNMENT,
+        "alignment": alignment_meta(translation_reading(cfg)),
     }
     with staged_directory(out_dir) as tmp:
         spec.save(str(tmp))
@@ -104,6 +115,15 @@ def _save(spec: Any, run: TrainedRun, out_dir: Path, quantization: str) -> None:
         (tmp / META).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
         if cfg.data.directions.tags == "encoder":
             write_vocabulary_map(run, tmp)
+
+
+def alignment_meta(reading: Reading | None) -> str | dict[str, Any]:
+    """What nmt-export.json says of the attention the export returns: `ALIGNMENT` (search's), or the guided
+    run's reading (nmt/decode/exported.py `exported_reading` reads it back)."""
+    if reading is None:
+        return ALIGNMENT
+    heads = None if reading.heads is None else list(reading.heads)
+    return {"layer": reading.layer, "heads": heads, "rule": reading.rule, "null": reading.null}
 
 
 def write_vocabulary_map(run: TrainedRun, out_dir: Path) -> None:
@@ -144,22 +164,30 @@ class _Weights:
             )
 
 
-def transformer_spec(model: TransformerSeq2Seq, heads: int, pre_norm: bool) -> Any:
+def transformer_spec(
+    model: TransformerSeq2Seq, heads: int, pre_norm: bool, reading: Reading = SEARCH_READING
+) -> Any:
     """The model's weights on a `ctranslate2.specs.TransformerSpec`.
 
     Embeddings are scaled by sqrt(d) and get our sinusoidal table (sin on even, cos on odd dimensions; stored
     explicitly, as CTranslate2's default concatenates sin and cos halves). The fused self-attention `qkv_proj`
     (rows: queries, keys, values) is CTranslate2's fused linear as it is; cross-attention keeps its query and
     fused key/value projections. Final layer norms exist in pre-norm models only, in both. The attention
-    CTranslate2 returns is the last decoder layer's mean of heads (`ALIGNMENT`; its default is the first
-    head alone), the one nmt's search returns and aligns with.
+    CTranslate2 returns is the one `reading` reads (its default is the first head alone): the last decoder
+    layer's mean of heads (`ALIGNMENT`), the one nmt's search returns and aligns with, or a guided run's
+    supervised layer and the mean of its first heads.
     """
     from ctranslate2.specs import transformer_spec as ts
 
     layers = (len(model.encoder_layers), len(model.decoder_layers))
-    every_head = 0  # CTranslate2 averages this many heads of alignment_layer; 0: all of them
+    first = 0 if reading.heads is None else len(reading.heads)  # CTranslate2 averages the first heads; 0: all
+    assert reading.heads in (None, tuple(range(first))), "CTranslate2 averages the first heads only"
     spec = ts.TransformerSpec.from_config(
-        layers, heads, pre_norm=pre_norm, alignment_layer=-1, alignment_heads=every_head
+        layers,
+        heads,
+        pre_norm=pre_norm,
+        alignment_layer=reading.layer % layers[1],
+        alignment_heads=first,
     )
     weights = _Weights(model.state_dict())
     encoder, decoder = spec.encoder, spec.decoder

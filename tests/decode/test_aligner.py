@@ -11,11 +11,12 @@ import torch
 import nmt.decode.aligner
 import nmt.decode.translator
 from nmt.align.pharaoh import read_links
+from nmt.align.reading import Reading, default_reading
 from nmt.align.symmetrize import symmetrize
 from nmt.config.yaml_file import load_config
 from nmt.data.batching import collate
 from nmt.data.words import WordPieces
-from nmt.decode.aligner import Forced, Reading, default_reading, force, soft_text
+from nmt.decode.aligner import Forced, force, soft_text
 from nmt.decode.alignments import teacher_forced_attention
 from nmt.decode.trained_run import load_run
 from nmt.decode.translator import TorchTranslator
