@@ -17,8 +17,9 @@ from nmt.decode.alignments import teacher_forced_attention
 from nmt.decode.search import Hypothesis
 from nmt.decode.trained_run import load_run
 from nmt.decode.translator import TorchTranslator, search_options
-from tests.conftest import ROOT, run_cli
+from tests.conftest import run_cli
 from tests.ties import assert_equal_but_for_ties
+from tests.train.test_guided_alignment import guided
 
 GUIDED_READING = Reading(0, (0, 1), "shift", null=True)  # what the run below trains: layer 0, 2 heads
 
@@ -53,19 +54,9 @@ def guided_run(labelled: Path, tmp_path_factory: pytest.TempPathFactory) -> Path
     """The tiny Transformer trained briefly with guided alignment on layer 0's first two heads, Shift-Att
     and the null slot."""
     out = tmp_path_factory.mktemp("guided") / "run"
-    sets = [
-        f"train.alignment.links={labelled / 'train.links'}",
-        "train.alignment.layer=0",
-        "train.alignment.heads=2",
-        "train.alignment.shift=true",
-        "train.alignment.null_slot=true",
-        "tokenizer.vocab_size=500",
-        "train.eval_every=120",
-        "train.final_report=false",
-    ]
-    config = str(ROOT / "configs" / "tiny-transformer.yaml")
-    args = ["train", config, "--data", str(labelled), "--out", str(out), "--device", "cpu", "--max-time", "0"]
-    code, _, err = run_cli(*args, "--max-steps", "120", *[arg for s in sets for arg in ("--set", s)])
+    heads = ["train.alignment.layer=0", "train.alignment.heads=2"]
+    rules = ["train.alignment.shift=true", "train.alignment.null_slot=true"]
+    code, _, err = run_cli(*guided(labelled, out, *heads, *rules, steps=120))
     assert code == 0, err
     return out
 

@@ -157,7 +157,9 @@ def test_the_supervised_attention_learns_the_links(
     assert losses[-1] < 0.3 * losses[0], losses
 
 
-def guided(data: Path, out: Path, *extra: str) -> list[str]:
+def guided(data: Path, out: Path, *extra: str, steps: int = 300) -> list[str]:
+    """`nmt train` arguments of the tiny Transformer guided by `data`'s links for `steps` updates, `extra`
+    settings last."""
     sets = [
         f"train.alignment.links={data / 'train.links'}",
         f"train.alignment.gold_src={data / 'valid.src'}",
@@ -171,7 +173,7 @@ def guided(data: Path, out: Path, *extra: str) -> list[str]:
     ]
     config = str(ROOT / "configs" / "tiny-transformer.yaml")
     args = ["train", config, "--data", str(data), "--out", str(out), "--device", "cpu", "--max-time", "0"]
-    return args + ["--max-steps", "300"] + [arg for s in sets for arg in ("--set", s)]
+    return args + ["--max-steps", str(steps)] + [arg for s in sets for arg in ("--set", s)]
 
 
 @pytest.mark.slow
