@@ -56,6 +56,37 @@ def labelled(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
+def guided_args(data: Path, out: Path, *extra: str, steps: int = 300) -> list[str]:
+    """`nmt train` arguments of the tiny Transformer guided by `data`'s links for `steps` updates, `extra`
+    settings last."""
+    sets = [
+        f"train.alignment.links={data / 'train.links'}",
+        f"train.alignment.gold_src={data / 'valid.src'}",
+        f"train.alignment.gold_tgt={data / 'valid.tgt'}",
+        f"train.alignment.gold_links={data / 'valid.links'}",
+        "train.alignment.weight=0.5",
+        "tokenizer.vocab_size=500",
+        "train.eval_every=150",
+        "train.final_report=false",
+        *extra,
+    ]
+    config = str(ROOT / "configs" / "tiny-transformer.yaml")
+    args = ["train", config, "--data", str(data), "--out", str(out), "--device", "cpu", "--max-time", "0"]
+    return args + ["--max-steps", str(steps)] + [arg for s in sets for arg in ("--set", s)]
+
+
+@pytest.fixture(scope="session")
+def guided_run(labelled: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny Transformer trained briefly with guided alignment on decoder layer 0's first two heads,
+    Shift-Att and the null slot."""
+    out = tmp_path_factory.mktemp("guided") / "run"
+    heads = ["train.alignment.layer=0", "train.alignment.heads=2"]
+    rules = ["train.alignment.shift=true", "train.alignment.null_slot=true"]
+    code, _, err = run_cli(*guided_args(labelled, out, *heads, *rules, steps=120))
+    assert code == 0, err
+    return out
+
+
 @pytest.fixture(scope="session")
 def three_languages(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A folder holding MULTILINGUAL_CONFIG (config.yaml) and its synthetic corpus of three languages

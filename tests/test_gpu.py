@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from nmt.data.batching import Batch
+from nmt.decode.alignments import teacher_forced_attention
 from nmt.decode.search import SearchOptions, search
 from nmt.decode.step_graphs import StepGraphs
 from nmt.decode.trained_run import load_run
@@ -21,6 +22,7 @@ from nmt.train.token_budget import ROUND_TO, peak_memory, worst_batch
 from nmt.train.validation import validation_scores
 from tests.conftest import ROOT, make_trainer, prepared, updates
 from tests.decode.test_captured_search import CASES, Case, Ending, model_of, same, sources
+from tests.decode.test_translation_alignments import by_hand
 from tests.train.test_captured_training import FAMILIES, GUIDED, eager_and_captured, guided
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
@@ -205,3 +207,17 @@ def test_alignments_on_the_gpu_are_the_cpu_s(trained_run: Path, corpus: Path) ->
         found[device.type] = translator.teacher_forced(sources, targets)
     for gpu, cpu in zip(found["cuda"], found["cpu"], strict=True):
         torch.testing.assert_close(gpu, cpu, rtol=1e-4, atol=1e-5)
+
+
+def test_a_guided_runs_translations_read_its_supervised_heads_on_the_gpu(
+    guided_run: Path, labelled: Path
+) -> None:
+    """Search in bf16 (from CUDA graphs where they apply), then the float32 teacher-forced pass whose layer 0,
+    heads 0 and 1, Shift-Att row and null slot give each hypothesis its alignment."""
+    translator = TorchTranslator.of_run(load_run(guided_run, CUDA)).with_search(beam_size=3, nbest=2)
+    sources = translator.encode((labelled / "valid.src").read_text().splitlines()[:20])
+    found = translator.search(sources, options=search_options(translator.settings, alignments=True))
+    for src, hyps in zip(sources, found, strict=True):
+        forced = teacher_forced_attention(translator.model, [src] * len(hyps), [h.tokens for h in hyps])
+        for hypothesis, paid in zip(hyps, forced, strict=True):
+            assert hypothesis.alignment == by_hand(paid, len(hypothesis.tokens), len(src))

@@ -19,7 +19,6 @@ from nmt.decode.trained_run import load_run
 from nmt.decode.translator import TorchTranslator, search_options
 from tests.conftest import run_cli
 from tests.ties import assert_equal_but_for_ties
-from tests.train.test_guided_alignment import guided
 
 GUIDED_READING = Reading(0, (0, 1), "shift", null=True)  # what the run below trains: layer 0, 2 heads
 
@@ -47,18 +46,6 @@ def test_a_run_aligns_translations_with_search_unless_guided_alignment_trained_o
     assert translation_reading(load_config(tiny, [*every_head, "train.alignment.shift=true"])) == Reading(
         1, (0, 1), "shift"
     )
-
-
-@pytest.fixture(scope="module")
-def guided_run(labelled: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The tiny Transformer trained briefly with guided alignment on layer 0's first two heads, Shift-Att
-    and the null slot."""
-    out = tmp_path_factory.mktemp("guided") / "run"
-    heads = ["train.alignment.layer=0", "train.alignment.heads=2"]
-    rules = ["train.alignment.shift=true", "train.alignment.null_slot=true"]
-    code, _, err = run_cli(*guided(labelled, out, *heads, *rules, steps=120))
-    assert code == 0, err
-    return out
 
 
 def by_hand(paid: torch.Tensor, tokens: int, source: int) -> list[int | None]:

@@ -22,7 +22,7 @@ from nmt.models.config import ModelConfig, RNNConfig, TransformerConfig
 from nmt.train.distributed import World
 from nmt.train.loss import alignment_loss, with_null_links
 from nmt.train.step import Update
-from tests.conftest import ROOT, assert_one_line_error, run_cli
+from tests.conftest import assert_one_line_error, guided_args, run_cli
 
 
 def test_alignment_loss_by_hand() -> None:
@@ -157,28 +157,9 @@ def test_the_supervised_attention_learns_the_links(
     assert losses[-1] < 0.3 * losses[0], losses
 
 
-def guided(data: Path, out: Path, *extra: str, steps: int = 300) -> list[str]:
-    """`nmt train` arguments of the tiny Transformer guided by `data`'s links for `steps` updates, `extra`
-    settings last."""
-    sets = [
-        f"train.alignment.links={data / 'train.links'}",
-        f"train.alignment.gold_src={data / 'valid.src'}",
-        f"train.alignment.gold_tgt={data / 'valid.tgt'}",
-        f"train.alignment.gold_links={data / 'valid.links'}",
-        "train.alignment.weight=0.5",
-        "tokenizer.vocab_size=500",
-        "train.eval_every=150",
-        "train.final_report=false",
-        *extra,
-    ]
-    config = str(ROOT / "configs" / "tiny-transformer.yaml")
-    args = ["train", config, "--data", str(data), "--out", str(out), "--device", "cpu", "--max-time", "0"]
-    return args + ["--max-steps", str(steps)] + [arg for s in sets for arg in ("--set", s)]
-
-
 @pytest.mark.slow
 def test_guided_training_learns_the_true_alignment(labelled: Path, tmp_path: Path) -> None:
-    code, _, err = run_cli(*guided(labelled, tmp_path / "run"))
+    code, _, err = run_cli(*guided_args(labelled, tmp_path / "run"))
     assert code == 0, err
     records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     aligned = [r["align_loss"] for r in records if r["kind"] == "train"]
@@ -191,12 +172,12 @@ def test_guided_training_learns_the_true_alignment(labelled: Path, tmp_path: Pat
 def test_links_that_do_not_fit_the_corpus_are_refused(labelled: Path, tmp_path: Path) -> None:
     short = tmp_path / "short.links"
     short.write_text("".join((labelled / "train.links").read_text().splitlines(keepends=True)[:-5]))
-    result = run_cli("-q", *guided(labelled, tmp_path / "run", f"train.alignment.links={short}"))
+    result = run_cli("-q", *guided_args(labelled, tmp_path / "run", f"train.alignment.links={short}"))
     assert_one_line_error(result, f"{short} has 2995 lines but the training split", "has 3000")
     wrong = tmp_path / "wrong.links"
     lines = (labelled / "train.links").read_text().splitlines()
     wrong.write_text("\n".join([*lines[:9], lines[9] + " 3-99", *lines[10:]]) + "\n")
-    result = run_cli("-q", *guided(labelled, tmp_path / "run2", f"train.alignment.links={wrong}"))
+    result = run_cli("-q", *guided_args(labelled, tmp_path / "run2", f"train.alignment.links={wrong}"))
     assert_one_line_error(result, f"{wrong} line 10: link 3-99 (from 0) points past the sentence pair")
 
 
