@@ -6,8 +6,9 @@ It shares benchmarks/alignment_bench.py's work directory and protocol (its data 
 when their outputs are missing): the guided Transformer it chose (λ 2, decoder layer 0, Shift-Att, 2 heads,
 1,200 updates a direction) trained again for each step of STEPS, which changes its labels (which of eflomal's
 symmetrized links it learns), how many times the gold pairs' *text* is in the training data (transductive
-weighting, as the literature's `*.plustest.*` training sets; their links are never training input) or whether
-its unlinked subwords are pulled to the source's `</s>` (`train.alignment.null_slot`). Per step:
+weighting, as the literature's `*.plustest.*` training sets; their links are never training input), whether
+its unlinked subwords are pulled to the source's `</s>` (`train.alignment.null_slot`), or, around the best of
+those, one of the benchmark's choices (λ, heads, layer) or the seed. Per step:
 the readings of both directions chosen on the first 100 gold pairs, then on the 347 after them the AER,
 precision and recall of
 
@@ -15,7 +16,8 @@ precision and recall of
 - soft: the two directions' word × word attention averaged, every pair over a threshold linked (the
   threshold of SOFT_THRESHOLDS with the lowest AER on the first 100);
 
-and each direction's test BLEU (beam 5, the tokenized lower-cased test2016). Runs stay in WORK/runs.
+and each direction's test BLEU (beam 5, the tokenized lower-cased test2016), beside the plain Transformer's
+trained on the same text (`unguided`). Runs stay in WORK/runs.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from benchmarks.alignment_bench import (
     DIRECTIONS,
     GUIDED,
     GUIDED_STEPS,
+    KINDS,
     Directed,
     Kind,
     by_split,
@@ -51,16 +54,66 @@ from nmt.decode.loading import load_trained
 from nmt.evaluate.evaluation import evaluate_run
 
 BASE = GUIDED["guided λ2 layer 0 shift, 2 heads"]  # the alignment bench's choice
-STEPS: dict[str, tuple[Method, int, bool]] = {  # name: (eflomal's links the labels are, copies of the gold
-    # text, whether unlinked subwords are pulled to the source's </s>: train.alignment.null_slot)
-    "base: grow-diag-final-and labels, gold text ×1": ("grow-diag-final-and", 1, False),
-    "grow-diag labels": ("grow-diag", 1, False),
-    "intersection labels": ("intersection", 1, False),
-    "grow-diag labels, gold text ×10": ("grow-diag", 10, False),
-    "intersection labels, gold text ×10": ("intersection", 10, False),
-    "intersection labels, null slot": ("intersection", 1, True),
-    "intersection labels, gold text ×10, null slot": ("intersection", 10, True),
-    "grow-diag labels, gold text ×10, null slot": ("grow-diag", 10, True),
+STEPS: dict[str, tuple[Method, int, bool, tuple[str, ...]]] = {  # name: (eflomal's links the labels are,
+    # copies of the gold text, whether unlinked subwords are pulled to the source's </s>:
+    # train.alignment.null_slot, settings that replace BASE's)
+    "base: grow-diag-final-and labels, gold text ×1": ("grow-diag-final-and", 1, False, ()),
+    "grow-diag labels": ("grow-diag", 1, False, ()),
+    "intersection labels": ("intersection", 1, False, ()),
+    "grow-diag labels, gold text ×10": ("grow-diag", 10, False, ()),
+    "intersection labels, gold text ×10": ("intersection", 10, False, ()),
+    "intersection labels, null slot": ("intersection", 1, True, ()),
+    "intersection labels, gold text ×10, null slot": ("intersection", 10, True, ()),
+    "grow-diag labels, gold text ×10, null slot": ("grow-diag", 10, True, ()),
+    "intersection labels, gold text ×10, null slot, λ4": (
+        "intersection",
+        10,
+        True,
+        ("train.alignment.weight=4.0",),
+    ),
+    "intersection labels, gold text ×10, null slot, 4 heads": (
+        "intersection",
+        10,
+        True,
+        ("train.alignment.heads=4",),
+    ),
+    "intersection labels, gold text ×10, null slot, λ1": (
+        "intersection",
+        10,
+        True,
+        ("train.alignment.weight=1.0",),
+    ),
+    "intersection labels, gold text ×10, null slot, layer 1": (
+        "intersection",
+        10,
+        True,
+        ("train.alignment.layer=1",),
+    ),
+    "intersection labels, gold text ×20, null slot": ("intersection", 20, True, ()),
+    "intersection labels, gold text ×10, null slot, seed 2": (
+        "intersection",
+        10,
+        True,
+        ("train.seed=2",),
+    ),
+    "intersection labels, gold text ×10, null slot, seed 3": (
+        "intersection",
+        10,
+        True,
+        ("train.seed=3",),
+    ),
+    "intersection labels, gold text ×20, null slot, seed 2": (
+        "intersection",
+        20,
+        True,
+        ("train.seed=2",),
+    ),
+    "intersection labels, gold text ×20, null slot, seed 3": (
+        "intersection",
+        20,
+        True,
+        ("train.seed=3",),
+    ),
 }
 GOLD_PAIRS = 447  # the last lines of the benchmark's training text
 SOFT_THRESHOLDS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
@@ -98,7 +151,7 @@ def labels(work: Path, method: Method, copies: int, src: str) -> Path:
 
 
 def train_step(work: Path, step: str, src: str, tgt: str) -> Path:
-    method, copies, null_slot = STEPS[step]
+    method, copies, null_slot, changes = STEPS[step]
     gold = work / "gold"
     settings = (
         f"train.alignment.null_slot={'true' if null_slot else 'false'}",
@@ -108,9 +161,26 @@ def train_step(work: Path, step: str, src: str, tgt: str) -> Path:
         f"train.alignment.gold_links={gold / 'first100.links'}",
         f"train.alignment.gold_reverse={'true' if src == 'fr' else 'false'}",
         *BASE,
+        *changes,  # after BASE: the last setting of a key wins
     )
     kind = Kind(step_name(step), "multi30k-cpu-transformer.yaml", GUIDED_STEPS, settings)
     return train(work, kind, src, tgt, with_copies(work, copies))
+
+
+def unguided(work: Path, copies: int, src: str, tgt: str) -> Path:
+    """The alignment bench's plain Transformer (no guided alignment) trained on the text with `copies` of the
+    gold text (once: the bench's own run): the BLEU a guided step's compares with."""
+    plain = next(kind for kind in KINDS if kind.name == "Transformer")
+    name = plain.name if copies == 1 else f"{plain.name}, gold text ×{copies}"
+    return train(
+        work, Kind(name, plain.config, plain.steps, plain.settings), src, tgt, with_copies(work, copies)
+    )
+
+
+def unguided_bleu(work: Path, copies: int) -> dict[str, float]:
+    """Each direction's test BLEU of `unguided` (beam 5, as the steps')."""
+    runs = {src: unguided(work, copies, src, tgt) for src, tgt in DIRECTIONS}
+    return {f"{s}-{t}": evaluate_run([runs[s]], "test", None, None, "cpu")["bleu"] for s, t in DIRECTIONS}
 
 
 def soft_links(weights: dict[str, list[np.ndarray]], threshold: float) -> list[set[Link]]:
@@ -204,8 +274,17 @@ def main() -> None:
                 train_step(args.work, step, src, tgt)
             found = measure_step(args.work, step, text, gold)
             saved.write_text(json.dumps(saved_results(saved) | {step: found}, indent=1) + "\n")
+    for copies in sorted({STEPS[step][1] for step in args.steps}):
+        key = f"unguided, gold text ×{copies}"
+        if key not in saved_results(saved):
+            found = unguided_bleu(args.work, copies)
+            saved.write_text(json.dumps(saved_results(saved) | {key: found}, indent=1) + "\n")
     results = saved_results(saved)  # read again: another process may have measured other steps meanwhile
     print(table({step: results[step] for step in args.steps}, eflomal_scores(args.work, gold)))
+    for copies in sorted({STEPS[step][1] for step in args.steps}):
+        bleu = results[f"unguided, gold text ×{copies}"]
+        each = " / ".join(f"{bleu[f'{s}-{t}']:.2f}" for s, t in DIRECTIONS)
+        print(f"unguided Transformer, gold text ×{copies}: test BLEU en→fr / fr→en {each}")
 
 
 if __name__ == "__main__":
