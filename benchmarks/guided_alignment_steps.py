@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -246,6 +247,32 @@ def table(results: dict, eflomal: dict) -> str:
     return "\n".join(lines)
 
 
+SEED = ", seed "  # a step trained again with another seed: "STEP, seed N"
+
+
+def seed_table(results: dict) -> str:
+    """Markdown: for each step also trained with other seeds (STEP, seed N), the mean ± standard deviation
+    over all its seeds of AER, precision and recall on the 347, AER on the first 100, and BLEU."""
+    lines = [
+        "| step (seeds) | grow-diag AER | precision | recall | AER first 100 | test BLEU en→fr / fr→en |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for step in results:
+        seeds = [results[name] for name in results if name == step or name.startswith(step + SEED)]
+        if SEED in step or len(seeds) < 2:
+            continue
+        hard = [found["grow-diag"]["347"] for found in seeds]
+        cells = [_spread([h[key] for h in hard]) for key in ("aer", "precision", "recall")]
+        cells.append(_spread([found["grow-diag"]["first 100"]["aer"] for found in seeds]))
+        bleu = [_spread([found["bleu"][f"{s}-{t}"] for found in seeds]) for s, t in DIRECTIONS]
+        lines.append(f"| {step} ({len(seeds)}) | {' | '.join(cells)} | {' / '.join(bleu)} |")
+    return "\n".join(lines)
+
+
+def _spread(values: list[float]) -> str:
+    return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f}"
+
+
 def eflomal_scores(work: Path, gold: Sequence[SentenceLinks]) -> dict:
     found = [set(line.possible) for line in read_links(work / "eflomal" / "grow-diag.links")[-GOLD_PAIRS:]]
     return by_split(scored(found, gold))
@@ -281,6 +308,7 @@ def main() -> None:
             saved.write_text(json.dumps(saved_results(saved) | {key: found}, indent=1) + "\n")
     results = saved_results(saved)  # read again: another process may have measured other steps meanwhile
     print(table({step: results[step] for step in args.steps}, eflomal_scores(args.work, gold)))
+    print(seed_table({step: results[step] for step in args.steps}))
     for copies in sorted({STEPS[step][1] for step in args.steps}):
         bleu = results[f"unguided, gold text ×{copies}"]
         each = " / ".join(f"{bleu[f'{s}-{t}']:.2f}" for s, t in DIRECTIONS)

@@ -41,3 +41,25 @@ def test_gold_copies_repeat_the_gold_text_and_its_labels(
     reverse = [set(line.possible) for line in read_links(steps.labels(tmp_path, "grow-diag", 3, "fr"))]
     assert forward == [{(0, 0)}, {(0, 1)}] + [{(1, 0)}, {(1, 1), (0, 1)}] * 3
     assert reverse == [{(j, i) for i, j in links} for links in forward]
+
+
+def measured(aer: float, first: float, bleu: float) -> dict:
+    """A step's saved scores, as measure_step writes them (only what seed_table reads)."""
+    hard = {"aer": aer, "precision": 90.0, "recall": 80.0}
+    return {
+        "grow-diag": {"347": hard, "first 100": {"aer": first}},
+        "bleu": {"en-fr": bleu, "fr-en": bleu - 2},
+    }
+
+
+def test_a_step_trained_with_other_seeds_is_summed_up_by_its_mean_and_spread() -> None:
+    results = {
+        "a": measured(15.0, 13.0, 40.0),
+        "b": measured(16.0, 14.0, 41.0),
+        "a, seed 2": measured(14.0, 12.0, 42.0),
+        "a, seed 3": measured(13.0, 14.0, 38.0),
+    }
+    rows = steps.seed_table(results).splitlines()[2:]
+    assert rows == [
+        "| a (3) | 14.00 ± 1.00 | 90.00 ± 0.00 | 80.00 ± 0.00 | 13.00 ± 1.00 | 40.00 ± 2.00 / 38.00 ± 2.00 |"
+    ]  # "b" has one seed: no row
