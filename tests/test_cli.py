@@ -400,6 +400,10 @@ def test_translate_sampling_is_seeded(trained_run: Path, corpus: Path) -> None:
         (["--sampling", "--beam-size", "4"], ["--beam-size 4 applies to beam search", "not to sampling"]),
         (["--diversity-strength", "2"], ["--diversity-strength 2.0 applies to diverse beam search"]),
         (
+            ["--sampling", "--diverse-groups", "5"],
+            ["--diverse-groups 5 asks for diverse beam search and --sampling for sampling", "drop one"],
+        ),
+        (
             ["--diverse-groups", "3", "--beam-size", "4"],
             ["--beam-size 4 is not a multiple of --diverse-groups 3"],
         ),

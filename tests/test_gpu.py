@@ -174,8 +174,13 @@ def gpu_translator(trained_run: Path) -> TorchTranslator:
 
 @pytest.mark.parametrize(
     "search_settings",
-    [{"beam_size": 1}, {"beam_size": 5, "nbest": 3}, {"sampling": True, "nbest": 2, "seed": 7, "top_k": 10}],
-    ids=["greedy", "beam", "sampling"],
+    [
+        {"beam_size": 1},
+        {"beam_size": 5, "nbest": 3},
+        {"sampling": True, "nbest": 2, "seed": 7, "top_k": 10},
+        {"beam_size": 6, "diverse_groups": 3, "nbest": 3},
+    ],
+    ids=["greedy", "beam", "sampling", "diverse"],
 )
 def test_the_translator_decodes_in_bf16_from_cuda_graphs_as_eagerly(
     gpu_translator: TorchTranslator, corpus: Path, search_settings: dict

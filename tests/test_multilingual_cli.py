@@ -11,8 +11,10 @@ import pytest
 import torch
 
 from nmt.align.pharaoh import parse_links
+from nmt.config.yaml_file import load_config
 from nmt.decode.trained_run import load_run
 from nmt.decode.translator import TorchTranslator, search_options
+from nmt.evaluate.hypotheses import search_label, source_tag
 from tests.conftest import MULTILINGUAL_DIRECTIONS, assert_one_line_error, run_cli
 
 
@@ -122,20 +124,21 @@ def test_evaluate_scores_the_direction_named(multilingual_run: Path, tmp_path: P
         assert code == 0, err
         return json.loads(path.read_text())
 
+    label = search_label(load_config(run / "config.yaml").search)  # beam2, the output limit
     one = scored("--src-lang", "xa", "--tgt-lang", "xb")
     assert one["direction"] == "xa-xb" and one["sentences"] == 6 and "off_target" in one
-    assert Path(one["hypotheses"]).name == "test.xa-xb.beam2.hyp"
+    assert Path(one["hypotheses"]).name == f"test.xa-xb.{label}.hyp"
     zero_shot = scored("--src-lang", "xb", "--tgt-lang", "xc", "--zero-shot", "--split", "valid")
-    assert Path(zero_shot["hypotheses"]).name == "valid.xb-xc.beam2.hyp" and zero_shot["sentences"] == 12
+    assert Path(zero_shot["hypotheses"]).name == f"valid.xb-xc.{label}.hyp" and zero_shot["sentences"] == 12
     pivot = scored("--src-lang", "xb", "--tgt-lang", "xc", "--pivot", "xa")
     hypotheses = Path(pivot["hypotheses"])
-    assert hypotheses.name == "test.xb-xc.pivot-xa.beam2.hyp"
+    assert hypotheses.name == f"test.xb-xc.pivot-xa.{label}.hyp"
     lines = source_lines(run, "xb")
     assert hypotheses.read_text().splitlines() == library(run, "xc", library(run, "xa", lines))
     data = run.parent / "data"
     files = ["--src", str(data / "test.xc"), "--ref", str(data / "test.xa")]
     hypotheses = Path(scored(*files, "--src-lang", "xc", "--tgt-lang", "xa")["hypotheses"])
-    assert hypotheses.name == "test.xc.xc-xa.beam2.hyp"
+    assert hypotheses.name == f"test.xc.{source_tag(data / 'test.xc')}.xc-xa.{label}.hyp"  # the file's own
     assert hypotheses.read_text().splitlines() == library(run, "xa", source_lines(run, "xc"))
 
 

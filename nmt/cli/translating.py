@@ -220,13 +220,21 @@ def evaluate(
     asked = asked_direction(src_lang, tgt_lang, zero_shot, pivot)
     report = evaluate_run(run_dirs, split, src, ref, device, checkpoint, data, flags, asked)
     chosen = "" if checkpoint else " (the run's choice)"
-    typer.echo(f"checkpoint: {report['checkpoint']}.pt{chosen}, beam size {report['beam_size']}")
+    typer.echo(f"checkpoint: {report['checkpoint']}.pt{chosen}, search: {_search_options(report['search'])}")
     for line in _score_lines(report):
         typer.echo(line)
     if json_path is not None:
         from nmt.atomic_files import atomic_write_text
 
         atomic_write_text(json_path, json.dumps(report, indent=2) + "\n")
+
+
+def _search_options(search: dict[str, Any]) -> str:
+    """The search a report records as the options that ask for it: `--beam-size 5 --length-penalty 0.6`,
+    `--sampling --top-k 10`."""
+    from nmt.config.search_flags import flag
+
+    return " ".join(flag(name, value) for name, value in search.items() if name != "rule")
 
 
 def _score_lines(report: dict[str, Any]) -> list[str]:

@@ -42,8 +42,9 @@ def flag(name: str, value: Any = None) -> str:
 
 def changed(settings: SearchConfig, given: Mapping[str, Any], name: Name, kept: Name) -> SearchConfig:
     """`settings` with the `given` ones, after refusing (UserError) a value out of its range, a setting that
-    the search asked for does not read, and settings that do not go together; `name` words a given setting,
-    `kept` one of `settings`."""
+    the search asked for does not read, and settings that do not go together (two search rules asked for at
+    once among them); `name` words a given setting, `kept` one of `settings`. The command line and the server
+    both check what they are given here."""
     fields = {f.name: f for f in given_settings()}
     for key, value in given.items():
         allowed: Range | None = fields[key].metadata.get("range")
@@ -61,8 +62,9 @@ def changed(settings: SearchConfig, given: Mapping[str, Any], name: Name, kept: 
 
 def refuse_unread(settings: Any, key: str, value: Any, name: Name) -> None:
     """UserError when the search that `settings` ask for does not read the setting `key`, given as `value` (a
-    setting that asks for a part, or belongs to the search itself whatever its rule, is always read); `name`
-    words a setting as the user gives it (without a value: the setting alone)."""
+    setting that asks for a part, or belongs to the search itself whatever its rule, is always read: a rule
+    asked for beside another is refused by `check_search`); `name` words a setting as the user gives it
+    (without a value: the setting alone)."""
     parts = active(settings)
     owned = {f.name for p in PARTS for f in dataclasses.fields(p)}  # type: ignore[arg-type]
     loop = {f.name for f in dataclasses.fields(SearchLimits)} - owned  # the search's own: always read

@@ -21,7 +21,7 @@ from nmt.config.multilingual import (
 )
 from nmt.errors import ConfigError
 from nmt.limits import MAX_BEAM, MAX_SIZE, check_settings, setting
-from nmt.rules.registry import active, owners, rule_of, settings_fields
+from nmt.rules.registry import active, chosen_rule, overridden, owners, rule_of, settings_fields
 
 DEVICE = re.compile(r"auto|cpu|cuda(:[0-9]{1,3})?")  # what nmt/device/choice.py resolve_device takes
 
@@ -361,7 +361,17 @@ def config_name(setting: str, value: object) -> str:
 
 def check_search(settings: SearchLimits, name: Callable[[str, object], str]) -> None:
     """Raise ConfigError where search settings do not go together (`name` words a setting as the user gave
-    it): n-best lists longer than the rule's hypotheses, and each part's own checks."""
+    it): two rules asked for at once, n-best lists longer than the rule's hypotheses, and each part's own
+    checks."""
+    rule = chosen_rule(settings)
+    for other in overridden(settings):
+        assert other.switch is not None and rule.switch is not None  # a rule asked for overrides the other
+        asked = name(other.switch, getattr(settings, other.switch))
+        chosen = name(rule.switch, getattr(settings, rule.switch))
+        raise ConfigError(
+            f"{asked} asks for {other.title} and {chosen} for {rule.title}: a search follows one rule; "
+            f"drop one of them"
+        )
     for part in active(settings):
         part.check(settings, name)
     if settings.nbest > rule_of(settings).width:

@@ -5,13 +5,15 @@ replay it whole (nmt/decode/step_graphs.py). The buffers are named by what they 
 
 - `memory.*`, `state.*`: the model's memory (per sentence) and decoder state (per live hypothesis);
 - `sentence.*`: per sentence still searched — its index in the batch, output limit, live scores (sentences,
-  width), count of finished hypotheses and, for alignments, the position of its source's eos;
+  width), count of finished hypotheses in each of the rule's groups (sentences, groups) and, for alignments,
+  the positions no token aligns to;
 - `hyp.*`: per live hypothesis (sentences × width rows) — its last token, its tokens so far and, when asked,
   the attention it paid and its alignment (the source position each of its tokens attended most). Every
   `hyp.*` field moves with its hypothesis when a rule reorders them, leaves with its sentence, and is kept in
   `best.*` when the hypothesis finishes: a field that travels with a hypothesis (a constraint's state) is one
   more `hyp.` entry, as the buffers each rule and processor declares are (`hyp.<Part>.<name>`);
-- `best.*`: per sentence of the batch, its best finished hypotheses (nbest of them).
+- `best.*`: per sentence of the batch, each group's best finished hypotheses (`slots`: ⌈nbest / groups⌉ of
+  each group, group after group).
 - `search.*`: what every step reads the same for every hypothesis, each rule's and processor's constants
   (`search.<Part>.<name>`).
 
@@ -26,6 +28,7 @@ quarter of the batch (`EAGER_DONE_SHARE`): few steps are spent on them, and the 
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import overload
@@ -98,9 +101,10 @@ def output_limits(src_mask: Tensor, max_len_a: float, max_len_b: int) -> Tensor:
 def search(
     model: Seq2Seq, src: Tensor, src_mask: Tensor, rule: SearchRule, options: SearchOptions
 ) -> list[list[Hypothesis]]:
-    """Each sentence's `options.nbest` best finished hypotheses under `rule`, best first (fewer where fewer
-    were found). A sentence is done once `rule.width` of its hypotheses finished or it reached its length
-    limit (where only eos may follow, adding 0 to the score)."""
+    """Each sentence's `options.nbest` best finished hypotheses under `rule` (fewer where fewer were found):
+    each of the rule's groups' best, best first, then each group's second, and so on (one group: best first).
+    A group is done once `rule.width / rule.groups` of its hypotheses finished, a sentence once each of its
+    groups is done or it reached its length limit (where only eos may follow, adding 0 to the score)."""
     if options.nbest > rule.width:
         raise ValueError(f"nbest={options.nbest} exceeds the rule's {rule.width} hypotheses per sentence")
     limits = output_limits(src_mask, options.max_len_a, options.max_len_b)
@@ -116,14 +120,25 @@ def search(
         buffers = run_step(graphs, model, kind, step, buffers)
         if t % every != every - 1:
             continue
-        searched = buffers["sentence.finished"] < rule.width  # (active,)
+        searched = still_searched(buffers, rule).any(dim=1)  # (active,)
         left = int(searched.sum())  # the check's one host read
         if left == 0:
             break
         kept = sentences_kept(left, searched.size(0), static=capture is not None)
         if kept < searched.size(0):
             buffers = keep_sentences(model, buffers, searched, kept, rule.width)
-    return results(buffers, src_mask)
+    return results(buffers, src_mask, options.nbest)
+
+
+def still_searched(buffers: Mapping[str, Tensor], rule: SearchRule) -> Tensor:
+    """Whether each group of each sentence still searches: fewer than width / groups of its hypotheses
+    finished. (sentences, groups) bool"""
+    return buffers["sentence.finished"] < rule.width // rule.groups
+
+
+def best_slots(nbest: int, groups: int) -> int:
+    """The finished hypotheses kept per sentence: each group's ⌈nbest / groups⌉ best."""
+    return groups * -(-nbest // groups)
 
 
 def sentences_kept(left: int, active: int, static: bool) -> int:
@@ -148,7 +163,7 @@ def start(
     max_steps: int,
 ) -> Buffers:
     """The buffers of a search before its first step (see the module's docstring)."""
-    batch, width, n, device = src.size(0), rule.width, options.nbest, src.device
+    batch, width, n, device = src.size(0), rule.width, best_slots(options.nbest, rule.groups), src.device
     tokens = src.new_full((batch * width, max_steps + 1), EOS)  # bos, tokens …, eos-filled
     tokens[:, 0] = BOS
     state = model.init_state(memory, max_steps + len(options.prefix), width)
@@ -167,7 +182,7 @@ def start(
         "index": torch.arange(batch, device=device),
         "limit": limits,
         "scores": rule.start(batch, device),
-        "finished": torch.zeros(batch, dtype=torch.long, device=device),
+        "finished": torch.zeros(batch, rule.groups, dtype=torch.long, device=device),
     }
     if options.alignments:  # per token, a source position; the positions no token aligns to
         hyp["alignment"] = src.new_zeros(batch * width, max_steps)
@@ -221,7 +236,7 @@ def search_step(
     else:
         rows = offsets + found.parents
     record_finished(buffers, found, rows, rule)
-    live_scores = found.scores.masked_fill(found.tokens == EOS, float("-inf"))
+    live_scores = found.scores.masked_fill(found.tokens == EOS, float("-inf"))  # (sentences, width)
     tokens = found.tokens
     state = step.state
     if found.parents is not None:
@@ -233,6 +248,8 @@ def search_step(
             if name != "last":
                 field.copy_(field.index_select(0, live_rows))
         state = model.reorder_state(state, live_rows)
+    done = ~still_searched(buffers, rule)  # (sentences, groups): a done group's hypotheses stop
+    live_scores = live_scores.masked_fill(done.repeat(1, rule.width // rule.groups), float("-inf"))
     buffers["hyp.tokens"].index_copy_(1, (t + 1).view(1), tokens.reshape(-1, 1))
     buffers["hyp.last"].copy_(tokens.view(-1))
     buffers["sentence.scores"].copy_(live_scores)
@@ -275,32 +292,47 @@ def at_limits(found: Extensions, buffers: Mapping[str, Tensor], width: int) -> E
 
 
 def record_finished(buffers: Mapping[str, Tensor], found: Extensions, rows: Tensor, rule: SearchRule) -> None:
-    """Keep, per sentence, the n best finished hypotheses so far (in place, without a host sync): the
+    """Keep, per sentence and group, the best finished hypotheses so far (in place, without a host sync): the
     candidates that end one (`found.ends`: by default those ending in eos among the first `rule.width`), of a
-    sentence still searched. rows (sentences, candidates): the hypothesis rows the candidates continue;
-    their tokens end before this step's eos.
+    group still searched. rows (sentences, candidates): the hypothesis rows the candidates continue; their
+    tokens end before this step's eos. A candidate belongs to the group of the hypothesis it continues.
 
     A stable sort ranks the kept ones first: a new hypothesis must score higher to displace an equal one."""
-    t, sentence = buffers["t"], buffers["sentence.index"]
-    still = (buffers["sentence.finished"] < rule.width).unsqueeze(1)  # (sentences, 1)
+    t, sentence, groups = buffers["t"], buffers["sentence.index"], rule.groups
+    group = candidate_groups(found, groups)  # (sentences, candidates)
+    still = still_searched(buffers, rule).gather(1, group)  # (sentences, candidates)
     assert found.ends is not None  # at_limits names them
     finished = found.ends & torch.isfinite(found.scores) & still
-    buffers["sentence.finished"].add_(finished.sum(dim=1))
+    buffers["sentence.finished"].scatter_add_(1, group, finished.long())
     normalised = found.scores / length_penalty(t + 1, rule.length_penalty)  # t tokens and eos
     best_scores = buffers["best.scores"]
-    merged = torch.cat([best_scores[sentence], normalised.masked_fill(~finished, float("-inf"))], dim=1)
-    order = merged.sort(dim=1, descending=True, stable=True).indices[
-        :, : best_scores.size(1)
-    ]  # (sentences, n)
-    best_scores[sentence] = merged.gather(1, order)
+    sentences, slots = len(sentence), best_scores.size(1)
+    kept = slots // groups
+    own = group.unsqueeze(1) == torch.arange(groups, device=t.device).view(1, groups, 1)  # (s, groups, c)
+    new = torch.where(own & finished.unsqueeze(1), normalised.unsqueeze(1), float("-inf"))  # (s, groups, c)
+    merged = torch.cat([best_scores[sentence].view(sentences, groups, kept), new], dim=2)  # (s, groups, k+c)
+    order = merged.sort(dim=2, descending=True, stable=True).indices[:, :, :kept]  # (s, groups, k)
+    best_scores[sentence] = merged.gather(2, order).view(sentences, slots)
+    first = torch.arange(groups, device=t.device).view(1, groups, 1) * kept  # each group's first slot
+    chosen = torch.where(order < kept, first + order, slots + order - kept).view(sentences, slots)
     for name, live in unprefixed(buffers, "hyp.").items():
         if f"best.{name}" in buffers:
-            keep_best(buffers[f"best.{name}"], live, sentence, rows, order)
+            keep_best(buffers[f"best.{name}"], live, sentence, rows, chosen)
+
+
+def candidate_groups(found: Extensions, groups: int) -> Tensor:
+    """The group of each candidate: that of the hypothesis it continues (hypothesis j of a sentence is in
+    group j % groups). (sentences, candidates)"""
+    parents = found.parents
+    if parents is None:  # candidate j continues hypothesis j
+        parents = torch.arange(found.scores.size(1), device=found.scores.device).expand_as(found.scores)
+    return parents % groups
 
 
 def keep_best(best: Tensor, live: Tensor, sentence: Tensor, rows: Tensor, order: Tensor) -> None:
-    """best (batch, n, …) of the searched sentences ← the `order`-chosen ones among themselves and the live
-    rows `rows` (sentences, candidates) of live (rows, …)."""
+    """best (batch, slots, …) of the searched sentences ← the `order`-chosen (sentences, slots) ones among
+    themselves (0 … slots − 1) and the live rows `rows` (sentences, candidates) of live (rows, …) (from
+    slots on)."""
     candidates = live.index_select(0, rows.view(-1)).view(*rows.shape, *live.shape[1:])  # (sentences, c, …)
     both = torch.cat([best[sentence], candidates], dim=1)  # (sentences, n + c, …)
     index = order.view(*order.shape, *[1] * (both.dim() - 2)).expand(-1, -1, *both.shape[2:])
@@ -358,24 +390,29 @@ def most_attended(attention: Tensor, unaligned: Tensor, width: int) -> Tensor:
     return attention.float().masked_fill(skipped, -1.0).argmax(dim=1)
 
 
-def results(buffers: Buffers, src_mask: Tensor) -> list[list[Hypothesis]]:
-    """Each sentence's finished hypotheses, best first (fewer than n where fewer were found)."""
+def results(buffers: Buffers, src_mask: Tensor, nbest: int) -> list[list[Hypothesis]]:
+    """Each sentence's `nbest` finished hypotheses (fewer where fewer were found): of the best slots, which
+    hold each group's best first, the first of each group, best first, then the second of each, and so on."""
     best_scores = buffers["best.scores"]
-    batch, n = best_scores.shape
-    tokens = buffers["best.tokens"][:, :, 1:].reshape(batch * n, -1)  # (batch * n, max_steps)
+    batch, slots = best_scores.shape
+    groups = buffers["sentence.finished"].size(1)
+    tokens = buffers["best.tokens"][:, :, 1:].reshape(batch * slots, -1)  # (batch * slots, max_steps)
     attention = buffers.get("best.attention")
     attention = None if attention is None else attention.flatten(0, 1).float().cpu()
     alignment = buffers.get("best.alignment")
-    attended = None if alignment is None else alignment.flatten(0, 1).tolist()  # (batch * n, max_steps)
-    src_len = src_mask.sum(dim=(1, 2)).repeat_interleave(n).tolist()
+    attended = None if alignment is None else alignment.flatten(0, 1).tolist()  # (batch * slots, max_steps)
+    src_len = src_mask.sum(dim=(1, 2)).repeat_interleave(slots).tolist()
     flat = []
     for i, (row, value) in enumerate(zip(trim(tokens), best_scores.view(-1).tolist(), strict=True)):
         weights = None if attention is None else attention[i, : len(row) + 1, : src_len[i]]
         flat.append(Hypothesis(row, value, weights, None if attended is None else attended[i][: len(row)]))
-    found = torch.isfinite(best_scores).tolist()
-    return [
-        [h for h, ok in zip(flat[i * n : (i + 1) * n], found[i], strict=True) if ok] for i in range(batch)
-    ]
+    rank = [slot % (slots // groups) for slot in range(slots)]  # within its group
+    found = []
+    for i in range(batch):
+        kept = [slot for slot in range(slots) if math.isfinite(flat[i * slots + slot].score)]
+        kept.sort(key=lambda slot: (rank[slot], -flat[i * slots + slot].score))
+        found.append([flat[i * slots + slot] for slot in kept[:nbest]])
+    return found
 
 
 def trim(rows: Tensor) -> list[list[int]]:

@@ -11,13 +11,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from nmt.atomic_files import atomic_write_text
 from nmt.config.multilingual import Direction, RunDirections
 from nmt.config.schema import Config
 from nmt.data.splits import language_split, read_directions
 from nmt.decode.trained_run import TrainedRun
 from nmt.decode.translator import TorchTranslator, search_options
 from nmt.errors import UserError
+from nmt.evaluate.hypotheses import HypothesisFiles, search_record
 from nmt.evaluate.off_target import off_target_rate
 from nmt.evaluate.plots import heatmap_title, save_heatmap
 from nmt.evaluate.scores import score
@@ -101,37 +101,35 @@ def split_lines(cfg: Config, split: str) -> int | None:
     return sum(len(text) for text in read_directions(cfg.data, split).values())
 
 
-def hypotheses_path(run: TrainedRun, name: str) -> Path:
-    """Where the hypotheses of `name` (a split, a direction's or a file's) are kept:
-    `RUN_DIR/eval/<name>[.<checkpoint>].beam<k>.hyp`."""
-    checkpoint = "" if run.checkpoint_name == "best" else f".{run.checkpoint_name}"
-    return run.directory.eval_dir / f"{name}{checkpoint}.beam{run.cfg.search.beam_size}.hyp"
-
-
 def search_settings(run: TrainedRun) -> dict[str, Any]:
-    """The search settings and checkpoint a score was taken with."""
+    """The search settings and checkpoint a score was taken with: the beam size and length penalty, and the
+    whole search (`search`: its rule and every setting it reads off its default)."""
     search = run.cfg.search
     return {
         "beam_size": search.beam_size,
         "length_penalty": search.length_penalty,
+        "search": search_record(search),
         "checkpoint": run.checkpoint_name,
     }
 
 
 def evaluate_split(
-    run: TrainedRun, split: str, progress: Callable[[int], object] | None = None, ensemble: str = ""
+    run: TrainedRun,
+    split: str,
+    progress: Callable[[int], object] | None = None,
+    files: HypothesisFiles | None = None,
 ) -> dict[str, Any]:
-    """Translate every direction of `split` with a loaded run (search from `run.cfg.search`; `ensemble`: what
-    the file names add for an ensemble), score it (`run_scores`) and keep each direction's hypotheses
-    (`hypotheses_path`)."""
+    """Translate every direction of `split` with a loaded run (search from `run.cfg.search`), score it
+    (`run_scores`) and keep each direction's hypotheses in `files` (by default the run's eval/, nmt/evaluate/
+    hypotheses.py)."""
     cfg, directions = run.cfg, run.cfg.data.directions
+    files = files or HypothesisFiles.of_run(run)
     translator, located = TorchTranslator.of_run(run), language_split(cfg.data, split)
     outputs, references, extra = {}, {}, {}
     for direction, text in read_directions(cfg.data, split).items():
         outputs[direction] = translator.toward(direction.tgt, direction.src).translate(text.src, progress)
         references[direction] = text.tgt
-        path = hypotheses_path(run, f"{split}{directions.file_part(direction)}{ensemble}")
-        atomic_write_text(path, "".join(line + "\n" for line in outputs[direction]))
+        path = files.keep(f"{split}{directions.file_part(direction)}", outputs[direction])
         extra[direction] = {"hypotheses": str(path), "source": str(located.pair_files(direction).src)}
     return run_scores(outputs, references, directions, extra=extra) | search_settings(run)
 

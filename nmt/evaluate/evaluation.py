@@ -8,7 +8,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from nmt.atomic_files import atomic_write_text
 from nmt.data.corpus import ParallelText, SplitFiles, read_files
 from nmt.data.splits import language_split, read_direction
 from nmt.decode.languages import Asked, Translates, into_direction
@@ -17,18 +16,20 @@ from nmt.decode.trained_run import TrainedRun
 from nmt.decode.translator import TorchTranslator
 from nmt.device.choice import resolve_device
 from nmt.errors import UserError
-from nmt.evaluate.directions import evaluate_split, hypotheses_path, search_settings
+from nmt.evaluate.directions import evaluate_split, search_settings
+from nmt.evaluate.hypotheses import HypothesisFiles, source_tag
 from nmt.evaluate.off_target import off_target_rate
 from nmt.evaluate.scores import score
 
 
-def scored(run: TrainedRun, translator: Translates, text: ParallelText, name: str) -> dict[str, Any]:
+def scored(
+    run: TrainedRun, translator: Translates, text: ParallelText, files: HypothesisFiles, name: str
+) -> dict[str, Any]:
     """Translate the source side of `text` with `translator` (of the loaded `run`, settings from
-    `run.cfg.search`), keep the hypotheses (`hypotheses_path` of `name`) and score them against the target
-    side; returns scores, signatures and settings."""
+    `run.cfg.search`), keep the hypotheses (in `files`, as `name`) and score them against the target side;
+    returns scores, signatures and settings."""
     hypotheses = translator.translate(text.src)
-    hyp_path = hypotheses_path(run, name)
-    atomic_write_text(hyp_path, "".join(h + "\n" for h in hypotheses))
+    hyp_path = files.keep(name, hypotheses)
     return score(hypotheses, text.tgt).as_dict() | search_settings(run) | {"hypotheses": str(hyp_path)}
 
 
@@ -47,6 +48,8 @@ def evaluate_run(
     where the run was trained), or --src against --ref, with `<checkpoint>.pt` (best, last or averaged; by
     default the one the run's report chose), and the search settings `overrides` (`search.beam_size=3`).
     Several runs decode as an ensemble, its hypotheses written to the first run's eval/<name>.ensemble<n>….
+    The hypotheses go to files named by their source, checkpoint and search (nmt/evaluate/hypotheses.py),
+    never over those the run's report points to.
 
     Every direction of the split is scored, unless `asked` names one (a multilingual run's: zero-shot, or
     through a pivot language, when it says so; with its off-target rate) or files are given.
@@ -56,36 +59,44 @@ def evaluate_run(
     if split not in ("valid", "test"):
         raise UserError(f"--split {split}: expected valid or test")
     run = load_trained(run_dirs, resolve_device(device), checkpoint, overrides or [])
+    tag = f".ensemble{len(run_dirs)}" if len(run_dirs) > 1 else ""
     if data_dir is not None:
+        if run.cfg.data.dir is None or data_dir.resolve() != Path(run.cfg.data.dir).resolve():
+            tag += f".data-{source_tag(data_dir)}"
         data = replace(run.cfg.data, dir=str(data_dir), train=None, valid=None, test=None)
         run = replace(run, cfg=replace(run.cfg, data=data))
     asked = asked or Asked()
-    ensemble = f".ensemble{len(run_dirs)}" if len(run_dirs) > 1 else ""
+    files = HypothesisFiles.of_run(run, tag, protect_report=True)
     runs = {"runs": [str(path) for path in run_dirs]}
     given = SplitFiles(src, ref) if src is not None and ref is not None else None
     if given is None and asked == Asked():
-        return evaluate_split(run, split, ensemble=ensemble) | runs
+        return evaluate_split(run, split, files=files) | runs
     if run.cfg.data.directions.tagged and asked == Asked():
         raise UserError("--src and --ref: name their languages with --src-lang and --tgt-lang")
     translator = into_direction(TorchTranslator.of_run(run), asked)  # checks the direction asked for
-    return _evaluate_direction(run, translator, asked, split, given, ensemble) | runs
+    return _evaluate_direction(run, translator, asked, split, given, files) | runs
 
 
 def _evaluate_direction(
-    run: TrainedRun, translator: Translates, asked: Asked, split: str, given: SplitFiles | None, ensemble: str
+    run: TrainedRun,
+    translator: Translates,
+    asked: Asked,
+    split: str,
+    given: SplitFiles | None,
+    files: HypothesisFiles,
 ) -> dict[str, Any]:
     """One direction: its pairs of `split`, or the `given` files, scored (a multilingual run's with the
     off-target rate)."""
     directions = run.cfg.data.directions
     direction = asked.direction() if directions.tagged else directions.pairs[0]
-    name = (split if given is None else given.src.name) + directions.file_part(direction) + asked.through()
-    name += ensemble
+    origin = split if given is None else f"{given.src.name}.{source_tag(given.src)}"
+    name = origin + directions.file_part(direction) + asked.through()
     if given is None:
         text = read_direction(run.cfg.data, direction, split)
         source = language_split(run.cfg.data, split).pair_files(direction).src
     else:
         text, source = read_files(given, name, run.cfg.data.skip_bad_lines), given.src
-    found = scored(run, translator, text, name) | {"source": str(source)}
+    found = scored(run, translator, text, files, name) | {"source": str(source)}
     if not directions.tagged:
         return found
     hypotheses = Path(found["hypotheses"]).read_text(encoding="utf-8").splitlines()

@@ -135,6 +135,13 @@ class SearchRule(Part):
     def width(self) -> int:
         raise NotImplementedError
 
+    @property
+    def groups(self) -> int:
+        """Groups of its hypotheses that finish apart (hypothesis j of a sentence is in group j % groups): a
+        group is done once width / groups of its hypotheses finished, and the n-best list holds each group's
+        best, then each group's second, and so on."""
+        return 1
+
     def start(self, sentences: int, device: torch.device) -> Tensor:
         """The scores of the live hypotheses before the first step. (sentences, width)"""
         import torch

@@ -49,6 +49,17 @@ def chosen_rule(settings: Any) -> type[SearchRule]:
     return next(p for p in PARTS if issubclass(p, SearchRule) and p.applies(settings))
 
 
+def overridden(settings: Any) -> list[type[SearchRule]]:
+    """The rules a search config asks for (their switch set) that its chosen rule overrides: a search follows
+    one rule, so asking for two is a mistake to refuse, never a choice to make silently."""
+    chosen = chosen_rule(settings)
+    return [
+        p
+        for p in PARTS
+        if issubclass(p, SearchRule) and p is not chosen and p.switch is not None and p.applies(settings)
+    ]
+
+
 def rule_of(settings: Any) -> SearchRule:
     """The search rule of a search config, made from its settings."""
     return chosen_rule(settings).of(settings)

@@ -119,6 +119,10 @@ CASES = {
     "diverse beam, 2 groups": Case(
         lambda: DiverseBeamSearch(beam_size=4, diverse_groups=2), SearchOptions(nbest=4, **LIMITS)
     ),
+    "diverse beam, 3 groups finishing apart, 2-best": Case(
+        lambda: DiverseBeamSearch(beam_size=6, diverse_groups=3, diversity_strength=2.0),
+        SearchOptions(nbest=2, attention=True, **LIMITS),
+    ),
     "beam 3, n-gram blocking, a minimum length": Case(
         lambda: BeamSearch(beam_size=3),
         SearchOptions(

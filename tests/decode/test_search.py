@@ -3,7 +3,7 @@ by hand and against reference searches written plainly."""
 
 import dataclasses
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import pytest
 import torch
@@ -34,9 +34,16 @@ SCRIPT = {
 }
 
 
+Script = Mapping[tuple[int, ...], Mapping[int, float]]
+
+
 class ScriptedModel(Seq2Seq):
-    """Log-probabilities come from SCRIPT; the state carries the tokens fed so far (bos first) in a row of
-    fixed size, and how many there are."""
+    """Log-probabilities come from a script (SCRIPT unless given); the state carries the tokens fed so far
+    (bos first) in a row of fixed size, and how many there are."""
+
+    def __init__(self, script: Script = SCRIPT) -> None:
+        super().__init__()
+        self.script = script
 
     def encode(self, src: Tensor, src_mask: Tensor) -> Memory:
         return {"src_mask": src_mask}
@@ -53,7 +60,7 @@ class ScriptedModel(Seq2Seq):
         count = state["count"] + 1
         log_probs = torch.full((tokens.size(0), 8), float("-inf"))
         for row, (seq, length) in enumerate(zip(fed.tolist(), count.tolist(), strict=True)):
-            for token, p in SCRIPT.get(tuple(seq[1:length]), {EOS: 1.0}).items():
+            for token, p in self.script.get(tuple(seq[1:length]), {EOS: 1.0}).items():
                 log_probs[row, token] = math.log(p)
         return Step(log_probs, {"fed": fed, "count": count})
 

@@ -3,6 +3,7 @@ blocking, a minimum length and diverse beam search; and how a search config deri
 declarations and asks for them."""
 
 import dataclasses
+import math
 
 import pytest
 import torch
@@ -17,7 +18,7 @@ from nmt.rules.min_length import MinLength
 from nmt.rules.no_repeat_ngram import NoRepeatNGram
 from nmt.rules.registry import PARTS, processors_of, rule_of
 from nmt.rules.target_vocabulary import TargetVocabulary
-from tests.decode.test_search import random_model
+from tests.decode.test_search import A, B, ScriptedModel, random_model
 
 LIMITS = {"max_len_a": 2.0, "max_len_b": 12}
 
@@ -100,6 +101,30 @@ def test_diverse_groups_find_other_outputs_scored_as_beam_search_scores() -> Non
             at_limit = len(hyp.tokens) == limits[sentence]
             forced = forced_score(model, src[sentence : sentence + 1], hyp.tokens, at_limit)
             assert hyp.score == pytest.approx(forced, abs=1e-4)
+
+
+C, D = 6, 7
+# group 0 finishes at every step; group 1, kept off group 0's tokens, finishes later
+GROUPS_SCRIPT = {
+    (): {A: 0.5, B: 0.3, C: 0.2},
+    (A,): {EOS: 0.6, D: 0.4},
+    (A, D): {EOS: 0.6, D: 0.4},
+    (A, D, D): {EOS: 0.6, D: 0.4},
+    (C,): {D: 0.9, EOS: 0.1},
+    (C, D): {D: 0.9, EOS: 0.1},
+}
+
+
+def test_each_diverse_group_finishes_on_its_own_and_the_n_best_list_holds_each_group_s_best() -> None:
+    """Group 0 ends `A` at step 1 and would end `A D` at step 2, before group 1 ends `C D D` at step 3: a
+    sentence that stopped once two hypotheses of any group finished returned only group 0's. Each group's
+    best: `A` (p 0.3), then `C D D` (0.2 × 0.9 × 0.9 = 0.162); scores are the hypotheses' own."""
+    src = torch.tensor([[A, B, EOS]])
+    rule = DiverseBeamSearch(beam_size=2, diverse_groups=2, diversity_strength=5.0, length_penalty=0.0)
+    options = SearchOptions(nbest=2, max_len_a=2.0, max_len_b=5)
+    (found,) = search(ScriptedModel(GROUPS_SCRIPT), src, (src != 0).unsqueeze(1), rule, options)
+    assert [h.tokens for h in found] == [[A], [C, D, D]]
+    assert [h.score for h in found] == pytest.approx([math.log(0.3), math.log(0.162)])
 
 
 def forced_score(model, src, tokens, at_limit):  # type: ignore[no-untyped-def]

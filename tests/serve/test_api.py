@@ -407,6 +407,9 @@ def test_search_fields_are_the_search_settings_and_a_field_the_search_does_not_r
     refused = client.post("/v1/translate", json={"q": "ka lo", "top_k": 5, **PAIR})
     assert refused.status_code == 400
     assert refused.json()["error"] == "top_k=5 applies to sampling (sampling), not to beam search; drop it"
+    both = client.post("/v1/translate", json={"q": "ka lo", "sampling": True, "diverse_groups": 5, **PAIR})
+    assert both.status_code == 400
+    assert both.json()["error"].startswith("diverse_groups=5 asks for diverse beam search and sampling=True")
     blocked = client.post("/v1/translate", json={"q": "ka lo", "no_repeat_ngram_size": 1, "nbest": 2, **PAIR})
     for hyp in blocked.json()["translations"][0]["lines"][0]["hypotheses"]:
         assert len(set(hyp["text"].split())) == len(hyp["text"].split())

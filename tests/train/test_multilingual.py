@@ -14,11 +14,13 @@ import torch
 
 from nmt.config.multilingual import Direction
 from nmt.config.sections import SearchConfig, TrainConfig
+from nmt.config.yaml_file import load_config
 from nmt.data import language_id
 from nmt.decode.trained_run import load_run
 from nmt.decode.translator import TorchTranslator, search_options
 from nmt.evaluate import off_target
 from nmt.evaluate.directions import direction_scores
+from nmt.evaluate.hypotheses import search_label
 from nmt.run.directory import RunDir
 from nmt.train.monitor import Monitor
 from tests.conftest import MULTILINGUAL_DIRECTIONS, run_cli
@@ -54,13 +56,14 @@ def test_validation_scores_every_direction_and_their_mean(multilingual_run: Path
 def test_the_report_scores_every_direction_of_valid_and_test(multilingual_run: Path) -> None:
     report = json.loads((multilingual_run / "report.json").read_text())
     chosen = report["checkpoint"]
+    label = search_label(load_config(multilingual_run / "config.yaml").search)  # beam2, the output limit
     for split, sentences in (("valid", 12), ("test", 6)):
         scores = report[split][chosen]
         assert list(scores["directions"]) == DIRECTIONS and scores["beam_size"] == 2
         for name, record in scores["directions"].items():
             assert record["sentences"] == sentences
             hypotheses = Path(record["hypotheses"])
-            assert hypotheses.name == f"{split}.{name}.beam2.hyp"
+            assert hypotheses.name == f"{split}.{name}.{label}.hyp"
             assert len(hypotheses.read_text().splitlines()) == sentences
     assert report["best_valid_bleu_greedy"] == max(r["bleu"] for r in records(multilingual_run, "valid"))
     assert (multilingual_run / "attention" / "valid-2.png").stat().st_size > 1000
