@@ -173,7 +173,7 @@ def measure_server(
             lone_row.differ += sentence in expected and expected[sentence] != translation
     lone_row.seconds = sum(lone_row.latencies)
     rows, pool = {"lone": lone_row}, iter(sentences)
-    loads = [(clients, per, requests_of(pool, clients, per, args.target)) for clients, per in LOADS]
+    loads = [(clients, per, requests_of(pool, clients, per, args.target)) for clients, per in args.loads]
     if reference is not None:
         sent = [s for _, _, requests in loads for request in requests for s in request]
         expected |= dict(zip(sent, reference.translate_all(sent), strict=True))
@@ -337,8 +337,17 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--libretranslate-python", type=Path, default=None)
     parser.add_argument("--no-libretranslate", action="store_true")
     parser.add_argument("--lone", type=int, default=100, help="Sentences of the in-process reference.")
+    parser.add_argument(
+        "--loads",
+        default=",".join(f"{c}x{p}" for c, p in LOADS),
+        help="CLIENTSxSENTENCES rows, e.g. 1x1,4x20.",
+    )
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
+    try:
+        args.loads = [tuple(int(n) for n in load.split("x")) for load in args.loads.split(",")]
+    except ValueError:
+        parser.error(f"--loads {args.loads}: write CLIENTSxSENTENCES rows, e.g. 1x1,4x20")
     src_lang = args.src.suffix.lstrip(".")
     config = (args.run / "config.yaml").read_text(encoding="utf-8")
     tgt_lang = re.search(r"tgt_lang: *([A-Za-z_-]+)", config).group(1)  # type: ignore[union-attr]
@@ -353,7 +362,7 @@ def main() -> None:
     args = arguments()
     sentences = list(dict.fromkeys(s for s in args.src.read_text(encoding="utf-8").splitlines() if s.strip()))
     lone, sentences = sentences[: args.lone], sentences[args.lone :]
-    needed = 20 + sum(len(requests_of(iter(sentences), c, p, args.target)) * p for c, p in LOADS)
+    needed = 20 + sum(len(requests_of(iter(sentences), c, p, args.target)) * p for c, p in args.loads)
     if len(sentences) < needed:
         raise SystemExit(
             f"{args.src}: {len(sentences)} distinct sentences after --lone; the rows need {needed}"
