@@ -31,7 +31,7 @@ def serve(
     ] = 8192,
     max_delay_ms: Annotated[
         float,
-        typer.Option(min=0, max=60_000, help="… or this long after its oldest request (or the last batch)."),
+        typer.Option(min=0, max=60_000, help="… or this long after the last batch, for its clients."),
     ] = 10.0,
     max_texts: Annotated[int, typer.Option(min=1, max=100_000, help="Texts in one request's q.")] = 128,
     max_chars: Annotated[
