@@ -1,8 +1,9 @@
 """Serving at every load: `nmt serve` on a run, `nmt serve` on its CTranslate2 export and LibreTranslate on
 its Argos package, each in a process of its own, at 1, 4 and 16 clients × 1 and 20 sentences a request.
 
-    python -m benchmarks.serve_bench --run RUN_DIR --src FILE --work DIR [--beam-size 4] [--target 200]
-        [--memory-requests 100000] [--libretranslate-python PYTHON | --no-libretranslate]
+    python -m benchmarks.serve_bench --run RUN_DIR --src FILE [--data DIR] --work DIR [--beam-size 4]
+        [--target 200] [--lone 100] [--loads 1x1,4x20] [--memory-requests 100000]
+        [--libretranslate-python PYTHON | --no-libretranslate]
 
 Each server is started on a free port of 127.0.0.1, warmed up, then driven by asyncio + httpx clients (in this
 process), each sending its next request once answered (LibreTranslate's POST /translate, `q` a list of the
@@ -266,7 +267,16 @@ def export(args: argparse.Namespace) -> tuple[Path, list[Path]]:
     if not reverse.is_file():
         src, tgt = args.pair["source"], args.pair["target"]
         config = str(Path(__file__).parents[1] / "configs" / "tiny-transformer.yaml")
-        train = ["train", config, "--data", str(args.src.parent), "--src-lang", tgt, "--tgt-lang", src]
+        train = [
+            "train",
+            config,
+            "--data",
+            str(args.data or args.src.parent),
+            "--src-lang",
+            tgt,
+            "--tgt-lang",
+            src,
+        ]
         flags = ["--max-steps", "5", "--device", "cpu", "--out", str(reverse_run)]
         subprocess.run([*nmt, *train, *flags, "--set", "train.final_report=false"], check=True)
         subprocess.run([*nmt, "export", str(reverse_run), str(reverse), "--to", "argos"], check=True)
@@ -324,11 +334,15 @@ def free_port() -> int:
 
 def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--run", type=Path, required=True, help="A run directory (read only).")
     parser.add_argument(
-        "--run", type=Path, required=True, help="A run directory (copied nowhere; read only)."
+        "--src", type=Path, required=True, help="Sentences, one a line, named as SOMETHING.<source language>."
     )
     parser.add_argument(
-        "--src", type=Path, required=True, help="Sentences, one a line, in the --data layout."
+        "--data",
+        type=Path,
+        default=None,
+        help="The run's data (the reverse package's; default: --src's folder).",
     )
     parser.add_argument("--work", type=Path, required=True, help="Exports, packages and a venv (kept).")
     parser.add_argument("--beam-size", type=int, default=4, help="Every server's (LibreTranslate's is 4).")
