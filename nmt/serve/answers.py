@@ -190,6 +190,7 @@ class Health(Answer):
     status: Literal["ok"]
     models: list[str]
     waiting: int
+    decoding: int = Field(description="Lines of the batch being decoded now.")
     batches: int
     sentences: int
     split_batches: int

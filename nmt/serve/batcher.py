@@ -71,6 +71,7 @@ class Stats:
     batches: int = 0
     sentences: int = 0
     split_batches: int = 0
+    decoding: int = 0  # sentences of the batch being decoded now
 
 
 class Batcher(Generic[K, R]):
@@ -127,7 +128,12 @@ class Batcher(Generic[K, R]):
                 continue
             batch = self._take(head.key)
             sources = [request.sources[i] for request, i in batch]
-            outcomes = await loop.run_in_executor(self._executor, self._decode_isolated, head.key, sources)
+            self.stats.decoding = len(sources)
+            try:
+                decoded = loop.run_in_executor(self._executor, self._decode_isolated, head.key, sources)
+                outcomes = await decoded
+            finally:
+                self.stats.decoding = 0
             self._decoded_at, self._returned = loop.time(), 0
             self.stats.batches += 1
             self.stats.sentences += len(batch)

@@ -112,6 +112,7 @@ async def health(request: Request) -> Response:
             status="ok",
             models=list(service.catalog.engines),
             waiting=service.batcher.waiting,
+            decoding=stats.decoding,
             batches=stats.batches,
             sentences=stats.sentences,
             split_batches=stats.split_batches,

@@ -88,6 +88,7 @@ def test_the_answers_are_described(spec: dict) -> None:
         "status",
         "models",
         "waiting",
+        "decoding",
         "batches",
         "sentences",
         "split_batches",
