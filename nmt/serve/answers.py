@@ -172,12 +172,26 @@ class Models(Answer):
     models: list[ServedModel]
 
 
+class CacheHealth(Answer):
+    """The translation cache: its texts and their bytes now, its bounds, and the lookups of a text since the
+    server started that found its translation (`hits`) and that did not (`misses`)."""
+
+    entries: int
+    bytes: int
+    max_entries: int = Field(description="0: no cache (--no-cache).")
+    max_bytes: int
+    hits: int
+    misses: int
+
+
 class Health(Answer):
-    """GET /health: the server answers; its models, sentences waiting, batches decoded so far."""
+    """GET /health: the server answers; its models, sentences waiting, batches decoded so far, its cache."""
 
     status: Literal["ok"]
     models: list[str]
     waiting: int
+    decoding: int = Field(description="Lines of the batch being decoded now.")
     batches: int
     sentences: int
     split_batches: int
+    cache: CacheHealth

@@ -108,7 +108,7 @@ async def _translated(
         if read:
             translations.append(service.translate_pages(engine, read, decoding))
         else:
-            translations.append(service.translate(engine, [texts[i] for i in group], decoding))
+            translations.append(service.translate_cached(engine, [texts[i] for i in group], decoding))
     results: list[list[Translated]] = [[] for _ in texts]
     for group, translated in zip(groups.values(), await asyncio.gather(*translations), strict=True):
         for i, lines in zip(group, translated, strict=True):

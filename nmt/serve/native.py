@@ -10,6 +10,7 @@ from torch import Tensor
 from nmt.decode.markup import Page, read_page
 from nmt.decode.translator import Translated
 from nmt.serve.answers import (
+    CacheHealth,
     Health,
     HypothesisAnswer,
     LineAnswer,
@@ -45,7 +46,7 @@ async def translate(request: Request) -> Response:
         pages: list[Page | None] = [read_page(text) for text in texts]
         results = await service.translate_pages(engine, [page for page in pages if page], decoding)
     else:
-        pages, results = [None] * len(texts), await service.translate(engine, texts, decoding)
+        pages, results = [None] * len(texts), await service.translate_cached(engine, texts, decoding)
     answer = V1Translation(
         model=engine.name,
         source=engine.source,
@@ -102,16 +103,26 @@ async def models(request: Request) -> Response:
 
 
 async def health(request: Request) -> Response:
-    """The server answers: its models, sentences waiting, batches and sentences decoded so far."""
+    """The server answers: its models, sentences waiting, batches and sentences decoded so far, its
+    translation cache."""
     service: Service = request.app.state.service
-    stats = service.batcher.stats
+    stats, cache = service.batcher.stats, service.cache
     return json_answer(
         Health(
             status="ok",
             models=list(service.catalog.engines),
             waiting=service.batcher.waiting,
+            decoding=stats.decoding,
             batches=stats.batches,
             sentences=stats.sentences,
             split_batches=stats.split_batches,
+            cache=CacheHealth(
+                entries=len(cache),
+                bytes=cache.bytes,
+                max_entries=cache.limits.entries,
+                max_bytes=cache.limits.max_bytes,
+                hits=cache.stats.hits,
+                misses=cache.stats.misses,
+            ),
         )
     )

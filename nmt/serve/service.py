@@ -1,5 +1,6 @@
 """Between the HTTP routes and the batcher: choosing the model of a request, encoding each line of a text and
-decoding its hypotheses (through the model's Translator), and queueing the lines."""
+decoding its hypotheses (through the model's Translator), and queueing the lines; the texts translated before
+come from the translation cache (nmt/serve/cache.py) instead."""
 
 from __future__ import annotations
 
@@ -14,14 +15,16 @@ from nmt.decode.search import Hypothesis
 from nmt.decode.translator import Translated, search_rule
 from nmt.errors import UserError
 from nmt.rules.registry import chosen_rule
+from nmt.rules.sampling import Sampling
 from nmt.serve.batcher import Batcher, Closed, SentenceFailed
+from nmt.serve.cache import TranslationCache
 from nmt.serve.engines import Catalog, Decoding, Engine
 from nmt.serve.requests import ApiError, Limits, RequestModels, clipped
 
 
 class Service:
     """The served models, the batcher that decodes for all of them, the request limits and the request models
-    bounded by them."""
+    bounded by them, and the translations of the texts translated so far."""
 
     def __init__(
         self,
@@ -29,8 +32,10 @@ class Service:
         batcher: Batcher[Decoding, list[Hypothesis]],
         limits: Limits,
         requests: RequestModels,
+        cache: TranslationCache[list[Translated]],
     ) -> None:
         self.catalog, self.batcher, self.limits, self.requests = catalog, batcher, limits, requests
+        self.cache = cache
 
     def choose(self, source: str | None, target: str | None, model: str | None) -> Engine:
         """The engine of the model named `model`, else of the default model of the served direction that
@@ -101,12 +106,23 @@ class Service:
         decoded = iter(translator.decode(flat, found))
         return [list(itertools.islice(decoded, len(text))) for text in lines]
 
+    async def translate_cached(
+        self, engine: Engine, texts: list[str], decoding: Decoding
+    ) -> list[list[Translated]]:
+        """`translate`, through the cache: a text translated before as `decoding` says is not translated again
+        (samples are drawn anew where the engine would not draw them alike: a CTranslate2 export's)."""
+        if isinstance(search_rule(decoding.settings), Sampling) and engine.translator.engine != "torch":
+            return await self.translate(engine, texts, decoding)
+        return await self.cache.translate(
+            texts, decoding, lambda fresh: self.translate(engine, fresh, decoding)
+        )
+
     async def translate_pages(
         self, engine: Engine, pages: list[Page], decoding: Decoding
     ) -> list[list[Translated]]:
         """The sentences of each HTML page's blocks translated, with their word links (to place its tags)."""
         aligned = dataclasses.replace(decoding, alignments=True)
-        return await self.translate(engine, ["\n".join(page.lines) for page in pages], aligned)
+        return await self.translate_cached(engine, ["\n".join(page.lines) for page in pages], aligned)
 
 
 def joined(lines: list[Translated], rank: int, page: Page | None = None) -> str:
