@@ -73,6 +73,15 @@ def translate(
             "written back translated, its inline tags placed by the word alignment.",
         ),
     ] = "text",
+    split_sentences: Annotated[
+        bool | None,
+        typer.Option(
+            "--split-sentences/--no-split-sentences",
+            help="Translate each line sentence by sentence, joined back with the line's own spacing: for "
+            "lines of running text (paragraphs), which a model trained on sentences would otherwise cut "
+            "short. Default: on for --format html, off for text and jsonl (a corpus of one sentence a line).",
+        ),
+    ] = None,
     alignments: Annotated[
         bool,
         typer.Option(
@@ -123,9 +132,15 @@ def translate(
     engine (an export), CTranslate2's own, divided by (length + 1) ** A. The input is read and translated in
     chunks, written as they are done (to --output only when complete).
 
-    With --format html the input is one HTML page, written back with the text of its blocks translated and
-    its inline tags (b, i, a, span, …) placed around the output words linked to the words they wrapped
-    (docs/serving.md says what is left as it is).
+    With --format html the input is one HTML page, written back with the text of its blocks translated
+    sentence by sentence, its inline tags (b, i, a, span, …) placed around the output words linked to the
+    words they wrapped (docs/serving.md says what is left as it is) and its `lang` the target language.
+
+    With --split-sentences each line is split into its sentences by the source language's rules and each
+    sentence translated alone (a sentence over the model's limit in parts: at its clauses, else between
+    words; a word longer still is cut, `[…]` marking the cut). Without it a line over the limit is cut to it,
+    with a warning. Either way, a line whose translation holds fewer sentences than the line is counted in
+    a warning (with --format jsonl each line says both counts).
 
     With --alignments each translation is followed by ` ||| 0-0 1-2 …`: each output word linked to the source
     words its subwords attended most (with --format jsonl: an "alignment" field of [i, j] pairs); an empty
@@ -154,6 +169,10 @@ def translate(
     loaded = load_translator(run_dirs, engine, resolve_device(device), checkpoint, search, int8)
     translator = into_direction(loaded, asked_direction(src_lang, tgt_lang, zero_shot, pivot))
     if format == "html":
+        if split_sentences is False:
+            raise UserError(
+                "--format html translates each block sentence by sentence: drop --no-split-sentences"
+            )
         _translate_page(translator, input, output)
         return
     bad = 0
@@ -164,7 +183,9 @@ def translate(
         def write(out: BinaryIO) -> None:
             nonlocal bad
             live = terminal if interactive is None else interactive
-            bad = stream_translations(translator, source, name, out, skip_bad_lines, live, style, alignments)
+            bad = stream_translations(
+                translator, source, name, out, skip_bad_lines, live, style, alignments, bool(split_sentences)
+            )
 
         write_output(output, write)
     if bad:

@@ -91,6 +91,7 @@ def test_the_answers_are_described(spec: dict) -> None:
         "batches",
         "sentences",
         "split_batches",
+        "dropped_sentences",
     }
 
 
