@@ -4,7 +4,7 @@ writes into its package as an ONNX graph for MiniSBD (nmt/export/sentence_splitt
 same rules from the same tables below.
 
 A language without a table here (LANGUAGES) is split by the rules alone, with no abbreviation and no ordinal
-(`language` logs that once per language).
+(`announce` logs that once per language, for the paths that split).
 """
 
 from __future__ import annotations
@@ -136,19 +136,22 @@ GENERIC = Language()
 Span = tuple[int, int]  # a sentence's characters [start, end) in its paragraph
 
 
-@functools.cache
 def language(lang: str) -> Language:
-    """The rules' table of `lang`; the generic rules (logged once per language) where there is none."""
-    found = LANGUAGES.get(lang)
-    if found is None:
+    """The rules' table of `lang`; the generic rules where there is none."""
+    return LANGUAGES.get(lang, GENERIC)
+
+
+@functools.cache
+def announce(lang: str) -> None:
+    """Log, once per language, that paragraphs of `lang` are split by the generic rules, where it has no
+    table."""
+    if lang not in LANGUAGES:
         log.info(
             "no sentence-splitting rules for %s: its paragraphs are split by the generic rules (punctuation "
             "alone; rules exist for %s)",
             repr(lang) if lang else "a source language not named",
             ", ".join(LANGUAGES),
         )
-        return GENERIC
-    return found
 
 
 def is_lowercase(char: str) -> bool:

@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from nmt.data.sentences import Span, sentence_spans
+from nmt.data.sentences import Span, announce, sentence_spans
 from nmt.decode.languages import Translates
 from nmt.decode.translator import Translated, Translation
 
@@ -123,6 +123,8 @@ def segment(paragraphs: Sequence[str], translator: Encodes, split: bool) -> Segm
     """`paragraphs` as pieces to translate, in the language of the translator's source: with `split`, their
     sentences, one longer than the model takes in parts that fit where it can be; else each paragraph whole
     (white space around it left out). A blank paragraph is one empty piece."""
+    if split:
+        announce(translator.source)
     spans = [sentence_spans(text, translator.source) for text in paragraphs]
     wholes = spans if split else [[(own[0][0], own[-1][1])] if own else [] for own in spans]
     pieces = [own or [(0, 0)] for own in wholes]
