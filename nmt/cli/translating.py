@@ -74,14 +74,8 @@ def translate(
         ),
     ] = "text",
     split_sentences: Annotated[
-        bool | None,
-        typer.Option(
-            "--split-sentences/--no-split-sentences",
-            help="Translate each line sentence by sentence, joined back with the line's own spacing: for "
-            "lines of running text (paragraphs), which a model trained on sentences would otherwise cut "
-            "short. Default: on for --format html, off for text and jsonl (a corpus of one sentence a line).",
-        ),
-    ] = None,
+        bool, typer.Option(help="Translate each line sentence by sentence: for lines that hold paragraphs.")
+    ] = False,
     alignments: Annotated[
         bool,
         typer.Option(
@@ -136,11 +130,8 @@ def translate(
     sentence by sentence, its inline tags (b, i, a, span, …) placed around the output words linked to the
     words they wrapped (docs/serving.md says what is left as it is) and its `lang` the target language.
 
-    With --split-sentences each line is split into its sentences by the source language's rules and each
-    sentence translated alone (a sentence over the model's limit in parts: at its clauses, else between
-    words; a word longer still is cut, `[…]` marking the cut). Without it a line over the limit is cut to it,
-    with a warning. Either way, a line whose translation holds fewer sentences than the line is counted in
-    a warning (with --format jsonl each line says both counts).
+    With --split-sentences (always, for html) each sentence of a line is translated alone; a warning counts
+    the lines whose translation lacks sentences (jsonl: both counts, each line). See docs/running-text.md.
 
     With --alignments each translation is followed by ` ||| 0-0 1-2 …`: each output word linked to the source
     words its subwords attended most (with --format jsonl: an "alignment" field of [i, j] pairs); an empty
@@ -169,10 +160,6 @@ def translate(
     loaded = load_translator(run_dirs, engine, resolve_device(device), checkpoint, search, int8)
     translator = into_direction(loaded, asked_direction(src_lang, tgt_lang, zero_shot, pivot))
     if format == "html":
-        if split_sentences is False:
-            raise UserError(
-                "--format html translates each block sentence by sentence: drop --no-split-sentences"
-            )
         _translate_page(translator, input, output)
         return
     bad = 0
@@ -184,7 +171,7 @@ def translate(
             nonlocal bad
             live = terminal if interactive is None else interactive
             bad = stream_translations(
-                translator, source, name, out, skip_bad_lines, live, style, alignments, bool(split_sentences)
+                translator, source, name, out, skip_bad_lines, live, style, alignments, split_sentences
             )
 
         write_output(output, write)

@@ -185,10 +185,6 @@ def test_nmt_translate_format_html_translates_every_sentence(
     assert code == 0, err
     assert_well_formed_with_every_tag(page, out)
     assert words(out) == expected and '<html lang="tgt">' in out
-    code, _, err = run_cli(
-        "translate", str(trained_run), "--format", "html", "--no-split-sentences", input=page
-    )
-    assert code == 2 and "sentence by sentence" in err
 
 
 def test_a_translated_page_s_language_is_the_target(client: TestClient, offline: dict[str, str]) -> None:
