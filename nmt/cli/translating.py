@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, BinaryIO
 
@@ -36,23 +33,6 @@ if TYPE_CHECKING:
     from nmt.decode.outputs import OutputFormat
     from nmt.decode.translator import Translator
     from nmt.evaluate.plots import Scale
-
-
-@contextlib.contextmanager
-def _read_input(path: Path | None) -> Iterator[tuple[BinaryIO, str, bool]]:
-    """The bytes to translate (a file, or stdin), their name for errors, and whether they come from a terminal
-    (then each line is answered as soon as it is entered)."""
-    if path is None:
-        if sys.stdin is None:  # closed, as under cron with <&-
-            raise UserError("standard input is closed; pass --input FILE")
-        yield sys.stdin.buffer, "standard input", sys.stdin.isatty()
-        return
-    try:
-        handle = open(path, "rb")  # noqa: SIM115 (closed below)
-    except OSError as err:
-        raise UserError(f"cannot read {path}: {err.strerror}") from err
-    with handle:
-        yield handle, str(path), False
 
 
 @with_search_flags
@@ -144,7 +124,7 @@ def translate(
     from nmt.atomic_files import write_output
     from nmt.decode.languages import into_direction
     from nmt.decode.loading import load_translator
-    from nmt.decode.outputs import stream_translations
+    from nmt.decode.outputs import read_input, stream_translations
     from nmt.device.choice import resolve_device
 
     if format not in ("text", "jsonl", "html"):
@@ -163,7 +143,7 @@ def translate(
         _translate_page(translator, input, output)
         return
     bad = 0
-    with _read_input(input) as (source, name, terminal):
+    with read_input(input) as (source, name, terminal):
         if terminal:  # the model is loaded: a user at the keyboard learns when to type, and how to stop
             logging.getLogger(__name__).info("ready: type a sentence and press Enter; Ctrl-D ends")
 
@@ -183,8 +163,9 @@ def _translate_page(translator: Translator | Pivot, input: Path | None, output: 
     """The HTML page of `input` (or stdin) translated to `output` (or stdout)."""
     from nmt.atomic_files import write_output
     from nmt.decode.markup import translated_page
+    from nmt.decode.outputs import read_input
 
-    with _read_input(input) as (source, name, _):
+    with read_input(input) as (source, name, _):
         data = source.read()
     try:
         page = data.decode("utf-8-sig")

@@ -1,13 +1,17 @@
-"""What `nmt translate` writes: streams of lines translated a chunk at a time, as plain text, Moses-style
-n-best lines or JSON lines, each translation with its word alignment when asked (` ||| i-j …` as fairseq and
-OpenNMT-py append it: source word i, output word j, from 0); each line sentence by sentence where asked
-(nmt/decode/running_text.py), and its sentences counted in the source and the translation: JSON lines say
-both, and the log says how many lines' translations hold fewer."""
+"""What `nmt translate` reads (`read_input`: a file or standard input) and writes: streams of lines translated
+a chunk at a time, as plain text, Moses-style n-best lines or JSON lines, each translation with its word
+alignment when asked (` ||| i-j …` as fairseq and OpenNMT-py append it: source word i, output word j, from 0);
+each line sentence by sentence where asked (nmt/decode/running_text.py), and its sentences counted in the
+source and the translation: JSON lines say both, and the log says how many lines' translations hold fewer."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import sys
+from collections.abc import Iterator
+from pathlib import Path
 from typing import BinaryIO, Literal
 
 from nmt.align.pharaoh import format_links
@@ -15,12 +19,30 @@ from nmt.data.corpus import decode_lines, line_chunks
 from nmt.decode.languages import Translates
 from nmt.decode.running_text import TranslatedParagraph, translate_paragraphs
 from nmt.decode.translator import Translation
+from nmt.errors import UserError
 
 log = logging.getLogger(__name__)
 
 CHUNK_LINES = 10_000  # lines read, sorted by length and translated at a time
 BAD_LINE_HINT = "pass --skip-bad-lines to translate such lines as empty ones"
 OutputFormat = Literal["text", "moses", "jsonl"]
+
+
+@contextlib.contextmanager
+def read_input(path: Path | None) -> Iterator[tuple[BinaryIO, str, bool]]:
+    """The bytes to translate (a file, or stdin), their name for errors, and whether they come from a terminal
+    (then each line is answered as soon as it is entered); a UserError where they cannot be read."""
+    if path is None:
+        if sys.stdin is None:  # closed, as under cron with <&-
+            raise UserError("standard input is closed; pass --input FILE")
+        yield sys.stdin.buffer, "standard input", sys.stdin.isatty()
+        return
+    try:
+        handle = open(path, "rb")  # noqa: SIM115 (closed below)
+    except OSError as err:
+        raise UserError(f"cannot read {path}: {err.strerror}") from err
+    with handle:
+        yield handle, str(path), False
 
 
 def format_translations(
