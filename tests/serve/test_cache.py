@@ -91,6 +91,21 @@ def test_a_cached_answer_is_the_fresh_one_whatever_the_request_varies(catalog: C
     assert 0 < second["bytes"] <= second["max_bytes"]
 
 
+def test_a_paragraph_split_and_whole_are_remembered_apart(catalog: Catalog, corpus: Path) -> None:
+    """A paragraph of two sentences translated sentence by sentence and whole (`split_sentences: false`), in
+    either order: each answer is the fresh one, never the other's."""
+    first, second = sentences_of(corpus, 2)
+    paragraph = {"q": f"{first}. {second.capitalize()}."}  # a capital starts a sentence
+    requests = [("/v1/translate", paragraph), ("/v1/translate", paragraph | {"split_sentences": False})]
+    with TestClient(_app(catalog, NO_CACHE)) as fresh_client:
+        fresh = answers(fresh_client, requests)
+    assert fresh[0] != fresh[1]
+    with TestClient(_app(catalog, CacheLimits())) as client:
+        assert answers(client, requests) == fresh
+        assert answers(client, requests[::-1]) == fresh[::-1]
+        assert client.get("/health").json()["cache"]["hits"] == 2
+
+
 def perturbed(engine: Engine, name: str) -> Engine:
     """The engine's model with other weights, served under `name`: another model of the same pair."""
     translator = copy.copy(engine.translator)

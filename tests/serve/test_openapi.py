@@ -93,6 +93,7 @@ def test_the_answers_are_described(spec: dict) -> None:
         "sentences",
         "split_batches",
         "cache",
+        "dropped_sentences",
     }
 
 
