@@ -47,6 +47,11 @@ class DataConfig:
     skip_bad_lines: bool = setting(
         False, "drop lines that are not valid UTF-8 (with their partner, counted) instead of failing"
     )
+    unescape_entities: bool = setting(
+        True,
+        "read HTML entities of every split (`&amp;`, `&#39;`, `&quot;`) as the characters they stand for, "
+        "so that a model never learns to write them; false keeps the text as written",
+    )
     multilingual: MultilingualConfig | None = setting(
         None, "many directions in one model, instead of src_lang → tgt_lang (absent: one pair)"
     )

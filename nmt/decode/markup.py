@@ -6,7 +6,8 @@ wrapped. Block-level tags end a sentence; inline ones (INLINE) never do.
 - Left as they are: script, style, pre, textarea and the like (KEPT), comments, the doctype, every attribute
   but `title` and `alt` (TRANSLATED), and the code, img and other atoms of ATOMS (kept whole, placed between
   words as inline tags without words are). Entities of the text are read as characters and written back as
-  text (`&`, `<`, `>` escaped): the page stays well-formed.
+  text (`&`, `<`, `>` escaped; an entity the model wrote is read first, never escaped twice): the page stays
+  well-formed.
 - A `title` or `alt` (outside the kept elements) is translated as a sentence of its own, after the blocks'
   sentences: its tag is written again with the translation in place of the value, every other attribute as
   it was read (quoted, entities escaped).
@@ -263,7 +264,7 @@ class Page:
                 written.append(write_block(part, text.split(), links))
             else:
                 written.append(part)
-        values = [html.escape(text) for text, _ in found]  # the attributes' translations, in order
+        values = [output_text(text, quote=True) for text, _ in found]  # the attributes', in order
         marker = re.escape(self.marker)
         marked = re.compile(f"{marker}(\\d+){marker}")  # one pass over the page, however many attributes
         return marked.sub(lambda match: values[int(match.group(1))], "".join(written))
@@ -392,7 +393,7 @@ def _write(places: list[Placed], output: Sequence[str]) -> str:
     def words(low: int, high: int) -> None:
         nonlocal first
         for word in output[low:high]:
-            written.append(("" if first else " ") + "".join(pending) + html.escape(word, quote=False))
+            written.append(("" if first else " ") + "".join(pending) + output_text(word))
             pending.clear()
             first = False
 
@@ -418,6 +419,12 @@ def _write(places: list[Placed], output: Sequence[str]) -> str:
 
     inside(places, 0, len(output))
     return "".join(written) + "".join(pending)
+
+
+def output_text(text: str, quote: bool = False) -> str:
+    """A translation's text as page text: escaped once, whatever entities the model wrote (one trained on
+    text that held `&amp;` writes it), so a page never shows `&amp;amp;`."""
+    return html.escape(html.unescape(text), quote=quote)
 
 
 def _whole(element: Element) -> str:

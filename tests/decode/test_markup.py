@@ -98,6 +98,17 @@ def test_entities_are_read_as_text_and_written_as_entities() -> None:
     assert translate_page(page, same) == "<p>Tom &amp; Jerry &lt;3 café ©</p>"
 
 
+def test_an_entity_the_model_wrote_is_never_escaped_twice() -> None:
+    """A model trained on text that held `&amp;` writes it: the page shows `&`, as `&amp;` (not `&amp;amp;`);
+    so does a translated attribute."""
+    wrote: Translate = lambda lines: [  # noqa: E731
+        (line.replace("&", "&amp;").replace('"', "&quot;"), [(i, i) for i in range(len(line.split()))])
+        for line in lines
+    ]
+    page = '<p>Stein &amp; Fliese</p><img alt="Q&amp;A &quot;hier&quot;">'
+    assert translate_page(page, wrote) == '<p>Stein &amp; Fliese</p><img alt="Q&amp;A &quot;hier&quot;">'
+
+
 def test_a_tag_whose_words_align_to_nothing_is_kept_empty_before_the_next_word() -> None:
     page = "<p>a <b>b</b> c d</p>"
     dropped: Translate = lambda lines: [("x y z", [(0, 0), (2, 1), (3, 2)])]  # noqa: E731
