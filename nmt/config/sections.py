@@ -52,6 +52,11 @@ class DataConfig:
         "read HTML entities of every split (`&amp;`, `&#39;`, `&quot;`) as the characters they stand for, "
         "so that a model never learns to write them; false keeps the text as written",
     )
+    domain: str | None = setting(
+        None,
+        "what the training text is and so what the model handles (e.g. `short sentence-case image "
+        "captions`): the model card, exports and the server's /v1/models state it",
+    )
     multilingual: MultilingualConfig | None = setting(
         None, "many directions in one model, instead of src_lang → tgt_lang (absent: one pair)"
     )

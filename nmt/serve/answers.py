@@ -153,6 +153,9 @@ class ModelFacts(Answer):
     type: str = Field(description="transformer, rnn-bahdanau, rnn-luong or ensemble.")
     runs: list[str]
     checkpoint: str | None
+    domain: str | None = Field(
+        description="What the model was trained on, and so what it handles (data.domain; null: not stated)."
+    )
     parameters: int | None
     test_bleu: ReportedBleu | None = Field(description="The test BLEU of the run's report, for one run.")
     beam_size: int

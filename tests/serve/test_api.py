@@ -246,6 +246,8 @@ def test_v1_models_and_health(client: TestClient, trained_run: Path) -> None:
         "checkpoint": report["checkpoint"],
     }
     assert model["parameters"] > 0
+    domain = load_run(trained_run, torch.device("cpu")).cfg.data.domain
+    assert domain and model["domain"] == domain  # what the model handles, as its config states it
     health = client.get("/health").json()
     assert health["status"] == "ok" and health["models"] == [trained_run.name] and health["waiting"] == 0
 
@@ -363,6 +365,12 @@ def test_a_ctranslate2_export_is_served_with_nbest_and_no_attention(
         ]
         (model,) = client.get("/v1/models").json()["models"]
         assert (model["engine"], model["name"]) == ("ctranslate2", "ct2")
+    run = load_run(trained_run, torch.device("cpu"))
+    assert (model["runs"], model["checkpoint"], model["domain"]) == (
+        [trained_run.name],
+        run.checkpoint_name,  # as the export's metadata names it
+        run.cfg.data.domain,
+    )
     (beam_2,) = (
         load_catalog([tmp_path / "ct2"], "ctranslate2", torch.device("cpu"), None, 2).engines["ct2"].values()
     )
