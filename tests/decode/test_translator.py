@@ -50,6 +50,17 @@ def test_an_overlong_source_is_cut_once_and_decoded_as_searched(
     assert len(line.source_pieces) == 3 + 1
 
 
+def test_a_text_cut_for_its_heatmap_is_reported_once(
+    translator: TorchTranslator, caplog: pytest.LogCaptureFixture
+) -> None:
+    short = translator.with_search(beam_size=1)
+    short.max_source_len = 3
+    translated = short.translate_with_attention("kalo mi su te kalo mi su te")
+    assert len(translated.source_pieces) == 3 + 1
+    cut = [record for record in caplog.records if "subwords" in record.getMessage()]
+    assert len(cut) == 1, caplog.text
+
+
 def test_attention_of_every_hypothesis_on_request(translator: TorchTranslator) -> None:
     """Every layer and head, rows the output pieces, columns the source pieces (both ending with '</s>')."""
     translated = translator.with_search(beam_size=3, nbest=2).translate_with_attention("kalo mi su")
