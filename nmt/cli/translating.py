@@ -77,8 +77,8 @@ def translate(
         bool,
         typer.Option(
             help="Append each translation's word alignment, ` ||| i-j …` (source word i, output word j, from "
-            "0), from the attention the run aligns with (a guided run's supervised heads, else the last "
-            "layer's mean of heads)."
+            "0), from the attention the run aligns with (a guided run's supervised heads, else the "
+            "penultimate layer's mean of heads)."
         ),
     ] = False,
     src_lang: FromLang = None,

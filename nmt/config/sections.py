@@ -217,8 +217,15 @@ class AlignmentConfig:
     def decoder_layer(self, decoder_layers: int) -> int:
         """The supervised layer from 0 (RNNs: 0, their one attention)."""
         if self.layer is None:
-            return max(decoder_layers - 2, 0)
+            return penultimate_layer(decoder_layers)
         return self.layer % decoder_layers
+
+
+def penultimate_layer(decoder_layers: int) -> int:
+    """The decoder layer, from 0, that aligns best where nothing else is known: the penultimate (Garg et al.
+    2019; the only one of a one-layer decoder). Guided alignment supervises it by default, and a run trained
+    without it aligns with it (nmt/align/reading.py)."""
+    return max(decoder_layers - 2, 0)
 
 
 @dataclass(frozen=True)

@@ -117,7 +117,7 @@ class HypothesisAnswer(Answer):
         description="With alignments: [source word, output word] links, from 0, the words of the line and of "
         "text (whitespace-separated); each output word linked to the source words its subwords attended "
         "most in the attention the run aligns with (a guided run's supervised heads, else a Transformer's "
-        "last layer's mean of heads).",
+        "penultimate layer's mean of heads).",
     )
 
 

@@ -77,8 +77,9 @@ def test_alignments_follow_each_hypothesis_through_beam_search(
 ) -> None:
     """The source position each token attended most, carried by search with its hypothesis through every
     reordering of the beam, is the argmax (eos left out) of the last layer's mean of heads in a teacher-forced
-    pass over the finished hypothesis."""
+    pass over the finished hypothesis (search's own alignments: the translator's reading left out)."""
     searching = translator.with_search(beam_size=4, nbest=4)
+    searching.reading = None  # the run's reads its penultimate layer after search
     sources = searching.encode((corpus / "test.src").read_text().splitlines()[:20])
     found = searching.search(sources, options=search_options(searching.settings, alignments=True))
     assert sum(len(hyps) for hyps in found) == 80
