@@ -100,18 +100,6 @@ def test_plot_attention_writes_an_image(
     assert image.stat().st_size > 1000
 
 
-def test_plot_attention_refuses_a_text_too_long_to_read_in_one_line(
-    trained_run: Path, corpus: Path, tmp_path: Path
-) -> None:
-    """Its labels would be unreadable: refused before anything is translated or drawn."""
-    text = " ".join((corpus / "test.src").read_text().splitlines()[:40])
-    image = tmp_path / "attention.png"
-    code, _, err = run_cli("plot-attention", str(trained_run), "--text", text, "--out", str(image))
-    assert code == 2 and len(err.strip().splitlines()) == 1, err
-    assert "a heatmap stays readable up to 120 a side: plot one sentence of it at a time" in err
-    assert not image.exists()
-
-
 @pytest.mark.parametrize(
     ("args", "message"),
     [
