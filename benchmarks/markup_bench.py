@@ -360,11 +360,16 @@ class Pairs:
     human: list[SentenceLinks] | None
 
 
+def injected(sets: dict[str, Pairs]) -> dict[str, list[Sample]]:
+    """Each set's sources with tags injected, seeded with `SEED`: the same pages for every run measured."""
+    rng = random.Random(SEED)
+    return {name: [inject(s.split(), rng) for s in pairs.sources] for name, pairs in sets.items()}
+
+
 def measure(runs: dict[str, TrainedRun], sets: dict[str, Pairs], align: Aligner) -> dict:
     """Every run on every set (see the module's docstring); tags injected with `SEED`, the same for every run,
     and the pairs aligned by `align` in one call."""
-    rng = random.Random(SEED)
-    samples = {name: [inject(s.split(), rng) for s in pairs.sources] for name, pairs in sets.items()}
+    samples = injected(sets)
     translated = {
         (run_name, name): translate_set(run, samples[name], pairs.sources)
         for run_name, run in runs.items()
@@ -414,6 +419,24 @@ def trained_runs(work: Path, models: Sequence[str]) -> dict[str, Path]:
         guided = alignment_bench.Kind(GUIDED_CANDIDATE, plain.config, alignment_bench.GUIDED_STEPS, settings)
         kinds[alignment_bench.GUIDED_NAME] = guided
     return {name: alignment_bench.train(work, kinds[name], "en", "fr") for name in models}
+
+
+def named_runs(given: Sequence[str]) -> dict[str, Path]:
+    """The runs of --run's NAME=RUN_DIR values, by name."""
+    return {name: Path(path) for name, path in (one.split("=", 1) for one in given)}
+
+
+def kept(saved: Path, paths: dict[str, Path], measure: Callable[[dict[str, TrainedRun]], dict]) -> dict:
+    """The results of the runs at `paths`, by name: those `saved` holds are kept, the others loaded,
+    measured and added to it."""
+    results = json.loads(saved.read_text()) if saved.exists() else {}
+    missing = {name: path for name, path in paths.items() if name not in results}
+    if missing:
+        results |= measure(
+            {name: load_trained([path], torch.device("cpu")) for name, path in missing.items()}
+        )
+        saved.write_text(json.dumps(results, indent=1) + "\n")
+    return {name: results[name] for name in paths}
 
 
 def percent(part: int, whole: int) -> str:
@@ -476,16 +499,9 @@ def main() -> None:
     )
     args = parser.parse_args()
     alignment_bench.ready(args.data, args.work, "markup benchmark")
-    saved = args.work / "markup.json"
-    results = json.loads(saved.read_text()) if saved.exists() else {}
-    paths = dict(given.split("=", 1) for given in args.run) if args.run else None
-    chosen = paths or trained_runs(args.work, args.model or MODELS)
-    missing = {name: path for name, path in chosen.items() if name not in results}
-    if missing:  # runs measured before are kept, by name
-        runs = {name: load_trained([Path(path)], torch.device("cpu")) for name, path in missing.items()}
-        results |= measure(runs, load_sets(args.work, args.sentences), eflomal_aligner(args.work))
-        saved.write_text(json.dumps(results, indent=1) + "\n")
-    print(report({name: results[name] for name in chosen}))
+    paths = named_runs(args.run) or trained_runs(args.work, args.model or MODELS)
+    sets, align = load_sets(args.work, args.sentences), eflomal_aligner(args.work)
+    print(report(kept(args.work / "markup.json", paths, lambda runs: measure(runs, sets, align))))
 
 
 if __name__ == "__main__":
