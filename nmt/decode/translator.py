@@ -89,12 +89,6 @@ class Translated:
         return self.hypotheses[0]
 
 
-def search_rule(settings: SearchConfig) -> SearchRule:
-    """The rule a search config describes (nmt/rules/registry.py): sampling, diverse beam search, greedy (beam
-    size 1) or beam search."""
-    return rule_of(settings)
-
-
 def search_options(
     settings: SearchConfig, attention: bool = False, alignments: bool = False
 ) -> SearchOptions:
@@ -266,7 +260,7 @@ class Translator(ABC):
         """What a search starts from: the rule and options (default: the settings'; a multilingual model's
         tags banned from the output but where forced first), the sources cut to the length limit, and the
         output of each, blank until searched. A UserError for what this engine cannot return."""
-        rule = rule or search_rule(self.settings)
+        rule = rule or rule_of(self.settings)
         options = options or search_options(self.settings)
         # a tag is never an output, but where forced first (decoder tags), and never aligned (encoder tags)
         prefix = tuple(self.tags.forced_prefix(self.target_language()))

@@ -26,9 +26,10 @@ from nmt.config.sections import SearchConfig
 from nmt.decode.loading import Loaded, ensemble, load_models
 from nmt.decode.search import Hypothesis
 from nmt.decode.trained_run import TrainedRun
-from nmt.decode.translator import Translator, search_options, search_rule
+from nmt.decode.translator import Translator, search_options
 from nmt.errors import UserError
 from nmt.models.config import ModelConfig
+from nmt.rules.registry import rule_of
 from nmt.serve.answers import ModelFacts, ReportedBleu
 
 log = logging.getLogger(__name__)
@@ -65,7 +66,7 @@ class Engine:
         capturing CUDA graphs would cost more than it saves."""
         settings = dataclasses.replace(decoding.settings, cuda_graphs=False)
         wanted = search_options(settings, decoding.attention, decoding.alignments)
-        return self.translator.search_as_one_batch(sources, search_rule(settings), wanted)
+        return self.translator.search_as_one_batch(sources, rule_of(settings), wanted)
 
 
 Engines = dict[Direction, Engine]  # a served model's engine in each of its directions

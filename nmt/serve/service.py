@@ -15,9 +15,8 @@ from nmt.config import search_flags
 from nmt.decode.markup import Page, with_language
 from nmt.decode.running_text import Segmented, TranslatedParagraph, segment
 from nmt.decode.search import Hypothesis
-from nmt.decode.translator import search_rule
 from nmt.errors import UserError
-from nmt.rules.registry import chosen_rule
+from nmt.rules.registry import chosen_rule, rule_of
 from nmt.rules.sampling import Sampling
 from nmt.serve.batcher import Batcher, Closed, SentenceFailed
 from nmt.serve.cache import TranslationCache
@@ -103,7 +102,7 @@ class Service:
             _refuse_cut(segmented, engine)
         try:
             found = await self.batcher.translate(
-                decoding, segmented.sources, search_rule(decoding.settings).width
+                decoding, segmented.sources, rule_of(decoding.settings).width
             )
         except Closed as err:
             raise ApiError(503, str(err)) from err
@@ -121,7 +120,7 @@ class Service:
         """`translate`, through the cache: a text translated before as `decoding` and `split` say is not
         translated again (samples are drawn anew where the engine would not draw them alike: a CTranslate2
         export's)."""
-        if isinstance(search_rule(decoding.settings), Sampling) and engine.translator.engine != "torch":
+        if isinstance(rule_of(decoding.settings), Sampling) and engine.translator.engine != "torch":
             return await self.translate(engine, texts, decoding, split)
         return await self.cache.translate(
             texts, (decoding, split), lambda fresh: self.translate(engine, fresh, decoding, split)
