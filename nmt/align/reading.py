@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from nmt.config.schema import Config
-from nmt.config.sections import Rule
+from nmt.config.sections import LinkRule
 from nmt.errors import UserError
 
 Heads = tuple[int, ...] | Literal["mean"] | None  # asked: these heads' mean, all heads', or the run's default
@@ -27,7 +27,7 @@ class Reading:
 
     layer: int
     heads: tuple[int, ...] | None
-    rule: Rule = "argmax"
+    rule: LinkRule = "argmax"
     threshold: float | None = None
     null: bool = False
 

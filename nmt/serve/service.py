@@ -13,7 +13,7 @@ from typing import Any
 
 from nmt.config import search_flags
 from nmt.decode.markup import Page, with_language
-from nmt.decode.running_text import Segmented, TranslatedParagraph, segment
+from nmt.decode.running_text import TranslatedParagraph, segment
 from nmt.decode.search import Hypothesis
 from nmt.errors import UserError
 from nmt.rules.registry import chosen_rule, rule_of
@@ -90,7 +90,7 @@ class Service:
         self, engine: Engine, texts: list[str], decoding: Decoding, split: bool = True
     ) -> list[list[TranslatedParagraph]]:
         """Each text's lines translated (blank lines stay blank), with `split` sentence by sentence, all
-        pieces of all texts queued together; without `split` a line over the model's limit is refused."""
+        pieces of all texts queued together; a piece over the model's limit is cut, the cut stated."""
         translator = engine.translator
         if decoding.attention and not translator.has_attention:
             raise ApiError(400, f"model {engine.name!r} ({engine.facts.engine}) returns no attention")
@@ -98,8 +98,6 @@ class Service:
             raise ApiError(400, f"model {engine.name!r} returns no alignments: export its run again")
         lines = [text.split("\n") for text in texts]
         segmented = segment([line for text in lines for line in text], translator, split)
-        if not split:
-            _refuse_cut(segmented, engine)
         try:
             found = await self.batcher.translate(
                 decoding, segmented.sources, rule_of(decoding.settings).width
@@ -140,17 +138,6 @@ class Service:
             self.dropped_sentences += dropped
             short = sum(paragraph.dropped > 0 for paragraph in translated)
             log.warning("the translations of %d lines of a request lack %d sentences", short, dropped)
-
-
-def _refuse_cut(segmented: Segmented, engine: Engine) -> None:
-    """A 400 naming the first line over the model's limit (translated whole, it would be cut)."""
-    for i, paragraph in enumerate(segmented.paragraphs):
-        for subwords in paragraph.cut.values():
-            raise ApiError(
-                400,
-                f"line {i + 1} of the request has {subwords} subwords; {engine.name} translates at most "
-                f"{segmented.limit} a line: split it, or send split_sentences true",
-            )
 
 
 def joined(

@@ -13,8 +13,8 @@ from PIL import Image
 
 import nmt.evaluate.plots
 from nmt.config.yaml_file import load_config
+from nmt.decode.decoded import DecodedHypothesis, DecodedLine
 from nmt.decode.trained_run import load_run
-from nmt.decode.translator import Translated, Translation
 from nmt.evaluate.directions import draw_heatmaps
 from nmt.evaluate.plots import ATTENTION_COLOURS, ATTENTION_STOPS, save_attention
 from nmt.models.config import ModelConfig
@@ -30,12 +30,12 @@ def figures(monkeypatch: pytest.MonkeyPatch) -> list[plt.Figure]:
     return kept
 
 
-def drawn(source_pieces: list[str], pieces: list[str], weights: torch.Tensor) -> Translated:
+def drawn(source_pieces: list[str], pieces: list[str], weights: torch.Tensor) -> DecodedLine:
     """A translation of `source_pieces` into `pieces` that paid `weights` (layers, heads, tgt, src)."""
-    return Translated(source_pieces, [Translation("a b c", 0.0, [], pieces, weights)])
+    return DecodedLine(source_pieces, [DecodedHypothesis("a b c", 0.0, [], pieces, weights)])
 
 
-def diffuse(layers: int = 2, heads: int = 4) -> Translated:
+def diffuse(layers: int = 2, heads: int = 4) -> DecodedLine:
     """Weak, diffuse attention (every weight at most 0.3) over 5 source and 4 output pieces."""
     scores = torch.randn(layers, heads, 4, 5, generator=torch.Generator().manual_seed(0))
     weights = torch.softmax(scores / 8, dim=-1)
@@ -138,6 +138,6 @@ def test_plot_attention_of_a_long_text_is_bounded_and_says_what_was_cut(
     out = tmp_path / "long.png"
     code, _, err = run_cli("plot-attention", str(trained_run), "--text", text, "--out", str(out))
     assert code == 0, err
-    assert "only the first" in err and "subwords" in err
+    assert "exceed" in err and "subwords and were truncated" in err  # the one policy: cut, and said
     width, height = Image.open(out).size
     assert width <= 30 * 150 and height <= 30 * 150
