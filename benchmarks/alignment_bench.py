@@ -53,7 +53,7 @@ from nmt.align.pharaoh import Link, SentenceLinks, read_lines, read_links, write
 from nmt.align.reading import Reading, attention_layout, default_reading
 from nmt.align.score import AlignmentScores, score_alignments
 from nmt.align.symmetrize import METHODS, symmetrize
-from nmt.config.sections import RULES
+from nmt.config.sections import LINK_RULES
 from nmt.decode.aligner import force
 from nmt.decode.loading import load_trained
 from nmt.decode.trained_run import TrainedRun
@@ -322,7 +322,7 @@ def every_reading(run: TrainedRun) -> list[Reading]:
     choices += [supervised] if supervised is not None and supervised not in choices else []
     return [
         Reading(layer, h, rule, null=null)
-        for rule in RULES
+        for rule in LINK_RULES
         for null in (False, True)
         for layer in range(layers)
         for h in choices
@@ -574,7 +574,7 @@ def report(results: dict) -> str:
     for kind, entry in kinds.items():
         for direction in ("en-fr", "fr-en"):
             best = []
-            for rule in RULES:
+            for rule in LINK_RULES:
                 grid = [g for g in entry[direction]["grid"] if g["rule"] == rule and g["threshold"] is None]
                 chosen = min(grid, key=lambda g: g["first 100"]["aer"])
                 best.append(f"{chosen['347']['aer']:.1f} (layer {chosen['layer']}, head {chosen['head']})")
@@ -639,7 +639,7 @@ def figure(results: dict, path: Path) -> None:
         grid = [g for g in found["grid"] if g["threshold"] is None]
         layers = sorted({g["layer"] for g in grid})
         heads = [h for h in dict.fromkeys(g["head"] for g in grid)]
-        for col, rule in enumerate(RULES):
+        for col, rule in enumerate(LINK_RULES):
             values = np.full((len(layers), len(heads)), np.nan)
             for g in grid:
                 if g["rule"] == rule:

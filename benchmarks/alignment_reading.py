@@ -26,11 +26,11 @@ from benchmarks import alignment_bench, markup_bench
 from nmt.align.pharaoh import Link, SentenceLinks
 from nmt.align.reading import Reading, attention_layout
 from nmt.align.score import score_alignments
-from nmt.config.sections import RULES
+from nmt.config.sections import LINK_RULES
 from nmt.decode.aligner import force
 from nmt.decode.loading import load_trained
 from nmt.decode.trained_run import TrainedRun
-from nmt.decode.translator import TorchTranslator, search_options
+from nmt.decode.translator import TorchTranslator
 
 TIMED = ("no links", "search's links", "the run's reading")  # the ways --timing translates
 
@@ -66,7 +66,7 @@ def measure_run(
     on_reference = {key: force(run, pairs.sources, pairs.references) for key, pairs in sets.items()}
     on_output = {key: force(run, pairs.sources, translated[key]) for key, pairs in sets.items()}
     results = {}
-    for reading in (Reading(layer, None, rule) for layer in range(layers) for rule in RULES):
+    for reading in (Reading(layer, None, rule) for layer in range(layers) for rule in LINK_RULES):
         entry: dict = {}
         for key, pairs in sets.items():
             links, of_translation = on_reference[key].links(reading), on_output[key].links(reading)
@@ -123,12 +123,11 @@ def seconds(run: TrainedRun, sources: Sequence[str]) -> dict[str, dict[str, floa
 
 
 def best_of_three(translator: TorchTranslator, ids: list[list[int]], links: bool) -> float:
-    options = search_options(translator.settings, alignments=links)
-    translator.search(ids[:20], options=options)  # warm-up
+    translator.search(ids[:20], alignments=links)  # warm-up
     times = []
     for _ in range(3):
         started = time.perf_counter()
-        translator.decode(ids, translator.search(ids, options=options))
+        translator.decode(ids, translator.search(ids, alignments=links))
         times.append(time.perf_counter() - started)
     return min(times)
 

@@ -32,7 +32,7 @@ from nmt.config.schema import replace
 from nmt.config.yaml_file import load_config
 from nmt.data.prepare import prepare_data
 from nmt.data.splits import read_directions
-from nmt.decode.translator import TorchTranslator, max_source_len
+from nmt.decode.translator import TorchTranslator
 from nmt.device.choice import resolve_device
 from nmt.run.directory import RunDir
 from nmt.train.loop import Trainer
@@ -126,7 +126,7 @@ def main() -> None:
 
         report("training updates", profiled(train, args.top), len(updates), "updates")
         model = trainer.model.eval()
-        translator = TorchTranslator(model, data.tokenizers, cfg.search, max_source_len(cfg))
+        translator = TorchTranslator.of(model, cfg, data.tokenizers)
         sources = translator.encode(
             next(iter(read_directions(cfg.data, "test").values())).src[: args.sentences]
         )

@@ -205,7 +205,7 @@ def child_spm(args: argparse.Namespace) -> None:
     if args.gc_paused:
         gc.disable()
     cpu = wall = 0.0
-    (direction,) = cfg.data.directions.pairs
+    (direction,) = cfg.data.directions.directions
     for pairs in language_split(cfg.data, "train").pairs(direction, skip_bad_lines=False):
         for side, sentences in ((tokenizers.src, pairs.src), (tokenizers.tgt, pairs.tgt)):
             started, before = time.time(), cpu_seconds()

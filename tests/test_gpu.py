@@ -10,12 +10,13 @@ from pathlib import Path
 import pytest
 import torch
 
+from nmt.align.forced_attention import teacher_forced_attention
 from nmt.data.batching import Batch
-from nmt.decode.alignments import teacher_forced_attention
+from nmt.decode.aligner import teacher_forced
 from nmt.decode.search import SearchOptions, search
 from nmt.decode.step_graphs import StepGraphs
 from nmt.decode.trained_run import load_run
-from nmt.decode.translator import TorchTranslator, search_options
+from nmt.decode.translator import TorchTranslator
 from nmt.device.choice import autocast
 from nmt.train.loss import sequence_loss
 from nmt.train.token_budget import ROUND_TO, peak_memory, worst_batch
@@ -190,8 +191,8 @@ def test_the_translator_decodes_in_bf16_from_cuda_graphs_as_eagerly(
     graphs, eager = (gpu_translator.with_search(cuda_graphs=on, **search_settings) for on in (True, False))
     sources = graphs.encode(lines)
     for attention, alignments in ((False, True), (True, False)):
-        found = graphs.search(sources, options=search_options(graphs.settings, attention, alignments))
-        expected = eager.search(sources, options=search_options(eager.settings, attention, alignments))
+        found = graphs.search(sources, attention=attention, alignments=alignments)
+        expected = eager.search(sources, attention=attention, alignments=alignments)
         same(found, expected)
     assert any(h.tokens for hyps in found for h in hyps)
 
@@ -209,7 +210,7 @@ def test_alignments_on_the_gpu_are_the_cpu_s(trained_run: Path, corpus: Path) ->
             [w.ids for w in translator.encode_words(t, side)]
             for t, side in zip(texts, ("source", "target"), strict=True)
         )
-        found[device.type] = translator.teacher_forced(sources, targets)
+        found[device.type] = teacher_forced(translator, sources, targets)
     for gpu, cpu in zip(found["cuda"], found["cpu"], strict=True):
         torch.testing.assert_close(gpu, cpu, rtol=1e-4, atol=1e-5)
 
@@ -221,7 +222,7 @@ def test_a_guided_runs_translations_read_its_supervised_heads_on_the_gpu(
     heads 0 and 1, Shift-Att row and null slot give each hypothesis its alignment."""
     translator = TorchTranslator.of_run(load_run(guided_run, CUDA)).with_search(beam_size=3, nbest=2)
     sources = translator.encode((labelled / "valid.src").read_text().splitlines()[:20])
-    found = translator.search(sources, options=search_options(translator.settings, alignments=True))
+    found = translator.search(sources, alignments=True)
     for src, hyps in zip(sources, found, strict=True):
         forced = teacher_forced_attention(translator.model, [src] * len(hyps), [h.tokens for h in hyps])
         for hypothesis, paid in zip(hyps, forced, strict=True):
@@ -235,7 +236,7 @@ def test_a_plain_runs_translations_read_its_penultimate_layer_on_the_gpu(
     (penultimate) layer's mean of heads, by argmax, gives each hypothesis its alignment."""
     translator = TorchTranslator.of_run(load_run(trained_run, CUDA)).with_search(beam_size=3, nbest=2)
     sources = translator.encode((corpus / "test.src").read_text().splitlines()[:20])
-    found = translator.search(sources, options=search_options(translator.settings, alignments=True))
+    found = translator.search(sources, alignments=True)
     for src, hyps in zip(sources, found, strict=True):
         forced = teacher_forced_attention(translator.model, [src] * len(hyps), [h.tokens for h in hyps])
         for hypothesis, paid in zip(hyps, forced, strict=True):

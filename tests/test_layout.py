@@ -340,3 +340,31 @@ def test_only_the_loader_loads_runs_and_exports() -> None:
         if loading.search(line) and not line.lstrip().startswith("def ")
     ]
     assert {place.partition(":")[0] for place in found} == {"nmt/decode/loading.py"}, found
+
+
+TRANSLATOR_LINES = 430  # nmt/decode/translator.py: encode → search → decode, and nothing beside
+LOOP_LINES = 275  # nmt/train/loop.py: the training loop on one page
+
+
+def test_a_translator_is_built_one_way() -> None:
+    """`TorchTranslator.of` (or `of_run`) is the one way to build a translator of a model: no caller in nmt/,
+    the benchmarks, the scripts or the tests passes the run's limit, tags and directions by hand."""
+    building = re.compile(r"\bTorchTranslator\(")
+    found = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for folder in ("nmt", "benchmarks", "scripts", "tests")
+        for path in (ROOT / folder).rglob("*.py")
+        if path.parent != PACKAGE / "decode" and path != Path(__file__)
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
+        if building.search(line)
+    ]
+    assert not found, f"translators built by hand: {found}"
+
+
+def test_the_translator_and_the_training_loop_stay_short() -> None:
+    lengths = {
+        path: len((PACKAGE / path).read_text(encoding="utf-8").splitlines())
+        for path in ("decode/translator.py", "train/loop.py")
+    }
+    assert lengths["decode/translator.py"] <= TRANSLATOR_LINES, lengths
+    assert lengths["train/loop.py"] <= LOOP_LINES, lengths

@@ -13,7 +13,7 @@ import torch
 from nmt.align.pharaoh import parse_links
 from nmt.config.yaml_file import load_config
 from nmt.decode.trained_run import load_run
-from nmt.decode.translator import TorchTranslator, search_options
+from nmt.decode.translator import TorchTranslator
 from nmt.evaluate.hypotheses import search_label, source_tag
 from tests.conftest import MULTILINGUAL_DIRECTIONS, assert_one_line_error, run_cli
 
@@ -59,7 +59,7 @@ def test_alignments_link_every_output_word_and_never_a_tag(run: Path) -> None:
         lines = source_lines(run, src)
         toward = translator.toward(tgt)
         sources = toward.encode(lines)
-        found = toward.search(sources, options=search_options(toward.settings, alignments=True))
+        found = toward.search(sources, alignments=True)
         attended = {ids[p] for ids, hyps in zip(sources, found, strict=True) for p in hyps[0].alignment or []}
         assert attended and not attended & set(translator.tags.banned)
         for line in cli(run, lines, "--src-lang", src, "--tgt-lang", tgt, "--alignments"):

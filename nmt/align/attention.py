@@ -26,7 +26,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from nmt.align.pharaoh import Link
-from nmt.config.sections import RULES, Rule
+from nmt.config.sections import LINK_RULES, LinkRule
 
 
 def layer_attention(weights: np.ndarray, layer: int, heads: Sequence[int] | None = None) -> np.ndarray:
@@ -36,13 +36,13 @@ def layer_attention(weights: np.ndarray, layer: int, heads: Sequence[int] | None
     return chosen.mean(axis=0) if heads is None else chosen[list(heads)].mean(axis=0)
 
 
-def subword_attention(weights: np.ndarray, rule: Rule) -> np.ndarray:
+def subword_attention(weights: np.ndarray, rule: LinkRule) -> np.ndarray:
     """The rows aligning each target subword under `rule`, `</s>` row and column dropped:
     (tgt + 1, src + 1) → (tgt, src)."""
     return _rule_rows(weights, rule)[:, :-1]
 
 
-def _rule_rows(weights: np.ndarray, rule: Rule) -> np.ndarray:
+def _rule_rows(weights: np.ndarray, rule: LinkRule) -> np.ndarray:
     """The rows aligning each target subword under `rule`, the source's `</s>` kept: (tgt + 1, src + 1) →
     (tgt, src + 1)."""
     if weights.ndim != 2 or min(weights.shape) < 1:
@@ -52,14 +52,14 @@ def _rule_rows(weights: np.ndarray, rule: Rule) -> np.ndarray:
             return weights[:-1]
         case "shift":
             return weights[1:]
-    raise ValueError(f"unknown rule {rule!r}; expected one of {RULES}")
+    raise ValueError(f"unknown rule {rule!r}; expected one of {LINK_RULES}")
 
 
 def word_links(
     weights: np.ndarray,
     src_words: Sequence[int],
     tgt_words: Sequence[int],
-    rule: Rule = "argmax",
+    rule: LinkRule = "argmax",
     threshold: float | None = None,
     null: bool = False,
 ) -> set[Link]:
@@ -91,7 +91,7 @@ def most_attended(rows: np.ndarray, null: bool = False) -> list[int | None]:
 
 
 def attended_subwords(
-    weights: np.ndarray, rule: Rule, null: bool, skipped: np.ndarray | None = None
+    weights: np.ndarray, rule: LinkRule, null: bool, skipped: np.ndarray | None = None
 ) -> list[int | None]:
     """A translation's alignment: each output subword's most attended source subword under `rule` and
     `null`, of those not `skipped` (bool (src,): a language tag), from its attention (tgt + 1, src + 1)."""
@@ -107,7 +107,7 @@ def word_weights(
     tgt_words: Sequence[int],
     src_count: int,
     tgt_count: int,
-    rule: Rule = "argmax",
+    rule: LinkRule = "argmax",
 ) -> np.ndarray:
     """Soft alignment (tgt_count, src_count): the attention of target word j on source word i, the sum over
     i's subwords of the mean over j's subwords; a word without subwords has a row (column) of zeros."""

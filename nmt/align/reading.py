@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from nmt.config.schema import Config
-from nmt.config.sections import Rule, penultimate_layer
+from nmt.config.sections import LinkRule, penultimate_layer
 from nmt.errors import UserError
 
 Heads = tuple[int, ...] | Literal["mean"] | None  # asked: these heads' mean, all heads', or the run's default
@@ -31,7 +31,7 @@ class Reading:
 
     layer: int
     heads: tuple[int, ...] | None
-    rule: Rule = "argmax"
+    rule: LinkRule = "argmax"
     threshold: float | None = None
     null: bool = False
 

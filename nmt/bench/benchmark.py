@@ -24,7 +24,7 @@ from nmt.data.prepare import prepare_data
 from nmt.data.splits import read_directions
 from nmt.data.synthetic import write_reordering_corpus
 from nmt.decode.search import Hypothesis
-from nmt.decode.translator import TorchTranslator, max_source_len
+from nmt.decode.translator import TorchTranslator
 from nmt.device.choice import resolve_device
 from nmt.run.directory import RunDir
 from nmt.run.metrics import read_metrics
@@ -160,12 +160,12 @@ def measure_decoding(
 ) -> dict[str, float]:
     """Decode all `sources` in one batch (after one untimed warm-up run), with or without CUDA graphs; the
     keys of the figures with graphs end in `_graphs`."""
-    searching = translator.with_search(
-        cuda_graphs=cuda_graphs, beam_size=beam_size, nbest=1, batch_size=len(sources)
-    )
 
     def run() -> list[list[Hypothesis]]:
-        return searching.search(sources)
+        batch = len(sources)
+        return translator.search(
+            sources, cuda_graphs=cuda_graphs, beam_size=beam_size, nbest=1, batch_size=batch
+        )
 
     run()
     outputs, seconds = timed(device, run)
@@ -207,7 +207,7 @@ def benchmark(
         trainer, bleu = measure_time_to_bleu(cfg, run_dir, data, device, bleu_target, bleu_budget)
         result |= bleu
         (test,) = read_directions(cfg.data, "test").values()
-        translator = TorchTranslator(trainer.model.eval(), data.tokenizers, cfg.search, max_source_len(cfg))
+        translator = TorchTranslator.of(trainer.model.eval(), cfg, data.tokenizers)
         sources = translator.encode(test.src[:decode_sentences])
         result["decode_sentences"] = len(sources)
         graphs = (False, True) if device.type == "cuda" else (False,)

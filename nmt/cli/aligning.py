@@ -92,7 +92,7 @@ def align(
     language tag is never linked."""
     from nmt.align.symmetrize import METHODS
     from nmt.atomic_files import write_output
-    from nmt.config.sections import RULES
+    from nmt.config.sections import LINK_RULES
     from nmt.decode.aligner import Request, align_files
     from nmt.decode.loading import load_trained
     from nmt.device.choice import resolve_device
@@ -107,7 +107,7 @@ def align(
     asked = Request(
         layer=layer,
         heads=_heads(head),
-        rule=None if rule is None else checked_choice("--rule", rule, RULES),
+        rule=None if rule is None else checked_choice("--rule", rule, LINK_RULES),
         threshold=threshold,
         null=null_slot,
         soft=soft,

@@ -154,7 +154,7 @@ class RunDirections:
     no tags, the one direction of a bilingual run), each direction's weight in an epoch's draw and the
     draw's temperature (see nmt/data/directions.py), and its online back-translation (None: none)."""
 
-    pairs: tuple[Direction, ...]
+    directions: tuple[Direction, ...]
     tags: Placement | None = None
     weights: dict[str, float] = field(default_factory=dict)
     temperature: float = 1.0
@@ -169,7 +169,7 @@ class RunDirections:
     @property
     def languages(self) -> tuple[str, ...]:
         """Every language of the run, sorted."""
-        return tuple(sorted({lang for d in self.pairs for lang in (d.src, d.tgt)}))
+        return tuple(sorted({lang for d in self.directions for lang in (d.src, d.tgt)}))
 
     @property
     def forced_tokens(self) -> int:

@@ -106,3 +106,15 @@ def _replaced(section: T, changes: Mapping[str, Any]) -> T:
             value = _replaced(getattr(section, name) or inner(), value)
         values[name] = value
     return dataclasses.replace(section, **values)
+
+
+def max_source_len(cfg: Config) -> int:
+    """Longest source (in subwords) to translate: 4× the training limit, and short enough that the longest
+    allowed output (a * length + b, after bos and a decoder tag) still fits the model's positions (a
+    Transformer's)."""
+    search_cfg, positions = cfg.search, cfg.model.position_limit
+    if positions is None:
+        return 4 * cfg.data.max_len
+    forced = cfg.data.directions.forced_tokens
+    limit = int((positions - 2 - forced - search_cfg.max_len_b) / max(search_cfg.max_len_a, 1.0))
+    return max(1, min(4 * cfg.data.max_len, limit))

@@ -119,8 +119,8 @@ class TokenizerConfig:
 
 # The attention row that aligns each target subword: its own step's (argmax) or the next step's (shift,
 # Shift-Att). Declared here, where `train.alignment` chooses one; nmt/align/attention.py reads by it.
-Rule = Literal["argmax", "shift"]
-RULES: tuple[Rule, ...] = typing.get_args(Rule)
+LinkRule = Literal["argmax", "shift"]
+LINK_RULES: tuple[LinkRule, ...] = typing.get_args(LinkRule)
 
 
 @dataclass(frozen=True)
@@ -210,8 +210,8 @@ class AlignmentConfig:
             raise ConfigError(f"train.alignment.heads={self.heads} exceeds model.transformer.heads={heads}")
 
     @property
-    def rule(self) -> Rule:
-        """The row that aligns each target subword (`Rule`)."""
+    def rule(self) -> LinkRule:
+        """The row that aligns each target subword (`LinkRule`)."""
         return "shift" if self.shift else "argmax"
 
     def decoder_layer(self, decoder_layers: int) -> int:

@@ -58,13 +58,13 @@ class DirectionData:
     def plan(
         cls, run: RunDirections, train: Sequence[int], valid: Sequence[int], tags: LanguageTags
     ) -> DirectionData:
-        weights = [run.weight(direction) for direction in run.pairs]
+        weights = [run.weight(direction) for direction in run.directions]
         draws = direction_draws(train, weights, run.temperature)
         return cls(run, tuple(train), tuple(valid), tags, tuple(draws))
 
     @property
     def directions(self) -> tuple[Direction, ...]:
-        return self.run.pairs
+        return self.run.directions
 
     @property
     def resampled(self) -> bool:

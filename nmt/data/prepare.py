@@ -64,7 +64,7 @@ class TrainSplit:
 
     @functools.cached_property
     def counts(self) -> SplitCounts:
-        return self.split.count(self.directions.pairs, self.skip_bad_lines)
+        return self.split.count(self.directions.directions, self.skip_bad_lines)
 
 
 def prepare_data(
@@ -149,7 +149,7 @@ def _tokenizers(cfg: Config, train: TrainSplit, run_dir: Path, root: Path) -> To
 def _sides(sample: Sample, directions: RunDirections) -> tuple[Joined, Joined]:
     """The sampled sentences of the languages the run translates from, and of the others (a bilingual run:
     its source and its target language), each side's languages sorted."""
-    sources = {d.src for d in directions.pairs}
+    sources = {d.src for d in directions.directions}
     return (
         Joined(tuple(lines for lang, lines in sample.languages.items() if lang in sources)),
         Joined(tuple(lines for lang, lines in sample.languages.items() if lang not in sources)),
@@ -162,7 +162,7 @@ def _encoded(
     """Every direction's training pairs, tagged where the run has tags, in one corpus memory-mapped from the
     cache (encoded first on a miss), and how many pairs each direction holds (its rows follow those of the
     directions before)."""
-    directions = train.directions.pairs
+    directions = train.directions.directions
     inputs = {
         "tokenizers": [tokenizers.src.fingerprint, tokenizers.tgt.fingerprint],
         "train": train.split.identity(),

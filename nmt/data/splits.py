@@ -164,7 +164,7 @@ def _located(cfg: DataConfig, split: str, directions: RunDirections) -> Language
 
 def _languages(directions: RunDirections) -> list[str]:
     """The run's languages in the order its directions name them (a bilingual run: source, target)."""
-    return list(dict.fromkeys(lang for d in directions.pairs for lang in (d.src, d.tgt)))
+    return list(dict.fromkeys(lang for d in directions.directions for lang in (d.src, d.tgt)))
 
 
 def _option(directions: RunDirections, lang: str | None = None) -> str:
@@ -173,18 +173,18 @@ def _option(directions: RunDirections, lang: str | None = None) -> str:
         return "data.multilingual.directions"
     if lang is None:
         return "--src-lang/--tgt-lang"
-    return "--src-lang" if lang == directions.pairs[0].src else "--tgt-lang"
+    return "--src-lang" if lang == directions.directions[0].src else "--tgt-lang"
 
 
 def _tsv(split: str, path: Path, directions: RunDirections) -> LanguageSplit:
-    if len(directions.pairs) > 1:
+    if len(directions.directions) > 1:
         raise UserError(
             f"data.{split}={path}: a run of several directions reads a file per language (a path prefix) or "
             f"a .jsonl file, not a .tsv file of one pair"
         )
     if not path.is_file():
         raise UserError(f"data.{split}: TSV file {path} does not exist")
-    (direction,) = directions.pairs
+    (direction,) = directions.directions
     return LanguageSplit(split, files=dict.fromkeys((direction.src, direction.tgt), path), tsv=path)
 
 
@@ -208,9 +208,9 @@ def read_directions(
     (pairs with an empty side dropped and counted in the log)."""
     directions = directions or cfg.directions
     located = language_split(cfg, split, directions)
-    located.count(directions.pairs, cfg.skip_bad_lines)
+    located.count(directions.directions, cfg.skip_bad_lines)
     texts = {}
-    for direction in directions.pairs:
+    for direction in directions.directions:
         text, tally = ParallelText([], []), Tally()
         for pairs in located.pairs(direction, cfg.skip_bad_lines):
             text.src.extend(pairs.src)
@@ -224,7 +224,7 @@ def read_directions(
 def read_direction(cfg: DataConfig, direction: Direction, split: str) -> ParallelText:
     """One direction's pairs of a (small) split, whether the run was trained on it or not: any two of the
     languages of its files."""
-    one = dataclasses.replace(cfg.directions, pairs=(direction,), weights={})
+    one = dataclasses.replace(cfg.directions, directions=(direction,), weights={})
     return read_directions(cfg, split, one)[direction]
 
 

@@ -2,11 +2,11 @@
 
 Each pair is whitespace-tokenized text, one sentence a line in two files. Every word is encoded on its own and
 its subwords kept (`Translator.encode_words`: the joined text is never tokenized again); the model is
-teacher-forced on the given target in batches (`TorchTranslator.teacher_forced`), and one decoder layer's
-attention (one head, or the mean of several) becomes word links (nmt/align/attention.py: `</s>` dropped, the
-argmax or Shift-Att row of each target subword, or every source subword over a threshold; a word pair is
-linked when any of their subwords are), or soft word × word weights. A second run of the other direction
-gives reverse links, and the two are symmetrized (nmt/align/symmetrize.py).
+teacher-forced on the given target in batches (`teacher_forced`: nmt/align/forced_attention.py), and one
+decoder layer's attention (one head, or the mean of several) becomes word links (nmt/align/attention.py:
+`</s>` dropped, the argmax or Shift-Att row of each target subword, or every source subword over a threshold;
+a word pair is linked when any of their subwords are), or soft word × word weights. A second run of the other
+direction gives reverse links, and the two are symmetrized (nmt/align/symmetrize.py).
 """
 
 from __future__ import annotations
@@ -20,10 +20,12 @@ import numpy as np
 from torch import Tensor
 
 from nmt.align.attention import layer_attention, word_links, word_weights
+from nmt.align.forced_attention import forced_pairs
 from nmt.align.pharaoh import Link, format_links, read_lines
 from nmt.align.reading import Heads, Reading, default_reading
 from nmt.align.symmetrize import Method, symmetrize
-from nmt.config.sections import Rule
+from nmt.config.sections import LinkRule
+from nmt.data.batching import IntSequence
 from nmt.data.words import WordPieces
 from nmt.decode.trained_run import TrainedRun
 from nmt.decode.translator import Progress, TorchTranslator
@@ -104,9 +106,29 @@ def force(
                 f"line {number} takes {longest} subword positions, more than the {limit} the model has; "
                 f"split or drop that pair"
             )
-    ids = [s.ids for s in src], [t.ids for t in tgt]
-    attention = translator.teacher_forced(*ids, progress)
+    attention = teacher_forced(translator, [s.ids for s in src], [t.ids for t in tgt], progress)
     return Forced(src, tgt, attention)
+
+
+def teacher_forced(
+    translator: TorchTranslator,
+    sources: Sequence[IntSequence],
+    targets: Sequence[IntSequence],
+    progress: Progress | None = None,
+) -> list[Tensor]:
+    """The attention the translator's model pays producing each target from its source, in its direction and
+    batch size (nmt/align/forced_attention.py `forced_pairs`): per pair (layers, heads, len(target) + 1,
+    len(source) + 1)."""
+    return forced_pairs(
+        translator.model,
+        sources,
+        targets,
+        translator.settings.batch_size,
+        translator.tags,
+        translator.target_language(),
+        translator.full_context_layer,
+        progress,
+    )
 
 
 def symmetrized(
@@ -134,7 +156,7 @@ class Request:
 
     layer: int | None = None
     heads: Heads = None
-    rule: Rule | None = None
+    rule: LinkRule | None = None
     threshold: float | None = None
     null: bool | None = None  # None: as the run trained (`train.alignment.null_slot`)
     soft: bool = False

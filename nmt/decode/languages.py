@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from nmt.config.multilingual import Direction
-from nmt.decode.translator import Progress, Translated, Translator
+from nmt.decode.decoded import DecodedLine
+from nmt.decode.translator import Progress, Translator
 from nmt.errors import UserError
 
 
@@ -33,7 +34,7 @@ class Translates(Protocol):
 
     def translate(self, texts: Sequence[str], progress: Progress | None = None) -> list[str]: ...
 
-    def translated(self, texts: Sequence[str], alignments: bool = False) -> list[Translated]: ...
+    def translated(self, texts: Sequence[str], alignments: bool = False) -> list[DecodedLine]: ...
 
 
 class Pivot:
@@ -63,7 +64,7 @@ class Pivot:
     def translate(self, texts: Sequence[str], progress: Progress | None = None) -> list[str]:
         return self.second.translate(self.first.translate(texts), progress)
 
-    def translated(self, texts: Sequence[str], alignments: bool = False) -> list[Translated]:
+    def translated(self, texts: Sequence[str], alignments: bool = False) -> list[DecodedLine]:
         if alignments:
             raise UserError(
                 "word alignments link the words of one translation, and --pivot makes two: drop --pivot or "

@@ -16,9 +16,9 @@ from typing import BinaryIO, Literal
 
 from nmt.align.pharaoh import format_links
 from nmt.data.corpus import decode_lines, line_chunks
+from nmt.decode.decoded import DecodedHypothesis
 from nmt.decode.languages import Translates
 from nmt.decode.running_text import TranslatedParagraph, translate_paragraphs
-from nmt.decode.translator import Translation
 from nmt.errors import UserError
 
 log = logging.getLogger(__name__)
@@ -71,12 +71,12 @@ def format_translations(
     return "".join(line + "\n" for line in lines)
 
 
-def _links(translation: Translation, alignments: bool) -> str:
+def _links(translation: DecodedHypothesis, alignments: bool) -> str:
     """` ||| i-j …` with `alignments`, else nothing."""
     return f" ||| {format_links(translation.alignment or [])}" if alignments else ""
 
 
-def _hypothesis(translation: Translation, alignments: bool) -> dict[str, object]:
+def _hypothesis(translation: DecodedHypothesis, alignments: bool) -> dict[str, object]:
     found: dict[str, object] = {"text": translation.text, "score": round(translation.score, 4)}
     if alignments:
         found["alignment"] = [list(link) for link in translation.alignment or []]

@@ -5,10 +5,12 @@ Each paragraph (a line of a text, a block of an HTML page) is split into its sen
 language's rules (nmt/data/sentences.py). A sentence longer than the model takes is split at its clauses
 (after , ; : or around a dash, before white space), a clause longer still between its words, and a word
 longer still is cut to the model's limit, the cut stated: CUT_MARK follows its translation, and the
-paragraph's `cut` holds it. The pieces of every paragraph are translated in one batch by the caller, and each
-paragraph's translation is its pieces' translations joined by the white space that separated them in the
-paragraph (`Segmented.translations`): its hypothesis of rank r joins each piece's r-th (or last), its score is
-their mean, its word links are theirs moved onto the paragraph's words.
+paragraph's `cut` holds it. Translated whole (without splitting), a paragraph over the limit is cut and
+marked alike: the one policy of every path for a source longer than the model takes. The pieces of every
+paragraph are translated in one batch by the caller, and each paragraph's translation is its pieces'
+translations joined by the white space that separated them in the paragraph (`Segmented.translations`): its
+hypothesis of rank r joins each piece's r-th (or last), its score is their mean, its word links are theirs
+moved onto the paragraph's words.
 
 The guard: each paragraph's sentences are counted in the source and, piece by piece, in its best translation
 (by the target language's rules); a translation with fewer has dropped a sentence (`TranslatedParagraph.
@@ -29,8 +31,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from nmt.data.sentences import Span, announce, sentence_spans
+from nmt.decode.decoded import DecodedHypothesis, DecodedLine
 from nmt.decode.languages import Translates
-from nmt.decode.translator import Translated, Translation
 
 CUT_MARK = "[…]"  # after the translation of a piece cut to the model's limit: the rest was not translated
 WORD = re.compile(r"\S+")
@@ -68,8 +70,8 @@ class TranslatedParagraph:
     the sentences of the source and of the best translation, and each piece cut to the model's limit as
     (its subwords, those translated)."""
 
-    joined: Translated
-    pieces: list[Translated]
+    joined: DecodedLine
+    pieces: list[DecodedLine]
     source_sentences: int
     translated_sentences: int
     cut: list[tuple[int, int]]
@@ -83,20 +85,18 @@ class TranslatedParagraph:
 @dataclass(frozen=True)
 class Segmented:
     """Paragraphs split into the pieces to translate: the paragraphs, each piece's source ids (paragraph
-    after paragraph), the model's longest source, and whether sentences were split (else each paragraph is
-    one piece, and one that is cut is not marked: the caller refuses or warns)."""
+    after paragraph) and the model's longest source."""
 
     paragraphs: list[Paragraph]
     sources: list[list[int]]
     limit: int
-    split: bool
 
     @property
     def texts(self) -> list[str]:
         """Each piece's text."""
         return [p.text[start:end] for p in self.paragraphs for start, end in p.pieces]
 
-    def translations(self, found: Sequence[Translated], target: str) -> list[TranslatedParagraph]:
+    def translations(self, found: Sequence[DecodedLine], target: str) -> list[TranslatedParagraph]:
         """Each paragraph's translation, from each piece's (`found`, in order); sentences counted by the rules
         of `target`."""
         pieces = iter(found)
@@ -105,7 +105,7 @@ class Segmented:
             own = [next(pieces) for _ in paragraph.pieces]
             counted = sum(len(sentence_spans(piece.best.text, target)) for piece in own)
             cut = [(subwords, self.limit) for subwords in paragraph.cut.values()]
-            joined = _joined(paragraph, own, self.split)
+            joined = _joined(paragraph, own)
             translated.append(TranslatedParagraph(joined, own, paragraph.sentences, counted, cut))
         return translated
 
@@ -140,7 +140,7 @@ def segment(paragraphs: Sequence[str], translator: Encodes, split: bool) -> Segm
         cut = {i: n for i, n in enumerate(lengths) if n > limit}
         found.append(Paragraph(text, own, len(sentences), cut))
         at += len(own)
-    return Segmented(found, sources, limit, split)
+    return Segmented(found, sources, limit)
 
 
 def _fitted(
@@ -228,10 +228,10 @@ def _fit(
     return pieces
 
 
-def _joined(paragraph: Paragraph, found: list[Translated], split: bool) -> Translated:
+def _joined(paragraph: Paragraph, found: list[DecodedLine]) -> DecodedLine:
     """The paragraph's translation: for each rank, its pieces' hypotheses joined by the paragraph's own white
-    space between them, a cut piece's followed by CUT_MARK (when `split`)."""
-    if len(found) == 1 and not (split and paragraph.cut):
+    space between them, a cut piece's followed by CUT_MARK."""
+    if len(found) == 1 and not paragraph.cut:
         return found[0]
     ranks = max(len(piece.hypotheses) for piece in found)
     words_before = [len(paragraph.text[:start].split()) for start, _ in paragraph.pieces]
@@ -241,13 +241,13 @@ def _joined(paragraph: Paragraph, found: list[Translated], split: bool) -> Trans
         text, links, written = "", [], 0
         for i, (hypothesis, (start, _)) in enumerate(zip(chosen, paragraph.pieces, strict=True)):
             gap = paragraph.text[paragraph.pieces[i - 1][1] : start] if i else ""
-            shown = f"{hypothesis.text} {CUT_MARK}" if split and i in paragraph.cut else hypothesis.text
+            shown = f"{hypothesis.text} {CUT_MARK}" if i in paragraph.cut else hypothesis.text
             text += gap + shown
             links += [(s + words_before[i], t + written) for s, t in hypothesis.alignment or []]
             written += len(shown.split())
         aligned = any(h.alignment is not None for h in chosen)
         hypotheses.append(
-            Translation(
+            DecodedHypothesis(
                 text,
                 sum(h.score for h in chosen) / len(chosen),
                 [token for h in chosen for token in h.tokens],
@@ -256,4 +256,4 @@ def _joined(paragraph: Paragraph, found: list[Translated], split: bool) -> Trans
             )
         )
     source = [piece for p in found for piece in p.source_pieces if piece != "</s>"]
-    return Translated([*source, "</s>"], hypotheses)
+    return DecodedLine([*source, "</s>"], hypotheses)

@@ -15,7 +15,7 @@ from nmt.config.multilingual import Direction, RunDirections
 from nmt.config.schema import Config
 from nmt.data.splits import language_split, read_directions
 from nmt.decode.trained_run import TrainedRun
-from nmt.decode.translator import TorchTranslator, search_options
+from nmt.decode.translator import TorchTranslator
 from nmt.errors import UserError
 from nmt.evaluate.hypotheses import HypothesisFiles, search_record
 from nmt.evaluate.off_target import off_target_rate
@@ -149,7 +149,7 @@ def draw_heatmaps(run: TrainedRun, attention_dir: Path, count: int) -> None:
     for i, (direction, sentence) in enumerate(chosen):
         toward = translator.toward(direction.tgt, direction.src)
         sources = toward.encode([sentence])
-        found = toward.search(sources, options=search_options(cfg.search, attention=True))
+        found = toward.search(sources, attention=True)
         (translated,) = toward.decode(sources, found)
         best = translated.best
         if best.attention is None:  # an empty source

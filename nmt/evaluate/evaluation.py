@@ -88,7 +88,7 @@ def _evaluate_direction(
     """One direction: its pairs of `split`, or the `given` files, scored (a multilingual run's with the
     off-target rate)."""
     directions = run.cfg.data.directions
-    direction = asked.direction() if directions.tagged else directions.pairs[0]
+    direction = asked.direction() if directions.tagged else directions.directions[0]
     origin = split if given is None else f"{given.src.name}.{source_tag(given.src)}"
     name = origin + directions.file_part(direction) + asked.through()
     if given is None:

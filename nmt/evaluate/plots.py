@@ -16,7 +16,7 @@ from matplotlib.colors import LinearSegmentedColormap
 from torch import Tensor
 
 from nmt.atomic_files import atomic_write
-from nmt.decode.translator import Translated
+from nmt.decode.decoded import DecodedLine
 from nmt.errors import UserError
 from nmt.models.config import ModelConfig
 
@@ -96,7 +96,7 @@ def _wrapped(title: str, inches: float) -> str:
 
 
 def save_attention(
-    translated: Translated,
+    translated: DecodedLine,
     path: Path,
     model: ModelConfig,
     layer: int = -1,

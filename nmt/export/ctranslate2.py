@@ -29,6 +29,7 @@ import numpy as np
 from torch import Tensor
 
 from nmt.align.reading import SEARCH_READING, Reading, full_context_layer, translation_reading
+from nmt.config.schema import max_source_len
 from nmt.data.language_tags import tag_piece
 from nmt.data.special_tokens import BOS, EOS, UNK
 from nmt.data.target_vocabulary import FILE as TARGET_VOCABULARIES
@@ -36,7 +37,6 @@ from nmt.data.target_vocabulary import load_target_vocabularies
 from nmt.data.tokenizer import Tokenizer, tokenizer_paths
 from nmt.decode.exported import ALIGNMENT, META, VOCABULARY_MAP, import_ctranslate2
 from nmt.decode.trained_run import TrainedRun
-from nmt.decode.translator import max_source_len
 from nmt.errors import UserError
 from nmt.export.directories import check_out_dir, load_transformer_run, staged_directory
 from nmt.models.transformer import EncoderLayer, TransformerSeq2Seq, sinusoidal_positions
@@ -101,7 +101,7 @@ def _save(spec: Any, run: TrainedRun, out_dir: Path, quantization: str) -> None:
         "domain": cfg.data.domain,  # what the model was trained on (data.domain), for /v1/models
         "quantization": quantization,
         "joint_vocabulary": joint,
-        "directions": [direction.name for direction in cfg.data.directions.pairs],
+        "directions": [direction.name for direction in cfg.data.directions.directions],
         "tags": cfg.data.directions.tags,
         "search": dataclasses.asdict(cfg.search),
         "max_source_len": max_source_len(cfg),

@@ -29,11 +29,10 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from nmt.config.schema import Config
+from nmt.config.schema import Config, max_source_len
 from nmt.data.special_tokens import BOS, EOS, PAD, UNK
 from nmt.decode.exported import output_limit
 from nmt.decode.trained_run import TrainedRun
-from nmt.decode.translator import max_source_len
 from nmt.errors import UserError
 from nmt.export.directories import check_out_dir, load_transformer_run, staged_directory
 from nmt.export.model_card import model_card

@@ -3,8 +3,8 @@ push it to the Hub, and where it differs from `nmt translate`."""
 
 from __future__ import annotations
 
+from nmt.config.schema import max_source_len
 from nmt.decode.trained_run import TrainedRun
-from nmt.decode.translator import max_source_len
 
 CARD = """\
 ---
@@ -145,7 +145,7 @@ def _languages(run: TrainedRun) -> dict[str, str]:
     choose the target language (shown with the first direction)."""
     ml = run.cfg.data.directions
     if not ml.tagged:
-        src, tgt = ml.pairs[0].src, ml.pairs[0].tgt
+        src, tgt = ml.directions[0].src, ml.directions[0].tgt
         texts = f'"A {src} sentence.", "Another one."'
         return dict(
             src=src,
@@ -157,11 +157,11 @@ def _languages(run: TrainedRun) -> dict[str, str]:
             directions="",
             after="1",  # tokens after the limit: eos
         )
-    first = ml.pairs[0]
+    first = ml.directions[0]
     src, tgt = first.src, first.tgt
-    names = ", ".join(f"{d.src}→{d.tgt}" for d in ml.pairs)
+    names = ", ".join(f"{d.src}→{d.tgt}" for d in ml.directions)
     how = (ENCODER_TAGS if ml.tags == "encoder" else DECODER_TAGS).format(src=src, tgt=tgt)
-    directions = DIRECTIONS.format(count=len(ml.pairs), names=names, tgt=tgt, how=how)
+    directions = DIRECTIONS.format(count=len(ml.directions), names=names, tgt=tgt, how=how)
     if ml.tags == "encoder":
         texts, forced = f'">>{tgt}<< A {src} sentence.", ">>{tgt}<< Another one."', ""
     else:

@@ -54,7 +54,7 @@ class Detections(RootModel[list[Detected] | list[list[Detected]]]):
     model_config = ConfigDict(strict=True)
 
 
-class Translation(Answer):
+class LibreTranslation(Answer):
     """POST /translate: as `q`, a string or a list."""
 
     translatedText: str | list[str]
@@ -138,7 +138,10 @@ class SentenceCount(Answer):
 
 class CutPiece(Answer):
     line: int = Field(description="The line, from 0 (a page's: its block, then its attributes).")
-    subwords: int = Field(description="The subwords of a part of a sentence that no space splits.")
+    subwords: int = Field(
+        description="The subwords of a part of a sentence that no space splits (a whole line's, without "
+        "split_sentences)."
+    )
     translated: int = Field(
         description="Those translated (the model's limit); '[…]' follows the translation."
     )

@@ -125,7 +125,7 @@ def create_app(
         "POST",
         "/translate",
         libretranslate.translate,
-        answers.Translation,
+        answers.LibreTranslation,
         503,
         openapi_extra=openapi_body(requests.translate),
     )

@@ -44,13 +44,11 @@ class SentenceFailed(Exception):
 
 
 def is_out_of_memory(err: BaseException) -> bool:
-    """Whether `err` is an allocation failure of the GPU or of the host, or was raised for one (as
-    the Translator's error for a sentence that does not fit even alone)."""
+    """Whether `err` is an allocation failure of the GPU or of the host (the batcher searches each batch as
+    one, so the Translator's retry in halves and its error wrapping one never come between)."""
     if isinstance(err, torch.cuda.OutOfMemoryError | MemoryError):
         return True
-    if isinstance(err, RuntimeError) and "out of memory" in str(err).lower():
-        return True
-    return err.__cause__ is not None and is_out_of_memory(err.__cause__)
+    return isinstance(err, RuntimeError) and "out of memory" in str(err).lower()
 
 
 @dataclass(eq=False)

@@ -27,7 +27,7 @@ from nmt.decode.exported import exported_run
 from nmt.decode.loading import Loaded, ensemble, load_models
 from nmt.decode.search import Hypothesis
 from nmt.decode.trained_run import TrainedRun
-from nmt.decode.translator import Translator, search_options, search_rule
+from nmt.decode.translator import Translator
 from nmt.errors import UserError
 from nmt.models.config import ModelConfig
 from nmt.serve.answers import ModelFacts, ReportedBleu
@@ -64,9 +64,11 @@ class Engine:
         """Search source id lists as one batch, as `decoding` says; blocking. A batch that fails raises: the
         batcher splits it (the translator does not retry it in halves). Each batch has a new shape:
         capturing CUDA graphs would cost more than it saves."""
-        settings = dataclasses.replace(decoding.settings, cuda_graphs=False)
-        wanted = search_options(settings, decoding.attention, decoding.alignments)
-        return self.translator.search_as_one_batch(sources, search_rule(settings), wanted)
+        settings = dataclasses.asdict(decoding.settings) | {"cuda_graphs": False}
+        attention, alignments = decoding.attention, decoding.alignments
+        return self.translator.search(
+            sources, attention=attention, alignments=alignments, one_batch=True, **settings
+        )
 
 
 Engines = dict[Direction, Engine]  # a served model's engine in each of its directions
@@ -234,7 +236,7 @@ def _by_direction(models: list[Loaded]) -> dict[Direction, list[Loaded]]:
     for model in models:
         data = model.run.cfg.data
         if not data.directions.tagged:
-            groups.setdefault(data.directions.pairs[0], []).append(model)
+            groups.setdefault(data.directions.directions[0], []).append(model)
     return groups
 
 

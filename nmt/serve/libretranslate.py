@@ -21,9 +21,9 @@ from nmt.serve.answers import (
     FrontendSettings,
     Language,
     Languages,
+    LibreTranslation,
     PairOfLanguages,
     ServedLanguage,
-    Translation,
     json_answer,
 )
 from nmt.serve.detect import routes
@@ -86,7 +86,7 @@ async def translate(request: Request) -> Response:
         _alternatives(lines, asked.alternatives, b, page, t)
         for lines, b, page, t in zip(results, best, pages, targets, strict=True)
     ]
-    answer = Translation(
+    answer = LibreTranslation(
         translatedText=best if many else best[0],
         alternatives=(other if many else other[0]) if asked.alternatives else None,
         detectedLanguage=(detected if many else detected[0]) if detected else None,

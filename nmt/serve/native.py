@@ -7,9 +7,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from torch import Tensor
 
+from nmt.decode.decoded import DecodedLine
 from nmt.decode.markup import Page, read_page
 from nmt.decode.running_text import TranslatedParagraph
-from nmt.decode.translator import Translated
 from nmt.serve.answers import (
     CacheHealth,
     CutPiece,
@@ -39,12 +39,7 @@ async def translate(request: Request) -> Response:
     service: Service = request.app.state.service
     asked = validated(service.requests.v1_translate, request.state.fields)
     engine = service.choose(asked.source, asked.target, asked.model)
-    given = (
-        asked.search_given()
-        | {"nbest": asked.nbest}
-        | ({"beam_size": asked.beam_size} if asked.beam_size else {})
-    )
-    decoding = service.decoding(engine, given, asked.attention, asked.alignments)
+    decoding = service.decoding(engine, asked.search_given(), asked.attention, asked.alignments)
     texts = asked.q if isinstance(asked.q, list) else [asked.q]
     split = asked.split_sentences
     if asked.format == "html":
@@ -85,7 +80,7 @@ def _text(paragraphs: list[TranslatedParagraph], page: Page | None, target: str)
     )
 
 
-def _line(index: int, line: Translated) -> LineAnswer:
+def _line(index: int, line: DecodedLine) -> LineAnswer:
     """A sentence of line `index`: its source subwords and hypotheses (text, score, target subwords,
     attention when asked)."""
     return LineAnswer(

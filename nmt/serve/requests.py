@@ -16,6 +16,7 @@ An empty value ("") is a field not sent, in JSON too (LibreTranslate clients sen
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import re
@@ -41,6 +42,7 @@ from pydantic import (
 from pydantic_core import ErrorDetails, PydanticCustomError
 
 from nmt.config.search_flags import setting_types
+from nmt.config.sections import SearchLimits
 from nmt.rules.registry import settings_fields
 from nmt.serve.multipart import Upload, multipart_fields
 
@@ -303,8 +305,6 @@ class V1TranslateRequest(TextRequest):
     format: Literal["text", "html"] = Field(
         "text", description="text, or html: block-level text translated (a line each), inline tags placed."
     )
-    nbest: int = 1
-    beam_size: int = 0
     attention: Annotated[bool, BOOLEAN] = Field(False, description="Return the attention of each hypothesis.")
     alignments: Annotated[bool, BOOLEAN] = Field(
         False,
@@ -313,7 +313,7 @@ class V1TranslateRequest(TextRequest):
     split_sentences: Annotated[bool, BOOLEAN] = Field(
         True,
         description="Translate each line sentence by sentence, as a model trained on sentences needs (false: "
-        "each line whole, and one over the model's limit is refused).",
+        "each line whole, and one over the model's limit is cut, as `cut` says).",
     )
 
     def search_given(self) -> dict[str, Any]:
@@ -358,26 +358,26 @@ def bounded(limits: Limits) -> RequestModels:
         pass
 
     class Searched(BoundedTexts, V1TranslateRequest):
-        nbest: Annotated[int, Field(ge=1, le=beam), WHOLE_NUMBER] = Field(
-            1, description="Hypotheses per line."
-        )
-        beam_size: Annotated[int, Field(ge=0, le=beam), WHOLE_NUMBER] = Field(
-            0, description="The beam (0: the model's own; widened to nbest)."
-        )
+        pass
 
-    v1_translate = create_model("V1Translate", __base__=Searched, **search_fields())
+    v1_translate = create_model("V1Translate", __base__=Searched, **search_fields(beam))
     return RequestModels(Translate, Detect, v1_translate)
 
 
-SEARCH_FIELDS = tuple(f.name for f in settings_fields())  # every search rule's and processor's own settings
+SERVED_LIMITS = ("nbest", "beam_size")  # the search's own settings a request gives (beam widened to nbest)
+SEARCH_FIELDS = (*SERVED_LIMITS, *(f.name for f in settings_fields()))  # and every rule's and processor's
 
 
-def search_fields() -> dict[str, Any]:
-    """A request field for each setting a search rule or processor declares (nmt/rules/registry.py): its
-    type's strict check, its range and meaning; absent, the model's own applies."""
+def search_fields(max_beam: int) -> dict[str, Any]:
+    """A request field for each of `SERVED_LIMITS` and each setting a search rule or processor declares
+    (nmt/rules/registry.py): its type's strict check, its range (a beam and an n-best list at most
+    `max_beam`, the server's limit) and meaning; absent, the model's own applies."""
     types, found = setting_types(), {}
-    for declared in settings_fields():
+    own = [f for f in dataclasses.fields(SearchLimits) if f.name in SERVED_LIMITS]
+    for declared in [*own, *settings_fields()]:
         kind, allowed = types[declared.name], declared.metadata.get("range")
+        if declared.name in SERVED_LIMITS:
+            allowed = dataclasses.replace(declared.metadata["range"], high=max_beam)
         bounds: dict[str, Any] = {}
         if allowed is not None:
             bounds |= {} if allowed.low is None else {"gt" if allowed.low_open else "ge": allowed.low}

@@ -13,11 +13,10 @@ from typing import Any
 
 from nmt.config import search_flags
 from nmt.decode.markup import Page, with_language
-from nmt.decode.running_text import Segmented, TranslatedParagraph, segment
+from nmt.decode.running_text import TranslatedParagraph, segment
 from nmt.decode.search import Hypothesis
-from nmt.decode.translator import search_rule
 from nmt.errors import UserError
-from nmt.rules.registry import chosen_rule
+from nmt.rules.registry import chosen_rule, rule_of
 from nmt.rules.sampling import Sampling
 from nmt.serve.batcher import Batcher, Closed, SentenceFailed
 from nmt.serve.cache import TranslationCache
@@ -91,7 +90,7 @@ class Service:
         self, engine: Engine, texts: list[str], decoding: Decoding, split: bool = True
     ) -> list[list[TranslatedParagraph]]:
         """Each text's lines translated (blank lines stay blank), with `split` sentence by sentence, all
-        pieces of all texts queued together; without `split` a line over the model's limit is refused."""
+        pieces of all texts queued together; a piece over the model's limit is cut, the cut stated."""
         translator = engine.translator
         if decoding.attention and not translator.has_attention:
             raise ApiError(400, f"model {engine.name!r} ({engine.facts.engine}) returns no attention")
@@ -99,11 +98,9 @@ class Service:
             raise ApiError(400, f"model {engine.name!r} returns no alignments: export its run again")
         lines = [text.split("\n") for text in texts]
         segmented = segment([line for text in lines for line in text], translator, split)
-        if not split:
-            _refuse_cut(segmented, engine)
         try:
             found = await self.batcher.translate(
-                decoding, segmented.sources, search_rule(decoding.settings).width
+                decoding, segmented.sources, rule_of(decoding.settings).width
             )
         except Closed as err:
             raise ApiError(503, str(err)) from err
@@ -121,7 +118,7 @@ class Service:
         """`translate`, through the cache: a text translated before as `decoding` and `split` say is not
         translated again (samples are drawn anew where the engine would not draw them alike: a CTranslate2
         export's)."""
-        if isinstance(search_rule(decoding.settings), Sampling) and engine.translator.engine != "torch":
+        if isinstance(rule_of(decoding.settings), Sampling) and engine.translator.engine != "torch":
             return await self.translate(engine, texts, decoding, split)
         return await self.cache.translate(
             texts, (decoding, split), lambda fresh: self.translate(engine, fresh, decoding, split)
@@ -141,17 +138,6 @@ class Service:
             self.dropped_sentences += dropped
             short = sum(paragraph.dropped > 0 for paragraph in translated)
             log.warning("the translations of %d lines of a request lack %d sentences", short, dropped)
-
-
-def _refuse_cut(segmented: Segmented, engine: Engine) -> None:
-    """A 400 naming the first line over the model's limit (translated whole, it would be cut)."""
-    for i, paragraph in enumerate(segmented.paragraphs):
-        for subwords in paragraph.cut.values():
-            raise ApiError(
-                400,
-                f"line {i + 1} of the request has {subwords} subwords; {engine.name} translates at most "
-                f"{segmented.limit} a line: split it, or send split_sentences true",
-            )
 
 
 def joined(

@@ -76,7 +76,7 @@ def _write_links(
 ) -> dict[str, Any]:
     """Map every kept pair's word links to subword positions and write them as the `links` token array."""
     assert corpus.lines is not None
-    files = language_split(data, "train").pair_files(data.directions.pairs[0])
+    files = language_split(data, "train").pair_files(data.directions.directions[0])
     lines = count_lines(files, data.skip_bad_lines)
     found = read_links(path)
     if len(found) != lines:

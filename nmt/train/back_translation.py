@@ -16,18 +16,26 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import logging
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from nmt.config.multilingual import BackTranslationConfig
+from nmt.config.schema import Config
 from nmt.data.arrays import TokenArray
 from nmt.data.batching import Batch
 from nmt.data.directions import DirectionData
+from nmt.data.prepare import PreparedData
 from nmt.data.special_tokens import EOS, PAD
+from nmt.data.target_vocabulary import target_vocabularies
 from nmt.decode.translator import TorchTranslator
+from nmt.models.base import Seq2Seq
 from nmt.rules.target_vocabulary import TargetVocabulary
+from nmt.train.distributed import World
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -75,6 +83,29 @@ class OnlineBackTranslation:
             self._resourced(batch, c, found) if c.rows else batch
             for batch, c, found in zip(batches, chosen, sources, strict=True)
         ]
+
+    @classmethod
+    def of(cls, model: Seq2Seq, cfg: Config, data: PreparedData, rank: int) -> OnlineBackTranslation | None:
+        """The run's online back-translation in process `rank` (None without one): `model`, in training,
+        translating with the run's tokenizers, tags, directions and target vocabularies."""
+        settings = data.directions.run.back_translation
+        if settings is None:
+            return None
+        translator = TorchTranslator.of(model, cfg, data.tokenizers, target_vocabularies(data))
+        return cls(settings, translator, data.directions, data.train.tgt, cfg.train.seed, rank)
+
+    def counted(self, world: World, step: int) -> dict[str, float]:
+        """The pairs back-translated since the last training record (at update `step`), all processes of
+        `world` together: in all and per new direction (`back_translated.fr-de`), logged."""
+        made: collections.Counter[str] = collections.Counter()
+        for counts in world.gather(self.take_counts()):
+            made.update(counts)
+        if made:
+            each = ", ".join(f"{name} {count}" for name, count in sorted(made.items()))
+            log.info("step %d: back-translated %d pairs (%s)", step, made.total(), each)
+        return {"back_translated": float(made.total())} | {
+            f"back_translated.{name}": float(count) for name, count in sorted(made.items())
+        }
 
     def take_counts(self) -> dict[str, int]:
         """The pairs made per new direction (`C-B`) since the last call."""

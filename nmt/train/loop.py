@@ -7,7 +7,6 @@ where its files go nmt/run/directory.py; what its checkpoints hold nmt/run/check
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import logging
 import random
@@ -22,8 +21,6 @@ from nmt import interrupts
 from nmt.config.schema import Config
 from nmt.data.batching import Batch
 from nmt.data.prepare import PreparedData
-from nmt.data.target_vocabulary import target_vocabularies
-from nmt.decode.translator import TorchTranslator, max_source_len
 from nmt.errors import Interrupted
 from nmt.evaluate.directions import describe_directions
 from nmt.models.build import build_model
@@ -75,7 +72,7 @@ class Trainer:
         self.gold = None
         if align is not None and self.world.is_main:
             self.gold = read_gold_set(align, tok, cfg.model.position_limit)
-        self.back_translation = self.online_back_translation()
+        self.back_translation = OnlineBackTranslation.of(self.model, cfg, data, self.world.rank)
         examples = data.directions.epoch_examples
         self.stream = UpdateStream(
             data.train, cfg.train, self.world, device, self.update.static_shapes, examples
@@ -134,24 +131,6 @@ class Trainer:
             )
         return self.run_dir.checkpoint("best")
 
-    def online_back_translation(self) -> OnlineBackTranslation | None:
-        """The run's random online back-translation (nmt/train/back_translation.py), None without one."""
-        data, cfg = self.data, self.cfg
-        settings = data.directions.run.back_translation
-        if settings is None:
-            return None
-        translator = TorchTranslator(
-            self.model,
-            data.tokenizers,
-            cfg.search,
-            max_source_len(cfg),
-            data.directions.tags,
-            data.directions.directions,
-            target_vocabularies(data),
-        )
-        targets, seed, rank = data.train.tgt, cfg.train.seed, self.world.rank
-        return OnlineBackTranslation(settings, translator, data.directions, targets, seed, rank)
-
     def train_step(self, batches: list[Batch]) -> tuple[Tensor, Tensor] | None:
         """One update (nmt/train/step.py), a share of its pairs back-translated first where the run asks;
         returns its loss and target tokens, None when it was skipped."""
@@ -170,22 +149,8 @@ class Trainer:
             "elapsed": self.elapsed(),
         }
         if self.back_translation is not None:
-            record |= self.back_translated()
+            record |= self.back_translation.counted(self.world, self.progress.step)
         self.monitor.train(self.progress.step, self.progress.epoch, record)
-
-    def back_translated(self) -> dict[str, float]:
-        """The pairs back-translated since the last training record, all processes together: in all and per
-        new direction (`back_translated.fr-de`), logged."""
-        assert self.back_translation is not None
-        made: collections.Counter[str] = collections.Counter()
-        for counts in self.world.gather(self.back_translation.take_counts()):
-            made.update(counts)
-        if made:
-            each = ", ".join(f"{name} {count}" for name, count in sorted(made.items()))
-            log.info("step %d: back-translated %d pairs (%s)", self.progress.step, made.total(), each)
-        return {"back_translated": float(made.total())} | {
-            f"back_translated.{name}": float(count) for name, count in sorted(made.items())
-        }
 
     # --- stopping ----------------------------------------------------------------------------------------
 

@@ -13,13 +13,13 @@ from nmt.align.attention import word_links
 from nmt.align.gold import GoldSet, read_gold
 from nmt.align.pharaoh import Link
 from nmt.align.score import AlignmentScores, score_alignments
-from nmt.config.schema import Config, replace
-from nmt.config.sections import AlignmentConfig, SearchConfig
+from nmt.config.schema import Config
+from nmt.config.sections import AlignmentConfig
 from nmt.data.batching import collate, iterate_batches, sorted_groups
 from nmt.data.loader import prefetch
 from nmt.data.prepare import PreparedData
 from nmt.data.tokenizer import Tokenizers
-from nmt.decode.translator import TorchTranslator, max_source_len
+from nmt.decode.translator import TorchTranslator
 from nmt.device.choice import autocast, full_precision
 from nmt.errors import ConfigError
 from nmt.evaluate.directions import run_scores
@@ -40,9 +40,7 @@ def validation_scores(
     mode. A multilingual run's BLEU and chrF are the means over its directions (the first
     `eval_max_sentences` of each), whose own scores and off-target rates are under `directions`."""
     model.eval()
-    # greedy, without a target-language vocabulary (its directions are trained ones; the final report uses it)
-    greedy = replace(cfg, search={"beam_size": 1, "nbest": 1, "target_vocabulary": False}).search
-    found = {"loss": _validation_loss(model, data, cfg, device)} | _scores(model, data, greedy, cfg)
+    found = {"loss": _validation_loss(model, data, cfg, device)} | _scores(model, data, cfg)
     if gold is not None and align_layer is not None:
         aligned = alignment_scores(model, gold, cfg, device, align_layer)
         found |= {"aer": aligned.aer, "align_precision": aligned.precision, "align_recall": aligned.recall}
@@ -50,14 +48,12 @@ def validation_scores(
     return found
 
 
-def _scores(model: Seq2Seq, data: PreparedData, search: SearchConfig, cfg: Config) -> dict[str, Any]:
-    """Each direction's scores on its first `eval_max_sentences` validation pairs (and a multilingual run's
-    means: `run_scores`)."""
+def _scores(model: Seq2Seq, data: PreparedData, cfg: Config) -> dict[str, Any]:
+    """Each direction's greedy scores on its first `eval_max_sentences` validation pairs (and a multilingual
+    run's means: `run_scores`)."""
     limit, directions = cfg.train.eval_max_sentences, data.directions
     rows = [r[:limit] if limit else r for r in directions.valid_rows()]
-    translator = TorchTranslator(
-        model, data.tokenizers, search, max_source_len(cfg), directions.tags, directions.directions
-    )
+    translator = TorchTranslator.of(model, cfg, data.tokenizers)
     outputs = {  # the sources hold their encoder tags; toward() forces a decoder tag, bans every tag
         d: _greedy_outputs(translator.toward(d.tgt, d.src), data, r)
         for d, r in zip(directions.directions, rows, strict=True)
@@ -67,8 +63,10 @@ def _scores(model: Seq2Seq, data: PreparedData, search: SearchConfig, cfg: Confi
 
 
 def _greedy_outputs(translator: TorchTranslator, data: PreparedData, rows: range) -> list[str]:
-    """The greedy translations of the (encoded) validation sources at `rows`."""
-    hyps = translator.search([data.valid_ids.src[i] for i in rows])
+    """The greedy translations of the (encoded) validation sources at `rows`, without a target-language
+    vocabulary (its directions are trained ones; the final report uses it)."""
+    sources = [data.valid_ids.src[i] for i in rows]
+    hyps = translator.search(sources, beam_size=1, nbest=1, target_vocabulary=False)
     return data.tokenizers.tgt.decode([h[0].tokens for h in hyps])
 
 

@@ -24,13 +24,13 @@ def test_a_multilingual_config_reads_its_directions_and_languages() -> None:
     assert ml.weights == {"en-cs": 2.0}  # an integer weight is a fine float
     run = cfg.data.directions
     assert run.weight(Direction("en", "cs")) == 2.0 and run.weight(Direction("cs", "en")) == 1.0
-    assert (run.tags, run.pairs) == ("decoder", ml.pairs)
+    assert (run.tags, run.directions) == ("decoder", ml.pairs)
     assert (ml.temperature, ml.tags) == (1.0, "decoder")  # decoder tags: the better of three seeds
 
 
 def test_the_single_pair_config_stays_the_default() -> None:
     cfg = Config()
-    assert cfg.data.directions.pairs == (Direction("de", "en"),) and not cfg.data.directions.tagged
+    assert cfg.data.directions.directions == (Direction("de", "en"),) and not cfg.data.directions.tagged
     assert cfg.data.multilingual is None and (cfg.data.src_lang, cfg.data.tgt_lang) == ("de", "en")
 
 

@@ -11,8 +11,9 @@ import pytest
 
 from nmt.config.search_flags import changed, flag, given_settings
 from nmt.config.sections import SearchConfig
-from nmt.decode.translator import search_options, search_rule
+from nmt.decode.translator import search_options
 from nmt.errors import UserError
+from nmt.rules.registry import rule_of
 
 
 def other_value(field: dataclasses.Field) -> Any:
@@ -30,7 +31,7 @@ def kept(key: str, value: Any) -> str:
 
 def effect(settings: Any) -> tuple:
     """What a search config changes in a translation: its rule, its options and its batches."""
-    return search_rule(settings), search_options(settings), settings.batch_size
+    return rule_of(settings), search_options(settings), settings.batch_size
 
 
 def given_pairs() -> list[dict[str, Any]]:
@@ -69,4 +70,4 @@ def test_a_rule_asked_for_over_the_run_s_other_rule_is_refused_naming_both() -> 
     run = SearchConfig(diverse_groups=5)
     with pytest.raises(UserError, match=r"search.diverse_groups=5 asks .* and --sampling for sampling"):
         changed(run, {"sampling": True}, flag, kept)
-    assert search_rule(changed(run, {"sampling": True, "diverse_groups": 1}, flag, kept)).title == "sampling"
+    assert rule_of(changed(run, {"sampling": True, "diverse_groups": 1}, flag, kept)).title == "sampling"

@@ -39,7 +39,7 @@ def write_pair(directory: Path, stem: str, src: str | bytes, tgt: str | bytes) -
 
 def split_files(cfg: DataConfig, split: str) -> SplitFiles:
     """The files of `split` of a bilingual run (its one direction)."""
-    return language_split(cfg, split).pair_files(cfg.directions.pairs[0])
+    return language_split(cfg, split).pair_files(cfg.directions.directions[0])
 
 
 def read_split(cfg: DataConfig, split: str) -> ParallelText:

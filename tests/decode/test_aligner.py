@@ -10,14 +10,14 @@ import torch
 
 import nmt.decode.aligner
 import nmt.decode.translator
+from nmt.align.forced_attention import teacher_forced_attention
 from nmt.align.pharaoh import read_links
 from nmt.align.reading import Reading, default_reading
 from nmt.align.symmetrize import symmetrize
 from nmt.config.yaml_file import load_config
 from nmt.data.batching import collate
 from nmt.data.words import WordPieces
-from nmt.decode.aligner import Forced, force, soft_text
-from nmt.decode.alignments import teacher_forced_attention
+from nmt.decode.aligner import Forced, force, soft_text, teacher_forced
 from nmt.decode.trained_run import load_run
 from nmt.decode.translator import TorchTranslator
 from nmt.models.build import build_model
@@ -262,14 +262,14 @@ def test_alignments_are_computed_in_float32_where_decoding_runs_in_bf16(
         [w.ids for w in translator.encode_words(text, side)]
         for text, side in zip(lines, ("source", "target"), strict=True)
     )
-    expected = translator.teacher_forced(sources, targets)
+    expected = teacher_forced(translator, sources, targets)
 
     def gpu_autocast(device: torch.device, enabled: bool = True, cache: bool = True) -> object:
         return torch.autocast("cpu", dtype=torch.bfloat16, enabled=enabled, cache_enabled=cache)
 
     monkeypatch.setattr(nmt.decode.translator, "autocast", gpu_autocast)
     with gpu_autocast(torch.device("cpu")):
-        found = translator.teacher_forced(sources, targets)
+        found = teacher_forced(translator, sources, targets)
     for weights, reference in zip(found, expected, strict=True):
         assert weights.dtype == torch.float32
         torch.testing.assert_close(weights, reference, rtol=0, atol=0)

@@ -11,16 +11,23 @@ from nmt.config.multilingual import Direction
 from nmt.config.sections import SearchConfig
 from nmt.data.language_tags import LanguageTags
 from nmt.decode.languages import Asked, Pivot, into_direction
-from nmt.decode.translator import TorchTranslator
+from nmt.decode.search import Hypothesis
+from nmt.decode.translator import Translator
 from nmt.errors import UserError
 
 TRAINED = tuple(Direction.parse(name) for name in ("en-de", "de-en", "en-fr", "fr-en"))
 TAGS = LanguageTags({"de": 4, "en": 5, "fr": 6, "cs": 7})  # cs: a tag, but no direction into or from it
 
 
-def translator(tags: LanguageTags | None = TAGS, directions: tuple[Direction, ...] = TRAINED) -> Any:
+class Unsearched(Translator):
     """A translator that is never asked to translate: no model, no tokenizers."""
-    return TorchTranslator(None, None, SearchConfig(), 10, tags, directions)  # type: ignore[arg-type]
+
+    def search_batch(self, *args: Any) -> list[list[Hypothesis]]:
+        raise AssertionError("never searched")
+
+
+def translator(tags: LanguageTags | None = TAGS, directions: tuple[Direction, ...] = TRAINED) -> Any:
+    return Unsearched(None, SearchConfig(), 10, tags, directions)  # type: ignore[arg-type]
 
 
 def test_a_trained_direction_translates_into_its_target() -> None:

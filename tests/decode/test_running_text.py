@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from nmt.decode.decoded import DecodedHypothesis, DecodedLine
 from nmt.decode.running_text import CUT_MARK, segment
-from nmt.decode.translator import Translated, Translation
 
 
 @dataclass
@@ -24,15 +24,17 @@ class Words:
         return [[7] * self.tag + [5] * len(text.split()) for text in texts]
 
 
-def upper(text: str, ranks: int = 1) -> Translated:
+def upper(text: str, ranks: int = 1) -> DecodedLine:
     """`text` translated as its words in upper case, each linked to its own (rank r adds r '!' words)."""
     words = text.upper().split()
     hypotheses = []
     for rank in range(ranks):
         output = [*words, *["!"] * rank]
         links = [(i, i) for i in range(len(words))]
-        hypotheses.append(Translation(" ".join(output), -1.0 - rank, [1] * len(output), [], alignment=links))
-    return Translated(["▁x"] * len(words) + ["</s>"], hypotheses)
+        hypotheses.append(
+            DecodedHypothesis(" ".join(output), -1.0 - rank, [1] * len(output), [], alignment=links)
+        )
+    return DecodedLine(["▁x"] * len(words) + ["</s>"], hypotheses)
 
 
 def test_sentences_are_translated_alone_and_joined_with_the_paragraph_s_white_space() -> None:
@@ -96,4 +98,5 @@ def test_a_word_over_the_limit_is_cut_and_the_cut_marked() -> None:
     whole = segment(["Abcdefghij kl."], Letters(max_source_len=6), split=False)
     assert whole.paragraphs[0].cut == {0: 13}
     [kept] = whole.translations([upper("Abcdefghij kl.")], "en")
-    assert CUT_MARK not in kept.joined.best.text  # the caller refuses it or warns
+    assert kept.joined.best.text == f"ABCDEFGHIJ KL. {CUT_MARK}"  # translated whole: cut and marked alike
+    assert kept.cut == [(13, 6)]

@@ -11,12 +11,12 @@ import pytest
 import torch
 
 from nmt.align.attention import attended_subwords, most_attended
+from nmt.align.forced_attention import teacher_forced_attention
 from nmt.align.reading import Reading, translation_reading
 from nmt.config.yaml_file import load_config
-from nmt.decode.alignments import teacher_forced_attention
 from nmt.decode.search import Hypothesis
 from nmt.decode.trained_run import load_run
-from nmt.decode.translator import TorchTranslator, search_options
+from nmt.decode.translator import TorchTranslator
 from tests.conftest import run_cli
 from tests.ties import assert_equal_but_for_ties
 
@@ -62,7 +62,7 @@ def test_a_plain_runs_translations_align_with_its_penultimate_layer_not_its_last
     assert run.cfg.model.decoder_layers == 2 and translator.reading == Reading(0, None)
     searching = translator.with_search(beam_size=3, nbest=3)
     sources = searching.encode((corpus / "test.src").read_text().splitlines()[:20])
-    found = searching.search(sources, options=search_options(searching.settings, alignments=True))
+    found = searching.search(sources, alignments=True)
     differ = 0
     for src, hyps in zip(sources, found, strict=True):
         forced = teacher_forced_attention(translator.model, [src] * len(hyps), [h.tokens for h in hyps])
@@ -91,7 +91,7 @@ def test_a_guided_runs_translations_align_with_the_attention_it_trained(
     assert translator.reading == GUIDED_READING
     searching = translator.with_search(beam_size=3, nbest=3)
     sources = searching.encode((labelled / "valid.src").read_text().splitlines()[:20])
-    found = searching.search(sources, options=search_options(searching.settings, alignments=True))
+    found = searching.search(sources, alignments=True)
     differ = 0
     for src, hyps in zip(sources, found, strict=True):
         forced = teacher_forced_attention(translator.model, [src] * len(hyps), [h.tokens for h in hyps])
@@ -120,8 +120,7 @@ def test_the_ctranslate2_export_aligns_as_the_guided_run(
     run = load_run(guided_run, torch.device("cpu"), meta["checkpoint"])
     translator = TorchTranslator.of_run(run).with_search(beam_size=1, nbest=1)
     sources = translator.encode((labelled / "valid.src").read_text().splitlines()[:40])
-    options = search_options(translator.settings, alignments=True)
-    ours: list[Hypothesis] = [hyps[0] for hyps in translator.search(sources, options=options)]
-    theirs = [hyps[0] for hyps in exported.search(sources, options=options)]
+    ours: list[Hypothesis] = [hyps[0] for hyps in translator.search(sources, alignments=True)]
+    theirs = [hyps[0] for hyps in exported.search(sources, alignments=True)]
     differ = assert_equal_but_for_ties(run.model, sources, ours, theirs, reading=GUIDED_READING)
     assert len(differ) < len(sources) // 2, differ

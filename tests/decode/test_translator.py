@@ -7,10 +7,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from nmt.decode.alignments import teacher_forced_attention
+from nmt.align.forced_attention import teacher_forced_attention
 from nmt.decode.search import Hypothesis
 from nmt.decode.trained_run import load_run
-from nmt.decode.translator import TorchTranslator, search_options
+from nmt.decode.translator import TorchTranslator
+from nmt.errors import ConfigError
 
 
 @pytest.fixture(scope="module")
@@ -61,6 +62,18 @@ def test_a_text_cut_for_its_heatmap_is_reported_once(
     assert len(cut) == 1, caplog.text
 
 
+def test_search_settings_are_given_for_the_call_as_keywords(translator: TorchTranslator) -> None:
+    """As fairseq's `generate` and CTranslate2's `translate_batch` take them: the call's settings replace the
+    translator's for that call alone, and a value out of range is the config's error."""
+    sources = translator.encode(["kalo mi su", "te kalo"])
+    two = translator.search(sources, beam_size=3, nbest=2)
+    assert [len(hyps) for hyps in two] == [2, 2]
+    assert two == translator.with_search(beam_size=3, nbest=2).search(sources)
+    assert translator.settings.nbest == 1 and [len(h) for h in translator.search(sources)] == [1, 1]
+    with pytest.raises(ConfigError, match="nbest"):
+        translator.search(sources, nbest=0)
+
+
 def test_attention_of_every_hypothesis_on_request(translator: TorchTranslator) -> None:
     """Every layer and head, rows the output pieces, columns the source pieces (both ending with '</s>')."""
     translated = translator.with_search(beam_size=3, nbest=2).translate_with_attention("kalo mi su")
@@ -81,7 +94,7 @@ def test_alignments_follow_each_hypothesis_through_beam_search(
     searching = translator.with_search(beam_size=4, nbest=4)
     searching.reading = None  # the run's reads its penultimate layer after search
     sources = searching.encode((corpus / "test.src").read_text().splitlines()[:20])
-    found = searching.search(sources, options=search_options(searching.settings, alignments=True))
+    found = searching.search(sources, alignments=True)
     assert sum(len(hyps) for hyps in found) == 80
     for src, hyps in zip(sources, found, strict=True):
         forced = teacher_forced_attention(translator.model, [src] * len(hyps), [h.tokens for h in hyps])

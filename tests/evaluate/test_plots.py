@@ -12,8 +12,8 @@ import torch
 
 import nmt.evaluate.plots
 from nmt.config.yaml_file import load_config
+from nmt.decode.decoded import DecodedHypothesis, DecodedLine
 from nmt.decode.trained_run import load_run
-from nmt.decode.translator import Translated, Translation
 from nmt.evaluate.directions import draw_heatmaps
 from nmt.evaluate.plots import ATTENTION_COLOURS, ATTENTION_STOPS, save_attention
 from nmt.models.config import ModelConfig
@@ -29,12 +29,12 @@ def figures(monkeypatch: pytest.MonkeyPatch) -> list[plt.Figure]:
     return kept
 
 
-def drawn(source_pieces: list[str], pieces: list[str], weights: torch.Tensor) -> Translated:
+def drawn(source_pieces: list[str], pieces: list[str], weights: torch.Tensor) -> DecodedLine:
     """A translation of `source_pieces` into `pieces` that paid `weights` (layers, heads, tgt, src)."""
-    return Translated(source_pieces, [Translation("a b c", 0.0, [], pieces, weights)])
+    return DecodedLine(source_pieces, [DecodedHypothesis("a b c", 0.0, [], pieces, weights)])
 
 
-def diffuse(layers: int = 2, heads: int = 4) -> Translated:
+def diffuse(layers: int = 2, heads: int = 4) -> DecodedLine:
     """Weak, diffuse attention (every weight at most 0.3) over 5 source and 4 output pieces."""
     scores = torch.randn(layers, heads, 4, 5, generator=torch.Generator().manual_seed(0))
     weights = torch.softmax(scores / 8, dim=-1)

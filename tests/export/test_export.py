@@ -11,10 +11,11 @@ import torch
 
 from nmt.align.pharaoh import parse_links
 from nmt.align.reading import SEARCH_READING
+from nmt.decode.aligner import teacher_forced
 from nmt.decode.exported import META, VOCABULARY_MAP, load_export
 from nmt.decode.search import Hypothesis
 from nmt.decode.trained_run import load_run
-from nmt.decode.translator import TorchTranslator, search_options
+from nmt.decode.translator import TorchTranslator
 from tests.conftest import MULTILINGUAL_DIRECTIONS, assert_one_line_error, run_cli, train_args
 from tests.ties import assert_equal_but_for_ties
 
@@ -34,9 +35,8 @@ def greedy_both(
     translator = translator.with_search(beam_size=1, nbest=1)
     sources = translator.encode(sentences)
     assert exported.encode(sentences) == sources
-    options = search_options(translator.settings, alignments=alignments)
-    ours = [hyps[0] for hyps in translator.search(sources, options=options)]
-    theirs = [hyps[0] for hyps in exported.search(sources, options=options)]
+    ours = [hyps[0] for hyps in translator.search(sources, alignments=alignments)]
+    theirs = [hyps[0] for hyps in exported.search(sources, alignments=alignments)]
     reading = translator.reading or SEARCH_READING  # the attention the run's links read
     return ours, assert_equal_but_for_ties(translator.model, sources, ours, theirs, reading=reading)
 
@@ -180,7 +180,7 @@ def test_alignments_are_the_same_from_both_engines(trained_run: Path, corpus: Pa
             [exported.tokenizers.src.pieces(ids)], beam_size=1, return_attention=True
         )
         tokens = [exported.tokenizers.tgt.sp.piece_to_id(piece) for piece in result.hypotheses[0]]
-        (paid,) = ours.teacher_forced([ids], [tokens])  # (layers, heads, output + eos, source + eos)
+        (paid,) = teacher_forced(ours, [ids], [tokens])  # (layers, heads, output + eos, source + eos)
         theirs = torch.tensor(result.attention[0])  # a row per output token, a column per source token
         paid = paid[0].mean(dim=0)[:-1, :-1]  # the penultimate (first) layer's mean of heads, eos left out
         torch.testing.assert_close(theirs, paid, atol=1e-5, rtol=1e-4)
@@ -218,9 +218,8 @@ def test_a_multilingual_export_translates_every_direction_as_the_run(
         ours, theirs = translator.toward(tgt), exported.toward(tgt)
         sources = ours.encode(lines)
         assert theirs.encode(lines) == sources
-        options = search_options(ours.settings, alignments=True)
-        found = [h[0] for h in ours.search(sources, options=options)]
-        other = [h[0] for h in theirs.search(sources, options=options)]
+        found = [h[0] for h in ours.search(sources, alignments=True)]
+        other = [h[0] for h in theirs.search(sources, alignments=True)]
         prefix = language_tags.forced_prefix(tgt)
         assert_equal_but_for_ties(translator.model, sources, found, other, prefix)
         assert not {token for h in found + other for token in h.tokens} & set(language_tags.banned)

@@ -16,7 +16,7 @@ from nmt.data.special_tokens import PAD
 from nmt.decode.exported import output_limit
 from nmt.decode.search import Hypothesis
 from nmt.decode.trained_run import load_run
-from nmt.decode.translator import TorchTranslator, max_source_len
+from nmt.decode.translator import TorchTranslator
 from nmt.errors import UserError
 from nmt.export.huggingface import hf_model, import_transformers
 from nmt.export.model_card import model_card
@@ -92,9 +92,9 @@ def test_greedy_generate_equals_our_greedy_search(norm: str, tmp_path: Path) -> 
     model, cfg = random_model(norm)
     loaded = saved_and_loaded(model, cfg, tmp_path)
     sources = [[5, 6, 7, 8, 9], [10, 11], [12, 13, 14, 15, 16, 17, 18], [19]]
-    greedy = dataclasses.replace(cfg.search, beam_size=1, nbest=1)
-    tokenizers = None  # search alone: ids in, ids out
-    ours = TorchTranslator(model, tokenizers, greedy, max_source_len(cfg)).search(sources)  # type: ignore[arg-type]
+    tokenizers = None  # search alone: ids in, ids out (a bilingual run reads no language tags from them)
+    greedy = TorchTranslator.of(model, cfg, tokenizers).with_search(beam_size=1, nbest=1)  # type: ignore[arg-type]
+    ours = greedy.search(sources)
     theirs = []
     for source in sources:
         limit = output_limit(len(source), cfg.search)

@@ -7,9 +7,9 @@ import torch
 from nmt.config.sections import SearchConfig
 from nmt.data.special_tokens import EOS
 from nmt.decode.search import SearchOptions, search
-from nmt.decode.translator import search_rule
 from nmt.rules.beam import BLOCK, BeamSearch, Greedy
 from nmt.rules.contract import StepView
+from nmt.rules.registry import rule_of
 from nmt.rules.sampling import Sampling
 from tests.decode.test_search import random_batch, random_model, tokens
 
@@ -38,11 +38,11 @@ def test_beam_rule_ranks_as_a_plain_top_k(vocab: int, k: int) -> None:
 
 
 def test_the_config_names_the_rule() -> None:
-    assert search_rule(SearchConfig(beam_size=1)) == Greedy(length_penalty=1.0)
-    assert search_rule(SearchConfig(beam_size=4, length_penalty=0.2)) == BeamSearch(
+    assert rule_of(SearchConfig(beam_size=1)) == Greedy(length_penalty=1.0)
+    assert rule_of(SearchConfig(beam_size=4, length_penalty=0.2)) == BeamSearch(
         beam_size=4, length_penalty=0.2
     )
-    sampled = search_rule(SearchConfig(sampling=True, nbest=3, top_k=5, seed=9))
+    sampled = rule_of(SearchConfig(sampling=True, nbest=3, top_k=5, seed=9))
     assert isinstance(sampled, Sampling) and (sampled.width, sampled.top_k, sampled.seed) == (3, 5, 9)
 
 

@@ -13,12 +13,14 @@ from starlette.testclient import TestClient
 
 from nmt.align.reading import SEARCH_READING
 from nmt.config.multilingual import Direction
+from nmt.config.sections import SearchLimits
 from nmt.decode.exported import load_export
 from nmt.decode.search import Hypothesis
 from nmt.decode.trained_run import load_run
-from nmt.decode.translator import TorchTranslator, search_options
+from nmt.decode.translator import TorchTranslator
 from nmt.errors import UserError
 from nmt.serve.engines import Catalog, Decoding, Engine, load_catalog
+from nmt.serve.requests import Limits
 from tests.conftest import run_cli
 from tests.serve.conftest import make_client, sentences_of
 from tests.ties import assert_equal_but_for_ties
@@ -128,7 +130,7 @@ def test_v1_alignments_are_the_word_links_of_each_hypothesis(client: TestClient,
     asked = {"q": f"{sentence}\n", "nbest": 2, "alignments": True, **PAIR}
     lines = client.post("/v1/translate", json=asked).json()["translations"][0]["lines"]
     sources = translator.encode([sentence])
-    found = translator.search(sources, options=search_options(translator.settings, alignments=True))
+    found = translator.search(sources, alignments=True)
     (expected,) = translator.decode(sources, found)
     assert [h["alignment"] for h in lines[0]["hypotheses"]] == [
         [list(link) for link in h.alignment or []] for h in expected.hypotheses
@@ -346,9 +348,9 @@ def test_a_ctranslate2_export_is_served_with_nbest_and_no_attention(
     greedy = TorchTranslator.of_run(load_run(trained_run, torch.device("cpu"))).with_search(beam_size=1)
     exported = load_export(tmp_path / "ct2", "cpu").with_search(beam_size=1)
     sentences = sentences_of(corpus, 4)
-    options, sources = search_options(greedy.settings, alignments=True), greedy.encode(sentences)
-    found = exported.search(sources, options=options)  # the run's, but where its scores tie (tests/ties.py)
-    ours = [hyps[0] for hyps in greedy.search(sources, options=options)]
+    sources = greedy.encode(sentences)
+    found = exported.search(sources, alignments=True)  # the run's, but where its scores tie (tests/ties.py)
+    ours = [hyps[0] for hyps in greedy.search(sources, alignments=True)]
     reading = greedy.reading or SEARCH_READING  # the attention the run's links read
     assert_equal_but_for_ties(greedy.model, sources, ours, [hyps[0] for hyps in found], reading=reading)
     expected = exported.decode(sources, found)
@@ -403,6 +405,20 @@ def test_a_line_samples_what_the_command_line_samples(
     sampled = ["--sampling", "--temperature", "2.0"]
     code, out, _ = run_cli("translate", str(trained_run), *sampled, input=lines[3] + "\n")
     assert code == 0 and out.strip() == alone["translatedText"]
+
+
+def test_nbest_and_beam_size_are_served_as_the_search_declares_them(client: TestClient) -> None:
+    """A request's nbest and beam_size are the search's own settings, derived as every other search field:
+    their meaning and range declared once (`SearchLimits`), capped at the server's beam limit; absent, the
+    model's own."""
+    body = client.get("/openapi.json").json()["paths"]["/v1/translate"]["post"]["requestBody"]
+    fields = body["content"]["application/json"]["schema"]["properties"]
+    declared = {f.name: f.metadata for f in dataclasses.fields(SearchLimits)}
+    for name in ("nbest", "beam_size"):
+        assert declared[name]["meaning"][1:] in fields[name]["description"]
+        assert "absent: the model's own" in fields[name]["description"]
+        assert f"'maximum': {Limits().max_beam}" in str(fields[name])
+    assert client.post("/v1/translate", json={"q": "ka lo", "beam_size": 0, **PAIR}).status_code == 400
 
 
 def test_search_fields_are_the_search_settings_and_a_field_the_search_does_not_read_is_refused(

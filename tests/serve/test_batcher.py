@@ -15,7 +15,6 @@ from nmt.config.sections import SearchConfig
 from nmt.data.tokenizer import Tokenizers
 from nmt.decode.search import Hypothesis, SearchOptions
 from nmt.decode.translator import Translator
-from nmt.errors import UserError
 from nmt.rules.contract import SearchRule
 from nmt.serve.answers import ModelFacts
 from nmt.serve.batcher import Batcher, Closed, SentenceFailed
@@ -266,21 +265,12 @@ def test_closing_answers_the_queued_requests_then_refuses_new_ones() -> None:
     assert isinstance(late, Closed)
 
 
-def _raised_for(cause: BaseException) -> BaseException:
-    """The one-line error the Translator raises for a sentence that does not fit even alone."""
-    try:
-        raise UserError("out of GPU memory translating one sentence") from cause
-    except UserError as err:
-        return err
-
-
 @pytest.mark.parametrize(
     "error",
     [
         torch.cuda.OutOfMemoryError("x"),
         MemoryError(),
         RuntimeError("CUDA out of memory"),
-        _raised_for(torch.cuda.OutOfMemoryError("x")),
     ],
 )
 def test_memory_errors_are_told_apart(error: BaseException) -> None:

@@ -18,7 +18,7 @@ import pytest
 import torch
 from starlette.testclient import TestClient
 
-from nmt.decode.translator import Translated, Translation
+from nmt.decode.decoded import DecodedHypothesis, DecodedLine
 from nmt.serve.cache import CacheLimits, TranslationCache
 from nmt.serve.engines import Catalog, Engine, load_catalog
 from tests.conftest import run_cli
@@ -162,15 +162,15 @@ def test_no_cache_translates_every_text_again(catalog: Catalog, corpus: Path) ->
     }
 
 
-def translated(text: str, words: int) -> list[Translated]:
+def translated(text: str, words: int) -> list[DecodedLine]:
     """A line's translation as the server holds it: its subwords and one hypothesis, `words` long."""
     pieces = [f"▁{text[:8]}{i}" for i in range(words)]
-    hypothesis = Translation(" ".join(pieces), -1.0, list(range(1000, 1000 + words)), [*pieces, "</s>"])
-    return [Translated([*pieces, "</s>"], [hypothesis])]
+    hypothesis = DecodedHypothesis(" ".join(pieces), -1.0, list(range(1000, 1000 + words)), [*pieces, "</s>"])
+    return [DecodedLine([*pieces, "</s>"], [hypothesis])]
 
 
-def fill(cache: TranslationCache[list[Translated]], texts: list[str], words: int) -> None:
-    async def translate(fresh: list[str]) -> list[list[Translated]]:
+def fill(cache: TranslationCache[list[DecodedLine]], texts: list[str], words: int) -> None:
+    async def translate(fresh: list[str]) -> list[list[DecodedLine]]:
         return [translated(text, words) for text in fresh]
 
     for text in texts:
@@ -178,7 +178,7 @@ def fill(cache: TranslationCache[list[Translated]], texts: list[str], words: int
 
 
 def test_the_least_recently_used_text_leaves_first() -> None:
-    cache: TranslationCache[list[Translated]] = TranslationCache(CacheLimits(entries=3))
+    cache: TranslationCache[list[DecodedLine]] = TranslationCache(CacheLimits(entries=3))
     fill(cache, ["a", "b", "c"], 2)
     fill(cache, ["a", "d"], 2)  # a is used again: b is the oldest
     assert (len(cache), cache.stats.hits, cache.stats.misses, cache.stats.evictions) == (3, 1, 4, 1)
@@ -193,7 +193,7 @@ def test_a_cache_full_of_long_texts_stays_within_its_memory_bound() -> None:
     keeps as many as fit, and what it holds (traced by tracemalloc) stays within the bound."""
     limits = CacheLimits(entries=1_000_000, mib=4)
     texts = [f"{i:04d} " + "Wörter " * 2856 for i in range(300)]
-    cache: TranslationCache[list[Translated]] = TranslationCache(limits)
+    cache: TranslationCache[list[DecodedLine]] = TranslationCache(limits)
     tracemalloc.start()
     try:
         before = tracemalloc.get_traced_memory()[0]
@@ -207,7 +207,7 @@ def test_a_cache_full_of_long_texts_stays_within_its_memory_bound() -> None:
 
 
 def test_a_translation_larger_than_the_whole_cache_is_not_kept() -> None:
-    cache: TranslationCache[list[Translated]] = TranslationCache(CacheLimits(mib=1))
+    cache: TranslationCache[list[DecodedLine]] = TranslationCache(CacheLimits(mib=1))
     fill(cache, ["short"], 3)
     fill(cache, ["long"], 20_000)
     assert len(cache) == 1 and cache.bytes < 2**20
@@ -216,13 +216,13 @@ def test_a_translation_larger_than_the_whole_cache_is_not_kept() -> None:
 
 
 def test_clearing_takes_nothing_from_a_request_in_flight() -> None:
-    cache: TranslationCache[list[Translated]] = TranslationCache(CacheLimits())
+    cache: TranslationCache[list[DecodedLine]] = TranslationCache(CacheLimits())
     fill(cache, ["seen"], 2)
 
-    async def main() -> list[list[Translated]]:
+    async def main() -> list[list[DecodedLine]]:
         release = asyncio.Event()
 
-        async def translate(fresh: list[str]) -> list[list[Translated]]:
+        async def translate(fresh: list[str]) -> list[list[DecodedLine]]:
             await release.wait()
             return [translated(text, 2) for text in fresh]
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from starlette.testclient import TestClient
 
+from nmt.decode.running_text import CUT_MARK
 from nmt.serve.engines import Catalog
 from nmt.serve.requests import Limits
 from tests.serve.conftest import KEY, make_client
@@ -219,11 +220,18 @@ def test_an_oversized_body_is_refused_with_413(small: TestClient) -> None:
     assert small.post("/translate", json=GOOD).status_code == 200
 
 
-def test_a_line_longer_than_the_model_takes_is_refused_when_translated_whole(client: TestClient) -> None:
+def test_a_line_longer_than_the_model_takes_is_cut_and_the_cut_stated_when_translated_whole(
+    client: TestClient,
+) -> None:
     """Split into sentences (the default) a line over the limit is translated in parts
-    (tests/serve/test_served_paragraphs.py); translated whole, it is refused."""
+    (tests/serve/test_served_paragraphs.py); translated whole, it is cut to the limit as on every path (never
+    refused): the mark follows its translation and `cut` names it."""
     response = client.post("/v1/translate", json={"q": "ka " * 2000, "split_sentences": False})
-    assert response.status_code == 400 and "subwords" in response.json()["error"]
+    assert response.status_code == 200, response.text
+    [text] = response.json()["translations"]
+    assert text["translatedText"].endswith(CUT_MARK)
+    [cut] = text["cut"]
+    assert cut["line"] == 0 and cut["subwords"] > cut["translated"]
 
 
 def test_unknown_routes_and_methods_are_json_errors(client: TestClient) -> None:

@@ -13,11 +13,11 @@ import pytest
 import torch
 
 from nmt.config.multilingual import Direction
-from nmt.config.sections import SearchConfig, TrainConfig
+from nmt.config.sections import TrainConfig
 from nmt.config.yaml_file import load_config
 from nmt.data import language_id
 from nmt.decode.trained_run import load_run
-from nmt.decode.translator import TorchTranslator, search_options
+from nmt.decode.translator import TorchTranslator
 from nmt.evaluate import off_target
 from nmt.evaluate.directions import direction_scores
 from nmt.evaluate.hypotheses import search_label
@@ -82,8 +82,7 @@ def test_a_decoder_tag_run_validates_and_reports_every_direction(decoder_tag_run
     assert tags is not None and tags.placement == "decoder"
     sources = translator.encode(["a b c", "d e"])
     assert all(tags.id("xb") not in ids for ids in sources)  # no tag on the source side
-    options = search_options(SearchConfig(beam_size=2, nbest=2))
-    for hyps in translator.search(sources, options=options):
+    for hyps in translator.search(sources, beam_size=2, nbest=2):
         assert hyps and all(not set(h.tokens) & set(tags.banned) for h in hyps)
 
 

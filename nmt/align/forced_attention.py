@@ -1,0 +1,132 @@
+"""Teacher forcing: the encoder-decoder attention of every layer and head that a model pays producing given
+outputs, in float32 on every device (bf16 would move argmax ties, and word links with them): of given
+sentence pairs (`nmt align`: `forced_pairs`), of a translation's hypotheses (heatmaps:
+`hypotheses_attention`), and the alignment a reading takes from it (`read_alignments`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from nmt.align.attention import attended_subwords, layer_attention
+from nmt.align.reading import Reading
+from nmt.data.batching import IntSequence, collate, sorted_groups
+from nmt.data.language_tags import LanguageTags
+from nmt.device.choice import full_precision
+from nmt.errors import UserError
+from nmt.models.base import Seq2Seq
+from nmt.models.ensemble import Ensemble
+
+
+@torch.inference_mode()
+def teacher_forced_attention(
+    model: Seq2Seq,
+    sources: Sequence[IntSequence],
+    outputs: Sequence[IntSequence],
+    full_context_layer: int | None = None,
+    prefix: Sequence[int] = (),
+) -> list[Tensor]:
+    """The encoder-decoder attention of every layer and head that `model` pays producing each output (target
+    ids without bos/eos, read after the forced `prefix`) from its source (ids without eos), in one
+    teacher-forced pass: per pair (layers, heads, len(output) + 1, len(source) + 1), the rows its tokens and
+    eos (not the prefix's), the columns the source and its eos. Decoder layer `full_context_layer`, when
+    given, attends as guided alignment with full context trained it: each target position seeing the whole
+    target (a second pass up to that layer). Not for an Ensemble (search only: use the attention search
+    collects). Computed in float32, whatever autocast is active around it."""
+    targets = [[*prefix, *tokens] for tokens in outputs]
+    batch = collate(sources, targets, range(len(outputs))).to(model.device)
+    with full_precision(model.device):
+        found = model(
+            batch.src,
+            batch.src_mask,
+            batch.tgt_in,
+            return_attention=True,
+            align_layer=full_context_layer,
+            full_context=full_context_layer is not None,
+            with_logits=False,
+        )
+    attention = found.attention
+    assert attention is not None
+    if full_context_layer is not None and found.alignment is not None:
+        attention[:, full_context_layer] = found.alignment
+    attention = attention.float().cpu()  # (pairs, layers, heads, prefix + longest + 1, longest source + 1)
+    first = len(prefix)
+    return [
+        attention[i, :, :, first : first + len(tokens) + 1, : len(src) + 1]
+        for i, (src, tokens) in enumerate(zip(sources, outputs, strict=True))
+    ]
+
+
+def hypotheses_attention(
+    model: Seq2Seq,
+    sources: Sequence[IntSequence],
+    outputs: Sequence[Sequence[IntSequence]],
+    batch_size: int,
+    prefix: Sequence[int] = (),
+    full_context_layer: int | None = None,
+) -> list[list[Tensor]]:
+    """The attention paid producing each output of each source (its hypotheses' tokens) as
+    `teacher_forced_attention` returns it, teacher-forced after the forced `prefix`, `batch_size` outputs a
+    pass."""
+    srcs = [src for src, found in zip(sources, outputs, strict=True) for _ in found]
+    flat = [tokens for found in outputs for tokens in found]
+    paid = iter(
+        weights
+        for at in range(0, len(flat), batch_size)
+        for weights in teacher_forced_attention(
+            model, srcs[at : at + batch_size], flat[at : at + batch_size], full_context_layer, prefix
+        )
+    )
+    return [[next(paid) for _ in found] for found in outputs]
+
+
+def read_alignments(
+    paid: Sequence[Tensor], source: Sequence[int], reading: Reading, unaligned: Sequence[int]
+) -> list[list[int | None]]:
+    """Each output's alignment under `reading`, from the attention it paid (`hypotheses_attention`): the
+    source position each token attended most, no token aligned to eos or an `unaligned` id (a language tag),
+    none to anything where the null slot holds it."""
+    skipped = np.isin(source, unaligned)  # (len(source),)
+    rows = [layer_attention(weights.numpy(), reading.layer, reading.heads) for weights in paid]
+    return [attended_subwords(r, reading.rule, reading.null, skipped) for r in rows]
+
+
+def forced_pairs(
+    model: Seq2Seq,
+    sources: Sequence[IntSequence],
+    targets: Sequence[IntSequence],
+    batch_size: int,
+    tags: LanguageTags,
+    target_language: str,
+    full_context_layer: int | None = None,
+    progress: Callable[[int], object] | None = None,
+) -> list[Tensor]:
+    """The attention of every layer and head `model` pays producing each target (ids without bos/eos) from its
+    source, teacher-forced in batches of `batch_size` pairs of similar length (`progress` told the size of
+    each): per pair (layers, heads, len(target) + 1, len(source) + 1), rows and columns ending with eos;
+    `full_context_layer` as `teacher_forced_attention` takes it. In float32 on every device. A multilingual
+    model's language tag (of `target_language`) is added where it was trained (the first source token, or the
+    first target token after bos) and its row or column left out: the attention is the words'. Not for an
+    ensemble, which has no teacher-forced pass."""
+    if isinstance(model, Ensemble):
+        raise UserError("an ensemble has no teacher-forced pass; give one run")
+    tagged_sources, tagged_targets, prefix, column = sources, targets, [], 0
+    if tags.tagged:
+        prefix = tags.forced_prefix(target_language)
+        tagged_sources = [tags.source([int(i) for i in s], target_language) for s in sources]
+        tagged_targets = [[*prefix, *t] for t in targets]
+        column = 0 if prefix else 1  # an encoder tag: its column (a decoder tag: the first row)
+    found: list[Tensor] = []
+    order: list[int] = []
+    lengths = [len(s) + len(t) for s, t in zip(tagged_sources, tagged_targets, strict=True)]
+    for group in sorted_groups(lengths, batch_size):
+        src, tgt = [tagged_sources[i] for i in group], [tagged_targets[i] for i in group]
+        found += teacher_forced_attention(model, src, tgt, full_context_layer)
+        order += group
+        if progress is not None:
+            progress(len(group))
+    at = {i: k for k, i in enumerate(order)}
+    return [found[at[i]][:, :, len(prefix) :, column:] for i in range(len(sources))]
