@@ -24,13 +24,15 @@ import sentencepiece as spm
 
 from nmt.config.multilingual import Direction, RunDirections
 from nmt.data.arrays import EncodedCorpus, TokenArray, open_corpus
-from nmt.data.cache import Entry, cache_root, cached
+from nmt.data.cache import Entry, cache_root, cached, file_identity
 from nmt.data.corpus import ParallelText
 from nmt.data.directions import DirectionData
 from nmt.data.encode import Encoder, Part, encode_parts
 from nmt.data.language_tags import LanguageTags
 from nmt.data.sample import SEED, Sample, write_sample
 from nmt.data.splits import LanguageSplit, SplitCounts, language_split, read_directions
+from nmt.data.term_links import direction_links_file, read_direction_links
+from nmt.data.terminology import annotated_chunks
 from nmt.data.tokenizer import (
     Joined,
     Tokenizers,
@@ -123,11 +125,14 @@ def _tokenizers(cfg: Config, train: TrainSplit, run_dir: Path, root: Path) -> To
         "languages": list(directions.languages),
         "tags": list(tagged),
     }
+    symbols = cfg.data.terminology.markers if cfg.data.terminology else ()
+    if symbols:
+        inputs["symbols"] = list(symbols)
 
     def fill(directory: Path) -> dict[str, Any]:
         sample = write_sample(train.split, train.counts, cfg.tokenizer, directory)
         started = time.perf_counter()
-        tokenizers = train_tokenizers(cfg.tokenizer, *_sides(sample, directions), directory, tagged)
+        tokenizers = train_tokenizers(cfg.tokenizer, *_sides(sample, directions), directory, tagged, symbols)
         sample.remove()
         log.info(
             "tokenizer: %d pieces%s trained in %.1f s on %d sentences of %s",
@@ -170,11 +175,24 @@ def _encoded(
         "directions": [direction.name for direction in directions],
         "tags": tags.placement,
     }
+    terms, skip = cfg.data.terminology, cfg.data.skip_bad_lines
+    links = {}  # each direction's word links, where its pairs are annotated with terms
+    if terms is not None:
+        for direction in directions:
+            links[direction] = direction_links_file(
+                terms, train.split, train.directions, direction, skip, root
+            )
+        settings = dataclasses.asdict(terms) | {"links": [file_identity(p) for p in links.values()]}
+        inputs["terminology"] = settings | {"seed": cfg.train.seed}
 
     def fill(directory: Path) -> dict[str, Any]:
         parts = []
         for direction in directions:
-            chunks = train.split.pairs(direction, cfg.data.skip_bad_lines)
+            chunks = train.split.pairs(direction, skip)
+            if terms is not None:
+                linked = read_direction_links(links[direction], train.split, direction, skip)
+                where = str(links[direction])
+                chunks = annotated_chunks(chunks, linked, terms, cfg.train.seed, direction.name, where)
             files = train.split.pair_files(direction)
             name = train.directions.label("train", direction)
             parts.append(Part(name, files, chunks, *encoders(tokenizers, tags, direction)))
