@@ -101,5 +101,12 @@ class TrainedMarkers:
     def annotating(self, translator: Translates, glossary: Path) -> Annotating:
         """`translator` annotating its sources with `glossary` (its own file for the translator's direction,
         when there is one: nmt/data/glossary.py `for_direction`)."""
-        terms = read_glossary(for_direction(glossary, translator.source, translator.target))
+        path = for_direction(glossary, translator.source, translator.target)
+        terms = read_glossary(path)
+        for term, ids in zip(terms, self.tokenizer.encode([term.target for term in terms]), strict=True):
+            if UNK in ids:
+                raise UserError(
+                    f"{path} line {term.line}: the run's vocabulary cannot write the target term "
+                    f"{term.target!r} (it holds characters the vocabulary lacks)"
+                )
         return Annotating(translator, TermFinder(terms, self.tokenizer.normalize), self.markers)

@@ -4,11 +4,13 @@ line), the markers as whole pieces of the trained vocabulary, and the annotated 
 from __future__ import annotations
 
 import random
+import shutil
 import unicodedata
 from pathlib import Path
 
 import pytest
 
+from nmt.align.eflomal import PROGRAM
 from nmt.config.terminology import TerminologyConfig
 from nmt.data.corpus import Pairs
 from nmt.data.glossary import TermFinder, parse_glossary
@@ -125,3 +127,22 @@ def test_the_training_split_is_annotated_with_markers_as_whole_pieces(labelled: 
     assert all(s.count(ids[0]) == s.count(ids[1]) == s.count(ids[2]) for s in sources)
     plain, _ = prepared(config, labelled, tmp_path / "plain", "tokenizer.vocab_size=200")
     assert plain.tokenizers.src.ids(list(MARKERS)) == [1, 1, 1]  # a run without terminology: unknown
+
+
+@pytest.mark.skipif(shutil.which(PROGRAM) is None, reason="eflomal is not installed")
+def test_without_links_eflomal_aligns_the_split_once(
+    labelled: Path, tmp_path: Path, data_cache: Path
+) -> None:
+    config = ROOT / "configs" / "tiny-transformer.yaml"
+    data, _ = prepared(
+        config, labelled, tmp_path / "run", "tokenizer.vocab_size=200", "data.terminology.max_terms=1"
+    )
+    marker = data.tokenizers.src.ids(["｟term｠"])[0]
+    assert (
+        0.2
+        < sum(marker in data.train.src[k].tolist() for k in range(len(data.train))) / len(data.train)
+        < 0.4
+    )
+    (entry,) = (data_cache / "term-links").iterdir()
+    links = (entry / "links").read_text().splitlines()
+    assert len(links) == 3000 and sum(bool(line) for line in links) > 2900

@@ -78,6 +78,9 @@ def test_a_bad_glossary_is_one_line(term_run: Path, tmp_path: Path) -> None:
     glossary.write_text("a\tb\nno tab here\n")
     result = run_cli("translate", str(term_run), "--glossary", str(glossary), input="a b\n")
     assert_one_line_error(result, f"{glossary} line 2: no tab")
+    glossary.write_text("a\tb\nc\t漢字\n")  # characters the synthetic corpus never holds
+    result = run_cli("translate", str(term_run), "--glossary", str(glossary), input="a b\n")
+    assert_one_line_error(result, f"{glossary} line 2: the run's vocabulary cannot write the target term")
 
 
 class _Stub:
