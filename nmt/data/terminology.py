@@ -52,6 +52,12 @@ def glossary_annotations(text: str, finder: TermFinder) -> list[Annotation]:
     return [Annotation(match.start, match.end, match.term.target) for match in finder.find(text)]
 
 
+def with_glossary_terms(text: str, finder: TermFinder, markers: tuple[str, str, str]) -> str:
+    """`text` with the glossary terms `finder` finds written in, line by line (a term never spans lines)."""
+    lines = text.split("\n")
+    return "\n".join(annotate(line, glossary_annotations(line, finder), markers) for line in lines)
+
+
 def candidate_terms(src: str, tgt: str, links: Sequence[Link], max_words: int) -> list[Annotation]:
     """The terms a pair of whitespace-tokenized sentences offers (see the module), in source order."""
     src_words = [word.span() for word in re.finditer(r"\S+", src)]

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nmt.config.yaml_file import load_saved_config
-from nmt.data.glossary import TermFinder, for_direction, read_glossary
+from nmt.data.glossary import Term, TermFinder, for_direction, read_glossary
 from nmt.data.special_tokens import UNK
-from nmt.data.terminology import annotate, glossary_annotations
+from nmt.data.terminology import with_glossary_terms
 from nmt.data.tokenizer import Tokenizer, tokenizer_paths
 from nmt.decode.exported import META, is_export
 from nmt.decode.languages import Translates
@@ -28,6 +28,9 @@ NOT_TRAINED = (
     "search (which needs no such training) is not available yet; train a run with data.terminology to "
     "translate with a glossary"
 )
+
+
+UNWRITABLE = "the run's vocabulary cannot write the target term {target!r} (it holds characters it lacks)"
 
 
 class Annotating:
@@ -51,7 +54,7 @@ class Annotating:
 
     def annotated(self, texts: Sequence[str]) -> list[str]:
         """The texts with their terms written in (a text without a term: itself)."""
-        return [annotate(text, glossary_annotations(text, self.finder), self.markers) for text in texts]
+        return [with_glossary_terms(text, self.finder, self.markers) for text in texts]
 
     def encode(self, texts: Sequence[str]) -> list[list[int]]:
         return self.inner.encode(self.annotated(texts))
@@ -80,6 +83,14 @@ class TrainedMarkers:
     def of(cls, path: Path) -> TrainedMarkers:
         """Those of `path`, a run directory or an export; UserError for one trained without annotation (or
         whose vocabulary lacks a marker)."""
+        found = cls.find(path)
+        if found is None:
+            raise UserError(NOT_TRAINED.format(path=path))
+        return found
+
+    @classmethod
+    def find(cls, path: Path) -> TrainedMarkers | None:
+        """Those of `path`, a run directory or an export; None for one trained without annotation."""
         if is_export(path):
             meta = json.loads((path / META).read_text(encoding="utf-8"))
             found, joint = meta.get("terminology"), meta["joint_vocabulary"]
@@ -88,7 +99,7 @@ class TrainedMarkers:
             found = None if cfg.data.terminology is None else list(cfg.data.terminology.markers)
             joint = cfg.tokenizer.joint
         if found is None:
-            raise UserError(NOT_TRAINED.format(path=path))
+            return None
         start, translation, end = found
         tokenizer = Tokenizer(tokenizer_paths(path, joint)[0])
         for marker, i in zip(found, tokenizer.ids(found), strict=True):
@@ -103,10 +114,18 @@ class TrainedMarkers:
         when there is one: nmt/data/glossary.py `for_direction`)."""
         path = for_direction(glossary, translator.source, translator.target)
         terms = read_glossary(path)
+        bad = self.unwritable(terms)
+        if bad is not None:
+            raise UserError(f"{path} line {bad.line}: {UNWRITABLE.format(target=bad.target)}")
+        return Annotating(translator, self.finder(terms), self.markers)
+
+    def finder(self, terms: Sequence[Term]) -> TermFinder:
+        """What finds `terms` in texts normalised as this run's tokenizer normalises them."""
+        return TermFinder(terms, self.tokenizer.normalize)
+
+    def unwritable(self, terms: Sequence[Term]) -> Term | None:
+        """The first of `terms` whose target the vocabulary cannot write (a character it lacks), if any."""
         for term, ids in zip(terms, self.tokenizer.encode([term.target for term in terms]), strict=True):
             if UNK in ids:
-                raise UserError(
-                    f"{path} line {term.line}: the run's vocabulary cannot write the target term "
-                    f"{term.target!r} (it holds characters the vocabulary lacks)"
-                )
-        return Annotating(translator, TermFinder(terms, self.tokenizer.normalize), self.markers)
+                return term
+        return None

@@ -7,23 +7,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
 from nmt.data.terminology import annotate, glossary_annotations
 from nmt.decode.exported import META
 from nmt.decode.terminology import TrainedMarkers
-from tests.conftest import FAST, assert_one_line_error, run_cli, train_args
+from tests.conftest import assert_one_line_error, run_cli
 
 MARKERS = ["｟term｠", "｟trans｠", "｟/term｠"]
-
-
-@pytest.fixture(scope="module")
-def term_run(tiny: Path, labelled: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    run = tmp_path_factory.mktemp("terminology") / "run"
-    sets = [f"data.terminology.links={labelled / 'train.links'}", "data.terminology.probability=0.5"]
-    code, _, err = run_cli(*train_args(tiny, labelled, run, *FAST, *[a for s in sets for a in ("--set", s)]))
-    assert code == 0, err
-    return run
 
 
 def translate(run: Path, lines: Path, *extra: str) -> str:
@@ -32,8 +21,10 @@ def translate(run: Path, lines: Path, *extra: str) -> str:
     return out
 
 
-def test_the_run_reads_terms_between_its_markers(term_run: Path, labelled: Path, tmp_path: Path) -> None:
-    trained = TrainedMarkers.of(term_run)
+def test_the_run_reads_terms_between_its_markers(
+    terminology_run: Path, labelled: Path, tmp_path: Path
+) -> None:
+    trained = TrainedMarkers.of(terminology_run)
     assert list(trained.markers) == MARKERS
     tokenizer = trained.tokenizer
     assert [tokenizer.pieces([i]) for i in tokenizer.ids(MARKERS)] == [[m] for m in MARKERS]
@@ -50,17 +41,19 @@ def test_the_run_reads_terms_between_its_markers(term_run: Path, labelled: Path,
     assert counts == [source.split().count(first)] * 3
 
 
-def test_translate_with_a_glossary_on_both_engines(term_run: Path, labelled: Path, tmp_path: Path) -> None:
+def test_translate_with_a_glossary_on_both_engines(
+    terminology_run: Path, labelled: Path, tmp_path: Path
+) -> None:
     lines = tmp_path / "in.txt"
     lines.write_text("\n".join(labelled.joinpath("valid.src").read_text().splitlines()[:6]) + "\n")
     empty, terms = tmp_path / "empty.tsv", tmp_path / "terms.tsv"
     empty.write_text("")
     terms.write_text(f"{lines.read_text().split()[0]}\tZZZ\n")
     export = tmp_path / "export"
-    code, _, err = run_cli("export", str(term_run), str(export))
+    code, _, err = run_cli("export", str(terminology_run), str(export))
     assert code == 0, err
     assert json.loads((export / META).read_text(encoding="utf-8"))["terminology"] == MARKERS
-    for model in (term_run, export):
+    for model in (terminology_run, export):
         plain = translate(model, lines)
         assert translate(model, lines, "--glossary", str(empty)) == plain  # an empty glossary changes nothing
         assert len(translate(model, lines, "--glossary", str(terms)).splitlines()) == 6
@@ -73,13 +66,13 @@ def test_a_run_trained_without_annotation_is_refused(kept_run: Path, tmp_path: P
     assert_one_line_error(result, "was not trained with terminology annotation", "constrained search")
 
 
-def test_a_bad_glossary_is_one_line(term_run: Path, tmp_path: Path) -> None:
+def test_a_bad_glossary_is_one_line(terminology_run: Path, tmp_path: Path) -> None:
     glossary = tmp_path / "terms.tsv"
     glossary.write_text("a\tb\nno tab here\n")
-    result = run_cli("translate", str(term_run), "--glossary", str(glossary), input="a b\n")
+    result = run_cli("translate", str(terminology_run), "--glossary", str(glossary), input="a b\n")
     assert_one_line_error(result, f"{glossary} line 2: no tab")
     glossary.write_text("a\tb\nc\t漢字\n")  # characters the synthetic corpus never holds
-    result = run_cli("translate", str(term_run), "--glossary", str(glossary), input="a b\n")
+    result = run_cli("translate", str(terminology_run), "--glossary", str(glossary), input="a b\n")
     assert_one_line_error(result, f"{glossary} line 2: the run's vocabulary cannot write the target term")
 
 
