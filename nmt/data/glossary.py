@@ -22,6 +22,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from nmt.data.special_tokens import UNK
+from nmt.data.tokenizer import Tokenizer
 from nmt.errors import UserError
 
 MATCH_CASE = "match-case"  # the third column that makes an entry case-sensitive
@@ -104,6 +106,14 @@ def _entry(line: str, where: str) -> Term:
     if flag not in ("", MATCH_CASE):
         raise UserError(f"{where}: third column {flag!r}; it may only say {MATCH_CASE} (or be left out)")
     return Term(source, target, flag == MATCH_CASE)
+
+
+def unwritable(terms: Sequence[Term], tokenizer: Tokenizer) -> Term | None:
+    """The first of `terms` whose target `tokenizer`'s vocabulary cannot write (a character it lacks)."""
+    for term, ids in zip(terms, tokenizer.encode([term.target for term in terms]), strict=True):
+        if UNK in ids:
+            return term
+    return None
 
 
 def for_direction(path: Path, src: str, tgt: str) -> Path:

@@ -24,15 +24,14 @@ import sentencepiece as spm
 
 from nmt.config.multilingual import Direction, RunDirections
 from nmt.data.arrays import EncodedCorpus, TokenArray, open_corpus
-from nmt.data.cache import Entry, cache_root, cached, file_identity
+from nmt.data.cache import Entry, cache_root, cached
 from nmt.data.corpus import ParallelText
 from nmt.data.directions import DirectionData
 from nmt.data.encode import Encoder, Part, encode_parts
 from nmt.data.language_tags import LanguageTags
 from nmt.data.sample import SEED, Sample, write_sample
 from nmt.data.splits import LanguageSplit, SplitCounts, language_split, read_directions
-from nmt.data.term_links import direction_links_file, read_direction_links
-from nmt.data.terminology import annotated_chunks
+from nmt.data.terminology import TermLinks, annotated_chunks
 from nmt.data.tokenizer import (
     Joined,
     Tokenizers,
@@ -70,11 +69,16 @@ class TrainSplit:
 
 
 def prepare_data(
-    cfg: Config, run_dir: Path, reuse_tokenizers: bool, cache: Path | None = None
+    cfg: Config,
+    run_dir: Path,
+    reuse_tokenizers: bool,
+    cache: Path | None = None,
+    term_links: TermLinks | None = None,
 ) -> PreparedData:
     """Check the data, get the tokenizers into `run_dir` (trained, or from the cache `cache`, default
     `cache_root()`; with `reuse_tokenizers`, those already there), encode every direction's training pairs
-    into the cache (or open them there) and encode every direction's validation pairs."""
+    into the cache (or open them there; annotated with terms from `term_links` under data.terminology) and
+    encode every direction's validation pairs."""
     root = cache or cache_root()
     directions = cfg.data.directions
     train = TrainSplit(language_split(cfg.data, "train"), directions, cfg.data.skip_bad_lines)
@@ -84,7 +88,7 @@ def prepare_data(
     else:
         tokenizers = _tokenizers(cfg, train, run_dir, root)
     tags = LanguageTags.of(directions, tokenizers.src.tag_ids)
-    corpus, train_pairs = _encoded(cfg, train, tokenizers, tags, root)
+    corpus, train_pairs = _encoded(cfg, train, tokenizers, tags, root, term_links)
     text = ParallelText(
         [s for t in valid.values() for s in t.src], [s for t in valid.values() for s in t.tgt]
     )
@@ -161,7 +165,12 @@ def _sides(sample: Sample, directions: RunDirections) -> tuple[Joined, Joined]:
 
 
 def _encoded(
-    cfg: Config, train: TrainSplit, tokenizers: Tokenizers, tags: LanguageTags, root: Path
+    cfg: Config,
+    train: TrainSplit,
+    tokenizers: Tokenizers,
+    tags: LanguageTags,
+    root: Path,
+    links: TermLinks | None,
 ) -> tuple[EncodedCorpus, list[int]]:
     """Every direction's training pairs, tagged where the run has tags, in one corpus memory-mapped from the
     cache (encoded first on a miss), and how many pairs each direction holds (its rows follow those of the
@@ -176,23 +185,21 @@ def _encoded(
         "tags": tags.placement,
     }
     terms, skip = cfg.data.terminology, cfg.data.skip_bad_lines
-    links = {}  # each direction's word links, where its pairs are annotated with terms
     if terms is not None:
-        for direction in directions:
-            links[direction] = direction_links_file(
-                terms, train.split, train.directions, direction, skip, root
+        if links is None:
+            raise ValueError(
+                "data.terminology annotates with word links: pass them (nmt/train/term_links.py)"
             )
-        settings = dataclasses.asdict(terms) | {"links": [file_identity(p) for p in links.values()]}
+        settings = dataclasses.asdict(terms) | {"links": [links.identity(d) for d in directions]}
         inputs["terminology"] = settings | {"seed": cfg.train.seed}
 
     def fill(directory: Path) -> dict[str, Any]:
         parts = []
         for direction in directions:
             chunks = train.split.pairs(direction, skip)
-            if terms is not None:
-                linked = read_direction_links(links[direction], train.split, direction, skip)
-                where = str(links[direction])
-                chunks = annotated_chunks(chunks, linked, terms, cfg.train.seed, direction.name, where)
+            if terms is not None and links is not None:
+                linked = links.read(direction)
+                chunks = annotated_chunks(chunks, linked, terms, cfg.train.seed, direction.name)
             files = train.split.pair_files(direction)
             name = train.directions.label("train", direction)
             parts.append(Part(name, files, chunks, *encoders(tokenizers, tags, direction)))

@@ -17,11 +17,25 @@ import random
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
+from typing import Any, Protocol
 
-from nmt.align.pharaoh import Link, check_line
+from nmt.config.multilingual import Direction
 from nmt.config.terminology import TerminologyConfig
 from nmt.data.corpus import Pairs
 from nmt.data.glossary import TermFinder
+
+Link = tuple[int, int]  # (source word, target word), from 0, as nmt/align/pharaoh.py reads them
+
+
+class TermLinks(Protocol):
+    """Where each direction's word links come from (nmt/train/term_links.py: a given file, or eflomal's):
+    what the data cache knows them by, and the links, one set a line of the direction's training file, each
+    checked to fit its pair."""
+
+    def identity(self, direction: Direction) -> dict[str, Any]: ...
+
+    def read(self, direction: Direction) -> Sequence[frozenset[Link]]: ...
+
 
 _CORE = re.compile(r"\w(?:.*\w)?", re.DOTALL)  # from the first letter or digit to the last
 
@@ -117,15 +131,12 @@ def annotated_chunks(
     cfg: TerminologyConfig,
     seed: int,
     direction: str,
-    where: str,
 ) -> Iterator[Pairs]:
     """The chunks of a direction's training pairs with their sources annotated; `links` holds every line's
-    links (a line of the split: `Pairs.numbers`), `where` names their file in errors."""
+    links (a line of the split: `Pairs.numbers`), checked to fit their pairs."""
     for pairs in chunks:
         sources = []
         for src, tgt, line in zip(pairs.src, pairs.tgt, pairs.numbers, strict=True):
-            own = links[line]
-            check_line(own, f"{where} line {line + 1}", len(src.split()), len(tgt.split()))
             rng = random.Random(f"{seed} {direction} {line}")
-            sources.append(annotate_pair(src, tgt, sorted(own), cfg, rng))
+            sources.append(annotate_pair(src, tgt, sorted(links[line]), cfg, rng))
         yield replace(pairs, src=sources)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nmt.config.yaml_file import load_saved_config
-from nmt.data.glossary import Term, TermFinder, for_direction, read_glossary
+from nmt.data.glossary import Term, TermFinder, for_direction, read_glossary, unwritable
 from nmt.data.special_tokens import UNK
 from nmt.data.terminology import with_glossary_terms
 from nmt.data.tokenizer import Tokenizer, tokenizer_paths
@@ -125,7 +125,4 @@ class TrainedMarkers:
 
     def unwritable(self, terms: Sequence[Term]) -> Term | None:
         """The first of `terms` whose target the vocabulary cannot write (a character it lacks), if any."""
-        for term, ids in zip(terms, self.tokenizer.encode([term.target for term in terms]), strict=True):
-            if UNK in ids:
-                return term
-        return None
+        return unwritable(terms, self.tokenizer)

@@ -84,16 +84,29 @@ def test_chunks_are_annotated_by_line_whatever_their_chunking() -> None:
     links = [frozenset(LINKS)] * 6
     whole = [Pairs([SRC] * 6, [TGT] * 6, 6, 0, list(range(6)))]
     halves = [Pairs([SRC] * 3, [TGT] * 3, 3, 0, [0, 1, 2]), Pairs([SRC] * 3, [TGT] * 3, 3, 0, [3, 4, 5])]
-    one = [s for p in annotated_chunks(iter(whole), links, cfg, 1, "de-en", "l") for s in p.src]
-    two = [s for p in annotated_chunks(iter(halves), links, cfg, 1, "de-en", "l") for s in p.src]
+    one = [s for p in annotated_chunks(iter(whole), links, cfg, 1, "de-en") for s in p.src]
+    two = [s for p in annotated_chunks(iter(halves), links, cfg, 1, "de-en") for s in p.src]
     assert one == two
 
 
-def test_a_link_past_its_sentence_names_the_file_and_line() -> None:
-    chunk = Pairs(["a b"], ["x"], 1, 0, [0])
-    cfg = TerminologyConfig(probability=1.0)
-    with pytest.raises(UserError, match=r"train.links line 1: link 0-3 \(from 0\) points past"):
-        list(annotated_chunks(iter([chunk]), [frozenset({(0, 3)})], cfg, 1, "de-en", "train.links"))
+def test_a_link_past_its_sentence_names_the_file_and_line(labelled: Path, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    shutil.copytree(labelled, data)
+    lines = (data / "train.links").read_text().splitlines()
+    (data / "train.links").write_text("\n".join([lines[0], "0-99", *lines[2:]]) + "\n")
+    config, links = (
+        ROOT / "configs" / "tiny-transformer.yaml",
+        f"data.terminology.links={data / 'train.links'}",
+    )
+    with pytest.raises(
+        UserError, match=r"train.links line 2: link 0-99 \(from 0\) points past the sentence pair"
+    ):
+        prepared(config, data, tmp_path / "run", "tokenizer.vocab_size=200", links)
+    (data / "train.links").write_text("\n".join(lines[:-1]) + "\n")
+    with pytest.raises(
+        UserError, match=r"train.links has 2999 lines but the training file .*train.src has 3000"
+    ):
+        prepared(config, data, tmp_path / "run2", "tokenizer.vocab_size=200", links)
 
 
 @pytest.mark.parametrize(
