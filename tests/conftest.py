@@ -249,6 +249,16 @@ def train_args(tiny: Path, data: Path, out: Path, *extra: str) -> list[str]:
     return ["train", str(tiny), "--data", str(data), "--out", str(out), *extra]
 
 
+@pytest.fixture(scope="session")
+def terminology_run(tiny: Path, labelled: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny config trained 10 steps with terminology annotation (half the pairs, from the true links)."""
+    run = tmp_path_factory.mktemp("terminology") / "run"
+    sets = [f"data.terminology.links={labelled / 'train.links'}", "data.terminology.probability=0.5"]
+    code, _, err = run_cli(*train_args(tiny, labelled, run, *FAST, *[a for s in sets for a in ("--set", s)]))
+    assert code == 0, err
+    return run
+
+
 def assert_one_line_error(result: tuple[int, str, str], *fragments: str) -> None:
     """Exit code 2, exactly one line on stderr naming every fragment, no traceback."""
     code, out, err = result

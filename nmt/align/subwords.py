@@ -16,8 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from nmt.align.pharaoh import Link
-from nmt.data.tokenizer import Tokenizer
-from nmt.data.words import SPACER
+from nmt.data.tokenizer import SPACER, Tokenizer
 
 Words = Sequence[int] | np.ndarray  # the word of each subword of a sentence
 

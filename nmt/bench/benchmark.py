@@ -29,6 +29,7 @@ from nmt.device.choice import resolve_device
 from nmt.run.directory import RunDir
 from nmt.run.metrics import read_metrics
 from nmt.train.loop import Trainer
+from nmt.train.term_links import RunTermLinks
 
 log = logging.getLogger(__name__)
 
@@ -194,7 +195,9 @@ def benchmark(
         cfg = replace(cfg, data={"dir": str(corpus)})
         run_dir = RunDir(Path(tmp) / "run")
         run_dir.path.mkdir()
-        data = prepare_data(cfg, run_dir.path, reuse_tokenizers=False, cache=Path(tmp) / "cache")
+        cache, terms = Path(tmp) / "cache", cfg.data.terminology
+        links = None if terms is None else RunTermLinks(cfg.data, terms, cache)
+        data = prepare_data(cfg, run_dir.path, reuse_tokenizers=False, cache=cache, term_links=links)
         trainer = Trainer(cfg, run_dir, data, device)
         trainer.fit_batch_tokens()
         cfg = replace(cfg, train={"batch_tokens": trainer.progress.batch_tokens})  # `auto` resolved

@@ -63,6 +63,14 @@ def checked_choice(option: str, value: str, choices: tuple[Choice, ...]) -> Choi
 RunDirArgument = Annotated[Path, typer.Argument(help="Run directory written by `nmt train`.")]
 DEVICES = "auto, cpu, cuda or cuda:N (the GPU numbered N, from 0)"
 Device = Annotated[str, typer.Option(help=f"{DEVICES}.")]
+Glossary = Annotated[
+    Path | None,
+    typer.Option(
+        help="A glossary, SOURCE<TAB>TARGET lines (a multilingual run reads NAME.SRC-TGT.tsv for its "
+        "direction when there is one): its terms are written into each source between the markers of a run "
+        "trained with data.terminology (docs/terminology.md)."
+    ),
+]
 TrainDevice = Annotated[str | None, typer.Option(help=f"{DEVICES} (train.device).")]
 
 

@@ -14,6 +14,7 @@ from nmt.cli.options import (
     Checkpoint,
     Device,
     FromLang,
+    Glossary,
     Int8,
     IntoLang,
     PivotLang,
@@ -80,6 +81,7 @@ def translate(
         ),
     ] = "auto",
     int8: Int8 = False,
+    glossary: Glossary = None,
     interactive: Annotated[
         bool | None,
         typer.Option(
@@ -117,6 +119,9 @@ def translate(
     words its subwords attended most (with --format jsonl: an "alignment" field of [i, j] pairs); an empty
     translation, which has no links, stays an empty line.
 
+    With --glossary each source gets the glossary's terms written in as the run was trained to read them
+    (data.terminology); a run trained without annotation is refused: constrained search is not built yet.
+
     A multilingual model translates into --tgt-lang: from --src-lang, a direction it was trained on (or any
     of its languages with --zero-shot), or through a third language with --pivot (the scores and n-best
     lists are then those of the second step).
@@ -125,6 +130,7 @@ def translate(
     from nmt.decode.languages import into_direction
     from nmt.decode.loading import load_translator
     from nmt.decode.outputs import read_input, stream_translations
+    from nmt.decode.terminology import TrainedMarkers
     from nmt.device.choice import resolve_device
 
     if format not in ("text", "jsonl", "html"):
@@ -135,13 +141,17 @@ def translate(
             "--format html writes the page, its tags placed by the word links of one translation: drop "
             "--scores, --alignments, --nbest and --pivot"
         )
+    if glossary is not None and (format == "html" or alignments or pivot):
+        raise UserError("--glossary writes terms into the source: drop --format html, --alignments, --pivot")
     style: OutputFormat = "jsonl" if format == "jsonl" else "moses" if scores or nbest > 1 else "text"
     checked_search(run_dirs[0], search)
+    trained = None if glossary is None else TrainedMarkers.of(run_dirs[0])  # refused before loading
     loaded = load_translator(run_dirs, engine, resolve_device(device), checkpoint, search, int8)
     translator = into_direction(loaded, asked_direction(src_lang, tgt_lang, zero_shot, pivot))
     if format == "html":
         _translate_page(translator, input, output)
         return
+    terms = translator if trained is None or glossary is None else trained.annotating(translator, glossary)
     bad = 0
     with read_input(input) as (source, name, terminal):
         if terminal:  # the model is loaded: a user at the keyboard learns when to type, and how to stop
@@ -151,7 +161,7 @@ def translate(
             nonlocal bad
             live = terminal if interactive is None else interactive
             bad = stream_translations(
-                translator, source, name, out, skip_bad_lines, live, style, alignments, split_sentences
+                terms, source, name, out, skip_bad_lines, live, style, alignments, split_sentences
             )
 
         write_output(output, write)

@@ -50,6 +50,11 @@ class Config:
                     "data.multilingual.back_translation: a back-translated pair has a new source that "
                     "train.alignment.links does not align; remove one of them"
                 )
+        if self.data.terminology is not None and self.train.alignment and self.train.alignment.links:
+            raise ConfigError(
+                "data.terminology writes terms into the training sources, whose words train.alignment.links "
+                "then no longer aligns; remove one of them"
+            )
         if self.data.directions.tagged and not self.tokenizer.joint:
             raise ConfigError(
                 "tokenizer.joint=false: a multilingual run needs one joint vocabulary for all its languages"
@@ -57,13 +62,17 @@ class Config:
 
 
 def with_absolute_paths(cfg: Config) -> Config:
-    """`cfg` with its data, TensorBoard and alignment paths made absolute (relative ones are taken from the
-    working directory), so that a run directory works from anywhere."""
+    """`cfg` with its data (terminology links among them), TensorBoard and alignment paths made absolute
+    (relative ones are taken from the working directory), so that a run directory works from anywhere."""
 
     def absolute(path: str | None) -> str | None:
         return None if path is None else os.path.abspath(os.path.expanduser(path))
 
-    data = {name: absolute(getattr(cfg.data, name)) for name in ("dir", "train", "valid", "test")}
+    data: dict[str, Any] = {
+        name: absolute(getattr(cfg.data, name)) for name in ("dir", "train", "valid", "test")
+    }
+    if cfg.data.terminology is not None:
+        data["terminology"] = {"links": absolute(cfg.data.terminology.links)}
     train: dict[str, Any] = {"tensorboard_dir": absolute(cfg.train.tensorboard_dir)}
     if cfg.train.alignment is not None:
         names = ("links", "gold_src", "gold_tgt", "gold_links")

@@ -19,6 +19,7 @@ from nmt.config.multilingual import (
     RunDirections,
     pair_beside_multilingual,
 )
+from nmt.config.terminology import TerminologyConfig
 from nmt.errors import ConfigError
 from nmt.limits import MAX_BEAM, MAX_SIZE, check_settings, setting
 from nmt.rules.registry import active, chosen_rule, overridden, owners, rule_of, settings_fields
@@ -59,6 +60,9 @@ class DataConfig:
     )
     multilingual: MultilingualConfig | None = setting(
         None, "many directions in one model, instead of src_lang → tgt_lang (absent: one pair)"
+    )
+    terminology: TerminologyConfig | None = setting(
+        None, "train the model to follow terms given inline in its source (absent: no annotation)"
     )
 
     def __post_init__(self) -> None:

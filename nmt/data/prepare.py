@@ -31,6 +31,7 @@ from nmt.data.encode import Encoder, Part, encode_parts
 from nmt.data.language_tags import LanguageTags
 from nmt.data.sample import SEED, Sample, write_sample
 from nmt.data.splits import LanguageSplit, SplitCounts, language_split, read_directions
+from nmt.data.terminology import TermLinks, annotated_chunks
 from nmt.data.tokenizer import (
     Joined,
     Tokenizers,
@@ -68,11 +69,16 @@ class TrainSplit:
 
 
 def prepare_data(
-    cfg: Config, run_dir: Path, reuse_tokenizers: bool, cache: Path | None = None
+    cfg: Config,
+    run_dir: Path,
+    reuse_tokenizers: bool,
+    cache: Path | None = None,
+    term_links: TermLinks | None = None,
 ) -> PreparedData:
     """Check the data, get the tokenizers into `run_dir` (trained, or from the cache `cache`, default
     `cache_root()`; with `reuse_tokenizers`, those already there), encode every direction's training pairs
-    into the cache (or open them there) and encode every direction's validation pairs."""
+    into the cache (or open them there; annotated with terms from `term_links` under data.terminology) and
+    encode every direction's validation pairs."""
     root = cache or cache_root()
     directions = cfg.data.directions
     train = TrainSplit(language_split(cfg.data, "train"), directions, cfg.data.skip_bad_lines)
@@ -82,7 +88,7 @@ def prepare_data(
     else:
         tokenizers = _tokenizers(cfg, train, run_dir, root)
     tags = LanguageTags.of(directions, tokenizers.src.tag_ids)
-    corpus, train_pairs = _encoded(cfg, train, tokenizers, tags, root)
+    corpus, train_pairs = _encoded(cfg, train, tokenizers, tags, root, term_links)
     text = ParallelText(
         [s for t in valid.values() for s in t.src], [s for t in valid.values() for s in t.tgt]
     )
@@ -124,11 +130,14 @@ def _tokenizers(cfg: Config, train: TrainSplit, run_dir: Path, root: Path) -> To
         "languages": list(directions.languages),
         "tags": list(tagged),
     }
+    symbols = cfg.data.terminology.markers if cfg.data.terminology else ()
+    if symbols:
+        inputs["symbols"] = list(symbols)
 
     def fill(directory: Path) -> dict[str, Any]:
         sample = write_sample(train.split, train.counts, cfg.tokenizer, directory)
         started = time.perf_counter()
-        tokenizers = train_tokenizers(cfg.tokenizer, *_sides(sample, directions), directory, tagged)
+        tokenizers = train_tokenizers(cfg.tokenizer, *_sides(sample, directions), directory, tagged, symbols)
         sample.remove()
         log.info(
             "tokenizer: %d pieces%s trained in %.1f s on %d sentences of %s",
@@ -157,7 +166,12 @@ def _sides(sample: Sample, directions: RunDirections) -> tuple[Joined, Joined]:
 
 
 def _encoded(
-    cfg: Config, train: TrainSplit, tokenizers: Tokenizers, tags: LanguageTags, root: Path
+    cfg: Config,
+    train: TrainSplit,
+    tokenizers: Tokenizers,
+    tags: LanguageTags,
+    root: Path,
+    links: TermLinks | None,
 ) -> tuple[EncodedCorpus, list[int]]:
     """Every direction's training pairs, tagged where the run has tags, in one corpus memory-mapped from the
     cache (encoded first on a miss), and how many pairs each direction holds (its rows follow those of the
@@ -172,11 +186,22 @@ def _encoded(
         "directions": [direction.name for direction in directions],
         "tags": tags.placement,
     }
+    terms, skip = cfg.data.terminology, cfg.data.skip_bad_lines
+    if terms is not None:
+        if links is None:
+            raise ValueError(
+                "data.terminology annotates with word links: pass them (nmt/train/term_links.py)"
+            )
+        settings = dataclasses.asdict(terms) | {"links": [links.identity(d) for d in directions]}
+        inputs["terminology"] = settings | {"seed": cfg.train.seed}
 
     def fill(directory: Path) -> dict[str, Any]:
         parts = []
         for direction in directions:
-            chunks = train.split.pairs(direction, cfg.data.skip_bad_lines)
+            chunks = train.split.pairs(direction, skip)
+            if terms is not None and links is not None:
+                linked = links.read(direction)
+                chunks = annotated_chunks(chunks, linked, terms, cfg.train.seed, direction.name)
             files = train.split.pair_files(direction)
             name = train.directions.label("train", direction)
             parts.append(Part(name, files, chunks, *encoders(tokenizers, tags, direction)))

@@ -33,6 +33,7 @@ log = logging.getLogger(__name__)
 _TOO_HIGH = re.compile(r"Vocabulary size too high \((\d+)\)\. Please set it to a value <= (\d+)")
 _TOO_LOW = re.compile(r"Vocabulary size is smaller than required_chars\. (\d+) vs (\d+)")
 T = TypeVar("T")
+SPACER = "▁"  # sentencepiece's mark of a word's first piece
 FEW = 16  # sentences encoded or decoded one call each, in the calling thread
 
 
@@ -92,6 +93,10 @@ class Tokenizer:
         if len(kept) <= FEW:
             return [self.sp.decode(seq) for seq in kept]
         return self.sp.decode(kept)
+
+    def normalize(self, text: str) -> str:
+        """`text` as sentencepiece normalises it before segmenting (NFKC, extra spaces removed)."""
+        return " ".join(self.sp.normalize(text).replace(SPACER, " ").split())
 
     def pieces(self, ids: list[int]) -> list[str]:
         """Subword strings of the ids (one call into sentencepiece for all of them)."""
@@ -157,18 +162,24 @@ def install_tokenizers(directory: Path, run_dir: Path, joint: bool) -> Tokenizer
 
 
 def train_tokenizers(
-    cfg: TokenizerConfig, src: Iterable[str], tgt: Iterable[str], run_dir: Path, languages: Sequence[str] = ()
+    cfg: TokenizerConfig,
+    src: Iterable[str],
+    tgt: Iterable[str],
+    run_dir: Path,
+    languages: Sequence[str] = (),
+    symbols: Sequence[str] = (),
 ) -> Tokenizers:
     """Train the sentencepiece model(s) on the source and target sentences and save them in `run_dir`; a
-    joint model reserves a tag for each of `languages` (nmt/data/language_tags.py).
+    joint model reserves a tag for each of `languages` (nmt/data/language_tags.py); `symbols` (terminology
+    markers) become user-defined pieces of the source vocabulary (the joint one).
 
     `src` and `tgt` are iterated once per training attempt: lists, or re-iterable readers of a sample.
     """
     src_path, tgt_path = tokenizer_paths(run_dir, cfg.joint)
     if cfg.joint:
-        train_sentencepiece(cfg, Joined((src, tgt)), src_path, languages)
+        train_sentencepiece(cfg, Joined((src, tgt)), src_path, languages, symbols)
     else:
-        train_sentencepiece(cfg, src, src_path)
+        train_sentencepiece(cfg, src, src_path, symbols=symbols)
         train_sentencepiece(cfg, tgt, tgt_path)
     return load_tokenizers(run_dir, cfg.joint)
 
@@ -184,10 +195,14 @@ class Joined:
 
 
 def train_sentencepiece(
-    cfg: TokenizerConfig, sentences: Iterable[str], path: Path, languages: Sequence[str] = ()
+    cfg: TokenizerConfig,
+    sentences: Iterable[str],
+    path: Path,
+    languages: Sequence[str] = (),
+    symbols: Sequence[str] = (),
 ) -> None:
-    """Train one model at `path`, with a tag for each of `languages`; shrink the vocabulary (or fail clearly)
-    when the text is too small.
+    """Train one model at `path`, with a tag for each of `languages` and a piece for each of `symbols`;
+    shrink the vocabulary (or fail clearly) when the text is too small.
 
     The sentences stream into sentencepiece (iterated again if the vocabulary shrinks) and the model comes
     back in memory: no temporary file, so training the same sentences twice writes the same bytes. Training
@@ -196,7 +211,8 @@ def train_sentencepiece(
     """
     threads = _training_threads(cfg)  # decided here: the machine is this process's to judge
     tags = vocabulary_tags(languages)
-    model, vocab_size = _in_child(functools.partial(_train_fitting, cfg, sentences, threads, tags))
+    task = functools.partial(_train_fitting, cfg, sentences, threads, tags, list(symbols))
+    model, vocab_size = _in_child(task)
     if vocab_size != cfg.vocab_size:
         log.warning(
             "tokenizer.vocab_size=%d is too large for this corpus; using %d", cfg.vocab_size, vocab_size
@@ -266,13 +282,13 @@ def _end_with(parent: int) -> None:
 
 
 def _train_fitting(
-    cfg: TokenizerConfig, sentences: Iterable[str], threads: int, tags: list[str]
+    cfg: TokenizerConfig, sentences: Iterable[str], threads: int, tags: list[str], symbols: list[str]
 ) -> tuple[bytes, int]:
     """The model, and the vocabulary size it has: `cfg.vocab_size`, or the largest the text allows."""
     vocab_size = cfg.vocab_size
     for _ in range(2):
         try:
-            return _train(cfg, sentences, vocab_size, threads, tags), vocab_size
+            return _train(cfg, sentences, vocab_size, threads, tags, symbols), vocab_size
         except RuntimeError as err:
             if low := _TOO_LOW.search(str(err)):
                 raise UserError(
@@ -301,10 +317,16 @@ def _training_threads(cfg: TokenizerConfig) -> int:
 
 
 def _train(
-    cfg: TokenizerConfig, sentences: Iterable[str], vocab_size: int, threads: int, tags: list[str]
+    cfg: TokenizerConfig,
+    sentences: Iterable[str],
+    vocab_size: int,
+    threads: int,
+    tags: list[str],
+    symbols: list[str],
 ) -> bytes:
     """The serialized model. `tags` become control symbols (ids 4, 5, … after pad, unk, bos, eos): pieces of
-    their own that no text encodes to (a `>>fr<<` typed in a sentence stays text) and that decoding drops."""
+    their own that no text encodes to (a `>>fr<<` typed in a sentence stays text) and that decoding drops.
+    `symbols` become user-defined ones: text that holds one is encoded to its piece, never split."""
     model = io.BytesIO()
     spm.SentencePieceTrainer.train(
         sentence_iterator=iter(sentences),
@@ -319,6 +341,7 @@ def _train(
         bos_id=BOS,
         eos_id=EOS,
         control_symbols=tags,
+        user_defined_symbols=symbols,
         minloglevel=2,
         num_threads=threads,
     )

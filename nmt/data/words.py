@@ -11,9 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from nmt.data.special_tokens import BOS, EOS, PAD
-from nmt.data.tokenizer import Tokenizer
-
-SPACER = "▁"  # sentencepiece's mark of a word's first piece
+from nmt.data.tokenizer import SPACER, Tokenizer
 
 
 @dataclass(frozen=True)

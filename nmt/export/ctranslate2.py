@@ -106,6 +106,7 @@ def _save(spec: Any, run: TrainedRun, out_dir: Path, quantization: str) -> None:
         "search": dataclasses.asdict(cfg.search),
         "max_source_len": max_source_len(cfg),
         "alignment": alignment_meta(translation_reading(cfg)),
+        "terminology": None if cfg.data.terminology is None else list(cfg.data.terminology.markers),
     }
     with staged_directory(out_dir) as tmp:
         spec.save(str(tmp))

@@ -26,6 +26,7 @@ from nmt.config.sections import SearchConfig
 from nmt.decode.exported import exported_run
 from nmt.decode.loading import Loaded, ensemble, load_models
 from nmt.decode.search import Hypothesis
+from nmt.decode.terminology import TrainedMarkers
 from nmt.decode.trained_run import TrainedRun
 from nmt.decode.translator import Translator
 from nmt.errors import UserError
@@ -47,6 +48,7 @@ class Engine:
     direction: Direction
     translator: Translator
     facts: ModelFacts
+    terms: TrainedMarkers | None = None  # the markers of a model trained with terminology annotation
 
     @property
     def source(self) -> str:
@@ -184,18 +186,33 @@ def load_catalog(
     search = {"beam_size": beam_size} if beam_size is not None else {}
     models = load_models(paths, engine, device, which, search, threads=threads)
     if engine == "ctranslate2":
-        exports = [export_engines(name, model) for name, model in zip(names, models, strict=True)]
+        exports = [
+            _with_terms(export_engines(name, model), path)
+            for name, model, path in zip(names, models, paths, strict=True)
+        ]
         return _catalog(dict(zip(names, exports, strict=True)), {}, defaults or [])
-    engines = {name: run_engines(name, model) for name, model in zip(names, models, strict=True)}
+    engines = {
+        name: _with_terms(run_engines(name, model), path)
+        for name, model, path in zip(names, models, paths, strict=True)
+    }
     ensembles: dict[str, Engines] = {}
     for direction, group in _by_direction(models).items():  # one-pair runs
         if len(group) > 1:
             name = f"ensemble-{direction.src}-{direction.tgt}"
             try:
-                ensembles[name] = run_engines(name, ensemble(group))
+                joined = run_engines(name, ensemble(group))
             except UserError as err:
                 log.warning("%s; no ensemble of %s → %s", err, direction.src, direction.tgt)
+                continue
+            ensembles[name] = _with_terms(joined, group[0].run.directory.path)
     return _catalog(engines, ensembles, defaults or [])
+
+
+def _with_terms(engines: Engines, path: Path) -> Engines:
+    """`engines` with the terminology markers of the run (or export) at `path`, if it was trained with them
+    (an ensemble's members share one vocabulary: the first one's)."""
+    terms = TrainedMarkers.find(path)
+    return {direction: dataclasses.replace(engine, terms=terms) for direction, engine in engines.items()}
 
 
 def _catalog(

@@ -29,6 +29,7 @@ from nmt.serve.answers import (
 from nmt.serve.detect import routes
 from nmt.serve.engines import Engine
 from nmt.serve.files import FORMATS
+from nmt.serve.glossary import with_glossary
 from nmt.serve.requests import validated
 from nmt.serve.service import Service, joined
 
@@ -79,6 +80,10 @@ async def translate(request: Request) -> Response:
         detected: list[Detected] | None = list(detections)
     else:
         engines, detected = (service.choose(asked.source, asked.target, None),) * len(found), None
+    if asked.glossary:  # each text for its engine (a source of auto may choose one a text)
+        found = [
+            with_glossary(e, [t], asked.glossary, html, False)[0] for e, t in zip(engines, found, strict=True)
+        ]
     results = await _translated(service, list(engines), found, pages, asked.alternatives)
     targets = [engine.target for engine in engines]
     best = [joined(lines, 0, page, t) for lines, page, t in zip(results, pages, targets, strict=True)]

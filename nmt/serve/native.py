@@ -24,6 +24,7 @@ from nmt.serve.answers import (
     Weights,
     json_answer,
 )
+from nmt.serve.glossary import with_glossary
 from nmt.serve.requests import validated
 from nmt.serve.service import Service, joined
 
@@ -41,6 +42,7 @@ async def translate(request: Request) -> Response:
     engine = service.choose(asked.source, asked.target, asked.model)
     decoding = service.decoding(engine, asked.search_given(), asked.attention, asked.alignments)
     texts = asked.q if isinstance(asked.q, list) else [asked.q]
+    texts = with_glossary(engine, texts, asked.glossary, asked.format == "html", asked.alignments)
     split = asked.split_sentences
     if asked.format == "html":
         pages: list[Page | None] = [read_page(text) for text in texts]

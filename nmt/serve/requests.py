@@ -75,10 +75,13 @@ class Limits:
     max_texts: int = 128
     max_chars: int = 20_000
     max_beam: int = 16
+    max_terms: int = 100  # glossary entries
+    max_term_chars: int = 100  # characters of a glossary term
 
     @property
     def max_body(self) -> int:
-        return 64 * 1024 + 6 * self.max_chars + 8 * self.max_texts
+        glossary = self.max_terms * (2 * 6 * self.max_term_chars + 8)
+        return 64 * 1024 + 6 * self.max_chars + 8 * self.max_texts + glossary
 
 
 def parse_fields(body: bytes, content_type: str, query: bytes) -> Fields:
@@ -282,6 +285,7 @@ class TranslateRequest(TextRequest):
         "text", description="text, or html: block-level text translated, inline tags placed on its words."
     )
     alternatives: int = 0
+    glossary: list[tuple[str, str]] | None = None
 
 
 class DetectRequest(TextRequest):
@@ -315,6 +319,7 @@ class V1TranslateRequest(TextRequest):
         description="Translate each line sentence by sentence, as a model trained on sentences needs (false: "
         "each line whole, and one over the model's limit is cut, as `cut` says).",
     )
+    glossary: list[tuple[str, str]] | None = None
 
     def search_given(self) -> dict[str, Any]:
         """The search settings this request gives (the fields `bounded` adds; absent: the model's own)."""
@@ -333,6 +338,14 @@ class RequestModels:
 def bounded(limits: Limits) -> RequestModels:
     """The request models with `limits` in their fields (and so in the OpenAPI document)."""
     chars, beam = limits.max_chars, limits.max_beam
+    term = Annotated[str, Field(min_length=1, max_length=limits.max_term_chars)]
+    described_glossary = Field(
+        None,
+        description=f"[source term, target term] pairs, at most {limits.max_terms}, each term at most "
+        f"{limits.max_term_chars} characters: written into each line's source for a model trained with "
+        "terminology annotation (text only, without alignments; absent or empty: no change).",
+    )
+    terms = Annotated[list[tuple[term, term]] | None, Field(max_length=limits.max_terms)]
 
     class BoundedTexts(TextRequest):
         q: Annotated[
@@ -353,12 +366,13 @@ def bounded(limits: Limits) -> RequestModels:
         alternatives: Annotated[int, Field(ge=0, le=beam - 1), LIBRETRANSLATE_WHOLE_NUMBER] = Field(
             0, description="How many other translations to return besides the best one."
         )
+        glossary: terms = described_glossary
 
     class Detect(BoundedTexts, DetectRequest):
         pass
 
     class Searched(BoundedTexts, V1TranslateRequest):
-        pass
+        glossary: terms = described_glossary
 
     v1_translate = create_model("V1Translate", __base__=Searched, **search_fields(beam))
     return RequestModels(Translate, Detect, v1_translate)
@@ -450,11 +464,20 @@ def _message(errors: list[ErrorDetails], model: type[BaseModel], texts: frozense
             return f"{name} must be a file (a part of a multipart form with a filename), not {kind(value)}"
         case "literal_error":
             return f"{name} must be {context['expected']}, not {_shown(value)}"
+        case "missing" if name.startswith("glossary["):
+            return f"{name.rsplit('[', 1)[0]} must be a [source term, target term] pair"
+        case "list_type" | "tuple_type" | "too_short" | "too_long" if name.startswith("glossary["):
+            return f"{name} must be a [source term, target term] pair, not {_shown(value)}"
+        case "list_type" if name == "glossary":
+            return f"glossary must be a list of [source term, target term] pairs, not {kind(value)}"
+        case "string_too_short":
+            return f"{name} is an empty string"
         case "too_short":
             return f"{name} is an empty list; send at least one text"
         case "too_long":
             found, most = context["actual_length"], context["max_length"]
-            return f"{name} holds {found} texts; this server takes at most {most}"
+            what = "entries" if name == "glossary" else "texts"
+            return f"{name} holds {found} {what}; this server takes at most {most}"
         case "string_too_long":
             return f"{name} holds {len(value)} characters; this server takes at most {context['max_length']}"
     return f"{name}: {error['msg']}"

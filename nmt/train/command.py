@@ -24,6 +24,7 @@ from nmt.train.alignment_labels import with_training_links
 from nmt.train.distributed import joined
 from nmt.train.loop import Trainer
 from nmt.train.monitor import run_log
+from nmt.train.term_links import RunTermLinks
 from nmt.train.warm_start import find_parent
 
 log = logging.getLogger(__name__)
@@ -83,9 +84,12 @@ def train(
 
 
 def prepared(cfg: Config, run_dir: Path, reuse_tokenizers: bool) -> PreparedData:
-    """The run's data (nmt/data/prepare.py), with guided alignment's labels beside the training pairs when
+    """The run's data (nmt/data/prepare.py; its sources annotated with terms from word links under
+    data.terminology, nmt/train/term_links.py), with guided alignment's labels beside the training pairs when
     `train.alignment.links` names them (nmt/train/alignment_labels.py)."""
-    data = prepare_data(cfg, run_dir, reuse_tokenizers)
+    terms = cfg.data.terminology
+    term_links = None if terms is None else RunTermLinks(cfg.data, terms, cache_root())
+    data = prepare_data(cfg, run_dir, reuse_tokenizers, term_links=term_links)
     align = cfg.train.alignment
     if align is None or align.links is None:
         return data
