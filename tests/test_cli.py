@@ -42,8 +42,9 @@ def test_evaluate_scores_far_above_chance(trained_run: Path, corpus: Path, tmp_p
     assert code == 0, err
     scores = json.loads(report.read_text())
     assert scores["bleu"] > untrained_bleu(trained_run, corpus) + 30, scores
-    assert scores["bleu_signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
-    assert "chrF" in out and "BLEU" in out
+    assert scores["metrics"]["BLEU"]["signature"].startswith("nrefs:1|bs:1000|seed:12345|case:mixed|eff:no")
+    assert list(scores["metrics"]) == ["BLEU", "chrF2", "chrF2++", "TER"]
+    assert "chrF2++" in out and "BLEU" in out and "μ =" in out
     assert len(Path(scores["hypotheses"]).read_text().splitlines()) == 100
 
 
