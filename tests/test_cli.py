@@ -299,7 +299,8 @@ def test_translate_jsonl_and_scores(trained_run: Path, corpus: Path) -> None:
     assert code == 0, err
     records = [json.loads(line) for line in out.splitlines()]
     assert [r["line"] for r in records] == [0, 1] and len(records[0]["hypotheses"]) == 2
-    assert records[1]["hypotheses"] == [{"text": "", "score": 0.0}]
+    assert records[1]["hypotheses"] == [{"text": "", "score": 0.0, "mean_log_prob": 0.0, "suspect": []}]
+    assert all(h["mean_log_prob"] < 0 and isinstance(h["suspect"], list) for h in records[0]["hypotheses"])
     code, out, err = run_cli(
         "translate", str(trained_run), "--beam-size", "1", "--scores", input=f"{source}\n"
     )

@@ -44,7 +44,8 @@ from nmt.data.target_vocabulary import load_target_vocabularies
 from nmt.data.tokenizer import Tokenizers
 from nmt.data.words import WordPieces, encode_words, output_words, source_words
 from nmt.decode.alignments import teacher_forced_attention
-from nmt.decode.search import Hypothesis, SearchOptions, search
+from nmt.decode.confidence import Suspicion, mean_log_prob, suspicions
+from nmt.decode.search import Hypothesis, SearchOptions, length_penalty, search
 from nmt.decode.trained_run import TrainedRun
 from nmt.device.choice import autocast
 from nmt.errors import UserError
@@ -66,7 +67,9 @@ class Translation:
     source) and, when asked, its attention (layers, heads, len(pieces), len(source pieces)) and its word
     alignment: (source word, output word) links, from 0, sorted, each output subword linked to the source
     subword it attended most under the translator's `reading` (`SearchOptions.alignments`); the words are
-    those of the source line and `text`."""
+    those of the source line and `text`. `mean_log_prob` and `suspect`: how far to trust it
+    (nmt/decode/confidence.py: its mean log-probability per token, and why it looks degenerate, if it
+    does)."""
 
     text: str
     score: float
@@ -74,6 +77,8 @@ class Translation:
     pieces: list[str]
     attention: Tensor | None = None
     alignment: list[Link] | None = None
+    mean_log_prob: float | None = None
+    suspect: tuple[Suspicion, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -287,7 +292,7 @@ class Translator(ABC):
                 "%d source lines exceed %d subwords and were truncated", too_long, self.max_source_len
             )
         cut = [list(s[: self.max_source_len]) for s in sources]
-        blank = Hypothesis([], 0.0, alignment=[] if options.alignments else None)
+        blank = Hypothesis([], 0.0, alignment=[] if options.alignments else None, mean_log_prob=0.0)
         return rule, options, cut, [[blank] for _ in cut]
 
     def _bound(self, processors: tuple[Processor, ...]) -> tuple[Processor, ...]:
@@ -361,7 +366,9 @@ class Translator(ABC):
                     Translated(
                         [],
                         [
-                            Translation(text, h.score, h.tokens, [], alignment=self._links([], h))
+                            Translation(
+                                text, h.score, h.tokens, [], None, self._links([], h), h.mean_log_prob
+                            )
                             for h, text in zip(hyps, texts, strict=True)
                         ],
                     )
@@ -378,6 +385,8 @@ class Translator(ABC):
                     [*tgt.pieces(h.tokens), "</s>"],
                     h.attention,
                     self._links(src_words, h),
+                    h.mean_log_prob,
+                    tuple(suspicions(searched, h.tokens, h.alignment)),
                 )
                 for h, text in zip(hyps, texts, strict=True)
             ]
@@ -475,6 +484,7 @@ class TorchTranslator(Translator):
         )
         with torch.inference_mode(), autocast(self.model.device):
             found = search(self.model, batch.src, batch.src_mask, rule, collect)
+        found = [[_per_token(h, rule.length_penalty) for h in hyps] for hyps in found]
         if reread:
             found = self._aligned(sources, found, options)
         if not options.attention:
@@ -563,6 +573,13 @@ class TorchTranslator(Translator):
                 progress(len(group))
         at = {i: k for k, i in enumerate(order)}
         return [found[at[i]][:, :, len(prefix) :, column:] for i in range(len(sources))]
+
+
+def _per_token(hypothesis: Hypothesis, alpha: float) -> Hypothesis:
+    """The hypothesis with its mean log-probability: its score times the GNMT length penalty of `alpha`."""
+    penalty = length_penalty(len(hypothesis.tokens) + 1, alpha)
+    found = mean_log_prob(hypothesis.score, len(hypothesis.tokens), penalty)
+    return dataclasses.replace(hypothesis, mean_log_prob=found)
 
 
 def _one_layer_one_head(hypothesis: Hypothesis) -> Hypothesis:
