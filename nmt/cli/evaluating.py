@@ -187,7 +187,7 @@ def _score_lines(report: dict[str, Any]) -> list[str]:
 
 def _baseline_lines(baseline: dict[str, Any] | None, width: int) -> list[str]:
     """The paired test's lines: which test against which file, then per metric both scores (μ ± interval
-    where known) and the p-value, starred below 0.05."""
+    where known) and the p-value, starred at 0.05 or below."""
     if baseline is None:
         return []
 
@@ -198,7 +198,7 @@ def _baseline_lines(baseline: dict[str, Any] | None, width: int) -> list[str]:
 
     lines = [f"{baseline['test']} against the baseline {baseline['hypotheses']}:"]
     for name, found in baseline["metrics"].items():
-        star = " *" if found["p_value"] < 0.05 else ""
+        star = " *" if found["p_value"] <= 0.05 else ""  # as sacreBLEU stars them
         both = f"baseline {estimate(found['baseline'])}  system {estimate(found['system'])}"
         lines.append(f"  {name.ljust(width)}  {both}  p = {found['p_value']:.4f}{star}")
     return lines

@@ -105,7 +105,7 @@ def _evaluate_direction(
         text, source = read_files(given, name, run.cfg.data.skip_bad_lines), given.src
     data_dir = None if given is not None or run.cfg.data.dir is None else Path(run.cfg.data.dir)
     translate = _baseline_translator(device, direction, asked, name, data_dir)
-    baseline = baseline_of(judging, text.src, len(text.tgt), "the test set", translate)
+    baseline = baseline_of(judging, text.src, text.tgt, "the test set", translate)
     hypotheses = translator.translate(text.src)
     kept = {"hypotheses": str(files.keep(name, hypotheses)), "source": str(source)}
     found = judged(hypotheses, text.tgt, text.src, judging, baseline)

@@ -16,6 +16,7 @@ import pytest
 
 from nmt.evaluate.paired import paired_test
 from nmt.evaluate.scores import score
+from nmt.evaluate.systems import MATCH_LINES, matches_references
 from tests.conftest import assert_one_line_error, run_cli
 from tests.evaluate.conftest import lines
 
@@ -66,11 +67,12 @@ def test_crlf_and_byte_order_mark_files_are_read_as_text(
 
 
 def test_what_cannot_be_scored_together_is_one_line(
-    systems: dict[str, Path],
-    tmp_path: Path,
+    systems: dict[str, Path], corpus: Path, tmp_path: Path
 ) -> None:
     hyps, refs = str(systems["system"]), str(systems["references"])
     short, empty, latin1 = tmp_path / "short.txt", tmp_path / "empty.txt", tmp_path / "latin1.txt"
+    other = corpus / "valid.tgt"  # another test set of as many lines
+    assert len(lines(other)) == len(lines(systems["references"]))
     short.write_text("".join(line + "\n" for line in lines(systems["system"])[:-3]))
     empty.write_text("")
     latin1.write_bytes("café\n".encode("latin-1"))
@@ -81,6 +83,10 @@ def test_what_cannot_be_scored_together_is_one_line(
         ("--hypotheses", hyps, "--references", str(empty)): "is empty: nothing to score",
         ("--hypotheses", hyps, "--references", refs, "--baseline-hypotheses", str(short)): (
             f"--baseline-hypotheses {short} has {count - 3} lines but --references"
+        ),
+        ("--hypotheses", str(other), "--references", refs): f"--hypotheses {other} does not translate",
+        ("--hypotheses", hyps, "--references", refs, "--baseline-hypotheses", str(other)): (
+            f"--baseline-hypotheses {other} does not translate --references {refs} line for line"
         ),
         ("--hypotheses", hyps, "--references", refs, "--baseline-hypotheses", str(tmp_path / "none")): (
             "no such file"
@@ -184,3 +190,18 @@ def test_a_run_is_compared_with_a_baseline_run_translating_the_same_sentences(
         run_cli("evaluate", str(system), "--baseline-hypotheses", str(other)),
         f"--baseline-hypotheses {other} has 1 lines but the test set has {len(references)}",
     )
+    valid = Path(report["source"]).with_name("valid.tgt")  # the outputs of another test set, as many lines
+    assert_one_line_error(
+        run_cli("evaluate", str(system), "--baseline-hypotheses", str(valid)),
+        f"--baseline-hypotheses {valid} does not translate the test set line for line",
+    )
+
+
+def test_outputs_of_another_test_set_of_the_same_length_do_not_match(systems: dict[str, Path]) -> None:
+    """A poor system's outputs match their references; the same lines a line off, or reordered, do not."""
+    references, poor = lines(systems["references"]), lines(systems["baseline"])
+    assert matches_references(poor, references)
+    assert not matches_references(poor[1:] + poor[:1], references)
+    assert not matches_references(poor[::-1], references)
+    assert not matches_references([""] * len(references), references)  # no translation at all
+    assert matches_references(poor[: MATCH_LINES - 1][::-1], references[: MATCH_LINES - 1])  # too few to tell
