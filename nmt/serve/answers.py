@@ -11,7 +11,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, RootModel
 from starlette.responses import Response
 
-from nmt.decode.confidence import LONG_RATIO, LOW_COVERAGE, MIN_COVERED, Suspicion
+from nmt.decode.confidence import LONG_RATIO, LOOP_NGRAM, LOOP_REPEATS, LOW_COVERAGE, MIN_COVERED, Suspicion
 
 Weights = list[list[list[list[float]]]]  # (layers, heads, target subwords, source subwords)
 
@@ -57,10 +57,10 @@ class Detections(RootModel[list[Detected] | list[list[Detected]]]):
 
 
 SUSPECT = (
-    "Why the translation looks degenerate, if it does: loop (an n-gram repeated back to back, more often "
-    f"than in the source), long (over {LONG_RATIO:g} times the source's subwords), uncovered (with "
-    f"alignments: its tokens attend most to under {LOW_COVERAGE:.0%} of a source of {MIN_COVERED} subwords "
-    "or more)."
+    f"Why the translation looks degenerate, if it does: loop (an n-gram of up to {LOOP_NGRAM} subwords "
+    f"repeated back to back {LOOP_REPEATS} times or more), long (over {LONG_RATIO:g} times the source's "
+    f"subwords), uncovered (with alignments: its tokens attend most to under {LOW_COVERAGE:.0%} of a source "
+    f"of {MIN_COVERED} subwords or more)."
 )
 MEAN_LOG_PROB = "Mean log-probability per output token and eos: the score without its length penalty"
 

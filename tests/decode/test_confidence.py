@@ -28,11 +28,11 @@ def test_the_longest_repeat_counts_an_n_gram_following_itself() -> None:
     assert longest_repeat([1, 2, 3, 4, 5, 6] * 3) == 3
 
 
-def test_a_loop_is_suspect_unless_the_source_repeats_as_often() -> None:
+def test_a_loop_is_suspect_whatever_the_source() -> None:
     assert suspicions([4, 5, 6], [8, 9, 9, 9, 10]) == ["loop"]
-    assert suspicions([4, 4, 4, 5], [9, 9, 9, 10]) == []  # "Salat Salat Salat" → "salad salad salad"
-    assert suspicions([4, 4, 4, 5], [9, 9, 9, 9, 9, 9, 10]) == ["loop"]
+    assert suspicions([4, 4, 4, 5], [9, 9, 9, 10]) == ["loop"]  # "Händen Händen Händen" → "her her her hands"
     assert suspicions([4, 5, 6], [8, 9, 9, 10]) == []  # twice is not a loop
+    assert suspicions([4, 5, 6], [8, 9, 10] * 3) == ["loop"]
 
 
 def test_an_output_far_longer_than_its_source_is_suspect() -> None:
