@@ -1,15 +1,13 @@
 """The metrics, intervals and paired tests are sacreBLEU's own: `score` equals sacreBLEU's API, and
 `paired_test` equals sacreBLEU's command line (`sacrebleu REF -i BASELINE SYSTEM --paired-bs/--paired-ar`)
-run here on the same files."""
+run here on the same files (its table read as benchmarks/evaluation_bench.py reads it)."""
 
-import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from sacrebleu.metrics import BLEU, CHRF, TER
 
+from benchmarks.evaluation_bench import printed, sacrebleu_table
 from nmt.evaluate.paired import paired_test
 from nmt.evaluate.scores import RESAMPLES, headline, score
 from tests.evaluate.conftest import lines
@@ -31,16 +29,6 @@ def test_every_metric_and_interval_is_sacrebleu_s(systems: dict[str, Path]) -> N
     assert "metrics" not in brief.as_dict()
 
 
-def sacrebleu_table(args: list[str]) -> dict[str, list[str]]:
-    """sacreBLEU's paired-test table (`-f text`): each metric's column, baseline row then system row, the
-    p-value last."""
-    command = [sys.executable, "-m", "sacrebleu", *args, "-f", "text", "-w", "10", "--no-color"]
-    done = subprocess.run(command, capture_output=True, text=True, check=True)
-    rows = [[cell.strip() for cell in row.split("│")[1:-1]] for row in done.stdout.splitlines() if "│" in row]
-    header, *cells = rows
-    return {re.sub(r" \(μ.*", "", name): [row[i] for row in cells] for i, name in enumerate(header) if i}
-
-
 @pytest.mark.parametrize("test", ["bs", "ar"])
 def test_the_paired_test_equals_sacrebleu_s_command_line(systems: dict[str, Path], test: str) -> None:
     """Scores, resampled means and intervals to the 10 decimals sacreBLEU prints, p-values to its 4."""
@@ -50,18 +38,8 @@ def test_the_paired_test_equals_sacrebleu_s_command_line(systems: dict[str, Path
     table = sacrebleu_table([*files, f"--paired-{test}", "-m", "bleu", "chrf", "ter"])
     table |= sacrebleu_table([*files, f"--paired-{test}", "-m", "chrf", "--chrf-word-order", "2"])
     assert set(table) == set(found) == {"BLEU", "chrF2", "chrF2++", "TER"}
-
-    def printed(score: float, mean: float | None, ci: float | None) -> str:
-        interval = "" if test == "ar" else f" ({mean:.10f} ± {ci:.10f})"  # sacreBLEU's AR prints none
-        return f"{score:.10f}{interval}"
-
-    for name, comparison in found.items():
-        base, other = comparison.baseline, comparison.system
-        assert table[name] == [
-            printed(base.score, base.mean, base.ci),
-            printed(other.score, other.mean, other.ci),
-            f"(p = {comparison.p_value:.4f})" + ("*" if comparison.p_value <= 0.05 else ""),
-        ], name
+    assert printed(found, test) == table
+    for comparison in found.values():
         assert f"|{test}:" in comparison.signature and "seed:12345" in comparison.signature
     assert found["BLEU"].p_value < 0.05  # the baseline's errors are many more: a real difference
     if test == "bs":  # the same resamples as each system's own interval
