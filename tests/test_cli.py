@@ -255,11 +255,11 @@ def test_a_run_directory_works_from_any_working_directory(
     assert load_config(run / "config.yaml").data.dir == str(small_corpus)
     monkeypatch.chdir(tmp_path)
     code, out, err = run_cli("evaluate", str(run), "--split", "test")
-    assert code == 0 and "BLEU = " in out, err
+    assert code == 0 and "\nBLEU    = " in out, err
     moved = tmp_path / "moved"
     shutil.copytree(small_corpus, moved)
     code, out, err = run_cli("evaluate", str(run), "--split", "test", "--data", str(moved))
-    assert code == 0 and "BLEU = " in out, err
+    assert code == 0 and "\nBLEU    = " in out, err
 
 
 def test_evaluate_uses_and_names_the_checkpoint_the_run_chose(trained_run: Path, tmp_path: Path) -> None:
