@@ -76,8 +76,10 @@ def evaluate_run(
     if given is None and asked == Asked() and not judging.anything:
         return evaluate_split(run, split, files=files) | runs
     if run.cfg.data.directions.tagged and asked == Asked():
-        what = "--src and --ref" if given else "--baseline and --comet score one direction"
-        raise UserError(f"{what}: name the languages with --src-lang and --tgt-lang")
+        what = (
+            "--src and --ref: name their languages" if given else "--baseline and --comet: name the direction"
+        )
+        raise UserError(f"{what} with --src-lang and --tgt-lang")
     translator = into_direction(TorchTranslator.of_run(run), asked)  # checks the direction asked for
     return _evaluate_direction(run, translator, asked, split, given, files, judging, device) | runs
 
