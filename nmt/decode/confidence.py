@@ -9,7 +9,7 @@ subword ids (and the alignment where search returned one), whatever the engine:
 - `loop`: an n-gram of the output (n ≤ LOOP_NGRAM subwords) repeats back to back LOOP_REPEATS times or more
   ("salad salad salad", "Guuuuuy"), whatever the source: a source that repeats itself ("Salat Salat Salat")
   is a degenerate input, and its translation is flagged too (excusing loops the source repeats as often
-  left two in three of the loops in translations of repeated words unflagged, and spared no reference);
+  left a third of the loops in translations of repeated words unflagged, and spared no test2016 reference);
 - `long`: the output has more than LONG_RATIO times the source's subwords (each counted with eos);
 - `uncovered`: with an alignment, the output's tokens attend most to under LOW_COVERAGE of the subwords of a
   source of MIN_COVERED or more (an output that translates a part and drops the rest, or none of it).
