@@ -42,8 +42,9 @@ def test_evaluate_scores_far_above_chance(trained_run: Path, corpus: Path, tmp_p
     assert code == 0, err
     scores = json.loads(report.read_text())
     assert scores["bleu"] > untrained_bleu(trained_run, corpus) + 30, scores
-    assert scores["bleu_signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
-    assert "chrF" in out and "BLEU" in out
+    assert scores["metrics"]["BLEU"]["signature"].startswith("nrefs:1|bs:1000|seed:12345|case:mixed|eff:no")
+    assert list(scores["metrics"]) == ["BLEU", "chrF2", "chrF2++", "TER"]
+    assert "chrF2++" in out and "BLEU" in out and "μ =" in out
     assert len(Path(scores["hypotheses"]).read_text().splitlines()) == 100
 
 
@@ -254,11 +255,11 @@ def test_a_run_directory_works_from_any_working_directory(
     assert load_config(run / "config.yaml").data.dir == str(small_corpus)
     monkeypatch.chdir(tmp_path)
     code, out, err = run_cli("evaluate", str(run), "--split", "test")
-    assert code == 0 and "BLEU = " in out, err
+    assert code == 0 and "\nBLEU    = " in out, err
     moved = tmp_path / "moved"
     shutil.copytree(small_corpus, moved)
     code, out, err = run_cli("evaluate", str(run), "--split", "test", "--data", str(moved))
-    assert code == 0 and "BLEU = " in out, err
+    assert code == 0 and "\nBLEU    = " in out, err
 
 
 def test_evaluate_uses_and_names_the_checkpoint_the_run_chose(trained_run: Path, tmp_path: Path) -> None:
@@ -304,7 +305,8 @@ def test_translate_jsonl_and_scores(trained_run: Path, corpus: Path) -> None:
     assert code == 0, err
     records = [json.loads(line) for line in out.splitlines()]
     assert [r["line"] for r in records] == [0, 1] and len(records[0]["hypotheses"]) == 2
-    assert records[1]["hypotheses"] == [{"text": "", "score": 0.0}]
+    assert records[1]["hypotheses"] == [{"text": "", "score": 0.0, "mean_log_prob": 0.0, "suspect": []}]
+    assert all(h["mean_log_prob"] < 0 and isinstance(h["suspect"], list) for h in records[0]["hypotheses"])
     code, out, err = run_cli(
         "translate", str(trained_run), "--beam-size", "1", "--scores", input=f"{source}\n"
     )

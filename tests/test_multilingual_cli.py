@@ -151,9 +151,16 @@ def test_evaluate_scores_the_direction_named(multilingual_run: Path, tmp_path: P
             "--src and --ref: name their languages with --src-lang and --tgt-lang",
         ),
         (["--src-lang", "xb", "--tgt-lang", "xc"], "never trained to translate xb → xc"),
+        (
+            ["--baseline-hypotheses", "config.yaml"],  # any file: refused before it is read
+            "--baseline and --comet: name the direction with --src-lang and --tgt-lang",
+        ),
     ],
 )
-def test_evaluate_refuses_in_one_line(multilingual_run: Path, flags: list[str], message: str) -> None:
+def test_evaluate_refuses_in_one_line(
+    multilingual_run: Path, flags: list[str], message: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(multilingual_run)
     assert_one_line_error(run_cli("evaluate", str(multilingual_run), "--device", "cpu", *flags), message)
 
 

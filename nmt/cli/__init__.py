@@ -4,8 +4,9 @@ Mistakes a user can fix (UserError, and usage errors such as a bad option value)
 exit with code 2; an interrupted training run exits with 130 after saving its checkpoint.
 
 This module builds the Typer app and registers the commands, in the order `nmt --help` lists them; each family
-of commands has a module of its own (training.py, translating.py, aligning.py, …), and the options they share
-are declared once in options.py. group.py holds the error handling every command goes through.
+of commands has a module of its own (training.py, translating.py, evaluating.py, aligning.py, …), and the
+options they share are declared once in options.py. group.py holds the error handling every command goes
+through.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Annotated
 
 import typer
 
-from nmt.cli import aligning, downloading, exporting, serving, training, translating
+from nmt.cli import aligning, downloading, evaluating, exporting, serving, training, translating
 from nmt.cli.group import Commands
 from nmt.cli.logs import log_to_stderr
 from nmt.cli.options import WithOverrides
@@ -53,7 +54,7 @@ def main(
 app.command()(downloading.download)
 app.command(cls=WithOverrides)(training.train)
 app.command()(translating.translate)
-app.command()(translating.evaluate)
+app.command()(evaluating.evaluate)
 app.command("plot-attention")(translating.plot_attention)
 app.command()(aligning.align)
 app.command("score-alignments")(aligning.score_alignments)

@@ -1,8 +1,8 @@
-"""`nmt translate`, `nmt evaluate` and `nmt plot-attention`: translating with trained runs (or exports)."""
+"""`nmt translate` and `nmt plot-attention`: translating with trained runs (or exports); `nmt evaluate` is in
+evaluating.py."""
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, BinaryIO
@@ -182,81 +182,6 @@ def _translate_page(translator: Translator | Pivot, input: Path | None, output: 
     except UnicodeDecodeError as err:
         raise UserError(f"{name} is not valid UTF-8 (byte {data[err.start]:#04x} at {err.start})") from err
     write_output(output, lambda out: out.write(translated_page(translator, page).encode("utf-8")))
-
-
-@with_search_flags
-def evaluate(
-    run_dirs: RunDirs,
-    split: Annotated[str, typer.Option(help="valid or test: a split of the run's data.")] = "test",
-    src: Annotated[Path | None, typer.Option(help="Source file to translate instead of a split.")] = None,
-    ref: Annotated[Path | None, typer.Option(help="Reference translations of --src.")] = None,
-    data: Annotated[
-        Path | None, typer.Option(help="Read the split from this directory instead of the run's data.dir.")
-    ] = None,
-    json_path: Annotated[
-        Path | None, typer.Option("--json", help="Also write the scores as JSON here.")
-    ] = None,
-    src_lang: FromLang = None,
-    tgt_lang: IntoLang = None,
-    zero_shot: ZeroShot = False,
-    pivot: PivotLang = None,
-    device: Device = "auto",
-    checkpoint: Checkpoint = None,
-    *,
-    search: dict[str, Any],
-) -> None:
-    """Translate a test set and print sacreBLEU BLEU and chrF with their signatures (several runs: as an
-    ensemble), with the run's search but for the options given (as `nmt translate` takes them).
-
-    A multilingual run is scored on every direction of the split (each with its off-target rate, then the
-    means), or on the one --src-lang → --tgt-lang names (any two of its languages with --zero-shot, through a
-    third with --pivot; --src and --ref files need it too).
-    """
-    from nmt.evaluate.evaluation import evaluate_run
-
-    checked_search(run_dirs[0], search)
-    flags = search_overrides(**search)
-    asked = asked_direction(src_lang, tgt_lang, zero_shot, pivot)
-    report = evaluate_run(run_dirs, split, src, ref, device, checkpoint, data, flags, asked)
-    chosen = "" if checkpoint else " (the run's choice)"
-    typer.echo(f"checkpoint: {report['checkpoint']}.pt{chosen}, search: {_search_options(report['search'])}")
-    for line in _score_lines(report):
-        typer.echo(line)
-    if json_path is not None:
-        from nmt.atomic_files import atomic_write_text
-
-        atomic_write_text(json_path, json.dumps(report, indent=2) + "\n")
-
-
-def _search_options(search: dict[str, Any]) -> str:
-    """The search a report records as the options that ask for it: `--beam-size 5 --length-penalty 0.6`,
-    `--sampling --top-k 10`."""
-    from nmt.config.search_flags import flag
-
-    return " ".join(flag(name, value) for name, value in search.items() if name != "rule")
-
-
-def _score_lines(report: dict[str, Any]) -> list[str]:
-    """What `nmt evaluate` prints of its report: BLEU and chrF (and a multilingual run's off-target rate) with
-    their signatures and hypotheses, of one direction or of each direction and their means."""
-    rate = "" if report.get("off_target") is None else f"  off-target {report['off_target']:.1f}%"
-    if "directions" not in report:
-        lines = [] if "direction" not in report else [f"direction: {report['direction']}{rate}"]
-        return [
-            *lines,
-            f"BLEU = {report['bleu']:.2f}  ({report['bleu_signature']})",
-            f"chrF = {report['chrf']:.2f}  ({report['chrf_signature']})",
-            f"hypotheses: {report['hypotheses']}",
-        ]
-    from nmt.evaluate.directions import direction_lines
-
-    first = next(iter(report["directions"].values()))
-    return [
-        *direction_lines(report),
-        f"mean BLEU = {report['bleu']:.2f}  mean chrF = {report['chrf']:.2f}{rate}",
-        f"({first['bleu_signature']}; {first['chrf_signature']})",
-        f"hypotheses: {Path(first['hypotheses']).parent}",
-    ]
 
 
 def plot_attention(

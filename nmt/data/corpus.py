@@ -116,6 +116,15 @@ def _opened(path: Path) -> Iterator[BinaryIO]:
         yield handle
 
 
+def read_lines(path: Path) -> list[str]:
+    """Every line of a (small) text file, blank ones too, normalized as `decode_lines` normalizes them (a
+    leading byte order mark removed, CR and runs of whitespace collapsed); a line that is not valid UTF-8
+    raises UserError naming it."""
+    with _opened(path) as handle:
+        lines = [line for chunk in line_chunks(handle, CHUNK_LINES) for line in chunk]
+    return decode_lines(lines, str(path), 1, skip_hint="convert the file to UTF-8")[0]
+
+
 def count_lines(files: SplitFiles, skip_bad_lines: bool = False) -> int:
     """Lines of a split, checked without holding them: raises UserError for a line that is not valid UTF-8
     (unless `skip_bad_lines`), a TSV line without a tab, or source and target files of different lengths."""

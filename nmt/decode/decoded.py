@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from torch import Tensor
 
 from nmt.align.pharaoh import Link
+from nmt.decode.confidence import Suspicion
 
 
 @dataclass(frozen=True)
@@ -16,7 +17,9 @@ class DecodedHypothesis:
     source) and, when asked, its attention (layers, heads, len(pieces), len(source pieces)) and its word
     alignment: (source word, output word) links, from 0, sorted, each output subword linked to the source
     subword it attended most under the translator's `reading` (`SearchOptions.alignments`); the words are
-    those of the source line and `text`."""
+    those of the source line and `text`. `mean_log_prob` and `suspect`: how far to trust it
+    (nmt/decode/confidence.py: its mean log-probability per token, and why it looks degenerate, if it
+    does)."""
 
     text: str
     score: float
@@ -24,6 +27,8 @@ class DecodedHypothesis:
     pieces: list[str]
     attention: Tensor | None = None
     alignment: list[Link] | None = None
+    mean_log_prob: float | None = None
+    suspect: tuple[Suspicion, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,9 @@ n-gram blocking, a minimum length, sampling); one it has none for (diverse beam 
 line. Sampling seeds CTranslate2's generators with the seed: the same input and seed give the same samples in
 a new process, but CTranslate2 cannot promise a line the same sample wherever it stands, as nmt's own search
 does (its generators are per thread, and setting the seed does not restart them: CTranslate2 issue 1757).
+Each hypothesis' mean log-probability (nmt/decode/confidence.py) undoes CTranslate2's normalisation, which
+divides the summed log-probability of the output and eos by (length + 1) ** alpha even in greedy search, the
+length counting a forced decoder tag, whose own log-probability the score leaves out.
 Alignments come from the attention CTranslate2 returns (`return_attention`, with the end token's row): the
 export sets it to the attention the run's translations align with (nmt/align/reading.py), the last decoder
 layer's mean of heads (`ALIGNMENT`) or a guided run's supervised layer and heads, read by the run's rule and
@@ -35,6 +38,7 @@ from nmt.data.language_tags import LanguageTags
 from nmt.data.special_tokens import EOS
 from nmt.data.target_vocabulary import load_target_vocabularies
 from nmt.data.tokenizer import Tokenizers, load_tokenizers
+from nmt.decode.confidence import mean_log_prob
 from nmt.decode.search import Hypothesis, SearchOptions
 from nmt.decode.translator import Translator
 from nmt.errors import UserError
@@ -127,7 +131,9 @@ class ExportedTranslator(Translator):
                     if options.alignments
                     else None
                 )
-                hyps.append(Hypothesis(tokens, score, alignment=attended))
+                total = len(output) - ended + forced  # CTranslate2 divides by (total + 1) ** alpha
+                per_token = mean_log_prob(score, total - forced, (total + 1) ** rule.length_penalty)
+                hyps.append(Hypothesis(tokens, score, alignment=attended, mean_log_prob=per_token))
             found.append(hyps)
         return found
 

@@ -50,10 +50,11 @@ def format_translations(
 ) -> str:
     """Output lines for input lines `first`, `first + 1`, … (0-based): `text` is the best translation alone;
     `moses` is one `i ||| translation ||| score` line per hypothesis, best first; `jsonl` is one
-    `{"line": i, "hypotheses": [{"text": …, "score": …}, …], "source_sentences": n, "translated_sentences":
-    m}` object per input line (m < n: the best translation lacks a sentence). With `alignments` each
-    translation's links follow as ` ||| 0-0 1-2` (jsonl: an `"alignment": [[0, 0], [1, 2]]` field), but in
-    `text` an empty translation (a blank line's, which has no links) stays an empty line."""
+    `{"line": i, "hypotheses": [{"text": …, "score": …, "mean_log_prob": …, "suspect": […]}, …],
+    "source_sentences": n, "translated_sentences": m}` object per input line (m < n: the best translation
+    lacks a sentence). With `alignments` each translation's links follow as ` ||| 0-0 1-2` (jsonl: an
+    `"alignment": [[0, 0], [1, 2]]` field), but in `text` an empty translation (a blank line's, which has no
+    links) stays an empty line."""
     lines = []
     for i, paragraph in enumerate(translated, start=first):
         line = paragraph.joined
@@ -77,7 +78,12 @@ def _links(translation: DecodedHypothesis, alignments: bool) -> str:
 
 
 def _hypothesis(translation: DecodedHypothesis, alignments: bool) -> dict[str, object]:
+    """A hypothesis as a JSON line holds it: its text, score, mean log-probability per token and what makes it
+    suspect (nmt/decode/confidence.py), and its word links when asked."""
     found: dict[str, object] = {"text": translation.text, "score": round(translation.score, 4)}
+    if translation.mean_log_prob is not None:
+        found["mean_log_prob"] = round(translation.mean_log_prob, 4)
+    found["suspect"] = list(translation.suspect)
     if alignments:
         found["alignment"] = [list(link) for link in translation.alignment or []]
     return found

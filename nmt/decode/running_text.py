@@ -228,9 +228,15 @@ def _fit(
     return pieces
 
 
+def _least_sure(hypotheses: list[DecodedHypothesis]) -> float | None:
+    """The lowest mean log-probability of `hypotheses` (None where none is known)."""
+    return min((h.mean_log_prob for h in hypotheses if h.mean_log_prob is not None), default=None)
+
+
 def _joined(paragraph: Paragraph, found: list[DecodedLine]) -> DecodedLine:
     """The paragraph's translation: for each rank, its pieces' hypotheses joined by the paragraph's own white
-    space between them, a cut piece's followed by CUT_MARK."""
+    space between them, a cut piece's followed by CUT_MARK; its confidence its least sure piece's mean
+    log-probability and every reason any piece is suspect."""
     if len(found) == 1 and not paragraph.cut:
         return found[0]
     ranks = max(len(piece.hypotheses) for piece in found)
@@ -253,6 +259,10 @@ def _joined(paragraph: Paragraph, found: list[DecodedLine]) -> DecodedLine:
                 [token for h in chosen for token in h.tokens],
                 [*(piece for h in chosen for piece in h.pieces if piece != "</s>"), "</s>"],
                 alignment=links if aligned else None,
+                mean_log_prob=min(
+                    (h.mean_log_prob for h in chosen if h.mean_log_prob is not None), default=None
+                ),
+                suspect=tuple(sorted({reason for h in chosen for reason in h.suspect})),
             )
         )
     source = [piece for p in found for piece in p.source_pieces if piece != "</s>"]

@@ -55,12 +55,14 @@ class Hypothesis:
     encoder-decoder attention paid for each token and the final eos (len(tokens) + 1, src_len), and the
     alignment: for each token, the source position (from 0) it attended most of those that hold a word's
     subword (not eos, nor an `unaligned` id), or None where a reading's null slot leaves it unaligned
-    (nmt/align/reading.py)."""
+    (nmt/align/reading.py). `mean_log_prob`: the mean log-probability of its tokens and eos, the length
+    penalty undone (nmt/decode/confidence.py; set by the translator that searched it)."""
 
     tokens: list[int]
     score: float
     attention: Tensor | None = None
     alignment: list[int | None] | None = None
+    mean_log_prob: float | None = None
 
 
 @dataclass(frozen=True)

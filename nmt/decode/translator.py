@@ -41,6 +41,7 @@ from nmt.data.language_tags import NO_TAGS, LanguageTags
 from nmt.data.target_vocabulary import load_target_vocabularies
 from nmt.data.tokenizer import Tokenizers
 from nmt.data.words import WordPieces, encode_words, output_words, source_words
+from nmt.decode.confidence import suspicions, with_mean_log_prob
 from nmt.decode.decoded import DecodedHypothesis, DecodedLine
 from nmt.decode.search import Hypothesis, SearchOptions, search
 from nmt.decode.trained_run import TrainedRun
@@ -190,7 +191,9 @@ class Translator(ABC):
         chosen = dataclasses.replace(self.settings, **settings) if settings else self.settings
         rule, options = rule_of(chosen), self._options(chosen, attention, alignments)
         cut = self._cut(sources)
-        outputs = [[Hypothesis([], 0.0, alignment=[] if alignments else None)] for _ in cut]
+        outputs = [
+            [Hypothesis([], 0.0, alignment=[] if alignments else None, mean_log_prob=0.0)] for _ in cut
+        ]
         nonempty = [i for i, s in enumerate(cut) if s]
         size = max(1, len(nonempty)) if one_batch else chosen.batch_size
         for group in sorted_groups([len(cut[i]) for i in nonempty], size):
@@ -281,32 +284,23 @@ class Translator(ABC):
         out = []
         for ids, hyps in zip(sources, found, strict=True):
             texts = tgt.decode([h.tokens for h in hyps])
-            if not ids:  # a blank line: nothing was searched
-                out.append(
-                    DecodedLine(
-                        [],
-                        [
-                            DecodedHypothesis(text, h.score, h.tokens, [], alignment=self._links([], h))
-                            for h, text in zip(hyps, texts, strict=True)
-                        ],
-                    )
-                )
-                continue
-            searched = list(ids[: self.max_source_len])
-            aligned = any(h.alignment is not None for h in hyps)
+            searched = list(ids[: self.max_source_len])  # empty for a blank line: nothing was searched
+            aligned = bool(searched) and any(h.alignment is not None for h in hyps)
             src_words = source_words(src, searched) if aligned else []  # once for all its hypotheses
             translations = [
                 DecodedHypothesis(
                     text,
                     h.score,
                     h.tokens,
-                    [*tgt.pieces(h.tokens), "</s>"],
+                    [*tgt.pieces(h.tokens), "</s>"] if searched else [],
                     h.attention,
                     self._links(src_words, h),
+                    h.mean_log_prob,
+                    tuple(suspicions(searched, h.tokens, h.alignment)),
                 )
                 for h, text in zip(hyps, texts, strict=True)
             ]
-            out.append(DecodedLine([*src.pieces(searched), "</s>"], translations))
+            out.append(DecodedLine([*src.pieces(searched), "</s>"] if searched else [], translations))
         return out
 
     def _links(self, src_words: list[int | None], hypothesis: Hypothesis) -> list[Link] | None:
@@ -387,6 +381,7 @@ class TorchTranslator(Translator):
         )
         with torch.inference_mode(), autocast(self.model.device):
             found = search(self.model, batch.src, batch.src_mask, rule, collect)
+        found = [[with_mean_log_prob(h, rule.length_penalty) for h in hyps] for hyps in found]
         if reread:
             found = self._aligned(sources, found, options)
         if not options.attention:

@@ -1,7 +1,8 @@
 """A run's scores, direction by direction: each direction of a split translated (`evaluate_split`) and scored
-— BLEU, chrF and the off-target rate of each direction of a multilingual run, and their means (what
-validation's early stopping and `best.pt` follow); a bilingual run's one direction as it is — and the
-attention of the first validation sentences drawn."""
+— BLEU, chrF (with chrF2++, TER and their intervals, but in validation) and the off-target rate of each
+direction of a multilingual run, and the means of BLEU, chrF and the rate (what validation's early stopping
+and `best.pt` follow); a bilingual run's one direction as it is — and the attention of the first validation
+sentences drawn."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from nmt.errors import UserError
 from nmt.evaluate.hypotheses import HypothesisFiles, search_record
 from nmt.evaluate.off_target import off_target_rate
 from nmt.evaluate.plots import heatmap_title, save_heatmap
-from nmt.evaluate.scores import score
+from nmt.evaluate.scores import Scores, headline, score
 
 Outputs = dict[Direction, list[str]]
 
@@ -29,31 +30,37 @@ def run_scores(
     outputs: Outputs,
     references: Outputs,
     run: RunDirections,
-    signatures: bool = True,
+    full: bool = True,
     extra: dict[Direction, dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The scores of each direction's outputs (with `extra` fields of its own): a multilingual run's
-    `direction_scores`; a bilingual run's BLEU and chrF of its one direction (with their signatures and
-    sentence count when `signatures`)."""
+    `direction_scores`; a bilingual run's of its one direction: every metric with its interval and signature
+    (nmt/evaluate/scores.py `score`) where `full`, else BLEU and chrF alone (validation's)."""
     extra = extra or {}
     if run.tagged:
-        found = direction_scores(outputs, references, run.languages)
+        found = direction_scores(outputs, references, run.languages, full)
         for direction, fields in extra.items():
             found["directions"][direction.name] |= fields
         return found
     (direction,) = outputs
-    scores = score(outputs[direction], references[direction])
-    brief = scores.as_dict() if signatures else {"bleu": scores.bleu, "chrf": scores.chrf}
+    scores = _scored(outputs[direction], references[direction], full)
+    brief = scores.as_dict() if full else {"bleu": scores.bleu, "chrf": scores.chrf}
     return brief | extra.get(direction, {})
 
 
-def direction_scores(outputs: Outputs, references: Outputs, languages: tuple[str, ...]) -> dict[str, Any]:
-    """BLEU, chrF (with their signatures) and the off-target rate (%, None when skipped) of each direction's
-    outputs, the run's `languages` being those an output may be identified as, and the means of the three
-    (`bleu`, `chrf`, `off_target`)."""
+def _scored(hypotheses: list[str], references: list[str], full: bool) -> Scores:
+    return score(hypotheses, references) if full else headline(hypotheses, references)
+
+
+def direction_scores(
+    outputs: Outputs, references: Outputs, languages: tuple[str, ...], full: bool = True
+) -> dict[str, Any]:
+    """The scores (every metric where `full`, else BLEU and chrF) and the off-target rate (%, None when
+    skipped) of each direction's outputs, the run's `languages` being those an output may be identified as,
+    and the means of BLEU, chrF and the rate (`bleu`, `chrf`, `off_target`)."""
     found: dict[str, dict[str, Any]] = {}
     for direction, texts in outputs.items():
-        scores = score(texts, references[direction])
+        scores = _scored(texts, references[direction], full)
         rate = off_target_rate(texts, direction.tgt, languages)
         found[direction.name] = scores.as_dict() | {"off_target": rate}
     rates = [record["off_target"] for record in found.values()]

@@ -1,6 +1,8 @@
 """`nmt evaluate`: translate a split (or any source file) with a trained run and score it against its
 references (nmt/evaluate/scores.py): every direction of the split (nmt/evaluate/directions.py
-`evaluate_split`), or the one direction asked for; the hypotheses are kept in the run directory."""
+`evaluate_split`), or the one direction asked for, compared with a baseline and scored by COMET where asked
+(nmt/evaluate/systems.py); the hypotheses are kept in the run directory. Or score any system's hypotheses
+file, with no run (`evaluate_files`)."""
 
 from __future__ import annotations
 
@@ -8,7 +10,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from nmt.data.corpus import ParallelText, SplitFiles, read_files
+from nmt.config.multilingual import Direction
+from nmt.data.corpus import SplitFiles, read_files
 from nmt.data.splits import language_split, read_direction
 from nmt.decode.languages import Asked, Translates, into_direction
 from nmt.decode.loading import load_trained
@@ -20,17 +23,15 @@ from nmt.evaluate.directions import evaluate_split, search_settings
 from nmt.evaluate.hypotheses import HypothesisFiles, source_tag
 from nmt.evaluate.off_target import off_target_rate
 from nmt.evaluate.scores import score
+from nmt.evaluate.systems import Judging, TranslateBaseline, baseline_of, judged, score_files
 
 
-def scored(
-    run: TrainedRun, translator: Translates, text: ParallelText, files: HypothesisFiles, name: str
-) -> dict[str, Any]:
-    """Translate the source side of `text` with `translator` (of the loaded `run`, settings from
-    `run.cfg.search`), keep the hypotheses (in `files`, as `name`) and score them against the target side;
-    returns scores, signatures and settings."""
-    hypotheses = translator.translate(text.src)
-    hyp_path = files.keep(name, hypotheses)
-    return score(hypotheses, text.tgt).as_dict() | search_settings(run) | {"hypotheses": str(hyp_path)}
+def data_tag(run: TrainedRun, data_dir: Path) -> str:
+    """What a hypothesis file's name adds for a split read from `data_dir`: `.data-<digest>` where it is not
+    the run's own data directory, else nothing."""
+    if run.cfg.data.dir is not None and data_dir.resolve() == Path(run.cfg.data.dir).resolve():
+        return ""
+    return f".data-{source_tag(data_dir)}"
 
 
 def evaluate_run(
@@ -43,6 +44,7 @@ def evaluate_run(
     data_dir: Path | None = None,
     overrides: list[str] | None = None,
     asked: Asked | None = None,
+    judging: Judging | None = None,
 ) -> dict[str, Any]:
     """`nmt evaluate`: score a split of the (first) run's data (read from `data_dir` when given, else from
     where the run was trained), or --src against --ref, with `<checkpoint>.pt` (best, last or averaged; by
@@ -52,29 +54,34 @@ def evaluate_run(
     never over those the run's report points to.
 
     Every direction of the split is scored, unless `asked` names one (a multilingual run's: zero-shot, or
-    through a pivot language, when it says so; with its off-target rate) or files are given.
+    through a pivot language, when it says so; with its off-target rate) or files are given, or `judging`
+    asks for a comparison (of one direction).
     """
     if (src is None) != (ref is None):
         raise UserError("--src and --ref go together: give both files or neither")
     if split not in ("valid", "test"):
         raise UserError(f"--split {split}: expected valid or test")
+    judging = judging or Judging()
+    judging.check()
     run = load_trained(run_dirs, resolve_device(device), checkpoint, overrides or [])
     tag = f".ensemble{len(run_dirs)}" if len(run_dirs) > 1 else ""
     if data_dir is not None:
-        if run.cfg.data.dir is None or data_dir.resolve() != Path(run.cfg.data.dir).resolve():
-            tag += f".data-{source_tag(data_dir)}"
+        tag += data_tag(run, data_dir)
         data = replace(run.cfg.data, dir=str(data_dir), train=None, valid=None, test=None)
         run = replace(run, cfg=replace(run.cfg, data=data))
     asked = asked or Asked()
     files = HypothesisFiles.of_run(run, tag, protect_report=True)
     runs = {"runs": [str(path) for path in run_dirs]}
     given = SplitFiles(src, ref) if src is not None and ref is not None else None
-    if given is None and asked == Asked():
+    if given is None and asked == Asked() and not judging.anything:
         return evaluate_split(run, split, files=files) | runs
     if run.cfg.data.directions.tagged and asked == Asked():
-        raise UserError("--src and --ref: name their languages with --src-lang and --tgt-lang")
+        what = (
+            "--src and --ref: name their languages" if given else "--baseline and --comet: name the direction"
+        )
+        raise UserError(f"{what} with --src-lang and --tgt-lang")
     translator = into_direction(TorchTranslator.of_run(run), asked)  # checks the direction asked for
-    return _evaluate_direction(run, translator, asked, split, given, files) | runs
+    return _evaluate_direction(run, translator, asked, split, given, files, judging, device) | runs
 
 
 def _evaluate_direction(
@@ -84,9 +91,11 @@ def _evaluate_direction(
     split: str,
     given: SplitFiles | None,
     files: HypothesisFiles,
+    judging: Judging,
+    device: str,
 ) -> dict[str, Any]:
     """One direction: its pairs of `split`, or the `given` files, scored (a multilingual run's with the
-    off-target rate)."""
+    off-target rate), and compared as `judging` asks (a baseline run translating the same sources)."""
     directions = run.cfg.data.directions
     direction = asked.direction() if directions.tagged else directions.directions[0]
     origin = split if given is None else f"{given.src.name}.{source_tag(given.src)}"
@@ -97,9 +106,51 @@ def _evaluate_direction(
     else:
         data = run.cfg.data
         text, source = read_files(given, name, data.skip_bad_lines, data.unescape_entities), given.src
-    found = scored(run, translator, text, files, name) | {"source": str(source)}
+    data_dir = None if given is not None or run.cfg.data.dir is None else Path(run.cfg.data.dir)
+    translate = _baseline_translator(device, direction, asked, name, data_dir)
+    baseline = baseline_of(judging, text.src, text.tgt, "the test set", translate)
+    hypotheses = translator.translate(text.src)
+    kept = {"hypotheses": str(files.keep(name, hypotheses)), "source": str(source)}
+    found = judged(hypotheses, text.tgt, text.src, judging, baseline)
+    found = score(hypotheses, text.tgt).as_dict() | search_settings(run) | kept | found
     if not directions.tagged:
         return found
-    hypotheses = Path(found["hypotheses"]).read_text(encoding="utf-8").splitlines()
     rate = off_target_rate(hypotheses, direction.tgt, directions.languages)
     return found | {"direction": direction.name, "off_target": rate}
+
+
+def _baseline_translator(
+    device: str, direction: Direction | None, asked: Asked, name: str, data_dir: Path | None
+) -> TranslateBaseline:
+    """How a baseline run translates the sources a system translated: in the same `direction` (None: the one
+    `asked`, or the baseline's own), with its own checkpoint and search, its hypotheses kept in its eval/ as
+    `name` (and, for a split of `data_dir` other than its own, that folder's tag)."""
+
+    def translate(path: Path, sources: list[str]) -> tuple[list[str], Path]:
+        baseline = load_trained([path], resolve_device(device))
+        wanted = asked if direction is None else replace(asked, src=direction.src, tgt=direction.tgt)
+        try:
+            translator = into_direction(TorchTranslator.of_run(baseline), wanted)
+        except UserError as err:
+            raise UserError(f"--baseline {path}: {err}") from err
+        tag = "" if data_dir is None else data_tag(baseline, data_dir)
+        hypotheses = translator.translate(sources)
+        return hypotheses, HypothesisFiles.of_run(baseline, tag, protect_report=True).keep(name, hypotheses)
+
+    return translate
+
+
+def evaluate_files(
+    hypotheses: Path,
+    references: Path,
+    source: Path | None,
+    judging: Judging,
+    device: str,
+    asked: Asked | None = None,
+) -> dict[str, Any]:
+    """`nmt evaluate --hypotheses FILE --references FILE`: any system's output scored, with no run; a
+    baseline run (`judging.baseline`) translates `source` as `asked` (its own direction by default)."""
+    judging.check()
+    name = "" if source is None else f"{source.name}.{source_tag(source)}"
+    translate = _baseline_translator(device, None, asked or Asked(), name, None)
+    return score_files(hypotheses, references, source, judging, translate)

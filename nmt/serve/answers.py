@@ -11,6 +11,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, RootModel
 from starlette.responses import Response
 
+from nmt.decode.confidence import LONG_RATIO, LOOP_NGRAM, LOOP_REPEATS, LOW_COVERAGE, MIN_COVERED, Suspicion
+
 Weights = list[list[list[list[float]]]]  # (layers, heads, target subwords, source subwords)
 
 
@@ -54,6 +56,24 @@ class Detections(RootModel[list[Detected] | list[list[Detected]]]):
     model_config = ConfigDict(strict=True)
 
 
+SUSPECT = (
+    f"Why the translation looks degenerate, if it does: loop (an n-gram of up to {LOOP_NGRAM} subwords "
+    f"repeated back to back {LOOP_REPEATS} times or more), long (over {LONG_RATIO:g} times the source's "
+    f"subwords), uncovered (with alignments: its tokens attend most to under {LOW_COVERAGE:.0%} of a source "
+    f"of {MIN_COVERED} subwords or more)."
+)
+MEAN_LOG_PROB = "Mean log-probability per output token and eos: the score without its length penalty"
+
+
+class TextConfidence(Answer):
+    """How far to trust one text's translation: its least sure line's."""
+
+    meanLogProb: float = Field(
+        description=f"{MEAN_LOG_PROB}, of the text's least sure line (0: certain; lower: less sure)."
+    )
+    suspect: list[Suspicion] = Field(description=SUSPECT + " Any line's.")
+
+
 class LibreTranslation(Answer):
     """POST /translate: as `q`, a string or a list."""
 
@@ -62,6 +82,10 @@ class LibreTranslation(Answer):
         None, description="Other translations, distinct and unlike translatedText (when asked)."
     )
     detectedLanguage: Detected | list[Detected] | None = Field(None, description="With source auto.")
+    confidence: TextConfidence | list[TextConfidence] | None = Field(
+        None,
+        description="nmt's addition, which LibreTranslate clients ignore: how far to trust each translation.",
+    )
 
 
 class TranslatedFile(Answer):
@@ -106,6 +130,8 @@ class FrontendSettings(Answer):
 class HypothesisAnswer(Answer):
     text: str
     score: float = Field(description="Length-normalised log-probability (CTranslate2's own for an export).")
+    mean_log_prob: float = Field(description=f"{MEAN_LOG_PROB} (0 for a blank line).")
+    suspect: list[Suspicion] = Field(description=SUSPECT)
     target_pieces: list[str] = Field(description="The output's subwords, ending with '</s>'.")
     attention: Weights | None = Field(
         None,

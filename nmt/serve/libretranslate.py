@@ -24,6 +24,7 @@ from nmt.serve.answers import (
     LibreTranslation,
     PairOfLanguages,
     ServedLanguage,
+    TextConfidence,
     json_answer,
 )
 from nmt.serve.detect import routes
@@ -91,12 +92,23 @@ async def translate(request: Request) -> Response:
         _alternatives(lines, asked.alternatives, b, page, t)
         for lines, b, page, t in zip(results, best, pages, targets, strict=True)
     ]
+    trust = [_confidence(lines) for lines in results]
     answer = LibreTranslation(
         translatedText=best if many else best[0],
         alternatives=(other if many else other[0]) if asked.alternatives else None,
         detectedLanguage=(detected if many else detected[0]) if detected else None,
+        confidence=trust if many else trust[0],
     )
     return json_answer(answer, omit_none=True)
+
+
+def _confidence(lines: list[TranslatedParagraph]) -> TextConfidence:
+    """A text's confidence: the lowest mean log-probability of its lines' best translations, and every reason
+    any of them is suspect (nmt/decode/confidence.py)."""
+    best = [line.joined.best for line in lines]
+    lowest = min((found.mean_log_prob or 0.0 for found in best), default=0.0)
+    reasons = sorted({reason for found in best for reason in found.suspect})
+    return TextConfidence(meanLogProb=round(lowest, 4), suspect=reasons)
 
 
 async def _translated(

@@ -92,6 +92,8 @@ def _line(index: int, line: DecodedLine) -> LineAnswer:
             HypothesisAnswer(
                 text=found.text,
                 score=round(found.score, 4),
+                mean_log_prob=round(found.mean_log_prob or 0.0, 4),
+                suspect=list(found.suspect),
                 target_pieces=found.pieces,
                 attention=None if found.attention is None else _rounded(found.attention),
                 alignment=None if found.alignment is None else [list(link) for link in found.alignment],

@@ -59,7 +59,7 @@ def _scores(model: Seq2Seq, data: PreparedData, cfg: Config) -> dict[str, Any]:
         for d, r in zip(directions.directions, rows, strict=True)
     }
     references = {d: [data.valid.tgt[i] for i in r] for d, r in zip(directions.directions, rows, strict=True)}
-    return run_scores(outputs, references, directions.run, signatures=False)
+    return run_scores(outputs, references, directions.run, full=False)
 
 
 def _greedy_outputs(translator: TorchTranslator, data: PreparedData, rows: range) -> list[str]:

@@ -28,21 +28,62 @@ from tests.ties import assert_equal_but_for_ties
 PAIR = {"source": "src", "target": "tgt"}
 
 
+def without_confidence(body: dict[str, Any]) -> dict[str, Any]:
+    """A LibreTranslate answer without nmt's `confidence` field (checked to be there: one per text)."""
+    confidence = body.pop("confidence")
+    texts = body["translatedText"]
+    for found in confidence if isinstance(texts, list) else [confidence]:
+        assert set(found) == {"meanLogProb", "suspect"} and found["meanLogProb"] <= 0
+    assert isinstance(confidence, list) == isinstance(texts, list)
+    return body
+
+
 def test_libretranslate_translate_equals_offline_translation(
     client: TestClient, offline: dict[str, str]
 ) -> None:
     for sentence, expected in offline.items():
         response = client.post("/translate", json={"q": sentence, **PAIR})
         assert response.status_code == 200, response.text
-        assert response.json() == {"translatedText": expected}
+        assert without_confidence(response.json()) == {"translatedText": expected}
 
 
 def test_libretranslate_form_body_and_list_of_texts(client: TestClient, offline: dict[str, str]) -> None:
     sentence = next(iter(offline))
     form = client.post("/translate", data={"q": sentence, **PAIR})  # what libretranslatepy sends
-    assert form.json() == {"translatedText": offline[sentence]}
+    assert without_confidence(form.json()) == {"translatedText": offline[sentence]}
     many = client.post("/translate", json={"q": list(offline), **PAIR})
-    assert many.json() == {"translatedText": list(offline.values())}
+    assert without_confidence(many.json()) == {"translatedText": list(offline.values())}
+
+
+def test_confidence_is_the_mean_log_probability_with_the_suspicions(
+    client: TestClient, trained_run: Path
+) -> None:
+    """/v1/translate gives each hypothesis its mean log-probability per token (the search's score without
+    its length penalty) and its suspicions; LibreTranslate's /translate gives each text its least sure
+    line's, in an extra field."""
+    run = load_run(trained_run, torch.device("cpu"))
+    translator = TorchTranslator.of_run(run)
+    lines = ["nopaju kaju zufete giholo", "kaju " * 3 + "nopaju"]
+    expected = translator.translated(lines)
+    body = client.post("/v1/translate", json={"q": "\n".join(lines), **PAIR}).json()
+    answered = [line["hypotheses"][0] for line in body["translations"][0]["lines"]]
+    assert [h["mean_log_prob"] for h in answered] == pytest.approx(
+        [t.best.mean_log_prob for t in expected], abs=1e-3
+    )
+    alpha = run.cfg.search.length_penalty
+    for h in answered:  # the score times the length penalty, over the output tokens and eos
+        length = len(h["target_pieces"])
+        undone = h["score"] * ((5 + length) / 6) ** alpha / length
+        assert h["mean_log_prob"] == pytest.approx(undone, abs=1e-3)
+    assert [h["suspect"] for h in answered] == [list(t.best.suspect) for t in expected]
+    libre = client.post("/translate", json={"q": ["\n".join(lines), lines[0]], **PAIR}).json()
+    assert libre["confidence"] == [
+        {
+            "meanLogProb": min(h["mean_log_prob"] for h in answered),
+            "suspect": sorted({reason for h in answered for reason in h["suspect"]}),
+        },
+        {"meanLogProb": answered[0]["mean_log_prob"], "suspect": answered[0]["suspect"]},
+    ]
 
 
 def test_libretranslate_alternatives_are_other_hypotheses(
@@ -61,7 +102,7 @@ def test_libretranslate_source_auto_is_the_one_source_served(
 ) -> None:
     sentence = next(iter(offline))
     body = client.post("/translate", json={"q": sentence, "source": "auto", "target": "tgt"}).json()
-    assert body == {
+    assert without_confidence(body) == {
         "translatedText": offline[sentence],
         "detectedLanguage": {"confidence": 100.0, "language": "src"},
     }

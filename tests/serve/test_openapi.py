@@ -81,6 +81,8 @@ def test_the_answers_are_described(spec: dict) -> None:
     assert set(schemas["HypothesisAnswer"]["properties"]) == {
         "text",
         "score",
+        "mean_log_prob",
+        "suspect",
         "target_pieces",
         "attention",
         "alignment",
