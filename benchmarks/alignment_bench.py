@@ -32,7 +32,6 @@ It prints the tables in Markdown; --figure draws the AER of every layer × head 
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import itertools
 import json
@@ -48,8 +47,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from benchmarks.common import NMT_COMMAND, ROOT, parser
 from nmt.align.eflomal import align_with_eflomal
-from nmt.align.pharaoh import Link, SentenceLinks, read_lines, read_links, write_links
+from nmt.align.pharaoh import Link, SentenceLinks, pharaoh_text, read_lines, read_links
 from nmt.align.reading import Reading, attention_layout, default_reading
 from nmt.align.score import AlignmentScores, score_alignments
 from nmt.align.symmetrize import METHODS, symmetrize
@@ -61,7 +61,6 @@ from nmt.decode.translator import TorchTranslator
 from nmt.evaluate.evaluation import evaluate_run
 
 EFLOMAL_OPTIONS = ("--model", "3", "--n-samplers", "3")  # IBM1+HMM+fertility, 3 samplers
-ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
 TOKENS = {  # the fixed preprocessing of the Multi30k side: lower-cased, then these words
     "en": re.compile(r"'\w+|\w+|[^\w\s]"),  # clitics start a word: "man's" → man 's
@@ -141,13 +140,11 @@ def run_eflomal(work: Path) -> None:
     started = time.perf_counter()
     found = align_with_eflomal(en, fr, "grow-diag", EFLOMAL_OPTIONS)
     seconds = time.perf_counter() - started
-    write_links(out / "forward.links", found.forward)
-    write_links(out / "reverse.links", found.reverse)
+    (out / "forward.links").write_text(pharaoh_text(found.forward))
+    (out / "reverse.links").write_text(pharaoh_text(found.reverse))
     for method in METHODS:
-        write_links(
-            out / f"{method}.links",
-            [symmetrize(f, r, method) for f, r in zip(found.forward, found.reverse, strict=True)],
-        )
+        pairs = zip(found.forward, found.reverse, strict=True)
+        (out / f"{method}.links").write_text(pharaoh_text(symmetrize(f, r, method) for f, r in pairs))
     (out / "seconds").write_text(f"{seconds:.1f}\n")
 
 
@@ -166,55 +163,38 @@ KINDS = (
     Kind("RNN + Luong", "multi30k-cpu-rnn-luong.yaml", 1000),
     Kind("Transformer", "multi30k-cpu-transformer.yaml", 1200),
 )
+NAMED_SETTINGS = {  # what a run's name says → its setting (guided alignment's, and the seed)
+    r"λ([\d.]+)": "train.alignment.weight={}",
+    r"layer (\d+)": "train.alignment.layer={}",
+    r"(\d+) heads": "train.alignment.heads={}",
+    r"full context": "train.alignment.full_context=true",
+    r"shift": "train.alignment.shift=true",
+    r"null slot": "train.alignment.null_slot=true",
+    r"seed (\d+)": "train.seed={}",
+}
+
+
+def named_settings(name: str) -> tuple[str, ...]:
+    """The settings a run's name states (`guided λ2 layer 0 shift, 2 heads`: λ 2, decoder layer 0, Shift-Att,
+    the mean of 2 heads supervised)."""
+    found = ((re.search(pattern, name), setting) for pattern, setting in NAMED_SETTINGS.items())
+    return tuple(setting.format(*match.groups()) for match, setting in found if match)
+
+
 GUIDED = {  # candidates for the guided Transformer, one chosen by the AER of its attention on the first 100
-    "guided λ0.05 layer 0": ("train.alignment.weight=0.05", "train.alignment.layer=0"),
-    "guided λ0.5 layer 0 full context": (
-        "train.alignment.weight=0.5",
-        "train.alignment.layer=0",
-        "train.alignment.full_context=true",
-    ),
-    "guided λ0.5 layer 1 full context": (
-        "train.alignment.weight=0.5",
-        "train.alignment.layer=1",
-        "train.alignment.full_context=true",
-    ),
-    "guided λ0.5 layer 0 shift": (
-        "train.alignment.weight=0.5",
-        "train.alignment.layer=0",
-        "train.alignment.shift=true",
-    ),
-    "guided λ0.5 layer 1 shift": (
-        "train.alignment.weight=0.5",
-        "train.alignment.layer=1",
-        "train.alignment.shift=true",
-    ),
-    "guided λ1 layer 0 shift": (
-        "train.alignment.weight=1.0",
-        "train.alignment.layer=0",
-        "train.alignment.shift=true",
-    ),
-    "guided λ2 layer 0 shift": (
-        "train.alignment.weight=2.0",
-        "train.alignment.layer=0",
-        "train.alignment.shift=true",
-    ),
-    "guided λ4 layer 0 shift": (
-        "train.alignment.weight=4.0",
-        "train.alignment.layer=0",
-        "train.alignment.shift=true",
-    ),
-    "guided λ2 layer 0 shift, 2 heads": (
-        "train.alignment.weight=2.0",
-        "train.alignment.layer=0",
-        "train.alignment.heads=2",
-        "train.alignment.shift=true",
-    ),
-    "guided λ2 layer 0 shift, 4 heads": (
-        "train.alignment.weight=2.0",
-        "train.alignment.layer=0",
-        "train.alignment.heads=4",
-        "train.alignment.shift=true",
-    ),
+    name: named_settings(name)
+    for name in (
+        "guided λ0.05 layer 0",
+        "guided λ0.5 layer 0 full context",
+        "guided λ0.5 layer 1 full context",
+        "guided λ0.5 layer 0 shift",
+        "guided λ0.5 layer 1 shift",
+        "guided λ1 layer 0 shift",
+        "guided λ2 layer 0 shift",
+        "guided λ4 layer 0 shift",
+        "guided λ2 layer 0 shift, 2 heads",
+        "guided λ2 layer 0 shift, 4 heads",
+    )
 }
 DIRECTIONS = (("en", "fr"), ("fr", "en"))
 GUIDED_STEPS = 1200  # as many updates as the plain Transformer's
@@ -235,7 +215,7 @@ def guided_settings(work: Path, src: str, tgt: str, candidate: tuple[str, ...]) 
             {(j, i) for i, j in line.possible}
             for line in read_links(work / "eflomal" / "grow-diag-final-and.links")
         ]
-        write_links(labels, swapped)
+        labels.write_text(pharaoh_text(swapped))
     gold = work / "gold"
     return (
         f"train.alignment.links={labels}",
@@ -263,7 +243,7 @@ def train(work: Path, kind: Kind, src: str, tgt: str, data: Path | None = None) 
         "train.final_report=false",
         *kind.settings,
     )
-    command = [sys.executable, "-m", "nmt", "-q", "train", str(ROOT / "configs" / kind.config)]
+    command = [*NMT_COMMAND, "train", str(ROOT / "configs" / kind.config)]
     command += ["--data", str(data or work / "data"), "--src-lang", src, "--tgt-lang", tgt, "--out", str(out)]
     command += [f"--set={setting}" for setting in settings]
     started = time.perf_counter()
@@ -669,13 +649,11 @@ def figure(results: dict, path: Path) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--work", type=Path, required=True, help="data, runs and results (kept for reruns)")
-    parser.add_argument("--data", type=Path, default=DATA, help="the shared data (multi30k/, alignment/)")
-    parser.add_argument("--figure", type=Path, help="also draw the layer × head figure into this PNG")
-    args = parser.parse_args()
+    parse = parser(__doc__)
+    parse.add_argument("--work", type=Path, required=True, help="data, runs and results (kept for reruns)")
+    parse.add_argument("--data", type=Path, default=DATA, help="the shared data (multi30k/, alignment/)")
+    parse.add_argument("--figure", type=Path, help="also draw the layer × head figure into this PNG")
+    args = parse.parse_args()
     ready(args.data, args.work)
     run_eflomal(args.work)
     train_all(args.work)

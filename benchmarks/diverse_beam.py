@@ -3,20 +3,12 @@
     OMP_NUM_THREADS=1 python -m benchmarks.diverse_beam --run RUN_DIR --src val.de --ref val.en \
         --strengths 0.5 1 2 3 5 10
 
-Each source line of --src is translated into an n-best list of --nbest hypotheses: by beam search of --beam
-hypotheses, and by diverse beam search of --groups groups of --beam / --groups hypotheses at each strength
-(`--diversity-strength`), the rest of the search the run's own. Per search, a row:
-
-- distinct: the distinct outputs of a sentence's list, on average (of --nbest);
-- all distinct: the share of sentences whose --nbest outputs all differ;
-- self-BLEU: hypothesis i of every list scored (sacreBLEU, corpus BLEU) against the other hypotheses of its
-  own list as references, averaged over i (Zhu et al. 2018, Texygen): 100 where the lists are copies, lower
-  where they differ more;
-- BLEU of the first and the mean BLEU of the list's places against --ref: what the lists cost in quality;
-- oracle BLEU: each sentence's hypothesis of the highest sentence-BLEU against its reference, scored together
-  (what a reranker could pick from the list).
-
-Prints a Markdown table. Choose on a validation split; report on a test split.
+Each source line is translated into an n-best list of --nbest hypotheses by beam search of --beam hypotheses,
+and by diverse beam search of --groups groups at each strength, the rest of the search the run's own. A row
+per search: the distinct outputs of a list on average; the share of lists whose outputs all differ;
+self-BLEU (each place of the lists scored against the others of its list, averaged: 100 for copies); the BLEU
+of the first place and the mean over places against --ref; and the oracle BLEU of each list's best sentence.
+Choose on a validation split; report on a test split (docs/guide.md).
 """
 
 from __future__ import annotations

@@ -32,7 +32,6 @@ again); the table of the runs asked for is printed in Markdown.
 
 from __future__ import annotations
 
-import argparse
 import html
 import itertools
 import json
@@ -47,6 +46,7 @@ from pathlib import Path
 import torch
 
 from benchmarks import alignment_bench
+from benchmarks.common import parser
 from nmt.align.eflomal import align_with_eflomal
 from nmt.align.pharaoh import Link, SentenceLinks, read_lines, read_links
 from nmt.align.reading import default_reading
@@ -456,25 +456,21 @@ def report(results: dict) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument(
-        "--work", type=Path, required=True, help="alignment_bench's work folder (kept for reruns)"
-    )
-    parser.add_argument("--data", type=Path, default=alignment_bench.DATA, help="the shared data")
-    parser.add_argument("--sentences", type=int, default=500, help="Multi30k test2016 pairs measured")
-    parser.add_argument(
+    parse = parser(__doc__)
+    parse.add_argument("--work", type=Path, required=True, help="alignment_bench's work folder (kept)")
+    parse.add_argument("--data", type=Path, default=alignment_bench.DATA, help="the shared data")
+    parse.add_argument("--sentences", type=int, default=500, help="Multi30k test2016 pairs measured")
+    parse.add_argument(
         "--model", choices=MODELS, action="append", help="a run to measure (repeat; default: both)"
     )
-    parser.add_argument(
+    parse.add_argument(
         "--run",
         action="append",
         default=[],
         metavar="NAME=RUN_DIR",
-        help="an en→fr run directory to measure as NAME instead (repeat)",
+        help="an en→fr run to measure as NAME instead",
     )
-    args = parser.parse_args()
+    args = parse.parse_args()
     alignment_bench.ready(args.data, args.work, "markup benchmark")
     saved = args.work / "markup.json"
     results = json.loads(saved.read_text()) if saved.exists() else {}

@@ -14,11 +14,13 @@ e.g. `graphs=configs/multi30k-transformer.yaml+train.cuda_graphs=true`.
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
 from pathlib import Path
+
+from benchmarks.common import parser, settings, split_at_dashes
+from benchmarks.common import table as markdown
 
 ROWS = [  # (key in nmt benchmark's JSON, row label, format)
     ("train_target_tokens_per_s", "training target tok/s", "{:,.0f}"),
@@ -79,16 +81,14 @@ def table(results: dict[str, dict], ceiling: dict) -> str:
     batch = (
         f"fixed {first_run['B']}×{first_run['S']}×{first_run['T']} batch" if first_run else "no training run"
     )
-    lines = [
-        "| figure | " + " | ".join(names) + f" | ceiling ({batch}) |",
-        "|---|" + "---:|" * (len(names) + 1),
-    ]
+    rows = []
     for key, label, fmt in ROWS:
-        cells = [fmt.format(r[key]) if r.get(key) is not None else "—" for r in results.values()]
-        lines.append(f"| {label} | " + " | ".join(cells) + f" | {ceiling_cells.get(key, '—')} |")
+        found = [fmt.format(r[key]) if r.get(key) is not None else "—" for r in results.values()]
+        rows.append([label, *found, ceiling_cells.get(key, "—")])
     if "compiled" in limits:
         ratios = [f"{r['train_target_tokens_per_s'] / limits['compiled']:.2f}×" for r in results.values()]
-        lines.append("| training tok/s ÷ compiled ceiling | " + " | ".join(ratios) + " | 1.00× |")
+        rows.append(["training tok/s ÷ compiled ceiling", *ratios, "1.00×"])
+    lines = [markdown(["figure", *names, f"ceiling ({batch})"], rows)]
     first = next(iter(results.values()), {})
     lines.append(
         f"\ndevice: {first.get('device', '?')}, torch {first.get('torch', '?')}, {first.get('dtype', '?')}"
@@ -97,19 +97,16 @@ def table(results: dict[str, dict], ceiling: dict) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("configs", nargs="+", help="CONFIG or NAME=CONFIG+KEY=VALUE+…")
-    parser.add_argument("--ceiling", type=Path, default=Path(__file__).with_name("ceiling_bench.py"))
-    parser.add_argument("--ceiling-budget", type=float, default=120.0, help="seconds for ceiling_bench.py")
-    parser.add_argument("--smoke", action="store_true", help="ceiling_bench.py at its tiny CPU sizes")
-    parser.add_argument("--data", type=Path, help="corpus directory (default: nmt benchmark's synthetic one)")
-    parser.add_argument("--out", type=Path, default=Path("bench"))
-    parser.add_argument("--table-only", action="store_true")
-    argv = sys.argv[1:]
-    split = argv.index("--") if "--" in argv else len(argv)
-    args, benchmark_options = parser.parse_args(argv[:split]), argv[split + 1 :]
+    parse = parser(__doc__)
+    parse.add_argument("configs", nargs="+", help="CONFIG or NAME=CONFIG+KEY=VALUE+…")
+    parse.add_argument("--ceiling", type=Path, default=Path(__file__).with_name("ceiling_bench.py"))
+    parse.add_argument("--ceiling-budget", type=float, default=120.0, help="seconds for ceiling_bench.py")
+    parse.add_argument("--smoke", action="store_true", help="ceiling_bench.py at its tiny CPU sizes")
+    parse.add_argument("--data", type=Path, help="corpus directory (default: nmt benchmark's synthetic one)")
+    parse.add_argument("--out", type=Path, default=Path("bench"))
+    parse.add_argument("--table-only", action="store_true")
+    ours, benchmark_options = split_at_dashes(sys.argv[1:])
+    args = parse.parse_args(ours)
     args.out.mkdir(parents=True, exist_ok=True)
     ceiling_json = args.out / "ceiling.json"
     if not args.table_only:
@@ -118,9 +115,8 @@ def main() -> None:
         run([sys.executable, str(args.ceiling), "--json", str(ceiling_json), *budget, *smoke])
         data = ["--data", str(args.data)] if args.data else []
         for name, config, overrides in map(parse_variant, args.configs):
-            sets = [option for override in overrides for option in ("--set", override)]
             benchmark = [sys.executable, "-m", "nmt", "benchmark", str(config), *data, *benchmark_options]
-            run([*benchmark, *sets, "--json", str(args.out / f"{name}.json")], fatal=False)
+            run([*benchmark, *settings(*overrides), "--json", str(args.out / f"{name}.json")], fatal=False)
     names = [parse_variant(text)[0] for text in args.configs]
     results = {
         name: json.loads((args.out / f"{name}.json").read_text())
