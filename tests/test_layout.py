@@ -268,6 +268,19 @@ def test_benchmarks_is_a_package_of_measurements_each_run_as_a_module() -> None:
         assert usage in entry.read_text(encoding="utf-8"), f"benchmarks/{entry.name} does not say '{usage} …'"
 
 
+BENCHMARKS_BUDGET = 5000  # lines of Python in benchmarks/, all of it: lower it as they shrink, never raise it
+
+
+def test_benchmarks_stay_within_their_budget() -> None:
+    """The measurements grow by sharing (benchmarks/common.py), not by copies: benchmarks/ holds at most
+    BENCHMARKS_BUDGET lines of Python (as `wc -l` counts them)."""
+    files = sorted((ROOT / "benchmarks").rglob("*.py"))
+    lines = {path.relative_to(ROOT): path.read_text(encoding="utf-8").count("\n") for path in files}
+    largest = ", ".join(f"{path} {n}" for path, n in sorted(lines.items(), key=lambda item: -item[1])[:3])
+    total = sum(lines.values())
+    assert total <= BENCHMARKS_BUDGET, f"benchmarks/ has {total} lines, over {BENCHMARKS_BUDGET}; {largest}"
+
+
 def test_no_module_is_loaded_by_its_file_path() -> None:
     """Tests and benchmarks import what they use (`from benchmarks import speed_table`): a module loaded from
     a file path is a module a reader cannot follow by its name."""
