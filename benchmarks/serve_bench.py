@@ -1,89 +1,111 @@
-"""Benchmark `nmt serve` under concurrency, beside offline translation of the same sentences, in one run.
+"""Serving at every load: `nmt serve` on a run, `nmt serve` on its CTranslate2 export and LibreTranslate on
+its Argos package, each in a process of its own, at 1, 4 and 16 clients × 1 and 20 sentences a request.
 
-    python -m benchmarks.serve_bench RUN_DIR --src FILE [--clients 64] [--sentences 1000] [--requests N]
-        [--bad-every K] [--sequential 200] [--device cpu] [--max-delay-ms 10] [--max-batch-tokens 8192]
+    python -m benchmarks.serve_bench --run RUN_DIR --src FILE [--data DIR] --work DIR [--beam-size 4]
+        [--target 200] [--lone 100] [--loads 1x1,4x20] [--memory-requests 100000]
+        [--libretranslate-python PYTHON | --no-libretranslate]
 
-Starts `nmt serve RUN_DIR --beam-size 1` on 127.0.0.1 (a free port), then measures, with greedy search:
-- offline: the library call `nmt translate` makes (`Translator.translate`, the run's batch size)
-  on the sentences, in this process; also one batch of `--clients` sentences (a batch's decoding time);
-- one request at a time: one client sending the first `--sequential` sentences one after another;
-- concurrent: `--clients` asyncio + httpx clients, each sending one sentence a request (LibreTranslate's
-  POST /translate) and the next once answered, `--requests` in all (cycling through the sentences), with a
-  malformed request every `--bad-every` requests when given;
-- HTTP only: the same clients sending as many malformed requests, which the server refuses without decoding
-  anything: what the clients and the server's HTTP path alone reach on this machine, a ceiling for the row
-  above when they share its cores.
-Every answer must equal the offline translation of its own sentence, every bad request must get a 4xx:
-the script says how many did not (none lost, none swapped). It prints a Markdown table, the server's
-resident memory before and after the load, and stops the server with SIGTERM (its exit code must be 0).
-"""
+Each server is started on a free port of 127.0.0.1, warmed up, then driven by asyncio + httpx clients (in this
+process), each sending its next request once answered (LibreTranslate's POST /translate, `q` a list of the
+request's sentences). Every row sends sentences that server has not seen yet ("unseen"), then the same
+requests again ("again": nmt's translation cache answers them; LibreTranslate keeps only its last call's
+paragraphs). A row sends at least `--target` sentences, and at least two requests a client. Latency is per
+request. The lone client's requests of one sentence each follow the same sentence translated in a process of
+the same engine and threads (`Translator.translate` of that sentence alone), so that both see the machine
+alike; then comes the time of one text sent again and again. With `--memory-requests N`, N more requests of a
+sentence never sent before (two pool sentences joined) go to each nmt server from 16 clients, and its resident
+memory is read every tenth of them: with the cache at its default size it must stay flat once the cache is
+full. All servers search with `--beam-size` (LibreTranslate's is 4); nmt serve uses its own threads (one fewer
+than the cores), LibreTranslate its own defaults. The answers of nmt serve are compared with the same engine's
+in-process translations (the lone sentences' alone, the others' in batches): "answers unlike" counts those
+that differ (batching may break a beam search's ties otherwise).
+
+LibreTranslate needs a Python with `libretranslate` (default: a virtual environment made once under --work, as
+the Argos tests make theirs); it serves the run's Argos package beside a reverse package of a tiny run
+(LibreTranslate wants two), offline. Without it, its columns are left out."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import json
+import math
 import os
 import re
+import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 import httpx
-import torch
 
-from nmt.decode.loading import load_trained
-from nmt.decode.translator import TorchTranslator
+from benchmarks.argos_offline import harness
+from benchmarks.export_bench import cpu_model
 
-BAD_BODIES = [
-    b'{"q": ',
-    b'{"q": 3, "source": "x"}',
-    b"\xff\xfe",
-    b'{"q": "a", "source": "zz", "target": "yy"}',
-]
+LOADS = ((1, 1), (4, 1), (16, 1), (1, 20), (4, 20), (16, 20))  # clients, sentences a request
+NMT, CT2, LT = "nmt serve (run)", "nmt serve (CTranslate2 export)", "LibreTranslate (Argos package)"
 
 
 @dataclass
-class Load:
-    """What one load run saw: per request its latency; the answers that were wrong or missing."""
+class Server:
+    name: str
+    process: subprocess.Popen
+    url: str
+    pid: int  # whose resident memory is read
+    log: list[str] = field(default_factory=list)
+
+    def stop(self) -> int:
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            return self.process.wait()
+
+
+@dataclass
+class Row:
+    """One load on one server: per request its latency; sentences sent; answers unlike in-process ones."""
 
     seconds: float = 0.0
+    sentences: int = 0
     latencies: list[float] = field(default_factory=list)
-    wrong: int = 0
-    bad_sent: int = 0
-    bad_refused: int = 0
+    differ: int = 0
+
+    @property
+    def rate(self) -> float:
+        return self.sentences / self.seconds
+
+    def ms(self, p: float) -> float:
+        ordered = sorted(self.latencies)
+        return 1000 * ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
-def start_server(run_dir: Path, args: argparse.Namespace) -> tuple[subprocess.Popen, str]:
-    command = [
-        sys.executable,
-        "-m",
-        "nmt",
-        "serve",
-        str(run_dir),
-        "--port",
-        "0",
-        "--beam-size",
-        "1",
-        "--device",
-        args.device,
-        "--max-delay-ms",
-        str(args.max_delay_ms),
-        "--max-batch-tokens",
-        str(args.max_batch_tokens),
-    ]
-    server = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
-    assert server.stderr is not None
-    for line in server.stderr:
-        found = re.search(r"on (http://[0-9.]+:[0-9]+)", line)
-        if found:  # keep the pipe drained: a server blocked writing a warning would stall the benchmark
-            threading.Thread(target=server.stderr.read, daemon=True).start()
-            return server, found.group(1)
-    raise SystemExit(f"the server did not start (exit code {server.wait()})")
+def start(name: str, command: list[str], env: dict[str, str] | None = None, ready: str = "") -> Server:
+    """A server process, once a line of its output names its address (`ready`: the line to wait for)."""
+    process = subprocess.Popen(command, stderr=subprocess.STDOUT, stdout=subprocess.PIPE, text=True, env=env)
+    assert process.stdout is not None
+    log: list[str] = []
+    for line in process.stdout:
+        log.append(line)
+        found = re.search(r"(http://127\.0\.0\.1:[0-9]+)", line)
+        if found and ready in line:
+            threading.Thread(target=log.extend, args=(process.stdout,), daemon=True).start()
+            return Server(name, process, found.group(1), process.pid, log)
+    raise SystemExit(f"{name} did not start (exit code {process.wait()}):\n{''.join(log[-20:])}")
+
+
+def start_nmt(name: str, path: Path, args: argparse.Namespace) -> Server:
+    command = [sys.executable, "-m", "nmt", "serve", str(path), "--port", "0", "--device", "cpu"]
+    return start(name, [*command, "--beam-size", str(args.beam_size)], ready="serving")
 
 
 def rss_mib(pid: int) -> float:
@@ -91,181 +113,352 @@ def rss_mib(pid: int) -> float:
     return int(re.search(r"VmRSS:\s+([0-9]+) kB", status).group(1)) / 1024  # type: ignore[union-attr]
 
 
-async def load(
-    url: str,
-    pair: dict[str, str],
-    sentences: list[str],
-    expected: list[str],
-    clients: int,
-    requests: int,
-    bad_every: int,
-) -> Load:
-    """`clients` clients sharing `requests` requests, each waiting for its answer before the next."""
-    result, counter = Load(), iter(range(requests))
+def requests_of(pool: Iterator[str], clients: int, per: int, target: int) -> list[list[str]]:
+    """The requests of one row: at least `target` sentences and two requests a client."""
+    count = max(2 * clients, math.ceil(target / per))
+    count = math.ceil(count / clients) * clients
+    return [[next(pool) for _ in range(per)] for _ in range(count)]
+
+
+async def drive(
+    url: str, pair: dict[str, str], requests: list[list[str]], clients: int, expected: dict[str, str]
+) -> Row:
+    """`clients` clients sharing `requests`, each sending its next once answered."""
+    row, queue = Row(), iter(requests)
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
     async with httpx.AsyncClient(base_url=url, limits=limits, timeout=600) as client:
 
         async def one_client() -> None:
-            for n in counter:
-                if bad_every and n % bad_every == bad_every - 1:
-                    body = BAD_BODIES[n % len(BAD_BODIES)]
-                    response = await client.post(
-                        "/translate", content=body, headers={"content-type": "application/json"}
-                    )
-                    result.bad_sent += 1
-                    result.bad_refused += 400 <= response.status_code < 500
-                    continue
-                i = n % len(sentences)
+            for sentences in queue:
                 start = time.perf_counter()
-                response = await client.post("/translate", json={"q": sentences[i], **pair})
-                result.latencies.append(time.perf_counter() - start)
-                ok = response.status_code == 200 and response.json().get("translatedText") == expected[i]
-                result.wrong += not ok
+                response = await client.post("/translate", json={"q": sentences, **pair})
+                row.latencies.append(time.perf_counter() - start)
+                response.raise_for_status()
+                found = response.json()["translatedText"]
+                row.sentences += len(sentences)
+                row.differ += sum(
+                    s in expected and expected[s] != t for s, t in zip(sentences, found, strict=True)
+                )
 
         start = time.perf_counter()
         await asyncio.gather(*(one_client() for _ in range(clients)))
-        result.seconds = time.perf_counter() - start
-    return result
+        row.seconds = time.perf_counter() - start
+    return row
 
 
-def percentile(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
+def measure_server(
+    server: Server,
+    args: argparse.Namespace,
+    sentences: list[str],
+    lone: list[str],
+    reference: InProcess | None,
+) -> tuple[dict[str, Row], list[float]]:
+    """After a warm-up: one client sending the `lone` sentences one a request, each right after the same
+    sentence translated in `reference`'s process (so that both see the machine alike); every load, unseen then
+    again; one text again and again. Rows by name, and the in-process seconds of the lone sentences."""
+    pair, warm = args.pair, [[s] for s in sentences[-20:]]
+    asyncio.run(drive(server.url, pair, warm, 1, {}))  # never measured
+    expected: dict[str, str] = {}
+    lone_row, in_process = Row(), []
+    with httpx.Client(base_url=server.url, timeout=600) as client:
+        for sentence in lone:
+            if reference is not None:
+                seconds, expected[sentence] = reference.translate(sentence)
+                in_process.append(seconds)
+            start = time.perf_counter()
+            response = client.post("/translate", json={"q": [sentence], **pair})
+            lone_row.latencies.append(time.perf_counter() - start)
+            response.raise_for_status()
+            lone_row.sentences += 1
+            translation = response.json()["translatedText"][0]
+            lone_row.differ += sentence in expected and expected[sentence] != translation
+    lone_row.seconds = sum(lone_row.latencies)
+    rows, pool = {"lone": lone_row}, iter(sentences)
+    loads = [(clients, per, requests_of(pool, clients, per, args.target)) for clients, per in args.loads]
+    if reference is not None:
+        sent = [s for _, _, requests in loads for request in requests for s in request]
+        expected |= dict(zip(sent, reference.translate_all(sent), strict=True))
+    for clients, per, requests in loads:
+        for key in (f"{clients} × {per}", f"{clients} × {per} again"):
+            rows[key] = asyncio.run(drive(server.url, pair, requests, clients, expected))
+            print(f"{server.name}, {key}: {_cell(rows[key])}", file=sys.stderr, flush=True)
+    same = [[lone[0]]] * args.target
+    rows["one text again and again"] = asyncio.run(drive(server.url, pair, same, 1, expected))
+    return rows, in_process
 
 
-def row(name: str, sentences: int, seconds: float, latencies: list[float] | None, wrong: str) -> str:
-    ms = ["", "", ""] if not latencies else [f"{1000 * percentile(latencies, p):.0f}" for p in (50, 95, 99)]
-    return (
-        f"| {name} | {sentences} | {seconds:.1f} | {sentences / seconds:.1f} | {' | '.join(ms)} | {wrong} |"
+def memory_series(server: Server, pair: dict[str, str], sentences: list[str], count: int) -> list[float]:
+    """Resident MiB every tenth of `count` requests of new texts (two pool sentences joined), 16 clients."""
+    texts = (f"{a} {b}" for a in sentences for b in sentences)
+    series, step = [rss_mib(server.pid)], max(1, count // 10)
+    for _ in range(10):
+        asyncio.run(drive(server.url, pair, [[next(texts)] for _ in range(step)], 16, {}))
+        series.append(rss_mib(server.pid))
+    return series
+
+
+class InProcess:
+    """A fresh process of a server's engine on its threads (`in_process_child`): each sentence translated
+    alone (encode, search, decode), as a lone request is, timed; or a list translated in batches, untimed."""
+
+    def __init__(self, path: Path, engine: str, beam: int, threads: int) -> None:
+        command = [sys.executable, "-m", "benchmarks.serve_bench", "--in-process"]
+        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self._ask([str(path), engine, beam, threads])
+
+    def _ask(self, request: object) -> Any:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write(json.dumps(request) + "\n")
+        self.process.stdin.flush()
+        answer = self.process.stdout.readline()
+        if not answer:
+            raise SystemExit(f"the in-process search failed (exit code {self.process.wait()})")
+        return json.loads(answer)
+
+    def translate(self, sentence: str) -> tuple[float, str]:
+        """Seconds and translation of one sentence alone."""
+        seconds, translation = self._ask(sentence)
+        return seconds, translation
+
+    def translate_all(self, sentences: list[str]) -> list[str]:
+        return self._ask(sentences)
+
+    def close(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        self.process.wait()
+
+
+def in_process_child() -> None:
+    import torch
+
+    from nmt.decode.loading import load_models
+
+    path, engine, beam, threads = json.loads(sys.stdin.readline())
+    torch.set_num_threads(threads)
+    [model] = load_models(
+        [Path(path)], engine, torch.device("cpu"), None, {"beam_size": beam}, threads=threads
     )
+    translator = model.translator
+    print(json.dumps("ready"), flush=True)
+    for line in sys.stdin:
+        request = json.loads(line)
+        if isinstance(request, list):
+            print(json.dumps(translator.translate(request)), flush=True)
+            continue
+        start = time.perf_counter()
+        [translation] = translator.translate([request])
+        print(json.dumps([time.perf_counter() - start, translation]), flush=True)
 
 
-@dataclass
-class Measured:
-    """Everything one run of the script measured."""
+def export(args: argparse.Namespace) -> tuple[Path, list[Path]]:
+    """The run's CTranslate2 export and Argos packages (its own and a reverse tiny run's), made once."""
+    ct2, packages = args.work / "ctranslate2", args.work / "packages"
+    nmt = [sys.executable, "-m", "nmt"]
+    if not ct2.is_dir():
+        subprocess.run([*nmt, "export", str(args.run), str(ct2), "--to", "ctranslate2"], check=True)
+    if args.no_libretranslate:
+        return ct2, []
+    packages.mkdir(parents=True, exist_ok=True)
+    own = packages / "own.argosmodel"
+    if not own.is_file():
+        subprocess.run([*nmt, "export", str(args.run), str(own), "--to", "argos"], check=True)
+    reverse, reverse_run = packages / "reverse.argosmodel", args.work / "reverse-run"
+    if not reverse.is_file():
+        src, tgt = args.pair["source"], args.pair["target"]
+        config = str(Path(__file__).parents[1] / "configs" / "tiny-transformer.yaml")
+        train = [
+            "train",
+            config,
+            "--data",
+            str(args.data or args.src.parent),
+            "--src-lang",
+            tgt,
+            "--tgt-lang",
+            src,
+        ]
+        flags = ["--max-steps", "5", "--device", "cpu", "--out", str(reverse_run)]
+        subprocess.run([*nmt, *train, *flags, "--set", "train.final_report=false"], check=True)
+        subprocess.run([*nmt, "export", str(reverse_run), str(reverse), "--to", "argos"], check=True)
+    return ct2, [own, reverse]
 
-    sentences: int
-    offline: float  # seconds for all sentences, batched
-    one_batch: float  # seconds for one batch of --clients sentences
-    sequential: Load
-    concurrent: Load
-    http_only: Load  # every request malformed: refused, nothing decoded
-    rss: tuple[float, float]  # MiB before and after the load
-    health: dict
-    exit_code: int
+
+def start_libretranslate(args: argparse.Namespace, packages: list[Path]) -> Server | None:
+    """LibreTranslate serving the packages, offline (its network guard refuses anything beyond loopback)."""
+    try:
+        python = args.libretranslate_python or harness.argos_python(args.work, harness.LIBRETRANSLATE)
+    except RuntimeError as err:
+        print(f"LibreTranslate left out: {err}", file=sys.stderr)
+        return None
+    home = args.work / "libretranslate-home"
+    shutil.rmtree(home, ignore_errors=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ARGOS_", "LT_", "PYTHON"))}
+    env |= {
+        "HOME": str(home),
+        "XDG_DATA_HOME": str(home / "data"),
+        "XDG_CONFIG_HOME": str(home / "config"),
+        "XDG_CACHE_HOME": str(home / "cache"),
+        "ARGOS_PACKAGES_DIR": str(home / "packages"),
+        "ARGOS_BEAM_SIZE": str(args.beam_size),
+        "PYTHONPATH": str(harness.OFFLINE),
+    }
+    install = (
+        "import sys; from argostranslate import package; [package.install_from_path(p) for p in sys.argv[1:]]"
+    )
+    subprocess.run([str(python), "-c", install, *map(str, packages)], check=True, env=env)
+    port = free_port()
+    program = Path(python).parent / "libretranslate"
+    languages = f"{args.pair['source']},{args.pair['target']}"
+    command = [str(program), "--host", "127.0.0.1", "--port", str(port), "--load-only", languages]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and process.poll() is None:
+        try:
+            httpx.get(f"{url}/languages", timeout=5).raise_for_status()
+            return Server(LT, process, url, process.pid)
+        except httpx.HTTPError:
+            time.sleep(0.5)
+    process.kill()
+    print("LibreTranslate left out: it did not answer within 300 s", file=sys.stderr)
+    return None
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as handle:
+        handle.bind(("127.0.0.1", 0))
+        return handle.getsockname()[1]
 
 
 def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("run_dir", type=Path)
-    parser.add_argument("--src", type=Path, required=True, help="Sentences to translate, one a line.")
-    parser.add_argument("--clients", type=int, default=64)
-    parser.add_argument("--sentences", type=int, default=1000, help="The first N lines of --src.")
-    parser.add_argument("--requests", type=int, default=0, help="Concurrent requests in all (default: N).")
-    parser.add_argument("--bad-every", type=int, default=0, help="A malformed request every K requests.")
-    parser.add_argument("--sequential", type=int, default=200, help="Sentences sent one at a time.")
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--max-delay-ms", type=float, default=10.0)
-    parser.add_argument("--max-batch-tokens", type=int, default=8192)
-    return parser.parse_args()
-
-
-def measure(args: argparse.Namespace) -> Measured:
-    """Offline first (its translations are the reference), then the server: one at a time, concurrent."""
-    sentences = [s for s in args.src.read_text(encoding="utf-8").splitlines() if s.strip()][: args.sentences]
-    run = load_trained([args.run_dir], torch.device(args.device), overrides=["search.beam_size=1"])
-    pair = {"source": run.cfg.data.src_lang, "target": run.cfg.data.tgt_lang}
-    translator = TorchTranslator.of_run(run)
-    translator.translate(sentences[:8])  # warm-up: the first call pays one-off costs
-    start = time.perf_counter()
-    expected = translator.translate(sentences)
-    offline = time.perf_counter() - start
-    start = time.perf_counter()
-    translator.translate(sentences[: args.clients])
-    one_batch = time.perf_counter() - start
-    del run, translator
-    server, url = start_server(args.run_dir, args)
+    parser.add_argument("--run", type=Path, required=True, help="A run directory (read only).")
+    parser.add_argument(
+        "--src", type=Path, required=True, help="Sentences, one a line, named as SOMETHING.<source language>."
+    )
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=None,
+        help="The run's data (the reverse package's; default: --src's folder).",
+    )
+    parser.add_argument("--work", type=Path, required=True, help="Exports, packages and a venv (kept).")
+    parser.add_argument("--beam-size", type=int, default=4, help="Every server's (LibreTranslate's is 4).")
+    parser.add_argument("--target", type=int, default=200, help="Sentences a row sends at least.")
+    parser.add_argument("--memory-requests", type=int, default=0, help="Requests of the memory series.")
+    parser.add_argument("--libretranslate-python", type=Path, default=None)
+    parser.add_argument("--no-libretranslate", action="store_true")
+    parser.add_argument("--lone", type=int, default=100, help="Sentences of the in-process reference.")
+    parser.add_argument(
+        "--loads",
+        default=",".join(f"{c}x{p}" for c, p in LOADS),
+        help="CLIENTSxSENTENCES rows, e.g. 1x1,4x20.",
+    )
+    args = parser.parse_args()
+    args.work.mkdir(parents=True, exist_ok=True)
     try:
-        httpx.get(f"{url}/health", timeout=60).raise_for_status()
-        before = rss_mib(server.pid)
-        sequential = asyncio.run(
-            load(url, pair, sentences[: args.sequential], expected, 1, args.sequential, 0)
-        )
-        total = args.requests or len(sentences)
-        concurrent = asyncio.run(load(url, pair, sentences, expected, args.clients, total, args.bad_every))
-        after = rss_mib(server.pid)
-        http_only = asyncio.run(load(url, pair, sentences, expected, args.clients, len(sentences), 1))
-        health = httpx.get(f"{url}/health").json()
-    finally:
-        server.send_signal(signal.SIGTERM)
-        code = server.wait(timeout=120)
-    return Measured(
-        len(sentences), offline, one_batch, sequential, concurrent, http_only, (before, after), health, code
-    )
-
-
-def report(args: argparse.Namespace, m: Measured) -> None:
-    good, seq, conc = len(m.concurrent.latencies), m.sequential, m.concurrent
-    print(
-        f"{m.sentences} sentences of {args.src}, greedy, device {args.device}, torch threads "
-        f"{torch.get_num_threads()}, --max-delay-ms {args.max_delay_ms}, --max-batch-tokens "
-        f"{args.max_batch_tokens}; {os.cpu_count()} CPUs\n"
-    )
-    print("| mode | sentences | s | sentences/s | p50 ms | p95 ms | p99 ms | wrong or missing |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
-    print(row("offline (`nmt translate`'s call, batched)", m.sentences, m.offline, None, "reference"))
-    print(row("one request at a time", args.sequential, seq.seconds, seq.latencies, str(seq.wrong)))
-    print(row(f"{args.clients} concurrent clients", good, conc.seconds, conc.latencies, str(conc.wrong)))
-    http = m.http_only
-    not_refused = str(http.bad_sent - http.bad_refused)
-    print(
-        row(
-            f"HTTP only: {args.clients} clients, refused requests",
-            http.bad_sent,
-            http.seconds,
-            None,
-            not_refused,
-        )
-    )
-    seq_rate, conc_rate, offline_rate = (
-        args.sequential / seq.seconds,
-        good / conc.seconds,
-        m.sentences / m.offline,
-    )
-    http_rate = http.bad_sent / http.seconds
-    print(
-        f"\nconcurrent / offline: {conc_rate / offline_rate:.2f}; concurrent / one at a time: "
-        f"{conc_rate / seq_rate:.1f}; HTTP only / offline: {http_rate / offline_rate:.2f}"
-    )
-    bound = 2 * args.max_delay_ms / 1000 + m.one_batch
-    print(
-        f"p99 {percentile(conc.latencies, 99):.3f} s; 2 × max delay + one batch of {args.clients} offline "
-        f"({m.one_batch:.3f} s) = {bound:.3f} s"
-    )
-    if conc.bad_sent:
-        print(f"bad requests: {conc.bad_sent} sent, {conc.bad_refused} refused with a 4xx")
-    print(
-        f"server RSS: {m.rss[0]:.0f} MiB before the load, {m.rss[1]:.0f} MiB after; batches "
-        f"{m.health['batches']} for {m.health['sentences']} sentences; exit code after SIGTERM "
-        f"{m.exit_code}"
-    )
-    summary = {
-        "offline_sps": offline_rate,
-        "sequential_sps": seq_rate,
-        "concurrent_sps": conc_rate,
-        "http_only_rps": http_rate,
-        "wrong": conc.wrong + seq.wrong,
-        "bad_sent": conc.bad_sent,
-        "bad_refused": conc.bad_refused,
-        "rss_mib": m.rss,
-        "exit_code": m.exit_code,
-    }
-    print(json.dumps(summary))
+        args.loads = [tuple(int(n) for n in load.split("x")) for load in args.loads.split(",")]
+    except ValueError:
+        parser.error(f"--loads {args.loads}: write CLIENTSxSENTENCES rows, e.g. 1x1,4x20")
+    src_lang = args.src.suffix.lstrip(".")
+    config = (args.run / "config.yaml").read_text(encoding="utf-8")
+    tgt_lang = re.search(r"tgt_lang: *([A-Za-z_-]+)", config).group(1)  # type: ignore[union-attr]
+    args.pair = {"source": src_lang, "target": tgt_lang}
+    return args
 
 
 def main() -> None:
+    if sys.argv[1:] == ["--in-process"]:
+        in_process_child()
+        return
     args = arguments()
-    report(args, measure(args))
+    sentences = list(dict.fromkeys(s for s in args.src.read_text(encoding="utf-8").splitlines() if s.strip()))
+    lone, sentences = sentences[: args.lone], sentences[args.lone :]
+    needed = 20 + sum(len(requests_of(iter(sentences), c, p, args.target)) * p for c, p in args.loads)
+    if len(sentences) < needed:
+        raise SystemExit(
+            f"{args.src}: {len(sentences)} distinct sentences after --lone; the rows need {needed}"
+        )
+    load_before = os.getloadavg()
+    ct2, packages = export(args)
+    threads = max(1, len(os.sched_getaffinity(0)) - 1)
+    results: dict[str, dict[str, Row]] = {}
+    in_process: dict[str, list[float]] = {}
+    health, memory, codes = {}, {}, {}
+    for name, path, engine in ((NMT, args.run, "torch"), (CT2, ct2, "ctranslate2")):
+        reference = InProcess(path, engine, args.beam_size, threads)
+        server = start_nmt(name, path, args)
+        try:
+            results[name], in_process[name] = measure_server(server, args, sentences, lone, reference)
+            if args.memory_requests:
+                memory[name] = memory_series(server, args.pair, sentences, args.memory_requests)
+            health[name] = httpx.get(f"{server.url}/health").json()
+        finally:
+            codes[name] = server.stop()
+            reference.close()
+    found = start_libretranslate(args, packages) if packages else None
+    if found is not None:
+        try:
+            results[LT] = measure_server(found, args, sentences, lone, None)[0]
+        finally:
+            codes[LT] = found.stop()
+    report(args, results, in_process, health, memory, codes, threads, (load_before, os.getloadavg()))
+
+
+def report(
+    args: argparse.Namespace,
+    results: dict[str, dict[str, Row]],
+    in_process: dict[str, list[float]],
+    health: dict[str, dict],
+    memory: dict[str, list[float]],
+    codes: dict[str, int],
+    threads: int,
+    loads: tuple[tuple[float, ...], tuple[float, ...]],
+) -> None:
+    versions = ", ".join(f"{p} {metadata.version(p)}" for p in ("torch", "ctranslate2", "fastapi", "uvicorn"))
+    print(
+        f"{cpu_model()}, {len(os.sched_getaffinity(0))} cores; load average {loads[0][0]:.2f} before, "
+        f"{loads[1][0]:.2f} after; beam {args.beam_size}; nmt serve: {threads} search thread(s), the "
+        f"default cache; {versions}\n"
+    )
+    servers = list(results)
+    ratio = LT in results and NMT in results
+    print(
+        "| clients × sentences a request | "
+        + " | ".join(f"{name}: sent/s, p50, p95 ms" for name in servers)
+        + (" | nmt serve (run) ÷ LibreTranslate |" if ratio else " |")
+    )
+    print("|---|" + "---:|" * (len(servers) + ratio))
+    for key in results[servers[0]]:
+        cells = [_cell(results[name][key]) for name in servers]
+        extra = f" {results[NMT][key].rate / results[LT][key].rate:.2f}× |" if ratio else ""
+        print(f"| {NAMES.get(key, key)} | {' | '.join(cells)} |{extra}")
+    print()
+    for name, seconds in in_process.items():
+        search, served = 1000 * statistics.median(seconds), results[name]["lone"]
+        differ = sum(row.differ for row in results[name].values())
+        print(
+            f"{name}: a lone client's request of one sentence, p50 {served.ms(50):.1f} ms; the same "
+            f"{len(seconds)} sentences in process, each just before, {search:.1f} ms "
+            f"(+{served.ms(50) - search:.1f} ms); answers unlike in-process ones: {differ}; /health cache "
+            f"{health[name]['cache']}"
+        )
+    for name, series in memory.items():
+        shown = ", ".join(f"{mib:.0f}" for mib in series)
+        print(
+            f"{name}: resident MiB every {args.memory_requests // 10} of {args.memory_requests} new texts: "
+            f"{shown}"
+        )
+    print(f"exit codes after SIGTERM: {codes}")
+
+
+NAMES = {"lone": "1 × 1, each sentence right after the same in process"}
+
+
+def _cell(row: Row) -> str:
+    return f"{row.rate:.1f}, {row.ms(50):.1f}, {row.ms(95):.1f}"
 
 
 if __name__ == "__main__":

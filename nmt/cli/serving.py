@@ -9,6 +9,7 @@ import typer
 
 from nmt.cli.options import BeamSize, Checkpoint, Device, RunDirs
 from nmt.limits import MAX_SIZE
+from nmt.serve.cache import DEFAULT_ENTRIES, DEFAULT_MIB
 
 
 def serve(
@@ -30,7 +31,7 @@ def serve(
     ] = 8192,
     max_delay_ms: Annotated[
         float,
-        typer.Option(min=0, max=60_000, help="… or this long after its oldest request (or the last batch)."),
+        typer.Option(min=0, max=60_000, help="… or this long after the last batch, for its clients."),
     ] = 10.0,
     max_texts: Annotated[int, typer.Option(min=1, max=100_000, help="Texts in one request's q.")] = 128,
     max_chars: Annotated[
@@ -44,6 +45,21 @@ def serve(
         typer.Option("--default", help="A served model (as /v1/models names it): its pair's default."),
     ] = None,
     access_log: Annotated[bool, typer.Option(help="Log every request (uvicorn's access log).")] = False,
+    cache: Annotated[
+        bool, typer.Option(help="Answer a text translated before (same model and settings) from memory.")
+    ] = True,
+    cache_entries: Annotated[
+        int, typer.Option(min=1, max=100_000_000, help="Texts the translation cache holds at most.")
+    ] = DEFAULT_ENTRIES,
+    cache_mib: Annotated[
+        float, typer.Option(min=1, max=1_000_000, help="MiB the cached texts and translations take at most.")
+    ] = DEFAULT_MIB,
+    threads: Annotated[
+        int,
+        typer.Option(
+            min=0, max=1024, help="CPU threads of a search (0: one fewer than the cores, at least 1)."
+        ),
+    ] = 0,
 ) -> None:
     """Serve translation over HTTP: the LibreTranslate API (POST /translate, GET /languages), nmt's own
     (POST /v1/translate, GET /v1/models, GET /health), the attention explorer at / and the OpenAPI
@@ -58,15 +74,19 @@ def serve(
     check_installed()
     from nmt.decode.loading import choose_engine
     from nmt.device.choice import resolve_device
+    from nmt.serve.cache import CacheLimits
     from nmt.serve.engines import load_catalog
     from nmt.serve.requests import Limits
-    from nmt.serve.server import Settings, listen, read_keys
+    from nmt.serve.server import Settings, listen, read_keys, search_threads
     from nmt.serve.server import serve as run_server
 
     engine = choose_engine(engine, run_dirs, checkpoint)
     keys = read_keys(api_key_file) if api_key_file is not None else None
     listen(host, port).close()  # a busy port is reported before the models load
-    catalog = load_catalog(run_dirs, engine, resolve_device(device), checkpoint, beam_size, default)
+    threads = search_threads(threads)
+    catalog = load_catalog(run_dirs, engine, resolve_device(device), checkpoint, beam_size, default, threads)
     beams = [e.beam_size for engines in catalog.engines.values() for e in engines.values()]
     limits = Limits(max_texts=max_texts, max_chars=max_chars, max_beam=max(16, *beams))
-    run_server(catalog, Settings(host, port, max_batch_tokens, max_delay_ms, limits, keys, access_log))
+    memory = CacheLimits(cache_entries if cache else 0, cache_mib)
+    settings = Settings(host, port, max_batch_tokens, max_delay_ms, limits, keys, access_log, memory)
+    run_server(catalog, settings)

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, BinaryIO
 
@@ -38,23 +35,6 @@ if TYPE_CHECKING:
     from nmt.evaluate.plots import Scale
 
 
-@contextlib.contextmanager
-def _read_input(path: Path | None) -> Iterator[tuple[BinaryIO, str, bool]]:
-    """The bytes to translate (a file, or stdin), their name for errors, and whether they come from a terminal
-    (then each line is answered as soon as it is entered)."""
-    if path is None:
-        if sys.stdin is None:  # closed, as under cron with <&-
-            raise UserError("standard input is closed; pass --input FILE")
-        yield sys.stdin.buffer, "standard input", sys.stdin.isatty()
-        return
-    try:
-        handle = open(path, "rb")  # noqa: SIM115 (closed below)
-    except OSError as err:
-        raise UserError(f"cannot read {path}: {err.strerror}") from err
-    with handle:
-        yield handle, str(path), False
-
-
 @with_search_flags
 def translate(
     run_dirs: RunDirs,
@@ -73,6 +53,9 @@ def translate(
             "written back translated, its inline tags placed by the word alignment.",
         ),
     ] = "text",
+    split_sentences: Annotated[
+        bool, typer.Option(help="Translate each line sentence by sentence: for lines that hold paragraphs.")
+    ] = False,
     alignments: Annotated[
         bool,
         typer.Option(
@@ -123,9 +106,12 @@ def translate(
     engine (an export), CTranslate2's own, divided by (length + 1) ** A. The input is read and translated in
     chunks, written as they are done (to --output only when complete).
 
-    With --format html the input is one HTML page, written back with the text of its blocks translated and
-    its inline tags (b, i, a, span, …) placed around the output words linked to the words they wrapped
-    (docs/serving.md says what is left as it is).
+    With --format html the input is one HTML page, written back with the text of its blocks translated
+    sentence by sentence, its inline tags (b, i, a, span, …) placed around the output words linked to the
+    words they wrapped (docs/serving.md says what is left as it is) and its `lang` the target language.
+
+    With --split-sentences (always, for html) each sentence of a line is translated alone; a warning counts
+    the lines whose translation lacks sentences (jsonl: both counts, each line). See docs/running-text.md.
 
     With --alignments each translation is followed by ` ||| 0-0 1-2 …`: each output word linked to the source
     words its subwords attended most (with --format jsonl: an "alignment" field of [i, j] pairs); an empty
@@ -138,7 +124,7 @@ def translate(
     from nmt.atomic_files import write_output
     from nmt.decode.languages import into_direction
     from nmt.decode.loading import load_translator
-    from nmt.decode.outputs import stream_translations
+    from nmt.decode.outputs import read_input, stream_translations
     from nmt.device.choice import resolve_device
 
     if format not in ("text", "jsonl", "html"):
@@ -157,14 +143,16 @@ def translate(
         _translate_page(translator, input, output)
         return
     bad = 0
-    with _read_input(input) as (source, name, terminal):
+    with read_input(input) as (source, name, terminal):
         if terminal:  # the model is loaded: a user at the keyboard learns when to type, and how to stop
             logging.getLogger(__name__).info("ready: type a sentence and press Enter; Ctrl-D ends")
 
         def write(out: BinaryIO) -> None:
             nonlocal bad
             live = terminal if interactive is None else interactive
-            bad = stream_translations(translator, source, name, out, skip_bad_lines, live, style, alignments)
+            bad = stream_translations(
+                translator, source, name, out, skip_bad_lines, live, style, alignments, split_sentences
+            )
 
         write_output(output, write)
     if bad:
@@ -175,8 +163,9 @@ def _translate_page(translator: Translator | Pivot, input: Path | None, output: 
     """The HTML page of `input` (or stdin) translated to `output` (or stdout)."""
     from nmt.atomic_files import write_output
     from nmt.decode.markup import translated_page
+    from nmt.decode.outputs import read_input
 
-    with _read_input(input) as (source, name, _):
+    with read_input(input) as (source, name, _):
         data = source.read()
     try:
         page = data.decode("utf-8-sig")

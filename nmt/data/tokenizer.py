@@ -33,6 +33,7 @@ log = logging.getLogger(__name__)
 _TOO_HIGH = re.compile(r"Vocabulary size too high \((\d+)\)\. Please set it to a value <= (\d+)")
 _TOO_LOW = re.compile(r"Vocabulary size is smaller than required_chars\. (\d+) vs (\d+)")
 T = TypeVar("T")
+FEW = 16  # sentences encoded or decoded one call each, in the calling thread
 
 
 class Tokenizer:
@@ -79,12 +80,18 @@ class Tokenizer:
         }
 
     def encode(self, sentences: list[str], num_threads: int = -1) -> list[list[int]]:
-        """Subword ids of each sentence, without bos/eos (encoded in `num_threads` threads; -1: all cores)."""
+        """Subword ids of each sentence, without bos/eos (encoded in `num_threads` threads; -1: all cores; a
+        few sentences, such as a server's request holds, in this thread: starting threads would cost more)."""
+        if len(sentences) <= FEW:
+            return [self.sp.encode(sentence) for sentence in sentences]
         return self.sp.encode(sentences, num_threads=num_threads)
 
     def decode(self, ids: list[list[int]]) -> list[str]:
         """Detokenized text of each id sequence; pad/bos/eos are skipped, unknowns show as ' ⁇ '."""
-        return self.sp.decode([[i for i in seq if i not in (PAD, BOS, EOS)] for seq in ids])
+        kept = [[i for i in seq if i not in (PAD, BOS, EOS)] for seq in ids]
+        if len(kept) <= FEW:
+            return [self.sp.decode(seq) for seq in kept]
+        return self.sp.decode(kept)
 
     def pieces(self, ids: list[int]) -> list[str]:
         """Subword strings of the ids (one call into sentencepiece for all of them)."""

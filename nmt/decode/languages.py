@@ -16,7 +16,20 @@ from nmt.errors import UserError
 
 
 class Translates(Protocol):
-    """What translates raw texts: a Translator into one language, or a `Pivot` of two."""
+    """What translates raw texts: a Translator into one language, or a `Pivot` of two; the languages it
+    translates from and into ("" where not known), the source ids of texts and the longest source it takes
+    (to split running text into pieces that fit: nmt/decode/running_text.py)."""
+
+    @property
+    def source(self) -> str: ...
+
+    @property
+    def target(self) -> str: ...
+
+    @property
+    def max_source_len(self) -> int: ...
+
+    def encode(self, texts: Sequence[str]) -> list[list[int]]: ...
 
     def translate(self, texts: Sequence[str], progress: Progress | None = None) -> list[str]: ...
 
@@ -30,6 +43,22 @@ class Pivot:
 
     def __init__(self, first: Translator, second: Translator) -> None:
         self.first, self.second = first.with_search(nbest=1), second
+
+    @property
+    def source(self) -> str:
+        return self.first.source
+
+    @property
+    def target(self) -> str:
+        return self.second.target
+
+    @property
+    def max_source_len(self) -> int:
+        return self.first.max_source_len
+
+    def encode(self, texts: Sequence[str]) -> list[list[int]]:
+        """The source ids of the first step."""
+        return self.first.encode(texts)
 
     def translate(self, texts: Sequence[str], progress: Progress | None = None) -> list[str]:
         return self.second.translate(self.first.translate(texts), progress)

@@ -80,10 +80,12 @@ def load_models(
     checkpoint: str | None = None,
     search: dict[str, Any] | None = None,
     int8: bool = False,
+    threads: int = 0,
 ) -> list[Loaded]:
     """Each directory's model with `engine` ('torch': run directories, with their `checkpoint`, in int8 where
-    `int8` (nmt/models/quantize.py); 'ctranslate2': exports), its search settings replaced by `search`
-    (`{"beam_size": 3}`; a value out of range is a ConfigError)."""
+    `int8` (nmt/models/quantize.py); 'ctranslate2': exports, on `threads` CPU threads, 0: CTranslate2's
+    choice), its search settings replaced by `search` (`{"beam_size": 3}`; a value out of range is a
+    ConfigError)."""
     search = search or {}
     if engine == "ctranslate2":
         if int8:
@@ -91,7 +93,7 @@ def load_models(
                 "--int8 quantizes a run's model; an export's weights are chosen when it is written: "
                 "`nmt export RUN OUT --quantization int8`"
             )
-        return [Loaded(load_export(path, device.type).with_search(**search)) for path in paths]
+        return [Loaded(load_export(path, device.type, threads).with_search(**search)) for path in paths]
     overrides = [f"search.{name}={json.dumps(value)}" for name, value in search.items()]
     runs = [load_run(path, device, checkpoint, overrides) for path in paths]
     if int8:

@@ -297,12 +297,15 @@ def translate_page(page: str, translate: Callable[[list[str]], list[tuple[str, S
 
 
 def translated_page(translator: Translator | Pivot, page: str) -> str:
-    """`page` translated by `translator`, its tags placed by the word links of each best translation."""
+    """`page` translated by `translator`, each block sentence by sentence (nmt/decode/running_text.py), its
+    tags placed by the word links of each best translation, its language the target's (`with_language`)."""
+    from nmt.decode.running_text import translate_paragraphs
 
     def aligned(lines: list[str]) -> list[tuple[str, Sequence[Link]]]:
-        return [(found.best.text, found.best.alignment or []) for found in translator.translated(lines, True)]
+        found = translate_paragraphs(translator, lines, split=True, alignments=True)
+        return [(block.joined.best.text, block.joined.best.alignment or []) for block in found]
 
-    return translate_page(page, aligned)
+    return with_language(translate_page(page, aligned), translator.target)
 
 
 @dataclass
@@ -424,3 +427,31 @@ def _whole(element: Element) -> str:
     """An element kept empty (an atom: with what it held), its children inside it, empty too."""
     inside = element.inside if element.inside is not None else "".join(map(_whole, element.children))
     return element.start_tag + inside + element.end_tag
+
+
+class _HtmlTag(HTMLParser):
+    """Where a page's first `html` start tag is, as written: (line, column) and its text."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=False)
+        self.found: tuple[tuple[int, int], str] | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "html" and self.found is None:
+            self.found = (self.getpos(), self.get_starttag_text() or "")
+
+
+LANG_ATTRIBUTE = re.compile(r"""(\s(?:xml:)?lang\s*=\s*)("[^"]*"|'[^']*'|[^\s"'>]+)""", re.IGNORECASE)
+
+
+def with_language(page: str, lang: str) -> str:
+    """`page` with the `lang` (and `xml:lang`) attribute of its `html` element set to `lang` (a translated
+    page is in the target language); a page without one, or `lang` "" (not known), is left as it is."""
+    reader = _HtmlTag()
+    reader.feed(page)
+    if not lang or reader.found is None:
+        return page
+    (line, column), tag = reader.found
+    start = sum(len(text) + 1 for text in page.split("\n")[: line - 1]) + column  # lines as HTMLParser counts
+    written = LANG_ATTRIBUTE.sub(lambda m: f'{m.group(1)}"{html.escape(lang)}"', tag)
+    return page[:start] + written + page[start + len(tag) :]

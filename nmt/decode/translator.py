@@ -131,6 +131,8 @@ class Translator(ABC):
     """Translates with one model: its tokenizers, default search `settings` and the longest source it
     takes (`max_source_len` subwords; longer ones are cut). It translates into one `target` language at a
     time: a multilingual model's by its language `tags`, named by `toward`; a bilingual model's, its own.
+    `source`: the language of the texts it is given, where known (a bilingual model's own; as `toward` names
+    it), for splitting running text into sentences.
     `directions`: those the model was trained on (empty where they are not known); `vocabularies`: each
     target language's subword ids (nmt/data/target_vocabulary.py; empty where they are not known);
     `reading`: the attention translations align with where it is not the one search pays (None: search's;
@@ -150,8 +152,9 @@ class Translator(ABC):
         self.tags, self.directions = tags or NO_TAGS, directions
         self.vocabularies = vocabularies or {}
         self.reading = reading
-        own = directions[0].tgt if directions and not self.tags.tagged else ""
-        self.target = own  # "" until `toward` names it, for a multilingual model
+        own = directions[0] if directions and not self.tags.tagged else None
+        self.source = own.src if own else ""  # "" where not named (a multilingual model's, unless `toward`)
+        self.target = own.tgt if own else ""  # "" until `toward` names it, for a multilingual model
         self.zero_shot = False  # whether `toward` named a direction the model was never trained on
 
     has_attention = True  # whether `search` can return attention
@@ -199,7 +202,7 @@ class Translator(ABC):
                 f"--zero-shot to translate it anyway, or --pivot LANG to translate through a third language"
             )
         twin = copy.copy(self)
-        twin.target, twin.zero_shot = tgt, not seen
+        twin.source, twin.target, twin.zero_shot = src or "", tgt, not seen
         return twin
 
     def encode(self, texts: Sequence[str]) -> list[list[int]]:

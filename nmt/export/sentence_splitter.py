@@ -2,143 +2,38 @@
 
 argostranslate splits each paragraph into sentences with MiniSBD (github.com/LibreTranslate/MiniSBD), which
 runs the package's `minisbd/<lang>.onnx` on the paragraph's characters. Ours is not a trained model: the
-graph computes the rules `description(lang)` states (the package's README and metadata carry that text).
+graph computes the rules `description(lang)` states (the package's README and metadata carry that text), the
+rules and tables of nmt/data/sentences.py, which splits running text for `nmt translate` and the server.
 """
 
 from __future__ import annotations
 
 import json
-import unicodedata
-from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from nmt.data.sentences import (
+    CLOSERS,
+    CLOSERS_AFTER,
+    DIGITS,
+    LANGUAGES,
+    OPENERS,
+    RULES,
+    TERMINALS,
+    Language,
+    is_lowercase,
+)
 from nmt.errors import UserError
 
 if TYPE_CHECKING:
     import onnx
 
-RULES = """\
-A sentence ends after sentence-final punctuation (. ! ? … ‼ ⁇ ⁈ ⁉), with up to three closing quotes or \
-brackets after it (in French also a space and a closing guillemet: « Oui ! »), that is followed by white \
-space or the end of the paragraph: "3.5", "e.g.," and "1.000" never end one, "?!" and "..." end at their \
-last mark. It does not end there when the next word starts with a lowercase letter ("usw. und"), or when \
-the '.' closes an abbreviation listed for the source language ("z. B.", "Dr.", "e.g."), follows a single \
-letter (initials: "J. R. R. Tolkien") or, in German and Czech, one or two digits (ordinals: "am 3. Mai"), \
-each preceded by white space, a quote, a bracket or the paragraph's start. Written rules computed by an ONNX \
-graph, not a trained model."""
-
-TERMINALS = ".!?…‼⁇⁈⁉"
-CLOSERS = "\"'”’“‘»«›‹)]}"
-OPENERS = "\"'„“”‚‘’«»‹›([{"
-DIGITS = "0123456789"
-
-
-@dataclass(frozen=True)
-class Language:
-    """What the rules know of one language: abbreviations whose '.' never ends a sentence, whether "3." is an
-    ordinal number, which closers may follow the punctuation after a space."""
-
-    abbreviations: tuple[str, ...] = ()
-    ordinals: bool = False
-    spaced_closers: str = ""
-
-
-# "usw.", "etc." and the like often end a sentence: they are left to the lowercase rule ("usw. und" stays one
-# sentence, "usw. Dann" is split).
-LANGUAGES = {
-    "de": Language(
-        (
-            "z. B.",
-            "z.B.",
-            "d. h.",
-            "d.h.",
-            "u. a.",
-            "u.a.",
-            "z. T.",
-            "z.T.",
-            "bzw.",
-            "ca.",
-            "vgl.",
-            "ggf.",
-            "evtl.",
-            "inkl.",
-            "bspw.",
-            "sog.",
-            "Dr.",
-            "Prof.",
-            "med.",
-            "Hr.",
-            "Hrn.",
-            "Fr.",
-            "Nr.",
-            "Str.",
-            "St.",
-            "Abs.",
-            "Tel.",
-            "geb.",
-            "Mio.",
-            "Mrd.",
-        ),
-        ordinals=True,
-    ),
-    "en": Language(
-        (
-            "e.g.",
-            "i.e.",
-            "cf.",
-            "vs.",
-            "approx.",
-            "Mr.",
-            "Mrs.",
-            "Ms.",
-            "Dr.",
-            "Prof.",
-            "St.",
-            "Jr.",
-            "Sr.",
-            "Mt.",
-            "No.",
-            "Fig.",
-            "Inc.",
-            "Ltd.",
-            "Co.",
-            "Gen.",
-            "Capt.",
-            "Rev.",
-        ),
-    ),
-    "fr": Language(
-        ("p. ex.", "cf.", "env.", "M.", "MM.", "Mme.", "Mlle.", "Dr.", "Pr.", "St.", "av.", "bd."),
-        spaced_closers="»›",
-    ),
-    "cs": Language(
-        (
-            "např.",
-            "tj.",
-            "tzv.",
-            "resp.",
-            "popř.",
-            "př.",
-            "č.",
-            "str.",
-            "ul.",
-            "Dr.",
-            "Ing.",
-            "Mgr.",
-            "prof.",
-            "doc.",
-        ),
-        ordinals=True,
-    ),
-}
 FEATURES = ["space_before", "capitalized"]  # MiniSBD computes them per character: features 0 and 1
 SENTENCE_END = 2  # MiniSBD's classes: 0 inside a token, 1 token end, 2 sentence end, 3/4 multi-word token
 CLASSES = 5
-CLOSERS_AFTER = 3  # closing quotes or brackets a sentence end may carry
 OPSET, IR_VERSION = 17, 8  # read by onnxruntime from 1.13 on
 # MiniSBD cuts longer paragraphs into pieces of max_seqlen characters; one paragraph at a time.
 CONFIG = {"feat_funcs": FEATURES, "max_seqlen": 10_000, "batch_size": 1, "skip_newline": False}
@@ -156,11 +51,8 @@ def import_onnx() -> ModuleType:
 def description(lang: str) -> str:
     """RULES and the abbreviations listed for `lang`."""
     listed = LANGUAGES.get(lang, Language()).abbreviations
-    return f"{RULES}\nAbbreviations listed for {lang}: {', '.join(map(repr, listed)) if listed else 'none'}."
-
-
-def is_lowercase(char: str) -> bool:
-    return unicodedata.category(char) == "Ll"
+    shown = ", ".join(map(repr, listed)) if listed else "none"
+    return f"{RULES} Computed by an ONNX graph.\nAbbreviations listed for {lang}: {shown}."
 
 
 def vocabulary(lang: str) -> list[str]:

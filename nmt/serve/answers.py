@@ -122,13 +122,36 @@ class HypothesisAnswer(Answer):
 
 
 class LineAnswer(Answer):
-    source_pieces: list[str] = Field(description="The line's subwords and '</s>' (a blank line: none).")
+    line: int = Field(
+        description="The line of the text it translates, from 0 (a page's: its block, then its attributes); "
+        "with split_sentences, a line has one entry for each of its sentences."
+    )
+    source_pieces: list[str] = Field(description="Its subwords and '</s>' (a blank line: none).")
     hypotheses: list[HypothesisAnswer] = Field(description="Best first.")
 
 
+class SentenceCount(Answer):
+    line: int = Field(description="The line, from 0 (a page's: its block, then its attributes).")
+    source_sentences: int
+    translated_sentences: int = Field(description="Those of its best translation: fewer than the source's.")
+
+
+class CutPiece(Answer):
+    line: int = Field(description="The line, from 0 (a page's: its block, then its attributes).")
+    subwords: int = Field(description="The subwords of a part of a sentence that no space splits.")
+    translated: int = Field(
+        description="Those translated (the model's limit); '[…]' follows the translation."
+    )
+
+
 class TextAnswer(Answer):
-    translatedText: str = Field(description="The best hypothesis of each line, one line each.")
+    translatedText: str = Field(description="The best translation of each line, one line each.")
     lines: list[LineAnswer]
+    dropped: list[SentenceCount] = Field(
+        description="The lines whose best translation holds fewer sentences than the line (each counted by "
+        "its language's sentence rules): sentences the model dropped."
+    )
+    cut: list[CutPiece] = Field(description="The pieces of lines cut to the model's limit.")
 
 
 class V1Translation(Answer):
@@ -172,12 +195,30 @@ class Models(Answer):
     models: list[ServedModel]
 
 
+class CacheHealth(Answer):
+    """The translation cache: its texts and their bytes now, its bounds, and the lookups of a text since the
+    server started that found its translation (`hits`) and that did not (`misses`)."""
+
+    entries: int
+    bytes: int
+    max_entries: int = Field(description="0: no cache (--no-cache).")
+    max_bytes: int
+    hits: int
+    misses: int
+
+
 class Health(Answer):
-    """GET /health: the server answers; its models, sentences waiting, batches decoded so far."""
+    """GET /health: the server answers; its models, sentences waiting, batches decoded so far, its cache."""
 
     status: Literal["ok"]
     models: list[str]
     waiting: int
+    decoding: int = Field(description="Lines of the batch being decoded now.")
     batches: int
     sentences: int
     split_batches: int
+    cache: CacheHealth
+    dropped_sentences: int = Field(
+        description="The sentences translations have lacked so far: each line's source sentences less its "
+        "best translation's, where fewer."
+    )

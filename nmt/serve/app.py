@@ -24,6 +24,7 @@ from nmt import __version__
 from nmt.serve import answers, detect, files, libretranslate, native
 from nmt.serve.answers import Error, error_answer
 from nmt.serve.batcher import Batcher
+from nmt.serve.cache import CacheLimits, TranslationCache
 from nmt.serve.engines import Catalog, decode
 from nmt.serve.gate import BODY_TIMEOUT, KEY_COOKIE, Gate, key_cookie, valid_key
 from nmt.serve.requests import ApiError, Limits, bounded, openapi_body
@@ -54,6 +55,7 @@ ERRORS = {  # what each error status means; the gate may answer every route with
     503: "The server is shutting down, or ran out of memory translating this text.",
 }
 GATE = (400, 403, 408, 413, 415, 500)
+DEFAULT_CACHE = CacheLimits()
 
 
 def create_app(
@@ -63,14 +65,16 @@ def create_app(
     max_batch_tokens: int,
     max_delay: float,
     body_timeout: float = BODY_TIMEOUT,
+    cache: CacheLimits = DEFAULT_CACHE,
 ) -> FastAPI:
-    """The server's app over the loaded models; `keys`: the API keys every request needs (None: no key)."""
+    """The server's app over the loaded models; `keys`: the API keys every request needs (None: no key);
+    `cache`: the translation cache's size (nmt/serve/cache.py)."""
     requests = bounded(limits)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         batcher = Batcher(decode, max_batch_tokens, max_delay)
-        app.state.service = Service(catalog, batcher, limits, requests)
+        app.state.service = Service(catalog, batcher, limits, requests, TranslationCache(cache))
         task = asyncio.create_task(batcher.run())
         try:
             yield

@@ -2,13 +2,15 @@
 model (Triton's and vLLM's pattern, at the scale of one process).
 
 A batch is closed when its sentences reach the token budget (sentences × longest source, eos included, × beam
-size) or `max_delay` seconds after the oldest waiting request arrived, or after the previous batch was decoded
-if that is later: the clients just answered send their next sentences within that time and join the ones that
-queued during the decoding, rather than waiting for them to be decoded first. It then decodes in the batcher's
-one thread while new requests queue. Sentences batch only with those of the same key (model and search
-options). A batch takes one sentence of each waiting request in turn, so a request of many lines shares every
-batch with the others rather than holding them up. A batch that fails (out of memory above all) is split in
-halves and retried, so a sentence that cannot be decoded fails its own request alone.
+size), or once every client that the previous batch answered is back (as many requests have arrived since it
+was decoded as it answered), or `max_delay` seconds after the previous batch was decoded, whichever comes
+first: the clients just answered send their next sentences within that time and join the ones that queued
+during the decoding, rather than waiting for them to be decoded first; a lone client's next request, or a
+request to an idle server, is decoded at once. It then decodes in the batcher's one thread while new requests
+queue. Sentences batch only with those of the same key (model and search options). A batch takes one sentence
+of each waiting request in turn, so a request of many lines shares every batch with the others rather than
+holding them up. A batch that fails (out of memory above all) is split in halves and retried, so a sentence
+that cannot be decoded fails its own request alone.
 """
 
 from __future__ import annotations
@@ -69,6 +71,7 @@ class Stats:
     batches: int = 0
     sentences: int = 0
     split_batches: int = 0
+    decoding: int = 0  # sentences of the batch being decoded now
 
 
 class Batcher(Generic[K, R]):
@@ -81,6 +84,8 @@ class Batcher(Generic[K, R]):
         self._wake = asyncio.Event()
         self._closing = False
         self._decoded_at = float("-inf")  # event-loop time when the last batch was decoded
+        self._answered = 0  # requests the last batch answered: their clients are expected back
+        self._returned = 0  # requests that arrived since the last batch was decoded
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nmt-decode")
 
     @property
@@ -98,6 +103,7 @@ class Batcher(Generic[K, R]):
         loop = asyncio.get_running_loop()
         request: _Request[K, R] = _Request(key, sources, beam, loop.create_future(), loop.time())
         self._queue.append(request)
+        self._returned += 1
         self._wake.set()
         try:
             return await request.future
@@ -113,21 +119,27 @@ class Batcher(Generic[K, R]):
                 await self._sleep(None)
                 continue
             head = self._queue[0]
-            deadline = max(head.arrived, self._decoded_at) + self.max_delay
             while head in self._queue and not self._closing and not self._full(head.key):
-                if loop.time() >= deadline:
+                left = self._decoded_at + self.max_delay - loop.time()
+                if left <= 0 or self._returned >= self._answered:
                     break
-                await self._sleep(deadline - loop.time())
+                await self._sleep(left)
             if head not in self._queue:  # the client went away while it waited
                 continue
             batch = self._take(head.key)
             sources = [request.sources[i] for request, i in batch]
-            outcomes = await loop.run_in_executor(self._executor, self._decode_isolated, head.key, sources)
-            self._decoded_at = loop.time()
+            self.stats.decoding = len(sources)
+            try:
+                decoded = loop.run_in_executor(self._executor, self._decode_isolated, head.key, sources)
+                outcomes = await decoded
+            finally:
+                self.stats.decoding = 0
+            self._decoded_at, self._returned = loop.time(), 0
             self.stats.batches += 1
             self.stats.sentences += len(batch)
             for (request, i), outcome in zip(batch, outcomes, strict=True):
                 _answer(request, i, outcome)
+            self._answered = len({id(request) for request, _ in batch if request.future.done()})
 
     async def close(self) -> None:
         """Take no new requests; `run` ends once the queued ones are answered (call it, then await `run`)."""

@@ -162,13 +162,15 @@ def load_catalog(
     which: str | None,
     beam_size: int | None,
     defaults: list[str] | None = None,
+    threads: int = 0,
 ) -> Catalog:
-    """Load every directory (`engine` torch: run directories, with `which` checkpoint; ctranslate2: exports)
-    and name each after its directory (`name-2`, … for repeated names); `beam_size`, when given, replaces
-    each model's own; `defaults`: served names that become the default of their direction."""
+    """Load every directory (`engine` torch: run directories, with `which` checkpoint; ctranslate2: exports,
+    searching on `threads` CPU threads, 0: CTranslate2's choice) and name each after its directory (`name-2`,
+    … for repeated names); `beam_size`, when given, replaces each model's own; `defaults`: served names that
+    become the default of their direction."""
     names = _unique_names(paths)
     search = {"beam_size": beam_size} if beam_size is not None else {}
-    models = load_models(paths, engine, device, which, search)
+    models = load_models(paths, engine, device, which, search, threads=threads)
     if engine == "ctranslate2":
         exports = [export_engines(name, model) for name, model in zip(names, models, strict=True)]
         return _catalog(dict(zip(names, exports, strict=True)), {}, defaults or [])

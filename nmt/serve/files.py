@@ -1,5 +1,6 @@
 """LibreTranslate's files: POST /translate_file translates an uploaded file as /translate translates a text (a
-.txt file each line alone, a .html file as format html; the same limits and refusals) and answers the address
+.txt file each line alone, sentence by sentence, a .html or .htm file as format html; the same limits and
+refusals) and answers the address
 of the translation, which GET /download_file/{name} then serves. The last KEPT translations are kept in
 memory, by a name made of a random id and the file's name (looked up in a table: no path is ever built from a
 request)."""
@@ -25,7 +26,9 @@ from nmt.serve.service import Service, joined
 FORMATS = {  # what is translated, and its media type
     ".txt": "text/plain; charset=utf-8",
     ".html": "text/html; charset=utf-8",  # as /translate translates format html
+    ".htm": "text/html; charset=utf-8",
 }
+PAGES = (".html", ".htm")
 KEPT = 64
 
 
@@ -67,7 +70,7 @@ async def translate_file(request: Request) -> Response:
     text = utf8_text(asked.file.data, "file", "utf-8-sig").replace("\r\n", "\n").replace("\r", "\n")
     if len(text) > (most := service.limits.max_chars):
         raise ApiError(400, f"file holds {len(text)} characters; this server takes at most {most}")
-    page = read_page(text) if suffix == ".html" else None
+    page = read_page(text) if suffix in PAGES else None
     if asked.source == "auto":
         [(engine, _)] = await routes(service, [" ".join(page.lines) if page else text], asked.target)
     else:
@@ -77,7 +80,9 @@ async def translate_file(request: Request) -> Response:
         [lines] = await service.translate(engine, [text], decoding)
     else:
         [lines] = await service.translate_pages(engine, [page], decoding)
-    translated = TranslatedText(filename, joined(lines, 0, page).encode("utf-8"), FORMATS[suffix])
+    translated = TranslatedText(
+        filename, joined(lines, 0, page, engine.target).encode("utf-8"), FORMATS[suffix]
+    )
     name = request.app.state.files.add(translated)
     return json_answer(TranslatedFile(translatedFileUrl=f"{request.base_url}download_file/{quote(name)}"))
 

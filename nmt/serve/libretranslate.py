@@ -1,9 +1,10 @@
 """The LibreTranslate API as its clients use it (`libretranslatepy`, browser extensions, apps): POST
 /translate, GET /languages and GET /frontend/settings, with LibreTranslate's fields, answers and errors.
 
-`format: html` places
-the inline tags by the translation's word links (nmt/decode/markup.py). POST /detect and `source: auto` are in
-nmt/serve/detect.py, POST /translate_file in nmt/serve/files.py. Not served: /suggest.
+Each line of a text (each block of a page) is translated sentence by sentence, as LibreTranslate does
+(nmt/decode/running_text.py). `format: html` places the inline tags by the translation's word links
+(nmt/decode/markup.py). POST /detect and `source: auto` are in nmt/serve/detect.py, POST /translate_file in
+nmt/serve/files.py. Not served: /suggest.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from nmt.decode.markup import Page, read_page
-from nmt.decode.translator import Translated
+from nmt.decode.running_text import TranslatedParagraph
 from nmt.serve.answers import (
     Detected,
     FrontendSettings,
@@ -79,10 +80,11 @@ async def translate(request: Request) -> Response:
     else:
         engines, detected = (service.choose(asked.source, asked.target, None),) * len(found), None
     results = await _translated(service, list(engines), found, pages, asked.alternatives)
-    best = [joined(lines, 0, page) for lines, page in zip(results, pages, strict=True)]
+    targets = [engine.target for engine in engines]
+    best = [joined(lines, 0, page, t) for lines, page, t in zip(results, pages, targets, strict=True)]
     other = [
-        _alternatives(lines, asked.alternatives, b, page)
-        for lines, b, page in zip(results, best, pages, strict=True)
+        _alternatives(lines, asked.alternatives, b, page, t)
+        for lines, b, page, t in zip(results, best, pages, targets, strict=True)
     ]
     answer = Translation(
         translatedText=best if many else best[0],
@@ -94,7 +96,7 @@ async def translate(request: Request) -> Response:
 
 async def _translated(
     service: Service, engines: list[Engine], texts: list[str], pages: list[Page | None], alternatives: int
-) -> list[list[Translated]]:
+) -> list[list[TranslatedParagraph]]:
     """Each text's lines (or its page's sentences) translated by its engine, with `alternatives` other
     hypotheses; the texts of every engine are queued at once."""
     groups: dict[Engine, list[int]] = {}
@@ -108,19 +110,21 @@ async def _translated(
         if read:
             translations.append(service.translate_pages(engine, read, decoding))
         else:
-            translations.append(service.translate(engine, [texts[i] for i in group], decoding))
-    results: list[list[Translated]] = [[] for _ in texts]
+            translations.append(service.translate_cached(engine, [texts[i] for i in group], decoding))
+    results: list[list[TranslatedParagraph]] = [[] for _ in texts]
     for group, translated in zip(groups.values(), await asyncio.gather(*translations), strict=True):
         for i, lines in zip(group, translated, strict=True):
             results[i] = lines
     return results
 
 
-def _alternatives(lines: list[Translated], count: int, best: str, page: Page | None) -> list[str]:
+def _alternatives(
+    lines: list[TranslatedParagraph], count: int, best: str, page: Page | None, target: str
+) -> list[str]:
     """Up to `count` other translations, distinct and unlike the best one, as LibreTranslate gives them."""
     found: list[str] = []
     for rank in range(1, count + 1):
-        text = joined(lines, rank, page)
+        text = joined(lines, rank, page, target)
         if text != best and text not in found:
             found.append(text)
     return found

@@ -8,12 +8,16 @@ from starlette.responses import Response
 from torch import Tensor
 
 from nmt.decode.markup import Page, read_page
+from nmt.decode.running_text import TranslatedParagraph
 from nmt.decode.translator import Translated
 from nmt.serve.answers import (
+    CacheHealth,
+    CutPiece,
     Health,
     HypothesisAnswer,
     LineAnswer,
     Models,
+    SentenceCount,
     ServedModel,
     TextAnswer,
     V1Translation,
@@ -27,10 +31,11 @@ DIGITS = 5  # attention weights are rounded to this many decimals
 
 
 async def translate(request: Request) -> Response:
-    """Translate `q` (a string or a list of texts, each split into lines) with the model `model`, or the
-    default one of `source` → `target` (without either: the one pair served): per text its best translation,
-    and per line its `nbest` hypotheses with their scores, subwords and (with `attention`) attention (with
-    `alignments`: word alignment)."""
+    """Translate `q` (a string or a list of texts, each split into lines, and each line into sentences unless
+    `split_sentences` is false) with the model `model`, or the default one of `source` → `target` (without
+    either: the one pair served): per text its best translation, per line (sentence) its `nbest` hypotheses
+    with their scores, subwords and (with `attention`) attention (with `alignments`: word alignment), and the
+    lines whose translation lacks a sentence."""
     service: Service = request.app.state.service
     asked = validated(service.requests.v1_translate, request.state.fields)
     engine = service.choose(asked.source, asked.target, asked.model)
@@ -41,29 +46,50 @@ async def translate(request: Request) -> Response:
     )
     decoding = service.decoding(engine, given, asked.attention, asked.alignments)
     texts = asked.q if isinstance(asked.q, list) else [asked.q]
+    split = asked.split_sentences
     if asked.format == "html":
         pages: list[Page | None] = [read_page(text) for text in texts]
-        results = await service.translate_pages(engine, [page for page in pages if page], decoding)
+        results = await service.translate_pages(engine, [page for page in pages if page], decoding, split)
     else:
-        pages, results = [None] * len(texts), await service.translate(engine, texts, decoding)
+        pages, results = [None] * len(texts), await service.translate_cached(engine, texts, decoding, split)
     answer = V1Translation(
         model=engine.name,
         source=engine.source,
         target=engine.target,
         beam_size=decoding.settings.beam_size,
-        translations=[_text(lines, page) for lines, page in zip(results, pages, strict=True)],
+        translations=[_text(lines, page, engine.target) for lines, page in zip(results, pages, strict=True)],
     )
     return json_answer(answer, omit_none=True)
 
 
-def _text(lines: list[Translated], page: Page | None) -> TextAnswer:
-    """A text's best translation (a page: with its tags placed) and its lines (a page's: its sentences)."""
-    return TextAnswer(translatedText=joined(lines, 0, page), lines=[_line(line) for line in lines])
+def _text(paragraphs: list[TranslatedParagraph], page: Page | None, target: str) -> TextAnswer:
+    """A text's best translation (a page: with its tags placed) and the sentences of its lines (a page's:
+    of its blocks), the lines that lack a sentence and the pieces cut."""
+    return TextAnswer(
+        translatedText=joined(paragraphs, 0, page, target),
+        lines=[_line(i, piece) for i, paragraph in enumerate(paragraphs) for piece in paragraph.pieces],
+        dropped=[
+            SentenceCount(
+                line=i,
+                source_sentences=paragraph.source_sentences,
+                translated_sentences=paragraph.translated_sentences,
+            )
+            for i, paragraph in enumerate(paragraphs)
+            if paragraph.dropped
+        ],
+        cut=[
+            CutPiece(line=i, subwords=subwords, translated=translated)
+            for i, paragraph in enumerate(paragraphs)
+            for subwords, translated in paragraph.cut
+        ],
+    )
 
 
-def _line(line: Translated) -> LineAnswer:
-    """A line's source subwords and hypotheses (text, score, target subwords, attention when asked)."""
+def _line(index: int, line: Translated) -> LineAnswer:
+    """A sentence of line `index`: its source subwords and hypotheses (text, score, target subwords,
+    attention when asked)."""
     return LineAnswer(
+        line=index,
         source_pieces=line.source_pieces,
         hypotheses=[
             HypothesisAnswer(
@@ -102,16 +128,27 @@ async def models(request: Request) -> Response:
 
 
 async def health(request: Request) -> Response:
-    """The server answers: its models, sentences waiting, batches and sentences decoded so far."""
+    """The server answers: its models, sentences waiting, batches and sentences decoded so far, its
+    translation cache."""
     service: Service = request.app.state.service
-    stats = service.batcher.stats
+    stats, cache = service.batcher.stats, service.cache
     return json_answer(
         Health(
             status="ok",
             models=list(service.catalog.engines),
             waiting=service.batcher.waiting,
+            decoding=stats.decoding,
             batches=stats.batches,
             sentences=stats.sentences,
             split_batches=stats.split_batches,
+            cache=CacheHealth(
+                entries=len(cache),
+                bytes=cache.bytes,
+                max_entries=cache.limits.entries,
+                max_bytes=cache.limits.max_bytes,
+                hits=cache.stats.hits,
+                misses=cache.stats.misses,
+            ),
+            dropped_sentences=service.dropped_sentences,
         )
     )

@@ -310,6 +310,11 @@ class V1TranslateRequest(TextRequest):
         False,
         description="Return the word alignment of each hypothesis: [source word, output word] pairs, from 0.",
     )
+    split_sentences: Annotated[bool, BOOLEAN] = Field(
+        True,
+        description="Translate each line sentence by sentence, as a model trained on sentences needs (false: "
+        "each line whole, and one over the model's limit is refused).",
+    )
 
     def search_given(self) -> dict[str, Any]:
         """The search settings this request gives (the fields `bounded` adds; absent: the model's own)."""
@@ -341,7 +346,7 @@ def bounded(limits: Limits) -> RequestModels:
             AfterValidator(functools.partial(_within, chars)),
         ] = Field(
             description=f"A text, or a list of at most {limits.max_texts} texts ({chars} characters in "
-            "all); each line of a text is translated alone (blank lines stay blank)."
+            "all); each line of a text is translated alone, sentence by sentence (blank lines stay blank)."
         )
 
     class Translate(BoundedTexts, TranslateRequest):

@@ -10,6 +10,7 @@ import contextlib
 import errno
 import ipaddress
 import logging
+import os
 import signal
 import socket
 from collections.abc import Iterator
@@ -19,6 +20,7 @@ from types import FrameType
 from typing import Any
 
 from nmt.errors import UserError
+from nmt.serve.cache import CacheLimits
 from nmt.serve.engines import Catalog
 from nmt.serve.requests import Limits
 
@@ -54,6 +56,7 @@ class Settings:
     limits: Limits = field(default_factory=Limits)
     keys: frozenset[str] | None = None
     access_log: bool = False
+    cache: CacheLimits = field(default_factory=CacheLimits)
 
 
 def check_installed() -> None:
@@ -63,6 +66,18 @@ def check_installed() -> None:
         import uvicorn  # noqa: F401
     except ImportError as err:
         raise UserError(f"{INSTALL_HINT} ({err})") from err
+
+
+def search_threads(asked: int) -> int:
+    """The CPU threads searches use, set for PyTorch (CTranslate2 takes them when it loads an export):
+    `asked`, or for 0 one fewer than the cores this process may run on (at least one). The server's other
+    thread, the event loop that reads requests and writes answers, keeps a core: two OpenMP threads of a
+    search that share two cores with it wait for each other at every operation whenever it runs."""
+    import torch
+
+    threads = asked or max(1, len(os.sched_getaffinity(0)) - 1)
+    torch.set_num_threads(threads)
+    return threads
 
 
 def read_keys(path: Path) -> frozenset[str]:
@@ -109,7 +124,12 @@ def serve(catalog: Catalog, settings: Settings) -> None:
 
     sock = listen(settings.host, settings.port)
     app = create_app(
-        catalog, settings.limits, settings.keys, settings.max_batch_tokens, settings.max_delay_ms / 1000
+        catalog,
+        settings.limits,
+        settings.keys,
+        settings.max_batch_tokens,
+        settings.max_delay_ms / 1000,
+        cache=settings.cache,
     )
     config = uvicorn.Config(
         app,

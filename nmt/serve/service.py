@@ -1,27 +1,36 @@
-"""Between the HTTP routes and the batcher: choosing the model of a request, encoding each line of a text and
-decoding its hypotheses (through the model's Translator), and queueing the lines."""
+"""Between the HTTP routes and the batcher: choosing the model of a request, splitting each line of a text
+into sentences (nmt/decode/running_text.py), encoding them and decoding their hypotheses (through the model's
+Translator), and queueing them; counting the sentences translations dropped. The texts translated before come
+from the translation cache (nmt/serve/cache.py) instead."""
 
 from __future__ import annotations
 
 import dataclasses
 import itertools
+import logging
 from types import SimpleNamespace
 from typing import Any
 
 from nmt.config import search_flags
-from nmt.decode.markup import Page
+from nmt.decode.markup import Page, with_language
+from nmt.decode.running_text import Segmented, TranslatedParagraph, segment
 from nmt.decode.search import Hypothesis
-from nmt.decode.translator import Translated, search_rule
+from nmt.decode.translator import search_rule
 from nmt.errors import UserError
 from nmt.rules.registry import chosen_rule
+from nmt.rules.sampling import Sampling
 from nmt.serve.batcher import Batcher, Closed, SentenceFailed
+from nmt.serve.cache import TranslationCache
 from nmt.serve.engines import Catalog, Decoding, Engine
 from nmt.serve.requests import ApiError, Limits, RequestModels, clipped
+
+log = logging.getLogger(__name__)
 
 
 class Service:
     """The served models, the batcher that decodes for all of them, the request limits and the request models
-    bounded by them."""
+    bounded by them, the translations of the texts translated so far, and the sentences translations have
+    dropped since the start (`dropped_sentences`)."""
 
     def __init__(
         self,
@@ -29,8 +38,11 @@ class Service:
         batcher: Batcher[Decoding, list[Hypothesis]],
         limits: Limits,
         requests: RequestModels,
+        cache: TranslationCache[list[TranslatedParagraph]],
     ) -> None:
         self.catalog, self.batcher, self.limits, self.requests = catalog, batcher, limits, requests
+        self.cache = cache
+        self.dropped_sentences = 0
 
     def choose(self, source: str | None, target: str | None, model: str | None) -> Engine:
         """The engine of the model named `model`, else of the default model of the served direction that
@@ -75,47 +87,84 @@ class Service:
             raise ApiError(400, f"a beam of {changed.beam_size} exceeds this server's limit of {most}")
         return Decoding(engine, changed, attention, alignments)
 
-    async def translate(self, engine: Engine, texts: list[str], decoding: Decoding) -> list[list[Translated]]:
-        """Each text's lines translated (blank lines stay blank), all lines of all texts queued together."""
+    async def translate(
+        self, engine: Engine, texts: list[str], decoding: Decoding, split: bool = True
+    ) -> list[list[TranslatedParagraph]]:
+        """Each text's lines translated (blank lines stay blank), with `split` sentence by sentence, all
+        pieces of all texts queued together; without `split` a line over the model's limit is refused."""
         translator = engine.translator
         if decoding.attention and not translator.has_attention:
             raise ApiError(400, f"model {engine.name!r} ({engine.facts.engine}) returns no attention")
         if decoding.alignments and not translator.has_alignments:
             raise ApiError(400, f"model {engine.name!r} returns no alignments: export its run again")
         lines = [text.split("\n") for text in texts]
-        flat = translator.encode([line for text in lines for line in text])
-        for i, ids in enumerate(flat):
-            if len(ids) > translator.max_source_len:
-                raise ApiError(
-                    400,
-                    f"line {i + 1} of the request has {len(ids)} subwords; {engine.name} "
-                    f"translates at most {translator.max_source_len} a line: split it",
-                )
+        segmented = segment([line for text in lines for line in text], translator, split)
+        if not split:
+            _refuse_cut(segmented, engine)
         try:
-            found = await self.batcher.translate(decoding, flat, search_rule(decoding.settings).width)
+            found = await self.batcher.translate(
+                decoding, segmented.sources, search_rule(decoding.settings).width
+            )
         except Closed as err:
             raise ApiError(503, str(err)) from err
         except SentenceFailed as err:
             what = "out of memory translating" if err.memory else "failed to translate"
             raise ApiError(503 if err.memory else 500, f"the server {what} this text: {err}") from err
-        decoded = iter(translator.decode(flat, found))
-        return [list(itertools.islice(decoded, len(text))) for text in lines]
+        translated = segmented.translations(translator.decode(segmented.sources, found), engine.target)
+        self._count_dropped(translated)
+        paragraphs = iter(translated)
+        return [list(itertools.islice(paragraphs, len(text))) for text in lines]
+
+    async def translate_cached(
+        self, engine: Engine, texts: list[str], decoding: Decoding, split: bool = True
+    ) -> list[list[TranslatedParagraph]]:
+        """`translate`, through the cache: a text translated before as `decoding` and `split` say is not
+        translated again (samples are drawn anew where the engine would not draw them alike: a CTranslate2
+        export's)."""
+        if isinstance(search_rule(decoding.settings), Sampling) and engine.translator.engine != "torch":
+            return await self.translate(engine, texts, decoding, split)
+        return await self.cache.translate(
+            texts, (decoding, split), lambda fresh: self.translate(engine, fresh, decoding, split)
+        )
 
     async def translate_pages(
-        self, engine: Engine, pages: list[Page], decoding: Decoding
-    ) -> list[list[Translated]]:
+        self, engine: Engine, pages: list[Page], decoding: Decoding, split: bool = True
+    ) -> list[list[TranslatedParagraph]]:
         """The sentences of each HTML page's blocks translated, with their word links (to place its tags)."""
         aligned = dataclasses.replace(decoding, alignments=True)
-        return await self.translate(engine, ["\n".join(page.lines) for page in pages], aligned)
+        return await self.translate_cached(engine, ["\n".join(page.lines) for page in pages], aligned, split)
+
+    def _count_dropped(self, translated: list[TranslatedParagraph]) -> None:
+        """Count (and log) the sentences the best translations lack."""
+        dropped = sum(paragraph.dropped for paragraph in translated)
+        if dropped:
+            self.dropped_sentences += dropped
+            short = sum(paragraph.dropped > 0 for paragraph in translated)
+            log.warning("the translations of %d lines of a request lack %d sentences", short, dropped)
 
 
-def joined(lines: list[Translated], rank: int, page: Page | None = None) -> str:
-    """The text of each line's `rank`-th hypothesis (its last one where it has fewer), one line each; with
-    the `page` the lines are the blocks of, that page, its tags placed by each hypothesis' word links."""
+def _refuse_cut(segmented: Segmented, engine: Engine) -> None:
+    """A 400 naming the first line over the model's limit (translated whole, it would be cut)."""
+    for i, paragraph in enumerate(segmented.paragraphs):
+        for subwords in paragraph.cut.values():
+            raise ApiError(
+                400,
+                f"line {i + 1} of the request has {subwords} subwords; {engine.name} translates at most "
+                f"{segmented.limit} a line: split it, or send split_sentences true",
+            )
+
+
+def joined(
+    paragraphs: list[TranslatedParagraph], rank: int, page: Page | None = None, target: str = ""
+) -> str:
+    """The text of each paragraph's `rank`-th hypothesis (its last one where it has fewer), one line each;
+    with the `page` the paragraphs are the blocks of, that page, its tags placed by each hypothesis' word
+    links and its language `target`."""
+    lines = [paragraph.joined for paragraph in paragraphs]
     chosen = [line.hypotheses[min(rank, len(line.hypotheses) - 1)] for line in lines]
     if page is None:
         return "\n".join(found.text for found in chosen)
-    return page.written((found.text, found.alignment or []) for found in chosen)
+    return with_language(page.written((found.text, found.alignment or []) for found in chosen), target)
 
 
 def field_name(setting: str, value: Any) -> str:

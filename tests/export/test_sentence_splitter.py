@@ -1,71 +1,15 @@
 """The Argos package's sentence splitter: MiniSBD's contract, and the sentences it finds in hand-written
-paragraphs, run through MiniSBD's own code as argostranslate runs it."""
+paragraphs, run through MiniSBD's own code as argostranslate runs it: those nmt/data/sentences.py finds for
+`nmt translate` and the server, on those paragraphs and on random ones."""
 
 import json
+import random
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-SPLITS = [  # language, paragraph, the sentences the splitter must find
-    (
-        "de",
-        'Das kostet z. B. 3.5 Euro. Dr. Müller kam um 9 Uhr. Er fragte: "Wirklich?!" Dann ging er.',
-        [
-            "Das kostet z. B. 3.5 Euro.",
-            "Dr. Müller kam um 9 Uhr.",
-            'Er fragte: "Wirklich?!"',
-            "Dann ging er.",
-        ],
-    ),
-    (
-        "de",
-        "Hunde, Katzen usw. und Vögel. Katzen usw. Dann kam der Regen... und es hörte nicht auf. "
-        "Am 3. Mai war es kalt.",
-        [
-            "Hunde, Katzen usw. und Vögel.",
-            "Katzen usw.",
-            "Dann kam der Regen... und es hörte nicht auf.",
-            "Am 3. Mai war es kalt.",
-        ],
-    ),
-    (
-        "de",
-        "J. R. R. Tolkien schrieb Bücher (viele!). „Ja!“ Er sah z.B. Hunde. Sie kosten 1.000 Euro! Warum?",
-        [
-            "J. R. R. Tolkien schrieb Bücher (viele!).",
-            "„Ja!“",
-            "Er sah z.B. Hunde.",
-            "Sie kosten 1.000 Euro!",
-            "Warum?",
-        ],
-    ),
-    (
-        "en",
-        'Mr. Smith, e.g. a doctor, met Dr. Jones. They talked. It cost $3.50! Why?! "Because." Then I left.',
-        [
-            "Mr. Smith, e.g. a doctor, met Dr. Jones.",
-            "They talked.",
-            "It cost $3.50!",
-            "Why?!",
-            '"Because."',
-            "Then I left.",
-        ],
-    ),
-    (
-        "fr",
-        "M. Dupont est arrivé. Il a dit : « Bonjour ! » Puis il est parti, p. ex. à Paris. Fin.",
-        ["M. Dupont est arrivé.", "Il a dit : « Bonjour ! »", "Puis il est parti, p. ex. à Paris.", "Fin."],
-    ),
-    # Known misses, asserted as they are: no space after the punctuation; a sentence that ends in a single
-    # letter, or in German in a number of one or two digits
-    (
-        "de",
-        "Sie sind gut.„Nein“, sagte sie. Er war 12. Dann nahm er Vitamin A. Es half.",
-        ["Sie sind gut.„Nein“, sagte sie.", "Er war 12. Dann nahm er Vitamin A. Es half."],
-    ),
-    ("xx", "Ka lo mi. Su te ra? Be zu! Dr. No.", ["Ka lo mi.", "Su te ra?", "Be zu!", "Dr.", "No."]),
-]
+from tests.sentence_cases import SPLITS
 
 
 @pytest.mark.parametrize(("lang", "paragraph", "sentences"), SPLITS)
@@ -106,3 +50,21 @@ def test_splitter_follows_minisbd_s_contract(tmp_path: Path) -> None:
     assert logits.shape == (2, width, 5)
     ends = [[i for i, cls in enumerate(row) if cls] for row in logits.argmax(axis=2).tolist()]
     assert ends == [[2], [2, 9]] and set(logits.argmax(axis=2).ravel().tolist()) == {0, 2}
+
+
+def test_the_graph_splits_as_the_python_rules_do(tmp_path: Path) -> None:
+    """The ONNX graph and nmt/data/sentences.py compute the same rules: the same sentences of random
+    paragraphs made of the characters and abbreviations the rules look at (one space between words, as
+    MiniSBD reads a paragraph)."""
+    minisbd = pytest.importorskip("minisbd")
+    from nmt.data.sentences import split_sentences
+    from nmt.export.sentence_splitter import write_splitter
+
+    pieces = [*"AbcéÉxZ .!?…\"'»«()„“", "12", "123", "z. B.", "Dr.", "M.", "p. ex.", "č.", "e.g.", "usw."]
+    rng = random.Random(0)
+    for lang in ("de", "en", "fr", "cs", "xx"):
+        detect = minisbd.SBDetect(str(write_splitter(lang, tmp_path / f"{lang}.onnx")), use_gpu=False)
+        for _ in range(300):
+            paragraph = " ".join("".join(rng.choices(pieces, k=rng.randint(1, 25))).split())
+            if paragraph:
+                assert split_sentences(paragraph, lang) == detect.sentences(paragraph), (lang, paragraph)

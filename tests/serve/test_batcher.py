@@ -107,6 +107,42 @@ def test_clients_answered_together_join_those_that_queued_meanwhile() -> None:
     assert [len(b) for b in script.batches] == [3, 6, 6, 3]
 
 
+def test_a_lone_client_waits_for_no_one() -> None:
+    """One client sending its requests one after another (a browser extension, the web page): each is decoded
+    at once, however long --max-delay-ms is, since no other client is expected."""
+    script = Script()
+
+    async def main() -> list[list[Any]]:
+        batcher = Batcher(script, max_tokens=10_000, max_delay=600.0)
+        task = await started(batcher)
+        found = [await asyncio.wait_for(batcher.translate("k", [[i]], 1), timeout=10) for i in range(5)]
+        await stop(batcher, task)
+        return found
+
+    assert run(main) == [[("k", i)] for i in range(5)]
+    assert script.batches == [[[i]] for i in range(5)]
+
+
+def test_a_batch_waits_for_the_clients_it_answered_and_no_longer() -> None:
+    """Two clients answered by one batch: the next batch waits for both (one alone would not close it), and
+    for no one once the two are back, however long --max-delay-ms is."""
+    script = Script()
+
+    async def main() -> None:
+        batcher = Batcher(script, max_tokens=10_000, max_delay=600.0)
+        task = await started(batcher)
+        answered = asyncio.gather(*(batcher.translate("k", [[i]], 1) for i in (1, 2)))
+        await asyncio.wait_for(answered, timeout=10)
+        first = asyncio.create_task(batcher.translate("k", [[3]], 1))
+        await asyncio.sleep(0.5)
+        assert not first.done()  # the other client answered is awaited
+        await asyncio.wait_for(asyncio.gather(first, batcher.translate("k", [[4]], 1)), timeout=10)
+        await stop(batcher, task)
+
+    run(main)
+    assert script.batches == [[[1], [2]], [[3], [4]]]
+
+
 def test_only_requests_of_the_same_key_share_a_batch() -> None:
     script = Script()
 
@@ -180,14 +216,22 @@ def test_a_sentence_that_cannot_be_decoded_fails_its_own_request_alone() -> None
 
 
 def test_a_request_whose_client_went_away_leaves_the_queue() -> None:
+    """A request queued while a batch decodes, whose client goes away before the next batch."""
     script = Script()
 
+    def slow(key: Any, sources: list[list[int]]) -> list[Any]:
+        time.sleep(0.5)
+        return script(key, sources)
+
     async def main() -> tuple[int, list[Any]]:
-        batcher = Batcher(script, max_tokens=10_000, max_delay=0.2)
+        batcher = Batcher(slow, max_tokens=10_000, max_delay=0.2)
         task = await started(batcher)
+        busy = asyncio.create_task(batcher.translate("k", [[2]], 1))
+        await asyncio.sleep(0.1)  # decoding
         gone = asyncio.create_task(batcher.translate("k", [[5]] * 50, 1))
         await asyncio.sleep(0)  # queued
         gone.cancel()
+        await busy
         other = await batcher.translate("k", [[1]], 1)
         waiting = batcher.waiting
         await stop(batcher, task)

@@ -59,10 +59,10 @@ def test_other_formats_and_bad_files_are_refused_in_one_line(client: TestClient)
 
     assert (
         refusal("report.docx", b"PK")
-        == "a .docx file is not translated; this server translates .txt, .html files"
+        == "a .docx file is not translated; this server translates .txt, .html, .htm files"
     )
     assert refusal("README", b"a") == (
-        "a file without an extension is not translated; this server translates .txt, .html files"
+        "a file without an extension is not translated; this server translates .txt, .html, .htm files"
     )
     assert refusal("a.txt", b"ok \xff") == "file is not valid UTF-8 (byte 0xff at 3); send UTF-8 text"
     assert refusal("a.txt", b"a", {"source": "src", "target": "xx"}).startswith("src → xx is not served")
@@ -114,7 +114,11 @@ def test_an_unknown_or_evicted_file_is_404(client: TestClient) -> None:
 
 def test_frontend_settings_list_the_file_formats(client: TestClient) -> None:
     settings = client.get("/frontend/settings").json()
-    assert settings["filesTranslation"] is True and settings["supportedFilesFormat"] == [".txt", ".html"]
+    assert settings["filesTranslation"] is True and settings["supportedFilesFormat"] == [
+        ".txt",
+        ".html",
+        ".htm",
+    ]
 
 
 @pytest.mark.parametrize("name", ["../../etc/passwd.txt", "C:\\Users\\me\\notes.txt"])

@@ -88,9 +88,12 @@ def test_the_answers_are_described(spec: dict) -> None:
         "status",
         "models",
         "waiting",
+        "decoding",
         "batches",
         "sentences",
         "split_batches",
+        "cache",
+        "dropped_sentences",
     }
 
 

@@ -219,8 +219,10 @@ def test_an_oversized_body_is_refused_with_413(small: TestClient) -> None:
     assert small.post("/translate", json=GOOD).status_code == 200
 
 
-def test_a_line_longer_than_the_model_takes_is_refused(client: TestClient) -> None:
-    response = client.post("/translate", json={"q": "ka " * 2000, **PAIR})
+def test_a_line_longer_than_the_model_takes_is_refused_when_translated_whole(client: TestClient) -> None:
+    """Split into sentences (the default) a line over the limit is translated in parts
+    (tests/serve/test_served_paragraphs.py); translated whole, it is refused."""
+    response = client.post("/v1/translate", json={"q": "ka " * 2000, "split_sentences": False})
     assert response.status_code == 400 and "subwords" in response.json()["error"]
 
 

@@ -163,7 +163,7 @@ function showLines(panel) {
   const lines = panel.result.lines;
   if (lines.length > 1) {
     lines.forEach((line, i) => {
-      const button = el("button", { type: "button", class: i === panel.line ? "chosen" : "" }, `line ${i + 1}`);
+      const button = el("button", { type: "button", class: i === panel.line ? "chosen" : "" }, `sentence ${i + 1}`);
       button.addEventListener("click", () => { panel.line = i; panel.hypothesis = 0; showLines(panel); });
       picker.append(button);
     });

@@ -1,0 +1,384 @@
+"""Running text on a model trained on sentences: paragraphs of consecutive test2016 sentences translated as
+the server and `nmt translate --split-sentences` translate them, beside the same sentences one per line; and
+the sentence splitters, on those paragraphs' known boundaries in every Multi30k language and on hard cases.
+
+    python -m benchmarks.running_text --run RUN_DIR --data DIR [--paragraphs-of 2-5] [--seed 0]
+
+DIR holds Multi30k's test2016.{de,en,fr,cs}; RUN_DIR is a de→en run. The sentences are grouped, in order,
+into paragraphs of 2 to 5 (sizes drawn with `--seed`), joined by a space; a sentence without final
+punctuation gets a full stop, as running text would have (the splitters are also scored on the sentences as
+written). Prints:
+
+- **Splitters**: per language and splitter (nmt's rules, and sentencex and pysbd where installed), the share
+  of the paragraphs' boundaries found: boundaries found ÷ (boundaries + wrong splits); the hard cases split
+  right (abbreviations, ordinals, quotes, decimals: HARD_CASES); paragraphs split a second.
+- **Translation** (de→en): BLEU (sacreBLEU) of each paragraph's translation against its sentences'
+  references joined by a space, for: the sentences one per line (their translations joined alike), each
+  paragraph as one line (what the server did before), each paragraph sentence by sentence as text and as an
+  HTML page (one `<p>` per paragraph, 1 to 3 inline tags on random word spans, some across a sentence
+  boundary; its tags stripped); the sentences the translations lack (each paragraph's sentences less those
+  of its translation, by the guard's count); pages well-formed with every tag; source sentences translated a
+  second (after a warm-up), and that rate over one per line's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import importlib.util
+import itertools
+import os
+import platform
+import random
+import re
+import resource
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import sacrebleu
+import torch
+
+from benchmarks.markup_bench import read_tags
+from nmt.data.sentences import Span, sentence_spans
+from nmt.decode.loading import load_trained
+from nmt.decode.markup import read_page, translated_page
+from nmt.decode.running_text import segment, translate_paragraphs
+from nmt.decode.translator import TorchTranslator, Translator
+
+LANGUAGES = ("de", "en", "fr", "cs")
+FINAL = re.compile(r"[.!?…][\"'”’“‘»)\]]*$")
+TAGS = ("b", "i", "em", "span")
+# (language, paragraph, its sentences): what a reader takes them to be
+HARD_CASES = [
+    ("de", "Das kostet z. B. 3,50 Euro. Dann gehen wir.", ["Das kostet z. B. 3,50 Euro.", "Dann gehen wir."]),
+    ("de", "Am 3. Mai war es kalt. Es schneite.", ["Am 3. Mai war es kalt.", "Es schneite."]),
+    ("de", "Dr. Müller kam um 9 Uhr. Er war müde.", ["Dr. Müller kam um 9 Uhr.", "Er war müde."]),
+    ("de", "Er fragte: „Kommst du?“ Sie nickte.", ["Er fragte: „Kommst du?“", "Sie nickte."]),
+    (
+        "de",
+        "Der Preis stieg um 2.5 Prozent. Das ist viel.",
+        ["Der Preis stieg um 2.5 Prozent.", "Das ist viel."],
+    ),
+    ("de", "Hunde, Katzen usw. sind Tiere. Vögel auch.", ["Hunde, Katzen usw. sind Tiere.", "Vögel auch."]),
+    (
+        "de",
+        "Er wohnt in der Hauptstr. 5 in Berlin. Sie nicht.",
+        ["Er wohnt in der Hauptstr. 5 in Berlin.", "Sie nicht."],
+    ),
+    (
+        "en",
+        "Mr. Smith came at 5 p.m. yesterday. He was late.",
+        ["Mr. Smith came at 5 p.m. yesterday.", "He was late."],
+    ),
+    ("en", "It costs $3.50 today. It was $4.00 before.", ["It costs $3.50 today.", "It was $4.00 before."]),
+    ("en", 'She said, "Stop!" Then she left.', ['She said, "Stop!"', "Then she left."]),
+    ("en", "He finished 1st. Then he rested.", ["He finished 1st.", "Then he rested."]),
+    (
+        "en",
+        "I met Dr. Jones, i.e. the dentist. We talked.",
+        ["I met Dr. Jones, i.e. the dentist.", "We talked."],
+    ),
+    ("en", "The U.S. economy grew. Prices rose.", ["The U.S. economy grew.", "Prices rose."]),
+    ("en", "Wait... What happened? Nobody knew.", ["Wait...", "What happened?", "Nobody knew."]),
+    ("fr", "M. Dupont est arrivé. Il était tard.", ["M. Dupont est arrivé.", "Il était tard."]),
+    ("fr", "Il a dit : « Bonjour ! » Puis il est parti.", ["Il a dit : « Bonjour ! »", "Puis il est parti."]),
+    ("fr", "Le prix est de 3,5 euros. C'est cher.", ["Le prix est de 3,5 euros.", "C'est cher."]),
+    ("fr", "C'est le 1er mai. Il fait beau.", ["C'est le 1er mai.", "Il fait beau."]),
+    ("fr", "Il habite au 12, av. Foch. Elle non.", ["Il habite au 12, av. Foch.", "Elle non."]),
+    ("fr", "Quelle heure est-il ? Il est 10 h.", ["Quelle heure est-il ?", "Il est 10 h."]),
+    ("cs", "Např. pes běží. Kočka spí.", ["Např. pes běží.", "Kočka spí."]),
+    ("cs", "Dne 3. května pršelo. Bylo zima.", ["Dne 3. května pršelo.", "Bylo zima."]),
+    ("cs", "Cena je 3,50 Kč. To je levné.", ["Cena je 3,50 Kč.", "To je levné."]),
+    ("cs", "Řekl: „Pojď!“ Pak odešel.", ["Řekl: „Pojď!“", "Pak odešel."]),
+    ("cs", "Ing. Novák přišel. Byl unavený.", ["Ing. Novák přišel.", "Byl unavený."]),
+    ("cs", "Bydlí v ul. Národní 5. Je tam hezky.", ["Bydlí v ul. Národní 5.", "Je tam hezky."]),
+]
+Splitter = Callable[[str, str], list[str]]  # (paragraph, language) → its sentences
+
+
+@dataclass(frozen=True)
+class Paragraphs:
+    """Consecutive sentences grouped into paragraphs: each group's line numbers."""
+
+    groups: list[list[int]]
+
+    @classmethod
+    def drawn(cls, count: int, low: int, high: int, seed: int) -> Paragraphs:
+        rng, groups, at = random.Random(seed), [], 0
+        while at < count:
+            size = min(rng.randint(low, high), count - at)
+            groups.append(list(range(at, at + size)))
+            at += size
+        return cls(groups)
+
+    def texts(self, sentences: Sequence[str]) -> list[str]:
+        return [" ".join(sentences[i] for i in group) for group in self.groups]
+
+    def boundaries(self, sentences: Sequence[str]) -> list[set[int]]:
+        """Each paragraph's known boundaries: the character offsets where a sentence but the last ends."""
+        found = []
+        for group in self.groups:
+            ends, at = set(), 0
+            for i in group[:-1]:
+                at += len(sentences[i])
+                ends.add(at)
+                at += 1
+            found.append(ends)
+        return found
+
+
+def punctuated(sentence: str) -> str:
+    return sentence if FINAL.search(sentence) else f"{sentence}."
+
+
+def splitters() -> dict[str, Splitter]:
+    """nmt's rules, and the libraries installed of sentencex and pysbd (pysbd has no Czech)."""
+    found: dict[str, Splitter] = {
+        "nmt rules": lambda text, lang: [text[a:b] for a, b in sentence_spans(text, lang)]
+    }
+    if importlib.util.find_spec("sentencex"):
+        import sentencex
+
+        found[f"sentencex {importlib.metadata.version('sentencex')}"] = lambda text, lang: list(
+            sentencex.segment(lang, text)
+        )
+    if importlib.util.find_spec("pysbd"):
+        import pysbd
+
+        segmenters: dict[str, object] = {}
+
+        def pysbd_split(text: str, lang: str) -> list[str]:
+            if lang == "cs":
+                raise LookupError("pysbd has no Czech")
+            segmenter = segmenters.setdefault(lang, pysbd.Segmenter(language=lang, clean=False))
+            return list(segmenter.segment(text))  # type: ignore[attr-defined]
+
+        found[f"pysbd {importlib.metadata.version('pysbd')}"] = pysbd_split
+    return found
+
+
+def spans_of(text: str, sentences: list[str]) -> list[Span]:
+    """Where each sentence a splitter returned lies in `text`, in order (white space around it left out)."""
+    spans, at = [], 0
+    for sentence in sentences:
+        found = sentence.strip()
+        if not found:
+            continue
+        start = text.find(found, at)
+        if start < 0:
+            raise ValueError(f"a splitter changed the text: {found[:40]!r}")
+        spans.append((start, start + len(found)))
+        at = start + len(found)
+    return spans
+
+
+def boundary_accuracy(split: Splitter, lang: str, texts: list[str], known: list[set[int]]) -> float:
+    """Boundaries found ÷ (known boundaries + wrong splits), in percent."""
+    right = wrong = total = 0
+    for text, ends in zip(texts, known, strict=True):
+        found = {end for _, end in spans_of(text, split(text, lang))[:-1]}
+        right, wrong, total = right + len(found & ends), wrong + len(found - ends), total + len(ends)
+    return 100 * right / (total + wrong)
+
+
+def splitter_rows(data: Path, paragraphs: Paragraphs) -> list[str]:
+    rows = []
+    for name, split in splitters().items():
+        for lang in LANGUAGES:
+            written = (data / f"test2016.{lang}").read_text(encoding="utf-8").splitlines()
+            full = [punctuated(s) for s in written]
+            try:
+                split("Warm up. Now.", lang)
+            except LookupError:
+                rows.append(f"| {name} | {lang} | n/a | n/a | n/a | n/a | n/a |")
+                continue
+            texts = paragraphs.texts(full)
+            start = time.perf_counter()
+            accuracy = boundary_accuracy(split, lang, texts, paragraphs.boundaries(full))
+            rate = len(texts) / (time.perf_counter() - start)
+            as_written = boundary_accuracy(
+                split, lang, paragraphs.texts(written), paragraphs.boundaries(written)
+            )
+            cases = [c for c in HARD_CASES if c[0] == lang]
+            right = sum(
+                [s.strip() for s in split(text, lang) if s.strip()] == want for _, text, want in cases
+            )
+            bare = sum(not FINAL.search(s) for s in written)
+            rows.append(
+                f"| {name} | {lang} | {sum(map(len, paragraphs.boundaries(full)))} | {accuracy:.2f}% | "
+                f"{as_written:.2f}% ({bare} unpunctuated) | {right} / {len(cases)} | {rate:,.0f} |"
+            )
+    return rows
+
+
+@dataclass
+class Translated:
+    """One way of translating the paragraphs: each paragraph's translation, the sentences lacking (the guard's
+    count), pages well-formed with every tag (html only), and the fastest of its runs in seconds."""
+
+    texts: list[str]
+    lacking: int
+    well_formed: str = "n/a"
+    seconds: float = float("inf")
+
+
+class Recording:
+    """A translator whose answers to `translated` are kept (the pieces a page's blocks were translated in)."""
+
+    def __init__(self, translator: Translator) -> None:
+        self.translator = translator
+        self.found: list = []
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.translator, name)
+
+    def translated(self, texts: Sequence[str], alignments: bool = False) -> list:
+        self.found = self.translator.translated(texts, alignments)
+        return self.found
+
+
+def tagged_page(texts: list[str], rng: random.Random, ends: Sequence[set[int]] = ()) -> tuple[str, int]:
+    """The paragraphs as one page, a `<p>` each, with 1 to 3 inline tags apart on random spans of 1 to 4
+    words; and how many tags cross a sentence boundary (`ends`: the words each paragraph's sentences but the
+    last end with, from 0)."""
+    blocks, crossing = [], 0
+    for text, last_words in itertools.zip_longest(texts, ends, fillvalue=set()):
+        words = text.split()
+        marks: list[tuple[int, int, str]] = []
+        for _ in range(rng.randint(1, 3)):
+            start = rng.randrange(len(words))
+            end = min(len(words), start + rng.randint(1, 4))
+            if all(end <= a or start >= b for a, b, _ in marks):  # tags never overlap
+                marks.append((start, end, rng.choice(TAGS)))
+        for start, end, tag in marks:
+            words[start] = f"<{tag}>{words[start]}"
+            words[end - 1] = f"{words[end - 1]}</{tag}>"
+            crossing += any(start <= word < end - 1 for word in last_words)
+        blocks.append(f"<p>{' '.join(words)}</p>")
+    return "<html><body>\n" + "\n".join(blocks) + "\n</body></html>", crossing
+
+
+def translations(
+    translator: Translator, sentences: list[str], paragraphs: Paragraphs, seed: int, repeats: int
+) -> dict[str, Translated]:
+    """Each way of translating the paragraphs, run `repeats` times in turn after a warm-up on a few."""
+    texts = paragraphs.texts(sentences)
+    ends = []
+    for group in paragraphs.groups:
+        counts = list(itertools.accumulate(len(sentences[i].split()) for i in group))
+        ends.append({count - 1 for count in counts[:-1]})
+    page, crossing = tagged_page(texts, random.Random(seed), ends)
+
+    def one_per_line() -> Translated:
+        found = translator.translate(sentences)
+        return Translated(paragraphs.texts(found), sum(not sentence_spans(t, "en") for t in found))
+
+    def whole_or_split(split: bool) -> Callable[[], Translated]:
+        def work() -> Translated:
+            found = translate_paragraphs(translator, texts, split)
+            return Translated([p.joined.best.text for p in found], sum(p.dropped for p in found))
+
+        return work
+
+    def html() -> Translated:
+        recording = Recording(translator)
+        written = translated_page(recording, page)  # type: ignore[arg-type]
+        tags = read_tags(written)
+        whole = not tags.problems and not tags.open and tags.starts == read_tags(page).starts
+        blocks = [" ".join(read_tags(b).words) for b in re.findall(r"<p>(.*?)</p>", written, re.DOTALL)]
+        pieces = segment(read_page(page).lines, translator, split=True).translations(recording.found, "en")
+        return Translated(
+            blocks, sum(p.dropped for p in pieces), f"{int(whole)} / 1 page ({crossing} tags across)"
+        )
+
+    ways = {
+        "one sentence a line": one_per_line,
+        "each paragraph whole (one line)": whole_or_split(False),
+        "each paragraph sentence by sentence (text)": whole_or_split(True),
+        "each paragraph sentence by sentence (html, inline tags)": html,
+    }
+    warm = texts[:8]
+    translator.translate(sentences[:20])
+    for split in (False, True):
+        translate_paragraphs(translator, warm, split)
+    translated_page(translator, tagged_page(warm, random.Random(seed))[0])
+    found: dict[str, Translated] = {}
+    for _ in range(repeats):
+        for name, work in ways.items():
+            start = time.perf_counter()
+            result = work()
+            seconds = time.perf_counter() - start
+            result.seconds = min(seconds, found[name].seconds if name in found else seconds)
+            found[name] = result
+    return found
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    info = Path("/proc/cpuinfo")
+    for line in info.read_text().splitlines() if info.is_file() else []:
+        if line.startswith("model name"):
+            cpu = line.split(":", 1)[1].strip()
+            break
+    versions = ", ".join(f"{n} {importlib.metadata.version(n)}" for n in ("torch", "sacrebleu"))
+    capability = torch.backends.cpu.get_cpu_capability()
+    return (
+        f"{cpu}, {os.cpu_count()} cores ({capability}), {torch.get_num_threads()} torch threads; "
+        f"Python {platform.python_version()}, {versions}"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--run", type=Path, required=True, help="a de→en run directory")
+    parser.add_argument("--data", type=Path, required=True, help="the folder of test2016.{de,en,fr,cs}")
+    parser.add_argument("--paragraphs-of", default="2-5", help="LOW-HIGH sentences a paragraph")
+    parser.add_argument("--sentences", type=int, default=0, help="the first N sentences only (0: all)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--repeats", type=int, default=3, help="runs of each way in turn (the fastest counts)"
+    )
+    args = parser.parse_args()
+    low, high = map(int, args.paragraphs_of.split("-"))
+    read = {
+        lang: (args.data / f"test2016.{lang}").read_text(encoding="utf-8").splitlines()
+        for lang in ("de", "en")
+    }
+    count = args.sentences or len(read["de"])
+    paragraphs = Paragraphs.drawn(count, low, high, args.seed)
+    print(f"{len(paragraphs.groups)} paragraphs of {low} to {high} of the first {count} test2016 sentences")
+    print(f"machine: {machine()}\n")
+    print(
+        "| splitter | language | boundaries | found (full stops added) | found (as written) | hard cases",
+        end="",
+    )
+    print(" | paragraphs/s |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for row in splitter_rows(args.data, Paragraphs.drawn(len(read["de"]), low, high, args.seed)):
+        print(row)
+    run = load_trained([args.run], torch.device("cpu"))
+    translator = TorchTranslator.of_run(run)
+    sources = [punctuated(s) for s in read["de"][:count]]
+    references = paragraphs.texts(read["en"][:count])
+    found = translations(translator, sources, paragraphs, args.seed, args.repeats)
+    base = found["one sentence a line"]
+    base_bleu = sacrebleu.corpus_bleu(base.texts, [references]).score
+    print(f"\nbeam {translator.settings.beam_size}, batch {translator.settings.batch_size} sentences")
+    print("| de→en | BLEU | vs one a line | sentences lacking | well-formed, every tag | sentences/s", end="")
+    print(" | vs one a line |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for name, result in found.items():
+        bleu = sacrebleu.corpus_bleu(result.texts, [references]).score
+        rate = count / result.seconds
+        print(
+            f"| {name} | {bleu:.2f} | {bleu - base_bleu:+.2f} | {result.lacking} of {count} | "
+            f"{result.well_formed} | {rate:.1f} | {base.seconds / result.seconds:.2f}× |"
+        )
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"\npeak resident memory {peak:.0f} MiB")
+
+
+if __name__ == "__main__":
+    main()
