@@ -1,33 +1,20 @@
-"""Is attention alignment? Word alignments of every kind of model scored against human gold, in one table.
+"""Is attention alignment? Word alignments of every kind of model scored against human gold, in one table
+(docs/alignment.md, "Is attention alignment?").
 
     taskset -c 0 env OMP_NUM_THREADS=1 python -m benchmarks.alignment_bench --work /tmp/nmt-align-bench \
         --figure docs/images/alignment-heads.png
 
 Stages, each skipped when its output is in --work (rerun the command to go on after an interruption):
-
-1. Data (work/data, work/gold): Multi30k En–Fr (train, val, test2016) lower-cased and split into words by
-   a fixed regex (punctuation apart; English clitics start a word, French elisions end one: `man 's`,
-   `l' homme`), and the 447 Hansards gold pairs (lower-cased, their words as given) appended to the training
-   split as plain parallel text; their links are never training input.
-2. eflomal (work/eflomal): `eflomal-align --model 3 --n-samplers 3` on that whole training text, both
-   directions, symmetrized by every method.
-3. Training (work/runs), one CPU thread, a fixed number of updates (about 5 minutes on an idle core): en→fr
-   and fr→en of RNN + Bahdanau, RNN + Luong and the Transformer (configs/multi30k-cpu-*.yaml, validated
-   once at the end), and of each guided-Transformer candidate (`GUIDED`: train.alignment on eflomal's
-   grow-diag-final-and links, as many updates as the plain Transformer); the candidate whose supervised
-   attention has the lowest validation AER on the first 100 gold pairs (both directions) is the guided
-   Transformer.
-4. Measuring (work/results.json): each run teacher-forced on the gold pairs (`nmt align`'s code); every
-   reading of its attention (rule × layer × head, then thresholds for the best) scored; the reading of each
-   direction chosen by AER on the first 100 pairs, and for the symmetrized links (lilt's strict grow-diag)
-   the pair of readings best there; AER, precision and recall on the 347 pairs after them and on all 447.
-   Beside them: the diagonal baseline, eflomal's links of the gold pairs, and the fixture's fast_align and
-   GIZA++ (trained on 1.1M in-domain pairs). Per kind also: the agreement (AER) of the symmetrized links with
-   eflomal's (grow-diag) on the first 1,000 Multi30k training pairs, the speed of `nmt align` against greedy
-   `nmt translate` on those pairs (after a warm-up), and test BLEU (beam 5, the tokenized lower-cased
-   test2016).
-
-It prints the tables in Markdown; --figure draws the AER of every layer × head of the Transformers.
+1. data: Multi30k En–Fr lower-cased and split into words by `TOKENS`, the 447 Hansards gold pairs appended to
+   the training text as plain parallel text (their links are never training input);
+2. eflomal (`EFLOMAL_OPTIONS`) on that training text, both directions, symmetrized by every method;
+3. training: en→fr and fr→en of each of `KINDS` and of each `GUIDED` candidate, a fixed number of updates on
+   one CPU thread; the candidate with the lowest validation AER on the first 100 gold pairs is the guided one;
+4. measuring (work/results.json): each run teacher-forced on the gold pairs, every reading of its attention
+   scored and the best on the first 100 kept; AER, precision and recall on the 347 after them and on all 447,
+   beside the diagonal baseline, eflomal and the fixture's fast_align and GIZA++; per kind also the agreement
+   with eflomal on 1,000 Multi30k pairs, the speed of `nmt align` against greedy `nmt translate`, test BLEU.
+--figure draws the AER of every layer × head of the Transformers.
 """
 
 from __future__ import annotations

@@ -2,13 +2,11 @@
 
     python -m benchmarks.ceiling_bench [--json FILE] [--time-budget S] [--smoke]
 
-The model matches configs/multi30k-transformer.yaml (`Sizes`: pre-norm, ReLU, one embedding shared by source,
-target and output, sinusoidal positions, label-smoothed cross-entropy; F.scaled_dot_product_attention, bf16
-autocast, fused AdamW on CUDA). It measures training updates at fixed padded batches, eager and
-torch.compile'd, with and without a source padding mask, with their model FLOPs utilisation against a
-measured bf16 matmul peak (CUDA); and greedy decoding of 1,000 sentences for a fixed 40 steps, with a
-key/value cache and without one. benchmarks/speed_table.py runs it beside `nmt benchmark`. `--smoke` runs
-tiny sizes in seconds on a CPU; no training variant starts after `--time-budget` seconds.
+The model is configs/multi30k-transformer.yaml's (`Sizes`; SDPA, bf16 autocast, fused AdamW on CUDA). It times
+training updates at fixed padded batches, eager and torch.compile'd, with and without a source mask, with
+their model FLOPs utilisation against a measured bf16 matmul peak; and greedy decoding of 1,000 sentences for
+40 steps with a key/value cache and without. `--smoke`: tiny sizes for a CPU; no training variant starts
+after `--time-budget` seconds.
 """
 
 from __future__ import annotations

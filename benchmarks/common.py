@@ -18,6 +18,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -127,3 +128,12 @@ def cpu_model() -> str:
         if line.startswith("model name"):
             return line.split(":", 1)[1].strip()
     return platform.processor() or platform.machine()
+
+
+def machine(*packages: str) -> str:
+    """The CPU (model name, cores this process may use, and the instruction sets torch uses where it is
+    loaded), Python's version and the versions of `packages`."""
+    torch = sys.modules.get("torch")
+    sets = f" ({torch.backends.cpu.get_cpu_capability()})" if torch else ""
+    found = [f"Python {platform.python_version()}", *(f"{p} {metadata.version(p)}" for p in packages)]
+    return f"{cpu_model()}, {len(os.sched_getaffinity(0))} cores{sets}; {', '.join(found)}"

@@ -1,11 +1,7 @@
-"""The accuracy of POST /detect on Multi30k test2016: each sentence of en, de, fr and cs identified as the
-server identifies it, py3langid choosing among those four languages (a server of en, de, fr and cs); the
-table of docs/serving.md.
+"""The accuracy of POST /detect on Multi30k test2016 (the table of docs/serving.md): each sentence of en, de,
+fr and cs identified as a server of those four languages identifies it.
 
-    python -m benchmarks.detect_bench --data DIR
-
-DIR holds Multi30k's test2016.{en,de,fr,cs} (one sentence a line). Prints, per language, the sentences, the
-share identified correctly, and what the others were taken for; then the share over all of them.
+    python -m benchmarks.detect_bench --data DIR  # DIR: test2016.{en,de,fr,cs}
 """
 
 from __future__ import annotations

@@ -4,15 +4,11 @@ docs/design.md, "The device check").
     python -m benchmarks.device_check --data DIR --out OUT [--commit SHA] [--stages NAME,NAME] [--budget 420]
     python -m benchmarks.device_check --debt
 
-DIR holds Multi30k's raw files (train/val/test2016 .de and .en). Each stage of `STAGES` runs its commands in
-processes of their own with time limits, most important first; a stage that would start after `--budget`
-seconds is skipped (and said so), and one fails on a non-zero exit or on a line saying the GPU road was left
-(a step run without its graph, a batch that fits no planned shape, out of memory, a traceback). OUT gets
-summary.md (stage, result, seconds, figures), summary.json and logs.tar.gz (every command's output); the exit
-code is 0 when every stage that ran passed.
-
-The last commit that passed is recorded in .ci/device-check.json; `--debt` prints how much GPU-only code
-changed since (`git diff --stat` over `GPU_PATHS`), which .ci/run shows at every run.
+DIR holds Multi30k's raw files. Each of `STAGES` runs its commands in processes of their own with time limits;
+a stage that would start after `--budget` seconds is skipped; one fails on a non-zero exit or a line saying
+the GPU road was left (`OFF_THE_ROAD`). OUT gets summary.md, summary.json and logs.tar.gz; the exit code is 0
+when every stage that ran passed. `--debt` prints how much GPU-only code (`GPU_PATHS`) changed since the last
+commit that passed (.ci/device-check.json), which .ci/run shows at every run.
 """
 
 from __future__ import annotations

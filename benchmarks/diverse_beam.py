@@ -3,12 +3,9 @@
     OMP_NUM_THREADS=1 python -m benchmarks.diverse_beam --run RUN_DIR --src val.de --ref val.en \
         --strengths 0.5 1 2 3 5 10
 
-Each source line is translated into an n-best list of --nbest hypotheses by beam search of --beam hypotheses,
-and by diverse beam search of --groups groups at each strength, the rest of the search the run's own. A row
-per search: the distinct outputs of a list on average; the share of lists whose outputs all differ;
-self-BLEU (each place of the lists scored against the others of its list, averaged: 100 for copies); the BLEU
-of the first place and the mean over places against --ref; and the oracle BLEU of each list's best sentence.
-Choose on a validation split; report on a test split (docs/guide.md).
+A row per search: the distinct outputs of a list on average, the share of lists whose outputs all differ,
+self-BLEU, the BLEU of the first place and the mean over places, and the oracle BLEU of each list's best
+(docs/guide.md). Choose on a validation split; report on a test split.
 """
 
 from __future__ import annotations

@@ -5,18 +5,13 @@ Translate package run by argostranslate, and the Hugging Face export run by tran
     python -m benchmarks.export_bench --run RUN_DIR --data DIR --work /tmp/nmt-export-bench --threads 2
 
 This process prepares everything (the run, trained in --work without --run; its exports; the first
---sentences test sentences, of test.L or test2016.L of --data or of --src and --ref) and times nothing. Each
-runtime and search is timed in a fresh process of its own that loads only that runtime
-(benchmarks/export_timing.py; Argos Translate's in its virtual environment, made once under --work and run
-offline by benchmarks/argos_offline/): an untimed warm-up on 20 sentences, then the fastest of --repeats
-passes, on --threads threads, in batches of the run's search.batch_size sorted by length. The children run in
---rounds interleaved rounds, and each row keeps its fastest round. The searches: greedy; the run's beam size
-and length penalty; Argos Translate's (beam 4, length penalty 0.2). Why, and what each row runs:
-docs/exports.md ("Speed on 2 CPU cores"). Every child's pid, the runtimes it imported and the OpenMP
-libraries it mapped go to --work/export-bench-runs.json.
-
-Without --run it writes a Multi30k-sized synthetic reordering corpus (29,000 / 1,014 / 1,000 pairs, 300-word
-lexicon, 3-10 words a sentence) in --work and trains configs/tiny-transformer.yaml on it for --steps updates.
+--sentences test sentences of --data) and times nothing: each runtime and search is timed in a fresh process
+that loads only that runtime (benchmarks/export_timing.py; Argos Translate's in its virtual environment, made
+once under --work, offline), an untimed warm-up, then the fastest of --repeats passes on --threads threads, in
+--rounds interleaved rounds, each row its fastest round. Every child's pid, the runtimes it imported and the
+OpenMP libraries it mapped go to --work/export-bench-runs.json. Why, and what each row runs: docs/exports.md
+("Speed on 2 CPU cores"). Without --run it trains configs/tiny-transformer.yaml for --steps updates on a
+Multi30k-sized synthetic reordering corpus (29,000 / 1,014 / 1,000 pairs, 300-word lexicon).
 """
 
 from __future__ import annotations
@@ -26,7 +21,6 @@ import datetime
 import importlib.metadata
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -37,8 +31,7 @@ from pathlib import Path
 import torch
 
 from benchmarks.argos_offline import harness
-from benchmarks.common import NMT_COMMAND, ROOT, cpu_model, fresh_process, parser
-from nmt.data.corpus import SplitFiles, read_files
+from benchmarks.common import NMT_COMMAND, ROOT, fresh_process, machine, parser, table
 from nmt.data.splits import read_directions
 from nmt.data.synthetic import write_reordering_corpus
 from nmt.decode.loading import load_trained
@@ -219,12 +212,10 @@ def child_process(
 
 
 def sentence_pairs(args: argparse.Namespace, run: TrainedRun) -> tuple[list[str], list[str]]:
-    """The first --sentences source sentences and their references."""
-    if args.src:
-        text = read_files(SplitFiles(args.src, args.ref), "test")
-    else:
-        data = replace(run.cfg.data, dir=str(args.data or args.work / "data"))
-        (text,) = read_directions(data, "test").values()
+    """The first --sentences source sentences of the test split and their references."""
+    (text,) = read_directions(
+        replace(run.cfg.data, dir=str(args.data or args.work / "data")), "test"
+    ).values()
     return text.src[: args.sentences], text.tgt[: args.sentences]
 
 
@@ -233,8 +224,6 @@ def parse_args() -> argparse.Namespace:
     parse.add_argument("--work", type=Path, required=True, help=f"Argos venv (kept), exports, a run, {LOG}")
     parse.add_argument("--run", type=Path, help="A trained Transformer run (default: train one in --work).")
     parse.add_argument("--data", type=Path, help="Corpus with test.L or test2016.L (default: --work/data).")
-    parse.add_argument("--src", type=Path, help="Test source sentences (with --ref, instead of --data).")
-    parse.add_argument("--ref", type=Path, help="Their reference translations.")
     parse.add_argument("--steps", type=int, default=1000, help="Training updates when training.")
     parse.add_argument("--sentences", type=int, default=1000, help="Test sentences translated.")
     parse.add_argument("--threads", type=int, default=2, help="CPU threads of each runtime.")
@@ -242,8 +231,6 @@ def parse_args() -> argparse.Namespace:
     parse.add_argument("--rounds", type=int, default=3, help="Interleaved rounds; the fastest counts.")
     parse.add_argument("--without", nargs="*", default=[], choices=RUNTIMES, help="Runtimes left out.")
     args = parse.parse_args()
-    if (args.src is None) != (args.ref is None) or (args.src and args.data):
-        parse.error("give --src and --ref together, or --data")
     if min(args.repeats, args.rounds, args.sentences, args.threads) < 1:
         parse.error("--repeats, --rounds, --sentences and --threads must be at least 1")
     return args
@@ -267,9 +254,8 @@ def main() -> None:
     (args.work / LOG).write_text(json.dumps(log, indent=1), encoding="utf-8")
     print(header(args, run, len(sources), versions, load_before))
     print(method(args, run, len(jobs)) + "\n")
-    print("| runtime | search | BLEU | sent/s | target tok/s | identical to nmt translate |")
-    print("|---|---|---:|---:|---:|---:|")
-    print("\n".join(table(jobs, answers, found, references, run)))
+    head = ["runtime", "search", "BLEU", "sent/s", "target tok/s", "identical to nmt translate"]
+    print(table(head, rows(jobs, answers, found, references, run), left=2))
     print("\n" + "\n".join(notes(jobs, answers, found, len(sources))))
 
 
@@ -277,18 +263,18 @@ def versions_of(runtimes: list[Runtime]) -> dict[str, str]:
     """The versions of the packages the children load (Argos Translate's environment's come with its rows)."""
     names = ["torch", "ctranslate2", "sentencepiece"]
     names += ["transformers"] * any(r.child == "transformers" for r in runtimes)
-    return {"python": platform.python_version()} | {n: importlib.metadata.version(n) for n in names}
+    return {n: importlib.metadata.version(n) for n in names}
 
 
-def table(
+def rows(
     jobs: list[Job],
     answers: dict[Job, list[Answer]],
     found: dict[str, Search],
     references: list[str],
     run: TrainedRun,
-) -> list[str]:
+) -> list[list[str]]:
     """The table's rows, each job's fastest round."""
-    rows = []
+    found_rows = []
     for job in jobs:
         translations, seconds = fastest(answers[job]).translations, fastest(answers[job]).seconds
         ours = fastest(answers[next(j for j in jobs if j.search == job.search)]).translations  # nmt's
@@ -296,11 +282,9 @@ def table(
         identical = "—" if job.runtime.name == NMT else f"{same_lines(ours, translations)}/{n}"
         tokens = sum(len(ids) for ids in run.tokenizers.tgt.encode(translations))
         bleu = score(translations, references).bleu
-        speeds = f"{n / seconds:,.0f} | {tokens / seconds:,.0f}"
-        rows.append(
-            f"| {job.runtime.name} | {found[job.search].name} | {bleu:.2f} | {speeds} | {identical} |"
-        )
-    return rows
+        speeds = [f"{n / seconds:,.0f}", f"{tokens / seconds:,.0f}"]
+        found_rows.append([job.runtime.name, found[job.search].name, f"{bleu:.2f}", *speeds, identical])
+    return found_rows
 
 
 def notes(jobs: list[Job], answers: dict[Job, list[Answer]], found: dict[str, Search], n: int) -> list[str]:
@@ -338,14 +322,14 @@ def header(
     args: argparse.Namespace, run: TrainedRun, n: int, versions: dict[str, str], load_before: float
 ) -> str:
     """What was measured, on what, with what, when."""
-    source = args.src or f"the test split of {args.data or args.work / 'data'}"
-    machine = f"{cpu_model()}, {os.cpu_count()} cores, {args.threads} threads a runtime"
+    source = f"the test split of {args.data or args.work / 'data'}"
+    cpu = f"{machine()}, {args.threads} threads a runtime"
     load = f"load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after"
     model = f"{run.directory.path} ({run.checkpoint_name}.pt, step {run.checkpoint.get('step')})"
     batches = f"the first {n} sentences of {source}, batches of {run.cfg.search.batch_size} sorted by length"
     software = ", ".join(f"{name} {version}" for name, version in versions.items())
     date = f"{datetime.datetime.now():%Y-%m-%d %H:%M}"
-    return f"{model}, {batches}; {machine} ({load}); {software}; {date}.\n"
+    return f"{model}, {batches}; {cpu} ({load}); {software}; {date}.\n"
 
 
 def method(args: argparse.Namespace, run: TrainedRun, rows: int) -> str:

@@ -1,14 +1,12 @@
 """One runtime and one search of benchmarks/export_bench.py, timed in a process of its own (Argos Translate's
-by the Python of its virtual environment, offline): it loads only that runtime, translates the first `warmup`
-sentences untimed, then all of them `repeats` times, and writes their translations and the seconds of the
-fastest pass as JSON, with its pid, the runtimes it imported (and versions), the OpenMP libraries it mapped.
+by the Python of its virtual environment, offline).
 
     python -m benchmarks.export_timing REQUEST.json ANSWER.json
 
-The request names the runtime (`RUNTIMES`), what it loads, the sentences (a JSON file), the search, batch
-size, threads, warm-up and repeats. Only the standard library is imported at the top: the CTranslate2 runtime
-called directly never loads torch, and Argos Translate's environment holds neither torch nor nmt's
-requirements.
+The request names the runtime (`RUNTIMES`), what it loads, the sentences, the search, batch size, threads,
+warm-up and repeats; the answer holds the translations, the seconds of the fastest pass, the pid, the runtimes
+imported and the OpenMP libraries mapped. Only the standard library is imported at the top: the CTranslate2
+runtime called directly never loads torch, and Argos Translate's environment holds neither torch nor nmt.
 """
 
 from __future__ import annotations

@@ -2,11 +2,9 @@
 
     python -m benchmarks.gpu_profile configs/multi30k-transformer.yaml --data DIR --train-seconds 60
 
-Trains the config for `--train-seconds` (so that decoding sees a model that ends its sentences), profiles a
-few training updates, then greedy and beam-5 search of `--sentences` test sentences in one batch, eager and
-with CUDA graphs. For each: wall time (synchronised, after a warm-up run), decoding steps, kernel launches,
-host syncs, GPU busy time, and the kernels that take the most GPU time. `--set KEY=VALUE` overrides the
-config (e.g. `--set train.cuda_graphs=false`).
+Trains the config for `--train-seconds`, profiles a few training updates, then greedy and beam-5 search of
+`--sentences` test sentences in one batch, eager and with CUDA graphs: wall time, decoding steps, kernel
+launches, host syncs, GPU busy time and the kernels that take the most time. `--set KEY=VALUE` overrides.
 """
 
 from __future__ import annotations

@@ -3,15 +3,11 @@
 
     taskset -c 0 env OMP_NUM_THREADS=1 python -m benchmarks.guided_alignment_steps --work /tmp/nmt-align-bench
 
-It shares benchmarks/alignment_bench.py's work directory and protocol (its data and eflomal stages run first
-when their outputs are missing): the guided Transformer it chose trained again for each step of `STEPS`,
-which changes its labels, the copies of the gold pairs' *text* in the training data (never their links), the
-null slot, or one of the benchmark's choices (λ, heads, layer) or the seed. Per step, with the readings of
-both directions chosen on the first 100 gold pairs: the AER, precision and recall on the 347 after them of
-lilt's strict grow-diag of the two directions' links and of soft symmetrization (their word attention
-averaged, every pair over the threshold of SOFT_THRESHOLDS best on the first 100 linked), and each
-direction's test BLEU (beam 5), beside the plain Transformer's trained on the same text. Runs stay in
-WORK/runs, the figures in WORK/steps.json.
+It shares benchmarks/alignment_bench.py's work directory and protocol: the guided Transformer it chose is
+trained again for each of `STEPS`, each changing its labels, the copies of the gold pairs' text in the
+training data (never their links), the null slot, λ, heads, layer or seed. Per step: AER, precision and recall
+on the 347 of grow-diag and of soft symmetrization (mean attention over a threshold chosen on the first 100),
+and test BLEU, beside the plain Transformer on the same text. Figures in WORK/steps.json.
 """
 
 from __future__ import annotations

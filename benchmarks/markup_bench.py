@@ -1,33 +1,17 @@
-"""Tags through a translation: are they all kept, and on the right words? Three placements side by side.
+"""Tags through a translation: are they all kept, and on the right words? Three placements side by side
+(docs/serving.md, "Tags kept and placed, measured").
 
     taskset -c 0 env OMP_NUM_THREADS=1 python -m benchmarks.markup_bench --work /tmp/nmt-align-bench
 
-Two sets: the 447 Hansards En–Fr gold pairs (human links) and the first --sentences pairs of Multi30k
-test2016 En→Fr, both as benchmarks/alignment_bench.py prepares them (lower-cased words); its --work is shared,
-so its data, eflomal links and en→fr runs (the Transformer and the guided Transformer) are reused, and made
-here when absent (the guided one with the chosen candidate, `GUIDED_CANDIDATE`). Into each source sentence go
-one to three inline tags (b, i, a href, span; each with an `id`) around seeded random spans of 1 to 4 words,
-some nested in another. Then for each run:
-
-1. Well-formed with every tag kept: each page written is parsed with html.parser; every element closed in
-   order, the same start and end tags as the input.
-2. Placement on the reference: the tags placed on the reference translation by the word links of the model's
-   teacher-forced attention (`nmt align`'s default reading) through nmt's placement (nmt/decode/markup.py),
-   or by eflomal's links of the pair through the same placement, against the span the human links project a
-   tag's words to (the target words linked to them, first to last; sure links, possible ones where a tag's
-   words have no sure link). On Multi30k, which has no human links, eflomal's links project instead. Exact:
-   the same words; overlap: intersection ≥ half the union.
-3. BLEU with the tags stripped: the page's translation with its tags taken out, against the reference, beside
-   the plain sentence's translation (sacreBLEU, the run's beam search).
-
-The placements: nmt's (its search's word links, as `nmt translate --format html` does), the text-node
-baseline (Argos Translate's way: each text between tags translated alone, the tags kept around it; it places
-nothing on a given reference, so (2) does not apply), and eflomal's links of the source and nmt's plain
-translation (one eflomal run over the training text and every pair measured). On the Hansards set the tags
-are also placed on the reference by the human sure links alone: the measure's ceiling, since a tag whose words
-have no sure link is projected by its possible ones. `--run NAME=RUN_DIR` measures given en→fr runs instead
-of training the two. Results go to work/markup.json, by run name (a run measured before is not measured
-again); the table of the runs asked for is printed in Markdown.
+Two sets prepared as benchmarks/alignment_bench.py prepares them, in its --work (its data, eflomal links and
+en→fr runs are reused, made when absent): the 447 Hansards En–Fr gold pairs and the first --sentences pairs
+of Multi30k test2016. One to three inline tags (`START_TAGS`) go around seeded random spans of 1 to 4 words of
+each source sentence, some nested. Per run and placement (nmt's, the text-node baseline, eflomal's links): the
+pages well-formed with every tag kept; the tags placed on the reference against the span the human links (on
+Multi30k, eflomal's) project their words to, exact and overlapping; BLEU with the tags stripped beside the
+plain translation's. On the Hansards set the human sure links alone place the tags too: the measure's ceiling.
+`--run NAME=RUN_DIR` measures given en→fr runs instead of the alignment benchmark's Transformer and guided
+Transformer. Results go to work/markup.json by run name (a run measured before is not measured again).
 """
 
 from __future__ import annotations

@@ -3,21 +3,13 @@ docs/multilingual.md ("Measured").
 
     taskset -c 1 python -m benchmarks.multilingual_bench --data DIR --work WORK
 
-DIR holds Multi30k's line-aligned train/val/test2016 files in en, de, fr and cs. Every model is a
-configs/multi30k-cpu-transformer.yaml Transformer trained by `nmt train` in a process of its own, on --threads
-threads, and scored on test2016 by `nmt evaluate` (beam 5): BLEU, chrF and the off-target rate.
-
-- one vs six: six bilinguals of --bilingual-time seconds each, at every size of --vocab-sizes (each direction
-  keeps the one of the best greedy validation BLEU), against one multilingual model of --multilingual-time
-  seconds with a joint vocabulary of --multilingual-vocab, its tags on the encoder and, in a second run, on
-  the decoder;
-- zero-shot de↔fr from both (`--zero-shot`), beside pivoting through English (`--pivot en`) and de↔fr
-  bilinguals;
-- the encoder-tag model continued for --continue-time seconds: alone (the control), with --few-pairs real
-  de–fr pairs, and with synthetic ones (--synthetic-pairs of each language, sampled through English).
-
-Runs, hypotheses and results.json stay in WORK: an interrupted benchmark resumes where it stopped. --plan core
-trains and scores the one-vs-six comparison only.
+DIR holds Multi30k's train/val/test2016 files in en, de, fr and cs. Every model is a
+configs/multi30k-cpu-transformer.yaml Transformer trained by `nmt train` in a process of its own on --threads
+threads and scored on test2016 by `nmt evaluate` (beam 5): BLEU, chrF and the off-target rate. The plan: six
+bilinguals at each of --vocab-sizes (each direction keeps its best on validation) against one multilingual
+model with its tags on the encoder and one with them on the decoder; zero-shot de↔fr from both, beside
+`--pivot en` and de↔fr bilinguals; the encoder-tag model continued alone, with --few-pairs de–fr pairs and
+with synthetic ones. Runs and results.json stay in WORK: an interrupted benchmark resumes where it stopped.
 """
 
 from __future__ import annotations

@@ -4,17 +4,15 @@ seeds, scored on test2016 (beam 5; docs/multilingual.md).
 
     python -m benchmarks.multilingual_seeds --data DIR --work WORK --seeds 1 2 3 --updates 1800 --device cuda
 
-trains the model with its tags on the encoder and on the decoder for --updates updates on --device, and
-scores the trained directions with and without `--target-vocabulary` and zero-shot de↔fr with and without
-the zero-shot vocabulary.
+trains the model with its tags on the encoder and on the decoder and scores the trained directions with and
+without `--target-vocabulary`, and zero-shot de↔fr with and without the zero-shot vocabulary.
 
     python -m benchmarks.multilingual_seeds --data DIR --work WORK \
         --parents 'SEEDS_WORK/runs/multi-decoder-s{seed}' --updates 800 [--arms robt --share 0.2]
 
-continues each seed's decoder-tag model for --updates updates (`nmt train --init-from`), as it is (the
-control) and with online back-translation of --share of each batch's pairs (robt), then scores zero-shot
-de↔fr with each vocabulary, the control's pivot through English, the trained directions, and each arm's
-updates per second. Scoring runs on --eval-device; runs and results.json stay in WORK (a bench resumes).
+continues each seed's decoder-tag model without (control) and with online back-translation of --share of each
+batch (robt), then scores zero-shot de↔fr, the control's pivot through English, the trained directions, each
+arm's updates per second. Runs and results.json stay in WORK (a bench resumes).
 """
 
 from __future__ import annotations

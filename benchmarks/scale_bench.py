@@ -3,18 +3,14 @@
 
     python -m benchmarks.scale_bench --pairs 100000 1000000 4500000 --work /tmp/nmt-scale
 
-For each size it writes a corpus (Zipf-distributed words over a 50k-word vocabulary per side, 5-60 words a
-sentence; 1,000 validation pairs), then runs, each in a fresh process so that peak RSS is per run: `cold`,
-training with an empty cache; `warm`, a second run on the cached data; `resume`, `--resume` of the first run;
-and sentencepiece's own batch encoding of the same text with the same model (after `cold` and after
-`resume`, and once with Python's garbage collector paused), the reference for the preparation's CPU-seconds.
-`--nproc 2` runs `cold` and `warm` under torchrun. The corpus and cache of a size are deleted after it is
-measured unless --keep; `--cold-only` measures the cold run alone.
+For each size: a corpus of Zipf-distributed words (50k a side, 5-60 a sentence), then, each in a new process,
+`cold` (an empty cache), `warm` (the cached data) and `resume` runs, and sentencepiece's own encoding of the
+same text, the reference for the preparation's CPU-seconds. `--nproc 2` runs under torchrun; --keep keeps the
+corpus and cache; `--cold-only` measures the cold run alone.
 
     python -m benchmarks.scale_bench --translate 10000 50000 200000 --work /tmp/nmt-scale
 
-trains the tiny Transformer for 300 updates on a synthetic reordering corpus, then times `nmt translate`
-(greedy) over that many lines of the same task, each in a fresh process, with its peak RSS.
+times greedy `nmt translate` of that many lines of a synthetic reordering task, each in a fresh process.
 """
 
 from __future__ import annotations

@@ -3,10 +3,8 @@
     python -m benchmarks.seeds configs/multi30k-transformer.yaml --data DIR --out runs/seeds --seeds 1 2 3 \
         [--parallel] [-- --max-steps 3000 --set train.lr=1e-3 …]
 
-Each seed trains into OUT/seed-S through `nmt train` (options after `--` go to every run) and ends with its
-report (beam search on the validation and test splits, `report.json`); the table reads those reports.
-`--parallel` trains the seeds at once (one GPU can hold several Multi30k runs); the scores do not depend on it
-when the runs stop on a step count, but the times in the table then do. `--table-only` rereads OUT.
+Each seed trains into OUT/seed-S through `nmt train` (options after `--` go to every run), whose report.json
+the table reads. `--parallel` trains the seeds at once; `--table-only` rereads OUT.
 """
 
 from __future__ import annotations

@@ -3,13 +3,10 @@
     python -m benchmarks.speed_table --data DIR --out bench/ \
         configs/multi30k-transformer.yaml configs/multi30k-rnn-bahdanau.yaml configs/multi30k-rnn-luong.yaml
 
-runs the plain-PyTorch ceiling (benchmarks/ceiling_bench.py, or the script --ceiling names) and then `nmt
-benchmark` for each config (options after `--` go to every `nmt benchmark`), keeps every JSON in --out, and
-prints the table with each model's training speed as a fraction of the ceiling's compiled figure.
-`--table-only` rebuilds the table from the JSON files already in --out.
-
-A config may be a variant, `NAME=CONFIG+KEY=VALUE+KEY=VALUE`: the column NAME, CONFIG with those `--set`s,
-e.g. `graphs=configs/multi30k-transformer.yaml+train.cuda_graphs=true`.
+runs benchmarks/ceiling_bench.py, then `nmt benchmark` for each config (options after `--` go to each), keeps
+every JSON in --out (`--table-only` rereads them) and prints each model's training speed as a fraction of the
+ceiling's compiled figure. A config may be a variant, `NAME=CONFIG+KEY=VALUE+…`: the column NAME, CONFIG with
+those `--set`s, e.g. `graphs=configs/multi30k-transformer.yaml+train.cuda_graphs=true`.
 """
 
 from __future__ import annotations

@@ -53,21 +53,23 @@ def network_namespace() -> list[str]:
     return ["unshare", "-n"] if usable and usable.returncode == 0 else []
 
 
+def environment(home: Path) -> dict[str, str]:
+    """This process's environment without Python's, Argos Translate's and LibreTranslate's settings; their
+    folders under `home`, and the network guard on the path."""
+    if "stanza" in str(home):
+        raise ValueError(f"{home}: argostranslate picks its splitter by searching the path for 'stanza'")
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("ARGOS_", "LT_", "PYTHON"))}
+    folders = {"XDG_DATA_HOME": "data", "XDG_CONFIG_HOME": "config", "XDG_CACHE_HOME": "cache"}
+    folders |= {"ARGOS_PACKAGES_DIR": "packages"}
+    env |= {key: str(home / folder) for key, folder in folders.items()}
+    return env | {"HOME": str(home), "PYTHONPATH": str(OFFLINE)}
+
+
 def run_offline(python: Path, args: list[str], home: Path, stdin: str = "") -> str:
     """The standard output of `python ARGS` (given `stdin`) from the repository's root, run offline with
     argostranslate's folders under `home`; a command that fails or tries to reach the network is a
     RuntimeError."""
-    if "stanza" in str(home):
-        raise ValueError(f"{home}: argostranslate picks its splitter by searching the path for 'stanza'")
-    env = {key: value for key, value in os.environ.items() if not key.startswith(("ARGOS_", "LT_"))}
-    env |= {
-        "HOME": str(home),
-        "XDG_DATA_HOME": str(home / "data"),
-        "XDG_CONFIG_HOME": str(home / "config"),
-        "XDG_CACHE_HOME": str(home / "cache"),
-        "ARGOS_PACKAGES_DIR": str(home / "packages"),
-        "PYTHONPATH": os.pathsep.join([str(OFFLINE), str(ROOT)]),
-    }
+    env = environment(home) | {"PYTHONPATH": os.pathsep.join([str(OFFLINE), str(ROOT)])}
     command = [*network_namespace(), str(python), *args]
     result = subprocess.run(command, input=stdin, capture_output=True, text=True, env=env, cwd=ROOT)
     if result.returncode:
