@@ -193,10 +193,15 @@ def run_name(kind: str, src: str, tgt: str) -> str:
     return f"{re.sub(r'[^a-z0-9.]+', '-', kind.lower()).strip('-')}.{src}-{tgt}"
 
 
-def guided_settings(work: Path, src: str, tgt: str, candidate: tuple[str, ...]) -> tuple[str, ...]:
-    """train.alignment for one direction: eflomal's grow-diag-final-and links of the training text, the
-    first 100 gold pairs as the validation gold set."""
-    labels = work / "eflomal" / ("grow-diag-final-and.links" if src == "en" else "grow-diag-final-and.fr-en")
+def guided_settings(
+    work: Path, src: str, tgt: str, candidate: tuple[str, ...], labels: Path | None = None
+) -> tuple[str, ...]:
+    """train.alignment for one direction: `labels` (default: eflomal's grow-diag-final-and links of the
+    training text), the first 100 gold pairs as the validation gold set, then the candidate's settings."""
+    if labels is None:
+        labels = (
+            work / "eflomal" / ("grow-diag-final-and.links" if src == "en" else "grow-diag-final-and.fr-en")
+        )
     if not labels.exists():
         swapped = [
             {(j, i) for i, j in line.possible}
@@ -243,15 +248,9 @@ def train_all(work: Path) -> None:
     for src, tgt in DIRECTIONS:
         for kind in KINDS:
             train(work, kind, src, tgt)
-    for src, tgt in DIRECTIONS:
-        for name, candidate in GUIDED.items():
-            guided = Kind(
-                name,
-                "multi30k-cpu-transformer.yaml",
-                GUIDED_STEPS,
-                guided_settings(work, src, tgt, candidate),
-            )
-            train(work, guided, src, tgt)
+    for (src, tgt), (name, candidate) in itertools.product(DIRECTIONS, GUIDED.items()):
+        settings = guided_settings(work, src, tgt, candidate)
+        train(work, Kind(name, "multi30k-cpu-transformer.yaml", GUIDED_STEPS, settings), src, tgt)
 
 
 SPLITS = {"first 100": slice(0, 100), "347": slice(100, 447), "447": slice(0, 447)}
@@ -448,10 +447,7 @@ def measure(work: Path, data: Path) -> dict:
     results["diagonal"]["symmetrized"] = symmetrized(
         diagonal(text["en"], text["fr"], "en"), diagonal(text["en"], text["fr"], "fr"), gold
     )
-    eflomal = {
-        name: [set(line.possible) for line in read_links(work / "eflomal" / f"{name}.links")[-447:]]
-        for name in ("forward", "reverse")
-    }
+    eflomal = {name: linked(work / "eflomal" / f"{name}.links")[-447:] for name in ("forward", "reverse")}
     results["eflomal"] = {
         "en-fr": by_split(scored(eflomal["forward"], gold)),
         "fr-en": by_split(scored(eflomal["reverse"], gold)),
@@ -460,18 +456,15 @@ def measure(work: Path, data: Path) -> dict:
     }
     fixtures = data / "alignment" / "reference-outputs"
     results["fixtures"] = {
-        name: by_split(
-            scored(
-                [
-                    set(line.possible)
-                    for line in read_links(fixtures / folder / "test.enfr.grow-diagonal.talp")
-                ],
-                gold,
-            )
-        )
+        name: by_split(scored(linked(fixtures / folder / "test.enfr.grow-diagonal.talp"), gold))
         for name, folder in (("fast_align", "fast_align"), ("GIZA++", "giza"))
     }
     return results
+
+
+def linked(path: Path) -> list[set[Link]]:
+    """Every link of a links file, sure or possible, by sentence."""
+    return [set(line.possible) for line in read_links(path)]
 
 
 def report(results: dict) -> str:

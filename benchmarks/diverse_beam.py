@@ -10,13 +10,13 @@ self-BLEU, the BLEU of the first place and the mean over places, and the oracle 
 
 from __future__ import annotations
 
-import argparse
 import statistics
 from pathlib import Path
 
 import sacrebleu
 import torch
 
+from benchmarks.common import parser, table
 from nmt.decode.loading import load_translator
 from nmt.decode.translator import Translator
 
@@ -37,7 +37,7 @@ def self_bleu(found: list[list[str]]) -> float:
     return statistics.mean(scores)
 
 
-def row(name: str, found: list[list[str]], refs: list[str]) -> str:
+def row(name: str, found: list[list[str]], refs: list[str]) -> list[str]:
     """The table's row of one search's lists."""
     n = len(found[0])
     distinct = statistics.mean(len(set(hyps)) for hyps in found)
@@ -48,36 +48,42 @@ def row(name: str, found: list[list[str]], refs: list[str]) -> str:
         for hyps, ref in zip(found, refs, strict=True)
     ]
     best_of = sacrebleu.corpus_bleu(oracle, [refs]).score
-    return (
-        f"| {name} | {distinct:.2f} | {every:.1f}% | {self_bleu(found):.1f} | {places[0]:.2f} | "
-        f"{statistics.mean(places):.2f} | {best_of:.2f} |"
-    )
+    bleu = [f"{places[0]:.2f}", f"{statistics.mean(places):.2f}", f"{best_of:.2f}"]
+    return [name, f"{distinct:.2f}", f"{every:.1f}%", f"{self_bleu(found):.1f}", *bleu]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--run", type=Path, required=True, help="a trained run directory")
-    parser.add_argument("--src", type=Path, required=True, help="source sentences, one a line")
-    parser.add_argument("--ref", type=Path, required=True, help="their reference translations")
-    parser.add_argument("--beam", type=int, default=3, help="hypotheses per sentence")
-    parser.add_argument("--groups", type=int, default=3, help="diverse beam search's groups")
-    parser.add_argument("--nbest", type=int, default=3, help="hypotheses in each list")
-    parser.add_argument("--strengths", type=float, nargs="+", default=[0.5, 1.0, 2.0, 3.0, 5.0, 10.0])
-    args = parser.parse_args()
+    parse = parser(__doc__)
+    parse.add_argument("--run", type=Path, required=True, help="a trained run directory")
+    parse.add_argument("--src", type=Path, required=True, help="source sentences, one a line")
+    parse.add_argument("--ref", type=Path, required=True, help="their reference translations")
+    parse.add_argument("--beam", type=int, default=3, help="hypotheses per sentence")
+    parse.add_argument("--groups", type=int, default=3, help="diverse beam search's groups")
+    parse.add_argument("--nbest", type=int, default=3, help="hypotheses in each list")
+    parse.add_argument("--strengths", type=float, nargs="+", default=[0.5, 1.0, 2.0, 3.0, 5.0, 10.0])
+    args = parse.parse_args()
     sources = args.src.read_text(encoding="utf-8").splitlines()
     refs = args.ref.read_text(encoding="utf-8").splitlines()
     search = {"beam_size": args.beam, "nbest": args.nbest}
     translator = load_translator([args.run], "torch", torch.device("cpu"), None, search)
-    print(f"{len(sources)} sentences of {args.src.name}, {args.nbest}-best lists; torch {torch.__version__}")
     print(
-        "\n| search | distinct | all distinct | self-BLEU | BLEU of the first | mean BLEU | oracle BLEU |"
-        "\n|---|---:|---:|---:|---:|---:|---:|"
+        f"{len(sources)} sentences of {args.src.name}, {args.nbest}-best lists; torch {torch.__version__}\n"
     )
-    print(row(f"beam {args.beam}", lists(translator, sources, args.nbest), refs))
+    rows = [row(f"beam {args.beam}", lists(translator, sources, args.nbest), refs)]
     for strength in args.strengths:
         diverse = translator.with_search(diverse_groups=args.groups, diversity_strength=strength)
         name = f"diverse {args.groups}×{args.beam // args.groups}, strength {strength:g}"
-        print(row(name, lists(diverse, sources, args.nbest), refs))
+        rows.append(row(name, lists(diverse, sources, args.nbest), refs))
+    head = [
+        "search",
+        "distinct",
+        "all distinct",
+        "self-BLEU",
+        "BLEU of the first",
+        "mean BLEU",
+        "oracle BLEU",
+    ]
+    print(table(head, rows))
 
 
 if __name__ == "__main__":

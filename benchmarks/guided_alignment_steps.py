@@ -12,6 +12,7 @@ and test BLEU, beside the plain Transformer on the same text. Figures in WORK/st
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Callable, Sequence
@@ -30,7 +31,9 @@ from benchmarks.alignment_bench import (
     Directed,
     Kind,
     by_split,
+    guided_settings,
     joint_readings,
+    linked,
     measure_run,
     named_settings,
     ready,
@@ -110,16 +113,9 @@ def labels(work: Path, method: Method, copies: int, src: str) -> Path:
 
 def train_step(work: Path, step: str, src: str, tgt: str) -> Path:
     method: Method = re.search(r"([\w-]+) labels", step)[1]  # type: ignore[assignment,index]
-    copies, gold = copies_of(step), work / "gold"
-    settings = (
-        f"train.alignment.links={labels(work, method, copies, src)}",
-        f"train.alignment.gold_src={gold / f'first100.{src}'}",
-        f"train.alignment.gold_tgt={gold / f'first100.{tgt}'}",
-        f"train.alignment.gold_links={gold / 'first100.links'}",
-        f"train.alignment.gold_reverse={'true' if src == 'fr' else 'false'}",
-        *BASE,
-        *named_settings(step),  # after BASE: the last setting of a key wins
-    )
+    copies = copies_of(step)
+    candidate = (*BASE, *named_settings(step))  # after BASE: the last setting of a key wins
+    settings = guided_settings(work, src, tgt, candidate, labels(work, method, copies, src))
     kind = Kind(step_name(step), "multi30k-cpu-transformer.yaml", GUIDED_STEPS, settings)
     return train(work, kind, src, tgt, with_copies(work, copies))
 
@@ -129,9 +125,7 @@ def unguided(work: Path, copies: int, src: str, tgt: str) -> Path:
     gold text (once: the bench's own run): the BLEU a guided step's compares with."""
     plain = next(kind for kind in KINDS if kind.name == "Transformer")
     name = plain.name if copies == 1 else f"{plain.name}, gold text ×{copies}"
-    return train(
-        work, Kind(name, plain.config, plain.steps, plain.settings), src, tgt, with_copies(work, copies)
-    )
+    return train(work, dataclasses.replace(plain, name=name), src, tgt, with_copies(work, copies))
 
 
 def unguided_bleu(work: Path, copies: int) -> dict[str, float]:
@@ -226,8 +220,7 @@ def seed_table(results: dict) -> str:
 
 
 def eflomal_scores(work: Path, gold: Sequence[SentenceLinks]) -> dict:
-    found = [set(line.possible) for line in read_links(work / "eflomal" / "grow-diag.links")[-GOLD_PAIRS:]]
-    return by_split(scored(found, gold))
+    return by_split(scored(linked(work / "eflomal" / "grow-diag.links")[-GOLD_PAIRS:], gold))
 
 
 def saved(path: Path, key: str, work: Callable[[], Any]) -> None:

@@ -387,17 +387,15 @@ def load_sets(work: Path, sentences: int) -> dict[str, Pairs]:
     }
 
 
-def trained_runs(work: Path, models: Sequence[str]) -> dict[str, Path]:
-    """alignment_bench's en→fr runs named in `models` (`MODELS`: the Transformer, the guided Transformer of
-    `GUIDED_CANDIDATE`), each trained when absent."""
-    plain = alignment_bench.KINDS[-1]
-    kinds = {plain.name: plain}
-    if alignment_bench.GUIDED_NAME in models:
-        alignment_bench.run_eflomal(work)
-        settings = alignment_bench.guided_settings(work, "en", "fr", alignment_bench.GUIDED[GUIDED_CANDIDATE])
-        guided = alignment_bench.Kind(GUIDED_CANDIDATE, plain.config, alignment_bench.GUIDED_STEPS, settings)
-        kinds[alignment_bench.GUIDED_NAME] = guided
-    return {name: alignment_bench.train(work, kinds[name], "en", "fr") for name in models}
+def trained_runs(work: Path) -> dict[str, Path]:
+    """alignment_bench's en→fr Transformer and guided one (`GUIDED_CANDIDATE`), each trained when absent."""
+    plain, ab = alignment_bench.KINDS[-1], alignment_bench
+    ab.run_eflomal(work)
+    settings = ab.guided_settings(work, "en", "fr", ab.GUIDED[GUIDED_CANDIDATE])
+    guided = ab.Kind(GUIDED_CANDIDATE, plain.config, ab.GUIDED_STEPS, settings)
+    return {
+        name: ab.train(work, kind, "en", "fr") for name, kind in zip(MODELS, (plain, guided), strict=True)
+    }
 
 
 def percent(part: int, whole: int) -> str:
@@ -445,9 +443,6 @@ def main() -> None:
     parse.add_argument("--data", type=Path, default=alignment_bench.DATA, help="the shared data")
     parse.add_argument("--sentences", type=int, default=500, help="Multi30k test2016 pairs measured")
     parse.add_argument(
-        "--model", choices=MODELS, action="append", help="a run to measure (repeat; default: both)"
-    )
-    parse.add_argument(
         "--run",
         action="append",
         default=[],
@@ -459,7 +454,7 @@ def main() -> None:
     saved = args.work / "markup.json"
     results = json.loads(saved.read_text()) if saved.exists() else {}
     paths = dict(given.split("=", 1) for given in args.run) if args.run else None
-    chosen = paths or trained_runs(args.work, args.model or MODELS)
+    chosen = paths or trained_runs(args.work)
     missing = {name: path for name, path in chosen.items() if name not in results}
     if missing:  # runs measured before are kept, by name
         runs = {name: load_trained([Path(path)], torch.device("cpu")) for name, path in missing.items()}

@@ -5,7 +5,7 @@ docs/multilingual.md ("Measured").
 
 DIR holds Multi30k's train/val/test2016 files in en, de, fr and cs. Every model is a
 configs/multi30k-cpu-transformer.yaml Transformer trained by `nmt train` in a process of its own on --threads
-threads and scored on test2016 by `nmt evaluate` (beam 5): BLEU, chrF and the off-target rate. The plan: six
+threads and scored on test2016 by `nmt evaluate` (beam 5): BLEU, chrF and the off-target rate. Six
 bilinguals at each of --vocab-sizes (each direction keeps its best on validation) against one multilingual
 model with its tags on the encoder and one with them on the decoder; zero-shot de↔fr from both, beside
 `--pivot en` and de↔fr bilinguals; the encoder-tag model continued alone, with --few-pairs de–fr pairs and
@@ -17,13 +17,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import random
 import statistics
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import NMT_COMMAND, ROOT, Results, cpu_model, fresh_process, parser, settings
+from benchmarks.common import NMT_COMMAND, ROOT, Results, fresh_process, machine, parser, settings
 from nmt.evaluate.off_target import off_target_rate
 from nmt.run.directory import RunDir
 from nmt.run.metrics import read_metrics
@@ -101,8 +100,6 @@ def one_vs_six(bench: Bench) -> None:
     for vocab in others:
         bilinguals(bench, vocab, TRAINED)
     multilingual(bench, "decoder")
-    if args.train_only:
-        return
     for direction in TRAINED:
         bench.evaluate(f"bilingual/{direction}", best_bilingual(bench, direction))
         for tags in ("encoder", "decoder"):
@@ -132,8 +129,6 @@ def zero_shot(bench: Bench) -> None:
     """de↔fr: zero-shot and pivoted through English by both multilingual runs; bilinguals on de–fr pairs."""
     for vocab in bench.args.vocab_sizes:
         bilinguals(bench, vocab, ZERO_SHOT)
-    if bench.args.train_only:
-        return
     for direction in ZERO_SHOT:
         bench.evaluate(f"bilingual/{direction}", best_bilingual(bench, direction))
         for tags in ("encoder", "decoder"):
@@ -154,8 +149,6 @@ def remedies(bench: Bench) -> None:
     bench.train("few-pairs", args.continue_time, *few, *common)
     synthetic = settings(both, f"data.train={write_synthetic_pairs(bench)}")
     bench.train("synthetic-pairs", args.continue_time, *synthetic, *common)
-    if args.train_only:
-        return
     for run in ("continued", "few-pairs", "synthetic-pairs"):
         for direction in ZERO_SHOT:
             flags = [*direction_flags(direction), *(["--zero-shot"] if run == "continued" else [])]
@@ -308,12 +301,8 @@ def zero_shot_table(bench: Bench) -> str:
 
 def parse_args() -> argparse.Namespace:
     parse = parser(__doc__)
-    parse.add_argument(
-        "--data", type=Path, required=True, help="Multi30k: train/val/test2016 .en .de .fr .cs"
-    )
+    parse.add_argument("--data", type=Path, required=True, help="Multi30k: train/val/test2016 in en de fr cs")
     parse.add_argument("--work", type=Path, required=True, help="runs, hypotheses and results.json")
-    parse.add_argument("--plan", choices=("core", "zero-shot", "all"), default="all")
-    parse.add_argument("--train-only", action="store_true", help="train the plan's runs, score nothing")
     parse.add_argument("--threads", type=int, default=1)
     parse.add_argument("--bilingual-time", type=float, default=150.0)
     parse.add_argument("--multilingual-time", type=float, default=900.0)
@@ -329,20 +318,11 @@ def main() -> None:
     args = parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     bench = Bench(args)
-    bench.results["machine"] = {
-        "python": platform.python_version(),
-        "cpu": cpu_model(),
-        "threads": args.threads,
-        "affinity": sorted(os.sched_getaffinity(0)),
-    }
+    bench.results["machine"] = {"machine": machine(), "threads": args.threads}
     one_vs_six(bench)
-    if args.plan != "core":
-        zero_shot(bench)
-    if args.plan == "all":
-        remedies(bench)
-    print(one_vs_six_table(bench))
-    print()
-    print(zero_shot_table(bench))
+    zero_shot(bench)
+    remedies(bench)
+    print(f"{one_vs_six_table(bench)}\n\n{zero_shot_table(bench)}")
 
 
 if __name__ == "__main__":

@@ -131,10 +131,6 @@ def memory(anon_peak: AnonPeak) -> dict[str, float]:
     }
 
 
-class FirstUpdate(Exception):
-    """Raised after the first update of a `--stop` run."""
-
-
 def child_train(args: argparse.Namespace) -> None:
     """`nmt train` in this process, timing its phases; writes the figures at the first update to args.json."""
     import nmt.data.prepare as prepare

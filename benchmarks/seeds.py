@@ -14,7 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from benchmarks.common import NMT_COMMAND, cells, parser, settings, split_at_dashes, spread
+from benchmarks.common import NMT_COMMAND, parser, settings, split_at_dashes, spread
+from benchmarks.common import table as markdown
 
 
 def train_command(config: Path, data: Path, run_dir: Path, seed: int, extra: list[str]) -> list[str]:
@@ -41,14 +42,10 @@ def row(seed: int, report: dict) -> dict[str, float | int | str]:
 def table(rows: list[dict]) -> str:
     """Markdown, one line per seed and a last line of means (± standard deviation where there are two)."""
     keys = list(rows[0])
-    lines = [cells(keys), "|" + "---:|" * len(keys)]
-    lines += [cells(f"{r[k]:.2f}" if isinstance(r[k], float) else r[k] for k in keys) for r in rows]
-    means = ["mean"]
-    for key in keys[1:]:
-        values = [r[key] for r in rows]
-        numbers = all(isinstance(v, (int, float)) for v in values)
-        means.append(spread(values, bold=True) if numbers else "")
-    return "\n".join([*lines, cells(means)])
+    found = [[f"{r[k]:.2f}" if isinstance(r[k], float) else r[k] for k in keys] for r in rows]
+    numbers = [all(isinstance(r[k], (int, float)) for r in rows) for k in keys]
+    means = [spread([r[k] for r in rows], bold=True) if n else "" for k, n in zip(keys, numbers, strict=True)]
+    return markdown(keys, [*found, ["mean", *means[1:]]], left=0)
 
 
 def main() -> None:
