@@ -99,6 +99,14 @@ class Results:
             self.path.write_text(json.dumps(self.results, indent=2) + "\n")
 
 
+def memory_gib(key: str = "VmRSS", pid: int | str = "self") -> float:
+    """One memory figure of a process from /proc/PID/status (VmRSS, RssAnon, RssFile, …), in GiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(f"{key}:"):
+            return int(line.split()[1]) / 2**20
+    raise KeyError(key)
+
+
 def spread(values: Sequence[float], bold: bool = False) -> str:
     """The mean ± standard deviation, to two decimals (of one value the mean alone, of none a dash); `bold`:
     the mean in bold."""

@@ -442,13 +442,8 @@ def main() -> None:
     parse.add_argument("--work", type=Path, required=True, help="alignment_bench's work folder (kept)")
     parse.add_argument("--data", type=Path, default=alignment_bench.DATA, help="the shared data")
     parse.add_argument("--sentences", type=int, default=500, help="Multi30k test2016 pairs measured")
-    parse.add_argument(
-        "--run",
-        action="append",
-        default=[],
-        metavar="NAME=RUN_DIR",
-        help="an en→fr run to measure as NAME instead",
-    )
+    run = "an en→fr run to measure as NAME (repeat; default: the alignment bench's two)"
+    parse.add_argument("--run", action="append", default=[], metavar="NAME=RUN_DIR", help=run)
     args = parse.parse_args()
     alignment_bench.ready(args.data, args.work, "markup benchmark")
     saved = args.work / "markup.json"

@@ -181,9 +181,7 @@ def parse_args() -> argparse.Namespace:
     parse.add_argument("--device", default="cpu", help="where the runs train")
     parse.add_argument("--eval-device", default="cpu", help="where they are scored")
     parse.add_argument("--threads", type=int, default=1)
-    parse.add_argument(
-        "--parents", help="back-translation: each seed's run directory to continue, with {seed}"
-    )
+    parse.add_argument("--parents", help="back-translation: each seed's run to continue, with {seed}")
     parse.add_argument("--share", type=float, default=0.5, help="share of each batch back-translated")
     parse.add_argument("--arms", nargs="+", choices=ARMS, default=list(ARMS), help="back-translation's arms")
     args = parse.parse_args()

@@ -32,7 +32,7 @@ from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from benchmarks.common import NMT_COMMAND, ROOT, fresh_process, parser, settings  # noqa: E402
+from benchmarks.common import NMT_COMMAND, ROOT, fresh_process, memory_gib, parser, settings  # noqa: E402
 from benchmarks.common import table as markdown  # noqa: E402
 
 CONFIG = ROOT / "configs" / "tiny-transformer.yaml"
@@ -91,14 +91,6 @@ def cpu_seconds() -> float:
     return sum(usage.ru_utime + usage.ru_stime for usage in usages)
 
 
-def status_gib(key: str) -> float:
-    """One memory figure of this process from /proc/self/status (VmRSS, RssAnon, RssFile), in GiB."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(f"{key}:"):
-            return int(line.split()[1]) / 2**20
-    raise KeyError(key)
-
-
 class AnonPeak:
     """The peak of this process's anonymous memory (its own, unlike the file-backed pages of the memory-mapped
     cache, which the kernel may map in large folios), sampled every 20 ms in a thread."""
@@ -109,7 +101,7 @@ class AnonPeak:
 
     def _sample(self) -> None:
         while True:
-            self.peak = max(self.peak, status_gib("RssAnon"))
+            self.peak = max(self.peak, memory_gib("RssAnon"))
             time.sleep(0.02)
 
 
@@ -120,12 +112,12 @@ def memory(anon_peak: AnonPeak) -> dict[str, float]:
     rollup = dict(line.split(":", 1) for line in Path("/proc/self/smaps_rollup").read_text().splitlines()[1:])
     kib = lambda table, key: int(table[key].split()[0]) / 2**20  # noqa: E731
     return {
-        "peak_anon_gib": max(anon_peak.peak, status_gib("RssAnon")),
+        "peak_anon_gib": max(anon_peak.peak, memory_gib("RssAnon")),
         "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
         "child_peak_rss_gib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2**20,
-        "rss_gib": status_gib("VmRSS"),
-        "rss_anon_gib": status_gib("RssAnon"),
-        "rss_file_gib": status_gib("RssFile"),
+        "rss_gib": memory_gib("VmRSS"),
+        "rss_anon_gib": memory_gib("RssAnon"),
+        "rss_file_gib": memory_gib("RssFile"),
         "private_gib": kib(rollup, "Private_Clean") + kib(rollup, "Private_Dirty"),
         "shared_gib": kib(rollup, "Shared_Clean") + kib(rollup, "Shared_Dirty"),
     }
@@ -315,13 +307,9 @@ def main() -> None:
     parse.add_argument("--nproc", type=int, default=1)
     parse.add_argument("--keep", action="store_true", help="Keep corpora, caches and runs.")
     parse.add_argument(
-        "--cold-only",
-        action="store_true",
-        help="Only the cold run, without the sentencepiece reference (memory where the rest takes long).",
+        "--cold-only", action="store_true", help="The cold run alone (no sentencepiece reference)."
     )
-    parse.add_argument(
-        "--translate", type=int, nargs="+", help="Measure `nmt translate` on these line counts."
-    )
+    parse.add_argument("--translate", type=int, nargs="+", help="Time `nmt translate` on these line counts.")
     parse.add_argument("--child", choices=["train", "spm"], help=argparse.SUPPRESS)
     for name in ("--data", "--out", "--json"):
         parse.add_argument(name, help=argparse.SUPPRESS)

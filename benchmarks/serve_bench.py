@@ -38,7 +38,7 @@ from typing import Any
 import httpx
 
 from benchmarks.argos_offline import harness
-from benchmarks.common import ROOT, machine, parser, settings, table
+from benchmarks.common import ROOT, machine, memory_gib, parser, settings, table
 
 LOADS = ((1, 1), (4, 1), (16, 1), (1, 20), (4, 20), (16, 20))  # clients, sentences a request
 NMT, CT2, LT = "nmt serve (run)", "nmt serve (CTranslate2 export)", "LibreTranslate (Argos package)"
@@ -96,11 +96,6 @@ def start(name: str, command: list[str], env: dict[str, str] | None = None, read
 def start_nmt(name: str, path: Path, args: argparse.Namespace) -> Server:
     command = [sys.executable, "-m", "nmt", "serve", str(path), "--port", "0", "--device", "cpu"]
     return start(name, [*command, "--beam-size", str(args.beam_size)], ready="serving")
-
-
-def rss_mib(pid: int) -> float:
-    status = Path(f"/proc/{pid}/status").read_text()
-    return int(re.search(r"VmRSS:\s+([0-9]+) kB", status).group(1)) / 1024  # type: ignore[union-attr]
 
 
 def requests_of(pool: Iterator[str], clients: int, per: int, target: int) -> list[list[str]]:
@@ -180,10 +175,10 @@ def measure_server(
 def memory_series(server: Server, pair: dict[str, str], sentences: list[str], count: int) -> list[float]:
     """Resident MiB every tenth of `count` requests of new texts (two pool sentences joined), 16 clients."""
     texts = (f"{a} {b}" for a in sentences for b in sentences)
-    series, step = [rss_mib(server.pid)], max(1, count // 10)
+    series, step = [1024 * memory_gib(pid=server.pid)], max(1, count // 10)
     for _ in range(10):
         asyncio.run(drive(server.url, pair, [[next(texts)] for _ in range(step)], 16, {}))
-        series.append(rss_mib(server.pid))
+        series.append(1024 * memory_gib(pid=server.pid))
     return series
 
 
@@ -398,7 +393,8 @@ def report(
     rows = []
     for key in results[servers[0]]:
         rows.append([NAMES.get(key, key), *(_cell(results[name][key]) for name in servers)])
-        rows[-1] += [f"{results[NMT][key].rate / results[LT][key].rate:.2f}×"] * bool(ratio)
+        if ratio:
+            rows[-1].append(f"{results[NMT][key].rate / results[LT][key].rate:.2f}×")
     head = ["clients × sentences a request", *(f"{name}: sent/s, p50, p95 ms" for name in servers)]
     print(table([*head, *ratio], rows))
     print()
