@@ -85,16 +85,13 @@ def main() -> None:
     parse.add_argument("config", type=Path)
     parse.add_argument("--set", dest="overrides", action="append", default=[], help="KEY=VALUE overrides")
     parse.add_argument("--data", type=Path, required=True)
-    parse.add_argument("--src-lang", default="de")
-    parse.add_argument("--tgt-lang", default="en")
     parse.add_argument("--train-seconds", type=float, default=60.0)
     parse.add_argument("--updates", type=int, default=20, help="training updates profiled")
     parse.add_argument("--sentences", type=int, default=1000)
     parse.add_argument("--top", type=int, default=12)
     args = parse.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    flags = [f"data.dir={args.data}", f"data.src_lang={args.src_lang}", f"data.tgt_lang={args.tgt_lang}"]
-    cfg = load_config(args.config, [*flags, "train.final_report=false", *args.overrides])
+    cfg = load_config(args.config, [f"data.dir={args.data}", "train.final_report=false", *args.overrides])
     cfg = replace(cfg, train={"max_time": args.train_seconds, "max_steps": 0, "patience": 0})
     with tempfile.TemporaryDirectory(prefix="nmt-profile-") as tmp:
         run_dir = RunDir(Path(tmp) / "run")

@@ -266,20 +266,28 @@ def as_links(found: Sequence[set[Link]]) -> list[SentenceLinks]:
     return [SentenceLinks(frozenset(line), frozenset(line)) for line in found]
 
 
+@dataclass(frozen=True)
+class Pairs:
+    """A set: source and reference sentences (words one space apart), and the human links (None: none)."""
+
+    sources: list[str]
+    references: list[str]
+    human: list[SentenceLinks] | None
+
+
 def measure_set(
     run: TrainedRun,
-    sources: Sequence[str],
-    references: Sequence[str],
-    truth: Sequence[SentenceLinks],
+    pairs: Pairs,
     translations: Translations,
-    eflomal: tuple[list[set[Link]], list[set[Link]]],
-    samples: Sequence[Sample],
-    human: bool,
+    eflomal: list[list[set[Link]]],
+    samples: list[Sample],
 ) -> dict:
-    """Every figure of one run on one set: `truth` projects the tags, `eflomal` holds its links of the
-    (source, reference) and the (source, plain translation) pairs. Where `truth` is human (`human`), the
-    tags are also placed by its sure links alone (`CEILING`): possible links project the tags whose words
-    have no sure link, so even the human's own sure links miss some spans."""
+    """Every figure of one run on one set, `eflomal` holding its links of the (source, reference) and the
+    (source, plain translation) pairs. The set's human links project the tags (where it has none, eflomal's
+    links of the reference) and also place them by their sure links alone (`CEILING`): possible links project
+    the tags whose words have no sure link, so even the human's own sure links miss some spans."""
+    sources, references = pairs.sources, pairs.references
+    truth = pairs.human or as_links(eflomal[0])
     forced = force(run, sources, references)
     reading = default_reading(run.cfg, None, None, str(run.directory.path))
     on_reference = {
@@ -307,7 +315,7 @@ def measure_set(
             if placement in on_reference
             else None,
         }
-    if human:
+    if pairs.human:
         sure = [set(links.sure) for links in truth]
         pages = placed_pages(samples, references, sure)
         results[CEILING] = {
@@ -335,15 +343,6 @@ def eflomal_aligner(work: Path) -> Aligner:
     return align
 
 
-@dataclass(frozen=True)
-class Pairs:
-    """A set: source and reference sentences (words one space apart), and the human links (None: none)."""
-
-    sources: list[str]
-    references: list[str]
-    human: list[SentenceLinks] | None
-
-
 def measure(runs: dict[str, TrainedRun], sets: dict[str, Pairs], align: Aligner) -> dict:
     """Every run on every set (see the module's docstring); tags injected with `SEED`, the same for every run,
     and the pairs aligned by `align` in one call."""
@@ -360,18 +359,9 @@ def measure(runs: dict[str, TrainedRun], sets: dict[str, Pairs], align: Aligner)
     on_reference = {name: next(links) for name in sets}
     results: dict = {}
     for (run_name, name), found in translated.items():
-        pairs = sets[name]
-        truth = pairs.human or as_links(on_reference[name])
-        eflomal = (on_reference[name], next(links))
+        eflomal = [on_reference[name], next(links)]
         results.setdefault(run_name, {})[name] = measure_set(
-            runs[run_name],
-            pairs.sources,
-            pairs.references,
-            truth,
-            found,
-            eflomal,
-            samples[name],
-            pairs.human is not None,
+            runs[run_name], sets[name], found, eflomal, samples[name]
         )
     return results
 

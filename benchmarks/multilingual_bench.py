@@ -72,17 +72,19 @@ class Bench(Results):
         """Test2016 scores of `run` (`nmt evaluate --json`, once) with the off-target rate."""
 
         def work() -> dict[str, Any]:
-            path = self.work / "scores" / f"{key}.json"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            test = ["--split", "test", "--json", str(path)]
-            self.nmt("evaluate", str(self.work / "runs" / run), *test, *flags)
-            found = json.loads(path.read_text())
+            found = self.test_scores(self.work / "scores" / f"{key}.json", run, *flags)
             if "off_target" not in found:  # a bilingual run: identified among the same four languages
                 hypotheses = Path(found["hypotheses"]).read_text().splitlines()
                 found["off_target"] = off_target_rate(hypotheses, key.split("/")[-1].split("-")[1], LANGUAGES)
             return {name: found[name] for name in ("bleu", "chrf", "off_target", "hypotheses")}
 
         return self.step("scores", key, work)
+
+    def test_scores(self, path: Path, run: str, *flags: str) -> dict[str, Any]:
+        """What `nmt evaluate --json` of `run` on the test split writes into `path`."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.nmt("evaluate", str(self.work / "runs" / run), "--split", "test", "--json", str(path), *flags)
+        return json.loads(path.read_text())
 
 
 def direction_flags(direction: str) -> list[str]:

@@ -18,7 +18,6 @@ arm's updates per second. Runs and results.json stay in WORK (a bench resumes).
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +35,8 @@ from nmt.run.metrics import read_metrics
 
 PLACEMENTS = ("encoder", "decoder")
 ARMS = ("control", "robt")  # back-translation's experiment: its parents continued without it, and with it
-CONTINUED = ["train.lr=0.001", "train.schedule=constant", "train.warmup_steps=50"]  # the parents' last lr
+# the parents' last learning rate, held
+CONTINUED = ["train.lr=0.001", "train.schedule=constant", "train.warmup_steps=50", "train.log_every=50"]
 ZERO_SHOT_SEARCHES = {"zero-shot vocabulary": [], "no vocabulary": ["--no-zero-shot-vocabulary"]}
 TRAINED_SEARCHES = {"plain": [], "target vocabulary": ["--target-vocabulary"]}
 SCORES = ("bleu", "chrf", "off_target")
@@ -79,12 +79,7 @@ def train_arm(bench: Bench, arm: str, seed: int) -> dict[str, Any]:
 
     def work() -> dict[str, Any]:
         args = bench.args
-        sets = [
-            "data.multilingual.tags=decoder",
-            *CONTINUED,
-            f"train.eval_every={args.updates}",
-            "train.log_every=50",
-        ]
+        sets = ["data.multilingual.tags=decoder", *CONTINUED, f"train.eval_every={args.updates}"]
         if arm == "robt":
             sets.append(f"data.multilingual.back_translation.share={args.share}")
         parent = ["--init-from", args.parents.format(seed=seed)]
@@ -116,10 +111,7 @@ def score(bench: Bench, name: str, trained: dict[str, list[str]], pivot: bool = 
 def evaluate(bench: Bench, run: str, *flags: str) -> dict[str, Any]:
     """Every trained direction's BLEU, chrF and off-target rate, and their means."""
     path = bench.work / "scores" / f"{run}-trained{''.join(flags)}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    test = ["--split", "test", "--json", str(path), "--device", bench.args.eval_device]
-    bench.nmt("evaluate", str(bench.work / "runs" / run), *test, *flags)
-    found = json.loads(path.read_text())
+    found = bench.test_scores(path, run, "--device", bench.args.eval_device, *flags)
     return {key: found[key] for key in SCORES} | {
         direction: {key: found["directions"][direction][key] for key in SCORES} for direction in TRAINED
     }

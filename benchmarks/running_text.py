@@ -17,6 +17,7 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 import itertools
+import math
 import random
 import re
 import resource
@@ -29,7 +30,7 @@ import sacrebleu
 import torch
 
 from benchmarks.common import machine, parser, table
-from benchmarks.markup_bench import read_tags
+from benchmarks.markup_bench import keeps_every_tag, read_tags
 from nmt.data.sentences import Span, sentence_spans
 from nmt.decode.loading import load_trained
 from nmt.decode.markup import read_page, translated_page
@@ -250,8 +251,7 @@ def translations(
     def html() -> Translated:
         recording = Recording(translator)
         written = translated_page(recording, page)  # type: ignore[arg-type]
-        tags = read_tags(written)
-        whole = not tags.problems and not tags.open and tags.starts == read_tags(page).starts
+        whole = keeps_every_tag(page, written)
         blocks = [" ".join(read_tags(b).words) for b in re.findall(r"<p>(.*?)</p>", written, re.DOTALL)]
         pieces = segment(read_page(page).lines, translator, split=True).translations(recording.found, "en")
         return Translated(
@@ -270,13 +270,11 @@ def translations(
         translate_paragraphs(translator, warm, split)
     translated_page(translator, tagged_page(warm, random.Random(seed))[0])
     found: dict[str, Translated] = {}
-    for _ in range(repeats):
-        for name, work in ways.items():
-            start = time.perf_counter()
-            result = work()
-            seconds = time.perf_counter() - start
-            result.seconds = min(seconds, found[name].seconds if name in found else seconds)
-            found[name] = result
+    for _, (name, work) in itertools.product(range(repeats), ways.items()):
+        start = time.perf_counter()
+        result = work()
+        result.seconds = min(time.perf_counter() - start, found[name].seconds if name in found else math.inf)
+        found[name] = result
     return found
 
 

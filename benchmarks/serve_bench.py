@@ -162,7 +162,7 @@ def measure_server(
     loads = [(clients, per, requests_of(pool, clients, per, args.target)) for clients, per in args.loads]
     if reference is not None:
         sent = [s for _, _, requests in loads for request in requests for s in request]
-        expected |= dict(zip(sent, reference.translate_all(sent), strict=True))
+        expected |= dict(zip(sent, reference.translate(sent), strict=True))
     for clients, per, requests in loads:
         for key in (f"{clients} × {per}", f"{clients} × {per} again"):
             rows[key] = asyncio.run(drive(server.url, pair, requests, clients, expected))
@@ -200,12 +200,8 @@ class InProcess:
             raise SystemExit(f"the in-process search failed (exit code {self.process.wait()})")
         return json.loads(answer)
 
-    def translate(self, sentence: str) -> tuple[float, str]:
-        """Seconds and translation of one sentence alone."""
-        seconds, translation = self._ask(sentence)
-        return seconds, translation
-
-    def translate_all(self, sentences: list[str]) -> list[str]:
+    def translate(self, sentences: str | list[str]) -> Any:
+        """Seconds and translation of one sentence alone, or the translations of a list."""
         return self._ask(sentences)
 
     def close(self) -> None:
@@ -221,9 +217,8 @@ def in_process_child() -> None:
 
     path, engine, beam, threads = json.loads(sys.stdin.readline())
     torch.set_num_threads(threads)
-    [model] = load_models(
-        [Path(path)], engine, torch.device("cpu"), None, {"beam_size": beam}, threads=threads
-    )
+    device, search = torch.device("cpu"), {"beam_size": beam}
+    [model] = load_models([Path(path)], engine, device, None, search, threads=threads)
     translator = model.translator
     print(json.dumps("ready"), flush=True)
     for line in sys.stdin:
