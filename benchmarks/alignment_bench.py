@@ -607,18 +607,16 @@ def figure(results: dict, path: Path) -> None:
             ax = axes[row][col]
             ax.imshow(values, cmap="viridis_r", vmin=20, vmax=90, aspect="auto")
             for (i, j), value in np.ndenumerate(values):
-                ax.text(
-                    j, i, f"{value:.0f}", ha="center", va="center", color="white" if value > 55 else "black"
-                )
+                color = "white" if value > 55 else "black"
+                ax.text(j, i, f"{value:.0f}", ha="center", va="center", color=color)
             chosen = found["chosen"]
             if chosen["rule"] == rule:
                 box = (heads.index(chosen["head"]) - 0.5, layers.index(chosen["layer"]) - 0.5)
                 ax.add_patch(plt.Rectangle(box, 1, 1, fill=False, edgecolor="red", linewidth=2))
             ax.set_xticks(range(len(heads)), heads)
             ax.set_yticks(range(len(layers)), layers)
-            ax.set_xlabel("head")
-            ax.set_ylabel("layer")
             name = "guided Transformer" if kind == guided else kind
+            ax.set(xlabel="head", ylabel="layer")
             ax.set_title(f"{name}, {direction}, {rule}", fontsize=10)
     fig.suptitle(
         "AER (%) on the 347 gold pairs per decoder layer × head, no threshold\n"

@@ -15,32 +15,15 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from benchmarks.alignment_bench import (
-    DATA,
-    DIRECTIONS,
-    GUIDED,
-    GUIDED_STEPS,
-    KINDS,
-    Directed,
-    Kind,
-    by_split,
-    guided_settings,
-    joint_readings,
-    linked,
-    measure_run,
-    named_settings,
-    ready,
-    run_eflomal,
-    scored,
-    train,
-)
+from benchmarks import alignment_bench as bench
+from benchmarks.alignment_bench import DIRECTIONS, by_split, scored
 from benchmarks.common import parser, spread
 from nmt.align.pharaoh import Link, SentenceLinks, pharaoh_text, read_links
 from nmt.align.symmetrize import Method, symmetrize
@@ -48,7 +31,7 @@ from nmt.decode.aligner import force
 from nmt.decode.loading import load_trained
 from nmt.evaluate.evaluation import evaluate_run
 
-BASE = GUIDED["guided λ2 layer 0 shift, 2 heads"]  # the alignment bench's choice
+BASE = bench.GUIDED["guided λ2 layer 0 shift, 2 heads"]  # the alignment bench's choice
 STEPS = (  # each name states how its step trains BASE again: eflomal's links its labels are, the copies
     # of the gold pairs' text in the training text (×1 unless named), unlinked subwords pulled to the source's
     # </s> (null slot: train.alignment.null_slot), and settings that replace BASE's (`named_settings`)
@@ -114,18 +97,18 @@ def labels(work: Path, method: Method, copies: int, src: str) -> Path:
 def train_step(work: Path, step: str, src: str, tgt: str) -> Path:
     method: Method = re.search(r"([\w-]+) labels", step)[1]  # type: ignore[assignment,index]
     copies = copies_of(step)
-    candidate = (*BASE, *named_settings(step))  # after BASE: the last setting of a key wins
-    settings = guided_settings(work, src, tgt, candidate, labels(work, method, copies, src))
-    kind = Kind(step_name(step), "multi30k-cpu-transformer.yaml", GUIDED_STEPS, settings)
-    return train(work, kind, src, tgt, with_copies(work, copies))
+    candidate = (*BASE, *bench.named_settings(step))  # after BASE: the last setting of a key wins
+    settings = bench.guided_settings(work, src, tgt, candidate, labels(work, method, copies, src))
+    kind = bench.Kind(step_name(step), "multi30k-cpu-transformer.yaml", bench.GUIDED_STEPS, settings)
+    return bench.train(work, kind, src, tgt, with_copies(work, copies))
 
 
 def unguided(work: Path, copies: int, src: str, tgt: str) -> Path:
     """The alignment bench's plain Transformer (no guided alignment) trained on the text with `copies` of the
     gold text (once: the bench's own run): the BLEU a guided step's compares with."""
-    plain = next(kind for kind in KINDS if kind.name == "Transformer")
+    plain = next(kind for kind in bench.KINDS if kind.name == "Transformer")
     name = plain.name if copies == 1 else f"{plain.name}, gold text ×{copies}"
-    return train(work, dataclasses.replace(plain, name=name), src, tgt, with_copies(work, copies))
+    return bench.train(work, dataclasses.replace(plain, name=name), src, tgt, with_copies(work, copies))
 
 
 def unguided_bleu(work: Path, copies: int) -> dict[str, float]:
@@ -148,7 +131,7 @@ def soft_links(weights: dict[str, list[np.ndarray]], threshold: float) -> list[s
 
 
 def soft_symmetrized(
-    pair: dict[str, Directed], text: dict[str, list[str]], gold: list[SentenceLinks]
+    pair: dict[str, bench.Directed], text: dict[str, list[str]], gold: list[SentenceLinks]
 ) -> dict:
     """Soft symmetrization of the two directions' chosen readings: the threshold chosen on the first 100."""
     weights = {}
@@ -163,8 +146,8 @@ def soft_symmetrized(
 def measure_step(work: Path, step: str, text: dict[str, list[str]], gold: list[SentenceLinks]) -> dict:
     """The step trained in both directions (where it was not), then scored."""
     runs = {src: train_step(work, step, src, tgt) for src, tgt in DIRECTIONS}
-    pair = {src: measure_run(runs[src], src, text, gold) for src in runs}
-    forward, reverse = joint_readings(pair, gold)
+    pair = {src: bench.measure_run(runs[src], src, text, gold) for src in runs}
+    forward, reverse = bench.joint_readings(pair, gold)
     both = zip(pair["en"].every[forward], pair["fr"].every[reverse], strict=True)
     links = [symmetrize(f, r, "grow-diag") for f, r in both]
     return {
@@ -219,10 +202,6 @@ def seed_table(results: dict) -> str:
     return "\n".join(lines)
 
 
-def eflomal_scores(work: Path, gold: Sequence[SentenceLinks]) -> dict:
-    return by_split(scored(linked(work / "eflomal" / "grow-diag.links")[-GOLD_PAIRS:], gold))
-
-
 def saved(path: Path, key: str, work: Callable[[], Any]) -> None:
     """`work()`'s result kept in the JSON file `path` under `key` (once; read again before it is written:
     another process may have measured other keys meanwhile)."""
@@ -235,11 +214,13 @@ def saved(path: Path, key: str, work: Callable[[], Any]) -> None:
 def main() -> None:
     parse = parser(__doc__)
     parse.add_argument("--work", type=Path, required=True, help="the alignment bench's work directory")
-    parse.add_argument("--data", type=Path, default=DATA, help="the shared data (multi30k/, alignment/)")
+    parse.add_argument(
+        "--data", type=Path, default=bench.DATA, help="the shared data (multi30k/, alignment/)"
+    )
     parse.add_argument("--steps", nargs="+", choices=STEPS, default=list(STEPS))
     args = parse.parse_args()
-    ready(args.data, args.work, "guided-alignment steps benchmark")
-    run_eflomal(args.work)
+    bench.ready(args.data, args.work, "guided-alignment steps benchmark")
+    bench.run_eflomal(args.work)
     text = {lang: (args.work / "gold" / f"gold.{lang}").read_text().splitlines() for lang in ("en", "fr")}
     gold = read_links(args.work / "gold" / "gold.links")
     path, copies = args.work / "steps.json", sorted({copies_of(step) for step in args.steps})
@@ -248,7 +229,8 @@ def main() -> None:
     for n in copies:
         saved(path, f"unguided, gold text ×{n}", lambda n=n: unguided_bleu(args.work, n))
     results = json.loads(path.read_text())
-    print(table({step: results[step] for step in args.steps}, eflomal_scores(args.work, gold)))
+    teacher = by_split(scored(bench.linked(args.work / "eflomal" / "grow-diag.links")[-GOLD_PAIRS:], gold))
+    print(table({step: results[step] for step in args.steps}, teacher))
     print(seed_table({step: results[step] for step in args.steps}))
     for n in copies:
         each = " / ".join(f"{results[f'unguided, gold text ×{n}'][f'{s}-{t}']:.2f}" for s, t in DIRECTIONS)
