@@ -262,10 +262,6 @@ def span_scores(samples: Sequence[Sample], pages: Sequence[str], truth: Sequence
     return {"tags": tags, "projectable": projectable, "exact": exact, "overlap": overlap}
 
 
-def as_links(found: Sequence[set[Link]]) -> list[SentenceLinks]:
-    return [SentenceLinks(frozenset(line), frozenset(line)) for line in found]
-
-
 @dataclass(frozen=True)
 class Pairs:
     """A set: source and reference sentences (words one space apart), and the human links (None: none)."""
@@ -287,7 +283,7 @@ def measure_set(
     links of the reference) and also place them by their sure links alone (`CEILING`): possible links project
     the tags whose words have no sure link, so even the human's own sure links miss some spans."""
     sources, references = pairs.sources, pairs.references
-    truth = pairs.human or as_links(eflomal[0])
+    truth = pairs.human or [SentenceLinks(frozenset(line), frozenset(line)) for line in eflomal[0]]
     forced = force(run, sources, references)
     reading = default_reading(run.cfg, None, None, str(run.directory.path))
     on_reference = {

@@ -22,14 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import parser, settings, spread
-from benchmarks.multilingual_bench import (
-    CONFIG,
-    MULTILINGUAL,
-    TRAINED,
-    ZERO_SHOT,
-    Bench,
-    direction_flags,
-)
+from benchmarks.multilingual_bench import CONFIG, MULTILINGUAL, TRAINED, ZERO_SHOT, Bench, direction_flags
 from nmt.run.directory import RunDir
 from nmt.run.metrics import read_metrics
 

@@ -52,13 +52,8 @@ def ceiling_figures(ceiling: dict) -> dict[str, float]:
     runs = ceiling.get("train", [])
     shape = (runs[0]["B"], runs[0]["S"], runs[0]["T"]) if runs else None
     reference = [r for r in runs if (r["B"], r["S"], r["T"]) == shape]
-    figures = {}
-    for compiled, name in ((False, "eager"), (True, "compiled")):
-        speeds = [
-            r["tgt_tok_per_s"] for r in reference if r["compiled"] == compiled and not r["src_pad_mask"]
-        ]
-        if speeds:
-            figures[name] = speeds[0]
+    unmasked = [r for r in reference if not r["src_pad_mask"]]
+    figures = {"compiled" if r["compiled"] else "eager": r["tgt_tok_per_s"] for r in reversed(unmasked)}
     if "greedy_kvcache" in ceiling.get("decode", {}):
         figures["greedy"] = ceiling["decode"]["greedy_kvcache"]["sent_per_s"]
     return figures
