@@ -358,7 +358,7 @@ def speed(found: Directed, work: Path, src: str) -> tuple[float, float]:
     text = {lang: read_lines(work / "data" / f"train.{lang}")[:AGREEMENT_PAIRS] for lang in ("en", "fr")}
     run = load_trained([found.run], torch.device("cpu"))
     translator = TorchTranslator.of_run(run).with_search(beam_size=1)
-    seconds = []
+    rates = []
     for task in (
         lambda n: force(run, text[src][:n], text[tgt][:n]).links(found.chosen),
         lambda n: translator.translate(text[src][:n]),
@@ -366,8 +366,8 @@ def speed(found: Directed, work: Path, src: str) -> tuple[float, float]:
         task(50)
         started = time.perf_counter()
         task(AGREEMENT_PAIRS)
-        seconds.append(time.perf_counter() - started)
-    return AGREEMENT_PAIRS / seconds[0], AGREEMENT_PAIRS / seconds[1]
+        rates.append(AGREEMENT_PAIRS / (time.perf_counter() - started))
+    return rates[0], rates[1]
 
 
 def percent(scores: AlignmentScores) -> dict[str, float]:
@@ -382,11 +382,9 @@ def symmetrized(
     forward: Sequence[set[Link]], reverse: Sequence[set[Link]], gold: list[SentenceLinks]
 ) -> dict:
     """Every method's scores on each split."""
+    pairs = list(zip(forward, reverse, strict=True))
     return {
-        method: by_split(
-            scored([symmetrize(f, r, method) for f, r in zip(forward, reverse, strict=True)], gold)
-        )
-        for method in METHODS
+        method: by_split(scored([symmetrize(f, r, method) for f, r in pairs], gold)) for method in METHODS
     }
 
 
