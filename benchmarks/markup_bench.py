@@ -21,10 +21,8 @@ import itertools
 import json
 import random
 import re
-from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from html.parser import HTMLParser
 from pathlib import Path
 
 import torch
@@ -36,10 +34,11 @@ from nmt.align.pharaoh import Link, SentenceLinks, read_lines, read_links
 from nmt.align.reading import default_reading
 from nmt.decode.aligner import force
 from nmt.decode.loading import load_trained
-from nmt.decode.markup import VOID, translate_page, translated_page
+from nmt.decode.markup import translate_page, translated_page
 from nmt.decode.trained_run import TrainedRun
 from nmt.decode.translator import TorchTranslator
 from nmt.evaluate.scores import score
+from tests.markup_checks import keeps_every_tag, read_tags
 
 SEED = 1
 NESTED = 0.35  # the chance that a sentence's next tag goes inside one of its tags
@@ -110,67 +109,6 @@ def render(words: Sequence[str], tags: Sequence[Tag]) -> str:
         ends = "".join(f"</{tags[k].name}>" for k in closing)
         written.append(starts + html.escape(word, quote=False) + ends)
     return " ".join(written)
-
-
-class TagReader(HTMLParser):
-    """A page's tags as html.parser reads them: start and end tags counted, an end tag that does not close
-    the innermost open element a problem, the text, and the characters of the text each element with an
-    `id` wraps."""
-
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.starts: Counter[str] = Counter()
-        self.ends: Counter[str] = Counter()
-        self.open: list[tuple[str, str | None, int]] = []  # name, id, where its text starts
-        self.problems: list[str] = []
-        self.text = ""
-        self.spans: dict[str, tuple[int, int]] = {}  # id → characters of the text [start, end)
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.starts[tag] += 1
-        if tag not in VOID:
-            self.open.append((tag, dict(attrs).get("id"), len(self.text)))
-
-    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.starts[tag] += 1
-
-    def handle_endtag(self, tag: str) -> None:
-        self.ends[tag] += 1
-        if not self.open or self.open[-1][0] != tag:
-            self.problems.append(f"</{tag}> closes {self.open[-1][0] if self.open else 'nothing'}")
-            return
-        _, name, start = self.open.pop()
-        if name is not None:
-            self.spans[name] = (start, len(self.text))
-
-    def handle_data(self, data: str) -> None:
-        self.text += data
-
-    @property
-    def words(self) -> list[str]:
-        return self.text.split()
-
-    def word_span(self, name: str) -> tuple[int, int] | None:
-        """The words (first, last) that the element with id `name` wraps; None when it wraps none."""
-        start, end = self.spans.get(name, (0, 0))
-        inside = [
-            k for k, m in enumerate(re.finditer(r"\S+", self.text)) if m.start() < end and m.end() > start
-        ]
-        return (inside[0], inside[-1]) if inside else None
-
-
-def read_tags(page: str) -> TagReader:
-    reader = TagReader()
-    reader.feed(page)
-    reader.close()
-    return reader
-
-
-def keeps_every_tag(source: str, written: str) -> bool:
-    """Whether `written` is well-formed (every element closed, in order) with the start and end tags of
-    `source`."""
-    found, given = read_tags(written), read_tags(source)
-    return not found.problems and not found.open and (found.starts, found.ends) == (given.starts, given.ends)
 
 
 def projected(tag: Tag, links: SentenceLinks) -> tuple[int, int] | None:

@@ -30,12 +30,12 @@ import sacrebleu
 import torch
 
 from benchmarks.common import machine, parser, table
-from benchmarks.markup_bench import keeps_every_tag, read_tags
 from nmt.data.sentences import Span, sentence_spans
 from nmt.decode.loading import load_trained
 from nmt.decode.markup import read_page, translated_page
 from nmt.decode.running_text import segment, translate_paragraphs
 from nmt.decode.translator import TorchTranslator, Translator
+from tests.markup_checks import keeps_every_tag, read_tags
 
 LANGUAGES = ("de", "en", "fr", "cs")
 FINAL = re.compile(r"[.!?…][\"'”’“‘»)\]]*$")
