@@ -209,6 +209,10 @@ class Pairs:
     human: list[SentenceLinks] | None
 
 
+def as_links(found: Sequence[set[Link]]) -> list[SentenceLinks]:
+    return [SentenceLinks(frozenset(line), frozenset(line)) for line in found]
+
+
 def measure_set(
     run: TrainedRun,
     pairs: Pairs,
@@ -221,7 +225,7 @@ def measure_set(
     links of the reference) and also place them by their sure links alone (`CEILING`): possible links project
     the tags whose words have no sure link, so even the human's own sure links miss some spans."""
     sources, references = pairs.sources, pairs.references
-    truth = pairs.human or [SentenceLinks(frozenset(line), frozenset(line)) for line in eflomal[0]]
+    truth = pairs.human or as_links(eflomal[0])
     forced = force(run, sources, references)
     reading = default_reading(run.cfg, None, None, str(run.directory.path))
     on_reference = {
@@ -277,11 +281,16 @@ def eflomal_aligner(work: Path) -> Aligner:
     return align
 
 
+def injected(sets: dict[str, Pairs]) -> dict[str, list[Sample]]:
+    """Each set's sources with tags injected, seeded with `SEED`: the same pages for every run measured."""
+    rng = random.Random(SEED)
+    return {name: [inject(s.split(), rng) for s in pairs.sources] for name, pairs in sets.items()}
+
+
 def measure(runs: dict[str, TrainedRun], sets: dict[str, Pairs], align: Aligner) -> dict:
     """Every run on every set (see the module's docstring); tags injected with `SEED`, the same for every run,
     and the pairs aligned by `align` in one call."""
-    rng = random.Random(SEED)
-    samples = {name: [inject(s.split(), rng) for s in pairs.sources] for name, pairs in sets.items()}
+    samples = injected(sets)
     translated = {
         (run_name, name): translate_set(run, samples[name], pairs.sources)
         for run_name, run in runs.items()
@@ -320,6 +329,24 @@ def trained_runs(work: Path) -> dict[str, Path]:
     return {
         name: ab.train(work, kind, "en", "fr") for name, kind in zip(MODELS, (plain, guided), strict=True)
     }
+
+
+def named_runs(given: Sequence[str]) -> dict[str, Path]:
+    """The runs of --run's NAME=RUN_DIR values, by name."""
+    return {name: Path(path) for name, path in (one.split("=", 1) for one in given)}
+
+
+def kept(saved: Path, paths: dict[str, Path], measure: Callable[[dict[str, TrainedRun]], dict]) -> dict:
+    """The results of the runs at `paths`, by name: those `saved` holds are kept, the others loaded,
+    measured and added to it."""
+    results = json.loads(saved.read_text()) if saved.exists() else {}
+    missing = {name: path for name, path in paths.items() if name not in results}
+    if missing:
+        results |= measure(
+            {name: load_trained([path], torch.device("cpu")) for name, path in missing.items()}
+        )
+        saved.write_text(json.dumps(results, indent=1) + "\n")
+    return {name: results[name] for name in paths}
 
 
 def percent(part: int, whole: int) -> str:
@@ -370,16 +397,9 @@ def main() -> None:
     parse.add_argument("--run", action="append", default=[], metavar="NAME=RUN_DIR", help=run)
     args = parse.parse_args()
     alignment_bench.ready(args.data, args.work, "markup benchmark")
-    saved = args.work / "markup.json"
-    results = json.loads(saved.read_text()) if saved.exists() else {}
-    paths = dict(given.split("=", 1) for given in args.run) if args.run else None
-    chosen = paths or trained_runs(args.work)
-    missing = {name: path for name, path in chosen.items() if name not in results}
-    if missing:  # runs measured before are kept, by name
-        runs = {name: load_trained([Path(path)], torch.device("cpu")) for name, path in missing.items()}
-        results |= measure(runs, load_sets(args.work, args.sentences), eflomal_aligner(args.work))
-        saved.write_text(json.dumps(results, indent=1) + "\n")
-    print(report({name: results[name] for name in chosen}))
+    paths = named_runs(args.run) or trained_runs(args.work)
+    sets, align = load_sets(args.work, args.sentences), eflomal_aligner(args.work)
+    print(report(kept(args.work / "markup.json", paths, lambda runs: measure(runs, sets, align))))
 
 
 if __name__ == "__main__":

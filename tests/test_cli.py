@@ -270,9 +270,15 @@ def test_evaluate_uses_and_names_the_checkpoint_the_run_chose(trained_run: Path,
     assert code == 0 and out.splitlines()[0].startswith("checkpoint: last.pt,"), err
 
 
-def test_a_missing_averaged_checkpoint_points_to_nmt_average(trained_run: Path) -> None:
+def test_a_missing_average_of_a_run_that_kept_no_snapshots_says_what_is_possible(trained_run: Path) -> None:
+    """The run kept no checkpoints to average: `nmt average` would fail too, so the error names what works."""
     code, _, err = run_cli("evaluate", str(trained_run), "--checkpoint", "averaged")
-    assert code == 2 and f"nmt average {trained_run}" in err and len(err.strip().splitlines()) == 1
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "no checkpoints to average" in err and "--checkpoint best or last" in err
+    assert "nmt average" not in err
+    code, _, err = run_cli("average", str(trained_run))
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "best or last checkpoint" in err and "average fewer" not in err
 
 
 def test_translate_nbest_writes_sorted_moses_blocks(trained_run: Path, corpus: Path) -> None:

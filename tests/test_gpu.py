@@ -226,3 +226,18 @@ def test_a_guided_runs_translations_read_its_supervised_heads_on_the_gpu(
         forced = teacher_forced_attention(translator.model, [src] * len(hyps), [h.tokens for h in hyps])
         for hypothesis, paid in zip(hyps, forced, strict=True):
             assert hypothesis.alignment == by_hand(paid, len(hypothesis.tokens), len(src))
+
+
+def test_a_plain_runs_translations_read_its_penultimate_layer_on_the_gpu(
+    trained_run: Path, corpus: Path
+) -> None:
+    """Search in bf16 (from CUDA graphs where they apply), then the float32 teacher-forced pass whose first
+    (penultimate) layer's mean of heads, by argmax, gives each hypothesis its alignment."""
+    translator = TorchTranslator.of_run(load_run(trained_run, CUDA)).with_search(beam_size=3, nbest=2)
+    sources = translator.encode((corpus / "test.src").read_text().splitlines()[:20])
+    found = translator.search(sources, options=search_options(translator.settings, alignments=True))
+    for src, hyps in zip(sources, found, strict=True):
+        forced = teacher_forced_attention(translator.model, [src] * len(hyps), [h.tokens for h in hyps])
+        for hypothesis, paid in zip(hyps, forced, strict=True):
+            first = paid[0].mean(dim=0)[: len(hypothesis.tokens), : len(src)].argmax(dim=1).tolist()
+            assert hypothesis.alignment == first

@@ -60,8 +60,8 @@ def translate(
         bool,
         typer.Option(
             help="Append each translation's word alignment, ` ||| i-j …` (source word i, output word j, from "
-            "0), from the attention the run aligns with (a guided run's supervised heads, else the last "
-            "layer's mean of heads)."
+            "0), from the attention the run aligns with (a guided run's supervised heads, else the "
+            "penultimate layer's mean of heads)."
         ),
     ] = False,
     src_lang: FromLang = None,
@@ -277,12 +277,13 @@ def plot_attention(
     from nmt.decode.loading import load_trained
     from nmt.decode.translator import TorchTranslator
     from nmt.device.choice import resolve_device
-    from nmt.evaluate.plots import check_output_path, save_attention
+    from nmt.evaluate.plots import check_output_path, check_plottable, save_attention
 
     check_output_path(out)
     colours: Scale = checked_choice("--scale", scale, ("figure", "fixed"))
     run = load_trained([run_dir], resolve_device(device), checkpoint, search_overrides(beam_size=beam_size))
     translator = TorchTranslator.of_run(run).toward(tgt_lang, src_lang, zero_shot)
+    check_plottable(len(translator.encode([text])[0]))  # before translating a text too long to draw
     translated = translator.translate_with_attention(text)
     save_attention(translated, out, run.cfg.model, layer, head, all_heads, colours)
     typer.echo(f"{translated.best.text}\nwrote {out}")

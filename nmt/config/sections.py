@@ -47,6 +47,16 @@ class DataConfig:
     skip_bad_lines: bool = setting(
         False, "drop lines that are not valid UTF-8 (with their partner, counted) instead of failing"
     )
+    unescape_entities: bool = setting(
+        True,
+        "read HTML entities of every split (`&amp;`, `&#39;`, `&quot;`) as the characters they stand for, "
+        "so that a model never learns to write them; false keeps the text as written",
+    )
+    domain: str | None = setting(
+        None,
+        "what the training text is and so what the model handles (e.g. `short sentence-case image "
+        "captions`): the model card, exports and the server's /v1/models state it",
+    )
     multilingual: MultilingualConfig | None = setting(
         None, "many directions in one model, instead of src_lang → tgt_lang (absent: one pair)"
     )
@@ -207,8 +217,15 @@ class AlignmentConfig:
     def decoder_layer(self, decoder_layers: int) -> int:
         """The supervised layer from 0 (RNNs: 0, their one attention)."""
         if self.layer is None:
-            return max(decoder_layers - 2, 0)
+            return penultimate_layer(decoder_layers)
         return self.layer % decoder_layers
+
+
+def penultimate_layer(decoder_layers: int) -> int:
+    """The decoder layer, from 0, that aligns best where nothing else is known: the penultimate (Garg et al.
+    2019; the only one of a one-layer decoder). Guided alignment supervises it by default, and a run trained
+    without it aligns with it (nmt/align/reading.py)."""
+    return max(decoder_layers - 2, 0)
 
 
 @dataclass(frozen=True)

@@ -9,10 +9,10 @@ It lives in $NMT_CACHE, else $XDG_CACHE_HOME/nmt, else ~/.cache/nmt:
 
 A key is a hash of its inputs (written out in the manifest): the data files' paths, sizes, modification times
 and a hash of their first and last MiB, the settings that shape the content (tokenizer settings, or the
-tokenizers' fingerprints, data.max_len and data.skip_bad_lines) and the cache format. An entry is built in a
-temporary sibling directory, its manifest written last (with every file's size, and the hash of the small
-ones), and renamed into place; a reader trusts nothing without a manifest its files match, and rebuilds an
-entry that does not. Removing the root, or any entry, is always safe.
+tokenizers' fingerprints, data.max_len, data.skip_bad_lines and data.unescape_entities) and the cache format.
+An entry is built in a temporary sibling directory, its manifest written last (with every file's size, and
+the hash of the small ones), and renamed into place; a reader trusts nothing without a manifest its files
+match, and rebuilds an entry that does not. Removing the root, or any entry, is always safe.
 """
 
 from __future__ import annotations

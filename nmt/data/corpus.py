@@ -8,6 +8,7 @@ time. Only `read_files` collects a (small) split in lists: the validation and te
 from __future__ import annotations
 
 import contextlib
+import html
 import itertools
 import logging
 from collections.abc import Iterator
@@ -54,28 +55,36 @@ _BLOCK = 1 << 24  # bytes read at a time when checking a file
 _BOM = "\ufeff".encode()
 
 
-def normalize(line: str) -> str:
-    """Strip the line and collapse every run of whitespace (tabs, NBSP, CR …) into one space."""
-    return " ".join(line.split())
+def normalize(line: str, unescape: bool = False) -> str:
+    """Strip the line and collapse every run of whitespace (tabs, NBSP, CR …) into one space; with
+    `unescape`, its HTML entities (`&amp;`, `&#39;`) first read as the characters they stand for (once: a
+    corpus' `&amp;amp;` stays `&amp;`)."""
+    return " ".join((html.unescape(line) if unescape else line).split())
 
 
 def decode_lines(
-    lines: list[bytes], name: str, first: int, skip_bad_lines: bool = False, skip_hint: str = SKIP_HINT
+    lines: list[bytes],
+    name: str,
+    first: int,
+    skip_bad_lines: bool = False,
+    skip_hint: str = SKIP_HINT,
+    unescape: bool = False,
 ) -> tuple[list[str], list[int]]:
-    """Normalized text of raw lines numbered from `first` in `name` (a file, or standard input), and the
+    """Normalized text of raw lines numbered from `first` in `name` (a file, or standard input), their HTML
+    entities read as characters where `unescape` (a corpus' lines, as data.unescape_entities says), and the
     numbers of the lines that are not valid UTF-8.
 
     Such a line raises UserError naming the file and line (and how to skip such lines), unless
     `skip_bad_lines` makes it empty (dropped with its partner: the alignment holds).
     """
     try:
-        return [" ".join(line.decode("utf-8").split()) for line in lines], []
+        return [normalize(line.decode("utf-8"), unescape) for line in lines], []
     except UnicodeDecodeError:
         pass
     text, bad = [], []
     for number, line in enumerate(lines, start=first):
         try:
-            text.append(normalize(line.decode("utf-8")))
+            text.append(normalize(line.decode("utf-8"), unescape))
         except UnicodeDecodeError as err:
             if not skip_bad_lines:
                 raise UserError(
@@ -178,12 +187,16 @@ class Pairs:
     numbers: list[int]  # the line of the split (from 0) each pair comes from
 
 
-def pair_chunks(files: SplitFiles, skip_bad_lines: bool = False, size: int = CHUNK_LINES) -> Iterator[Pairs]:
-    """The cleaned pairs of a split, `size` lines at a time (see `count_lines` for the checks)."""
+def pair_chunks(
+    files: SplitFiles, skip_bad_lines: bool = False, size: int = CHUNK_LINES, unescape: bool = True
+) -> Iterator[Pairs]:
+    """The cleaned pairs of a split, `size` lines at a time (see `count_lines` for the checks), HTML entities
+    read as characters unless `unescape` is false."""
     first = 1
     for raw_src, raw_tgt in raw_pair_chunks(files, size):
-        src, bad_src = decode_lines(raw_src, str(files.src), first, skip_bad_lines)
-        tgt, bad_tgt = decode_lines(raw_tgt, str(files.tgt or files.src), first, skip_bad_lines)
+        tgt_name = str(files.tgt or files.src)
+        src, bad_src = decode_lines(raw_src, str(files.src), first, skip_bad_lines, unescape=unescape)
+        tgt, bad_tgt = decode_lines(raw_tgt, tgt_name, first, skip_bad_lines, unescape=unescape)
         bad = len(set(bad_src) | set(bad_tgt))
         numbers = list(range(first - 1, first - 1 + len(raw_src)))
         first += len(raw_src)
@@ -236,12 +249,14 @@ def no_pairs_error(files: SplitFiles, lines: int) -> UserError:
     return UserError(f"{names} holds no sentence pairs (of {lines} lines, none with both sides)")
 
 
-def read_files(files: SplitFiles, split: str, skip_bad_lines: bool = False) -> ParallelText:
-    """Read, check and clean a (small) file pair or TSV file into lists; pairs with an empty side are
-    dropped and counted."""
+def read_files(
+    files: SplitFiles, split: str, skip_bad_lines: bool = False, unescape: bool = True
+) -> ParallelText:
+    """Read, check and clean a (small) file pair or TSV file into lists (HTML entities read as characters
+    unless `unescape` is false); pairs with an empty side are dropped and counted."""
     count_lines(files, skip_bad_lines)
     text, tally = ParallelText([], []), Tally()
-    for pairs in pair_chunks(files, skip_bad_lines):
+    for pairs in pair_chunks(files, skip_bad_lines, unescape=unescape):
         text.src.extend(pairs.src)
         text.tgt.extend(pairs.tgt)
         tally.add(pairs)

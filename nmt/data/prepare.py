@@ -119,6 +119,7 @@ def _tokenizers(cfg: Config, train: TrainSplit, run_dir: Path, root: Path) -> To
         "tokenizer": dataclasses.asdict(cfg.tokenizer),
         "train": train.split.identity(),
         "skip_bad_lines": cfg.data.skip_bad_lines,
+        "unescape_entities": cfg.data.unescape_entities,
         "sample_seed": SEED,
         "languages": list(directions.languages),
         "tags": list(tagged),
@@ -167,6 +168,7 @@ def _encoded(
         "train": train.split.identity(),
         "max_len": cfg.data.max_len,
         "skip_bad_lines": cfg.data.skip_bad_lines,
+        "unescape_entities": cfg.data.unescape_entities,
         "directions": [direction.name for direction in directions],
         "tags": tags.placement,
     }

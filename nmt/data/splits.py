@@ -29,6 +29,7 @@ from nmt.data.corpus import (
     decode_lines,
     file_lines,
     line_chunks,
+    normalize,
     pair_chunks,
     raw_pair_chunks,
 )
@@ -55,6 +56,7 @@ class LanguageSplit:
     files: dict[str, Path] = field(default_factory=dict)
     jsonl: Path | None = None
     tsv: Path | None = None
+    unescape: bool = True  # its sentences' HTML entities read as characters (data.unescape_entities)
 
     def paths(self) -> list[Path]:
         """The split's files."""
@@ -98,26 +100,31 @@ class LanguageSplit:
         """The cleaned pairs of `direction`, a chunk at a time; `Pairs.lines` counts the lines (records)
         holding both languages."""
         if self.jsonl:
-            return _jsonl_pairs(self.jsonl, direction, skip_bad_lines)
-        return pair_chunks(self.pair_files(direction), skip_bad_lines)
+            return _jsonl_pairs(self.jsonl, direction, skip_bad_lines, self.unescape)
+        return pair_chunks(self.pair_files(direction), skip_bad_lines, unescape=self.unescape)
 
     def sentences(self, lang: str, rows: np.ndarray, partners: set[str]) -> list[str]:
         """The cleaned sentences of `lang` at `rows` (sorted) among the lines that hold it, those that are
         not empty and (in line-aligned files) pair with a non-empty sentence of one of `partners` (the
         languages it is translated from or into); a line that is not valid UTF-8 counts as empty."""
-        if self.jsonl:
-            return _jsonl_sentences(self.jsonl, lang, rows)  # counting found a pair of every direction
+        if self.jsonl:  # counting found a pair of every direction
+            return _jsonl_sentences(self.jsonl, lang, rows, self.unescape)
         if self.tsv:
             columns = list(self.files)  # the languages of the TSV file's columns
-            return _tsv_sentences(self.tsv, columns.index(lang), rows)
-        return _file_sentences(self.files[lang], [self.files[p] for p in sorted(partners)], rows)
+            return _tsv_sentences(self.tsv, columns.index(lang), rows, self.unescape)
+        partner_files = [self.files[p] for p in sorted(partners)]
+        return _file_sentences(self.files[lang], partner_files, rows, self.unescape)
 
 
 def language_split(cfg: DataConfig, split: str, directions: RunDirections | None = None) -> LanguageSplit:
     """Locate the files of `split` ('train', 'valid' or 'test') of the run `cfg` describes (of `directions`
-    instead of its own, when given), or raise UserError naming what is missing and the setting that names
-    it."""
-    directions = directions or cfg.directions
+    instead of its own, when given), to be read as `cfg` says (data.unescape_entities), or raise UserError
+    naming what is missing and the setting that names it."""
+    located = _located(cfg, split, directions or cfg.directions)
+    return dataclasses.replace(located, unescape=cfg.unescape_entities)
+
+
+def _located(cfg: DataConfig, split: str, directions: RunDirections) -> LanguageSplit:
     explicit = getattr(cfg, split)
     if explicit:
         path = Path(explicit)
@@ -221,18 +228,22 @@ def read_direction(cfg: DataConfig, direction: Direction, split: str) -> Paralle
     return read_directions(cfg, split, one)[direction]
 
 
-def jsonl_records(path: Path, skip_bad_lines: bool) -> Iterator[tuple[list[dict[str, str] | None], int]]:
+def jsonl_records(
+    path: Path, skip_bad_lines: bool, unescape: bool = True
+) -> Iterator[tuple[list[dict[str, str] | None], int]]:
     """The lines of a JSON Lines file a chunk at a time: each line as a mapping of language codes to cleaned
-    sentences (None for a blank line, or one skipped as invalid UTF-8), and how many were skipped so."""
+    sentences (their HTML entities read as characters where `unescape`; None for a blank line, or one
+    skipped as invalid UTF-8), and how many were skipped so."""
     first = 1
     with open(path, "rb") as handle:
         for chunk in line_chunks(handle, CHUNK_LINES):
             text, bad = decode_lines(chunk, str(path), first, skip_bad_lines)
-            yield [_record(line, path, number) for number, line in enumerate(text, start=first)], len(bad)
+            records = [_record(line, path, number, unescape) for number, line in enumerate(text, start=first)]
+            yield records, len(bad)
             first += len(chunk)
 
 
-def _record(line: str, path: Path, number: int) -> dict[str, str] | None:
+def _record(line: str, path: Path, number: int, unescape: bool) -> dict[str, str] | None:
     if not line:
         return None
     try:
@@ -241,7 +252,7 @@ def _record(line: str, path: Path, number: int) -> dict[str, str] | None:
         problem = f"not JSON ({str(err).split(':')[0]})"
     else:
         if isinstance(record, dict) and all(isinstance(value, str) for value in record.values()):
-            return {lang: " ".join(sentence.split()) for lang, sentence in record.items()}
+            return {lang: normalize(sentence, unescape) for lang, sentence in record.items()}
         problem = "not an object of sentences"
     raise UserError(
         f"{path} line {number} is {problem}; a JSON Lines corpus holds one object of language codes and "
@@ -267,9 +278,9 @@ def _count_jsonl(path: Path, directions: tuple[Direction, ...], skip_bad_lines: 
     return SplitCounts(languages, pairs)
 
 
-def _jsonl_pairs(path: Path, direction: Direction, skip_bad_lines: bool) -> Iterator[Pairs]:
+def _jsonl_pairs(path: Path, direction: Direction, skip_bad_lines: bool, unescape: bool) -> Iterator[Pairs]:
     src, tgt, first = direction.src, direction.tgt, 0
-    for records, bad in jsonl_records(path, skip_bad_lines):
+    for records, bad in jsonl_records(path, skip_bad_lines, unescape):
         both = [(i, r) for i, r in enumerate(records, start=first) if r is not None and src in r and tgt in r]
         kept = [(i, r) for i, r in both if r[src] and r[tgt]]
         numbers = [i for i, _ in kept]  # the line of the file (from 0) of each pair
@@ -277,39 +288,41 @@ def _jsonl_pairs(path: Path, direction: Direction, skip_bad_lines: bool) -> Iter
         first += len(records)
 
 
-def _file_sentences(path: Path, partners: list[Path], rows: np.ndarray) -> list[str]:
+def _file_sentences(path: Path, partners: list[Path], rows: np.ndarray, unescape: bool) -> list[str]:
     found, first = [], 0
     with contextlib.ExitStack() as files:
         handles = [files.enter_context(open(p, "rb")) for p in (path, *partners)]
         for own, *others in zip(*(line_chunks(h, CHUNK_LINES) for h in handles), strict=False):
             lo, hi = np.searchsorted(rows, [first, first + len(own)])
             picked = [row - first for row in rows[lo:hi].tolist()]
-            found += _paired([own[r] for r in picked], [[other[r] for r in picked] for other in others])
+            found += _paired(
+                [own[r] for r in picked], [[other[r] for r in picked] for other in others], unescape
+            )
             first += len(own)
     return found
 
 
-def _tsv_sentences(path: Path, column: int, rows: np.ndarray) -> list[str]:
+def _tsv_sentences(path: Path, column: int, rows: np.ndarray, unescape: bool) -> list[str]:
     found, first = [], 0
     for chunk in raw_pair_chunks(SplitFiles(path, None)):
         lo, hi = np.searchsorted(rows, [first, first + len(chunk[0])])
         picked = rows[lo:hi].tolist()
         own, other = chunk[column], chunk[1 - column]
-        found += _paired([own[r - first] for r in picked], [[other[r - first] for r in picked]])
+        found += _paired([own[r - first] for r in picked], [[other[r - first] for r in picked]], unescape)
         first += len(chunk[0])
     return found
 
 
-def _paired(own: list[bytes], partners: list[list[bytes]]) -> list[str]:
+def _paired(own: list[bytes], partners: list[list[bytes]], unescape: bool) -> list[str]:
     """The cleaned non-empty sentences of `own` whose line holds text in one of `partners` too."""
-    text, _ = decode_lines(own, "", 1, skip_bad_lines=True)
+    text, _ = decode_lines(own, "", 1, skip_bad_lines=True, unescape=unescape)
     others = [decode_lines(lines, "", 1, skip_bad_lines=True)[0] for lines in partners]
     return [sentence for i, sentence in enumerate(text) if sentence and any(o[i] for o in others)]
 
 
-def _jsonl_sentences(path: Path, lang: str, rows: np.ndarray) -> list[str]:
+def _jsonl_sentences(path: Path, lang: str, rows: np.ndarray, unescape: bool) -> list[str]:
     wanted, found, seen = set(rows.tolist()), [], 0
-    for records, _ in jsonl_records(path, skip_bad_lines=True):
+    for records, _ in jsonl_records(path, skip_bad_lines=True, unescape=unescape):
         for record in records:
             if record is not None and lang in record:
                 if seen in wanted and record[lang]:

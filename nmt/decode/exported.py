@@ -187,18 +187,31 @@ def is_export(path: Path) -> bool:
     return (path / META).is_file()
 
 
-def load_export(
-    path: Path, device: str = "auto", threads: int = 0, compute_type: str = "default"
-) -> ExportedTranslator:
-    """Open an export directory; `threads` = 0 lets CTranslate2 choose, `compute_type` 'default' keeps the
-    quantization the weights were exported with."""
-    meta_path = path / META
+def export_meta(path: Path) -> dict[str, Any]:
+    """What `nmt export` wrote of an export directory's run (META): its name (`run`; an earlier nmt wrote
+    the exporting machine's path, `run_dir`), checkpoint, search settings, languages, attention, domain."""
     if not is_export(path):
         raise UserError(
             f"{path} is not a directory written by `nmt export` (no {META}); "
             f"write one there with `nmt export` from a run directory"
         )
-    meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    meta: dict[str, Any] = json.loads((path / META).read_text(encoding="utf-8"))
+    return meta
+
+
+def exported_run(meta: dict[str, Any]) -> str | None:
+    """The name of the run an export was written from (None where its META names none)."""
+    if "run" in meta:
+        return str(meta["run"])
+    return Path(meta["run_dir"]).name if "run_dir" in meta else None
+
+
+def load_export(
+    path: Path, device: str = "auto", threads: int = 0, compute_type: str = "default"
+) -> ExportedTranslator:
+    """Open an export directory; `threads` = 0 lets CTranslate2 choose, `compute_type` 'default' keeps the
+    quantization the weights were exported with."""
+    meta = export_meta(path)
     ctranslate2 = import_ctranslate2()
     try:
         translator = ctranslate2.Translator(

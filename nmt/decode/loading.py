@@ -20,7 +20,7 @@ import torch
 
 from nmt.config.sections import SearchConfig
 from nmt.config.yaml_file import load_saved_config
-from nmt.decode.exported import META, is_export, load_export
+from nmt.decode.exported import META, export_meta, is_export, load_export
 from nmt.decode.trained_run import TrainedRun, load_run
 from nmt.decode.translator import TorchTranslator, Translator
 from nmt.errors import UserError
@@ -34,10 +34,11 @@ ENGINES = ("torch", "ctranslate2")
 @dataclass(frozen=True)
 class Loaded:
     """A model loaded from its directories: its translator, and the trained runs it is made of (one run, an
-    ensemble's members, none for an export)."""
+    ensemble's members, none for an export: its metadata instead)."""
 
     translator: Translator
     runs: tuple[TrainedRun, ...] = ()
+    export: dict[str, Any] | None = None  # an export's META: what it says of its run
 
     @property
     def run(self) -> TrainedRun:
@@ -93,7 +94,10 @@ def load_models(
                 "--int8 quantizes a run's model; an export's weights are chosen when it is written: "
                 "`nmt export RUN OUT --quantization int8`"
             )
-        return [Loaded(load_export(path, device.type, threads).with_search(**search)) for path in paths]
+        return [
+            Loaded(load_export(path, device.type, threads).with_search(**search), export=export_meta(path))
+            for path in paths
+        ]
     overrides = [f"search.{name}={json.dumps(value)}" for name, value in search.items()]
     runs = [load_run(path, device, checkpoint, overrides) for path in paths]
     if int8:

@@ -6,14 +6,19 @@ wrapped. Block-level tags end a sentence; inline ones (INLINE) never do.
 - Left as they are: script, style, pre, textarea and the like (KEPT), comments, the doctype, every attribute
   but `title` and `alt` (TRANSLATED), and the code, img and other atoms of ATOMS (kept whole, placed between
   words as inline tags without words are). Entities of the text are read as characters and written back as
-  text (`&`, `<`, `>` escaped): the page stays well-formed.
+  text (`&`, `<`, `>` escaped; an entity the model wrote is read first, never escaped twice): the page stays
+  well-formed.
 - A `title` or `alt` (outside the kept elements) is translated as a sentence of its own, after the blocks'
   sentences: its tag is written again with the translation in place of the value, every other attribute as
   it was read (quoted, entities escaped).
 - An inline tag goes around the output words linked to its words (from the first to the last: a tag never
-  splits); a child is kept inside its parent and after its earlier siblings. A tag with no word linked (or
-  whose words an earlier sibling took) is kept, empty, before the output word linked to the next source word
-  (at the end of its parent when none is).
+  splits); a child is kept inside its parent and after its earlier siblings. A tag that wraps words is never
+  left empty while its parent holds an output word no sibling took: with no word linked (a word the links
+  gave to a neighbour, as "Eine" in "Eine Katze" → "A cat" when both words link to "Katze"), it goes around
+  the output word where its words lie on the diagonal (their place in the source, scaled to the output's
+  length); when an earlier sibling took its words, around the free output word nearest them. Only a tag with
+  no word to take, or none free, is kept empty, before the output word linked to the next source word (at the
+  end of its parent when none is).
 - An inline tag left open at the end of its block is closed there; an end tag that closes nothing open in the
   block is dropped.
 """
@@ -263,7 +268,7 @@ class Page:
                 written.append(write_block(part, text.split(), links))
             else:
                 written.append(part)
-        values = [html.escape(text) for text, _ in found]  # the attributes' translations, in order
+        values = [output_text(text, quote=True) for text, _ in found]  # the attributes', in order
         marker = re.escape(self.marker)
         marked = re.compile(f"{marker}(\\d+){marker}")  # one pass over the page, however many attributes
         return marked.sub(lambda match: values[int(match.group(1))], "".join(written))
@@ -325,7 +330,7 @@ def write_block(block: Block, output: Sequence[str], links: Sequence[Link]) -> s
     found = list(WORD.finditer(block.text))
     spans = Spans([m.start() for m in found], [m.end() for m in found])
     valid = sorted((i, j) for i, j in links if i < len(found) and j < len(output))
-    places = _place(block.elements, spans, valid, 0, len(output), iter(range(1_000_000)))
+    places = _place(block.elements, spans, valid, 0, len(output), iter(range(1_000_000)), len(output))
     lead = block.text[: len(block.text) - len(block.text.lstrip())]
     trail = block.text[len(block.text.rstrip()) :]
     return html.escape(lead, quote=False) + _write(places, output) + html.escape(trail, quote=False)
@@ -347,10 +352,16 @@ class Spans(NamedTuple):
 
 
 def _place(
-    elements: list[Element], spans: Spans, links: list[Link], low: int, high: int, order: Iterator[int]
+    elements: list[Element],
+    spans: Spans,
+    links: list[Link],
+    low: int,
+    high: int,
+    order: Iterator[int],
+    outputs: int,
 ) -> list[Placed]:
-    """Each element placed within output words [low, high), apart from its earlier siblings (`links`
-    sorted)."""
+    """Each element placed within output words [low, high) of the `outputs`, apart from its earlier siblings
+    (`links` sorted)."""
     placed: list[Placed] = []
     for element in elements:
         words = spans.words(element.start, element.end)
@@ -361,14 +372,28 @@ def _place(
         for other in placed:  # siblings never overlap: the later one gives way
             if other.start < other.end and start < other.end and other.start < end:
                 start, end = (other.end, end) if start >= other.start else (start, other.start)
+        if start >= end and words and element.inside is None:  # it wraps words: never left empty
+            diagonal = (words.start + words.stop) / 2 / len(spans.starts) * outputs  # their middle, scaled
+            aim = min(targets) + 0.5 if targets else diagonal
+            start, end = _nearest_free(aim, low, high, placed)
         if start >= end:
             after = spans.before(element.end) if words else spans.before(element.start)
             start = end = _position(after, links, low, high, placed)
         here = Placed(element, start, end, next(order))
         if start < end:
-            here.children = _place(element.children, spans, links, start, end, order)
+            here.children = _place(element.children, spans, links, start, end, order, outputs)
         placed.append(here)
     return placed
+
+
+def _nearest_free(aim: float, low: int, high: int, placed: list[Placed]) -> tuple[int, int]:
+    """The output word in [low, high) that no sibling holds whose middle is nearest `aim` (a place on the
+    output, in words; of two as near, the first), as a span [j, j + 1); (0, 0) when every word is held."""
+    free = [j for j in range(low, high) if not any(p.start <= j < p.end for p in placed)]
+    if not free:
+        return 0, 0
+    nearest = min(free, key=lambda j: abs(j + 0.5 - aim))
+    return nearest, nearest + 1
 
 
 def _position(next_word: int, links: list[Link], low: int, high: int, placed: list[Placed]) -> int:
@@ -395,7 +420,7 @@ def _write(places: list[Placed], output: Sequence[str]) -> str:
     def words(low: int, high: int) -> None:
         nonlocal first
         for word in output[low:high]:
-            written.append(("" if first else " ") + "".join(pending) + html.escape(word, quote=False))
+            written.append(("" if first else " ") + "".join(pending) + output_text(word))
             pending.clear()
             first = False
 
@@ -421,6 +446,12 @@ def _write(places: list[Placed], output: Sequence[str]) -> str:
 
     inside(places, 0, len(output))
     return "".join(written) + "".join(pending)
+
+
+def output_text(text: str, quote: bool = False) -> str:
+    """A translation's text as page text: escaped once, whatever entities the model wrote (one trained on
+    text that held `&amp;` writes it), so a page never shows `&amp;amp;`."""
+    return html.escape(html.unescape(text), quote=quote)
 
 
 def _whole(element: Element) -> str:

@@ -412,13 +412,7 @@ class Translator(ABC):
         sources = self.encode([text])
         if not sources[0]:
             raise UserError("the text to translate is empty")
-        if len(sources[0]) > self.max_source_len:
-            log.warning(
-                "the text has %d subwords; only the first %d were translated (the model's limit)",
-                len(sources[0]),
-                self.max_source_len,
-            )
-        found = self.search(sources, options=search_options(self.settings, attention=True))
+        found = self.search(sources, options=search_options(self.settings, attention=True))  # warns of a cut
         return self.decode(sources, found)[0]
 
 

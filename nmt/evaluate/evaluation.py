@@ -95,7 +95,8 @@ def _evaluate_direction(
         text = read_direction(run.cfg.data, direction, split)
         source = language_split(run.cfg.data, split).pair_files(direction).src
     else:
-        text, source = read_files(given, name, run.cfg.data.skip_bad_lines), given.src
+        data = run.cfg.data
+        text, source = read_files(given, name, data.skip_bad_lines, data.unescape_entities), given.src
     found = scored(run, translator, text, files, name) | {"source": str(source)}
     if not directions.tagged:
         return found

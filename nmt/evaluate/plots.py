@@ -22,6 +22,8 @@ from nmt.models.config import ModelConfig
 
 FORMATS = (".png", ".svg", ".pdf")
 MAX_INCHES = 30.0  # per side of a figure: 4500 pixels at 150 dpi, however long the sentence
+MAX_PLOTTED = 120  # subwords a side of a heatmap: beyond, its labels are too small to read (under 5.3 pt)
+WIDE = 2.5  # a figure wider than this many times its height has its colour bar below it, where its label fits
 # The colour scale, white (no weight) through blues to dark indigo: the explorer's (STOPS in
 # nmt/serve/static/explorer.js, kept equal by a test), so that a weight has one colour in both.
 ATTENTION_STOPS = (
@@ -41,6 +43,17 @@ WORD_START = "▁"  # sentencepiece's mark on a subword that starts a word
 def check_output_path(path: Path) -> None:
     if path.suffix.lower() not in FORMATS:
         raise UserError(f"cannot tell the image format of {path}; use a name ending in .png, .svg or .pdf")
+
+
+def check_plottable(source: int, output: int = 0) -> None:
+    """Refuse, in one line, a heatmap of more than MAX_PLOTTED subwords a side (`source` and `output`
+    subwords, without </s>): its labels could not be read."""
+    longest = max(source, output)
+    if longest > MAX_PLOTTED:
+        sides = f"the text has {source} subwords" + (f" and its translation {output}" if output else "")
+        raise UserError(
+            f"{sides}; a heatmap stays readable up to {MAX_PLOTTED} a side: plot one sentence of it at a time"
+        )
 
 
 Scale = Literal["figure", "fixed"]
@@ -93,11 +106,12 @@ def save_attention(
 ) -> None:
     """Heatmap(s) of one layer of the best translation's attention (layers, heads, tgt_len, src_len) of a
     `model`: the mean of its heads, one head, or every head in a grid. Layers and heads count from 0,
-    negative layers from the last."""
+    negative layers from the last. A side of more than MAX_PLOTTED subwords is refused (`check_plottable`)."""
     best = translated.best
     if best.attention is None:
         raise ValueError("save_attention needs a translation with its attention")
     weights, src, tgt = best.attention, translated.source_pieces, best.pieces
+    check_plottable(len(src) - 1, len(tgt) - 1)  # the pieces end with </s>
     layers, heads = weights.shape[:2]
     if not -layers <= layer < layers:
         raise UserError(
@@ -126,7 +140,7 @@ def save_heatmap(
     size = _bounded(max(5.0, 0.35 * len(src) + 3), max(3.5, 0.3 * len(tgt) + 2))
     figure, axes = plt.subplots(figsize=size, layout="constrained")
     image = _draw(axes, weights, src, tgt, _wrapped(title, size[0] - 1.5), top)
-    figure.colorbar(image, ax=axes, shrink=0.8, label=label)
+    _colour_bar(figure, image, axes, label, size)
     _save(figure, path)
 
 
@@ -138,9 +152,9 @@ def save_head_grid(
     check_output_path(path)
     top, label = _scale(weights, scale)
     heads = weights.size(0)
-    columns = min(4, heads)
-    rows = -(-heads // columns)
     cell = (max(3.0, 0.3 * len(src) + 1.5), max(2.5, 0.25 * len(tgt) + 1.2))
+    columns = max(1, min(4, heads, int(MAX_INCHES // cell[0])))  # long sources: fewer heads a row
+    rows = -(-heads // columns)
     size = _bounded(cell[0] * columns + 1.5, cell[1] * rows + 0.8)
     figure, grid = plt.subplots(rows, columns, figsize=size, layout="constrained", squeeze=False)
     for head, axes in enumerate(grid.flat):
@@ -148,9 +162,18 @@ def save_head_grid(
             image = _draw(axes, weights[head], src, tgt, f"head {head}", top)
         else:
             axes.axis("off")
-    figure.colorbar(image, ax=grid.ravel().tolist(), shrink=0.8, label=label)
+    _colour_bar(figure, image, grid.ravel().tolist(), label, size)
     figure.suptitle(_wrapped(title, size[0]), fontsize=10)
     _save(figure, path)
+
+
+def _colour_bar(figure: plt.Figure, image: Any, axes: Any, label: str, size: tuple[float, float]) -> None:
+    """The colour bar beside the heatmap(s), or below them in a WIDE figure, where its label has room (one
+    line there)."""
+    if size[0] > WIDE * size[1]:
+        figure.colorbar(image, ax=axes, orientation="horizontal", shrink=0.4, label=label.replace("\n", " "))
+    else:
+        figure.colorbar(image, ax=axes, shrink=0.8, label=label)
 
 
 def _bounded(width: float, height: float) -> tuple[float, float]:

@@ -28,6 +28,7 @@ from nmt.data.language_tags import tag_piece
 from nmt.decode.exported import META, export_directions
 from nmt.errors import UserError
 from nmt.export.ctranslate2 import export_run
+from nmt.export.model_card import domain_statement
 from nmt.export.sentence_splitter import description, import_onnx, write_splitter
 
 PACKAGE_VERSION = "1.0"
@@ -107,12 +108,12 @@ def _write_folder(model: Path, direction: Direction, meta: dict[str, Any], prefi
         "to_name": LANGUAGE_NAMES.get(tgt, tgt),
         "type": "translate",
         "sentence_splitter": description(src),
-        "nmt": {key: meta[key] for key in ("checkpoint", "step", "quantization")},
+        "nmt": {key: meta[key] for key in ("checkpoint", "step", "quantization", "domain")},
     }
     if prefix is not None:
         metadata["target_prefix"] = prefix
     (folder / "metadata.json").write_text(json.dumps(metadata, indent=2, ensure_ascii=False) + "\n", "utf-8")
-    (folder / "README.md").write_text(_readme(metadata, Path(meta["run_dir"]).name), encoding="utf-8")
+    (folder / "README.md").write_text(_readme(metadata, meta["run"]), encoding="utf-8")
     return folder
 
 
@@ -130,6 +131,8 @@ def _readme(metadata: dict, run_name: str) -> str:
 
 Written by `nmt export --to argos` from the run `{run_name}`: checkpoint {nmt["checkpoint"]} (step \
 {nmt["step"]}), weights {nmt["quantization"]}.
+
+{domain_statement(nmt["domain"])}
 
 - `model/`: the CTranslate2 model (`nmt translate model/` translates with it too).
 - `sentencepiece.model`: the sentencepiece model of source and target.

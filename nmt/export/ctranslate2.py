@@ -95,9 +95,10 @@ def _save(spec: Any, run: TrainedRun, out_dir: Path, quantization: str) -> None:
     joint, cfg = run.tokenizers.joint, run.cfg
     meta = {
         "format": "ctranslate2",
-        "run_dir": str(run.directory.path.resolve()),
+        "run": run.directory.path.resolve().name,  # its name alone: no path of the exporting machine
         "checkpoint": run.checkpoint_name,
         "step": run.checkpoint.get("step"),
+        "domain": cfg.data.domain,  # what the model was trained on (data.domain), for /v1/models
         "quantization": quantization,
         "joint_vocabulary": joint,
         "directions": [direction.name for direction in cfg.data.directions.pairs],

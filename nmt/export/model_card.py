@@ -21,6 +21,10 @@ A `{hf_class}` converted by `nmt export --to huggingface` from the run `{run_nam
 layers, a joint sentencepiece vocabulary of {vocab} pieces, {tied}. Its greedy output equals `nmt translate
 --beam-size 1` token for token (float32).{transformers_note}
 {directions}
+## What it handles
+
+{domain}
+
 ## Load and translate
 
 ```python
@@ -119,6 +123,20 @@ def model_card(run: TrainedRun, hf_class: str, name: str, max_length: int) -> st
         a=search.max_len_a,
         b=search.max_len_b,
         alpha=search.length_penalty,
+        domain=domain_statement(cfg.data.domain),
+    )
+
+
+def domain_statement(domain: str | None) -> str:
+    """What a model card says of the text a model was trained on (data.domain), and so of what it handles."""
+    if domain is None:
+        return (
+            "The run does not say what its training text was (`data.domain`). A model translates text like "
+            "its training text well and other text badly: try it on the text you mean to translate first."
+        )
+    return (
+        f"Its training text: {domain}. It translates text of that kind; other text (another topic, register "
+        "or length) it translates worse, often much worse."
     )
 
 

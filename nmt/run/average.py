@@ -82,4 +82,9 @@ def _fewer_snapshots_hint(run_dir: RunDir, kept: int, wanted: int) -> str:
         return f"training stopped after {kept} validation(s); average those with --last {kept}"
     if keep >= wanted:
         return "training stopped before its first validation"
-    return f"train with train.keep_checkpoints={wanted} (this run kept {keep}) or average fewer"
+    if not kept:
+        return (
+            f"it kept none (train.keep_checkpoints={keep}): translate with its best or last checkpoint, or "
+            f"train with train.keep_checkpoints={wanted} to average"
+        )
+    return f"average those with --last {kept}, or train with train.keep_checkpoints={wanted}"

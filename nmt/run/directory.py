@@ -200,6 +200,21 @@ class RunDir:
             return "best"
         return name if name in CHECKPOINTS and self.checkpoint(name).is_file() else "best"
 
+    def _no_average(self) -> str:
+        """Why there is no averaged.pt, and what is possible: averaging the snapshots the run kept (as many as
+        it kept, at most `nmt average`'s default 5), or, where it kept none, another checkpoint."""
+        kept = len(self.snapshots())
+        if not kept:
+            return (
+                f"{self} holds no averaged.pt and no checkpoints to average (it kept none in checkpoints/: "
+                f"train.keep_checkpoints=0); use --checkpoint best or last, or train with "
+                f"train.keep_checkpoints=N to average later runs"
+            )
+        return (
+            f"{self} holds no averaged.pt; make it from the {kept} checkpoint(s) it keeps with "
+            f"`nmt average {self} --last {min(kept, 5)}`"
+        )
+
     def find_checkpoint(self, which: str | None = None) -> Path:
         """Path of best.pt (falling back to last.pt), last.pt or averaged.pt; by default the one the run's
         report chose."""
@@ -217,9 +232,6 @@ class RunDir:
             if self.checkpoint(name).is_file():
                 return self.checkpoint(name)
         if which == "averaged":
-            raise UserError(
-                f"{self} holds no averaged.pt; make it with `nmt average {self}` "
-                f"(from the snapshots that train.keep_checkpoints kept)"
-            )
+            raise UserError(self._no_average())
         tried = " or ".join(f"{name}.pt" for name in names)
         raise UserError(f"{self} holds no checkpoint ({tried}); train or resume the run first")

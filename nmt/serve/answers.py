@@ -117,7 +117,7 @@ class HypothesisAnswer(Answer):
         description="With alignments: [source word, output word] links, from 0, the words of the line and of "
         "text (whitespace-separated); each output word linked to the source words its subwords attended "
         "most in the attention the run aligns with (a guided run's supervised heads, else a Transformer's "
-        "last layer's mean of heads).",
+        "penultimate layer's mean of heads).",
     )
 
 
@@ -176,6 +176,9 @@ class ModelFacts(Answer):
     type: str = Field(description="transformer, rnn-bahdanau, rnn-luong or ensemble.")
     runs: list[str]
     checkpoint: str | None
+    domain: str | None = Field(
+        description="What the model was trained on, and so what it handles (data.domain; null: not stated)."
+    )
     parameters: int | None
     test_bleu: ReportedBleu | None = Field(description="The test BLEU of the run's report, for one run.")
     beam_size: int

@@ -193,8 +193,9 @@ def _route(
 def _description(limits: Limits, keys: frozenset[str] | None) -> str:
     """What the document says of every operation: where fields come from, this server's limits and keys."""
     key = (
-        "Every request needs an API key: the field api_key, `Authorization: Bearer KEY`, or the "
-        "explorer's cookie (set by GET /?api_key=KEY)."
+        "Every request but GET /languages, GET /frontend/settings and a translated file's download needs an "
+        "API key: the field api_key, `Authorization: Bearer KEY`, or the explorer's cookie (set by GET "
+        "/?api_key=KEY)."
         if keys
         else "No API key is needed."
     )

@@ -23,6 +23,7 @@ import torch
 
 from nmt.config.multilingual import Direction
 from nmt.config.sections import SearchConfig
+from nmt.decode.exported import exported_run
 from nmt.decode.loading import Loaded, ensemble, load_models
 from nmt.decode.search import Hypothesis
 from nmt.decode.trained_run import TrainedRun
@@ -105,6 +106,7 @@ def run_engines(name: str, loaded: Loaded) -> Engines:
         type=run.cfg.model.type if alone else "ensemble",
         runs=[member.directory.path.name for member in loaded.runs],
         checkpoint=run.checkpoint_name,
+        domain=_domain([member.cfg.data.domain for member in loaded.runs]),
         parameters=sum(p.numel() for member in loaded.runs for p in member.model.parameters()),
         test_bleu=_test_bleu(run) if alone else None,
         beam_size=translator.settings.beam_size,
@@ -114,18 +116,26 @@ def run_engines(name: str, loaded: Loaded) -> Engines:
 
 
 def export_engines(name: str, loaded: Loaded) -> Engines:
-    """An export of `nmt export --to ctranslate2`: n-best with CTranslate2's scores, no attention."""
+    """An export of `nmt export --to ctranslate2`: n-best with CTranslate2's scores, no attention; its run,
+    checkpoint and domain as its metadata names them."""
+    meta = loaded.export or {}
     facts = ModelFacts(
         engine="ctranslate2",
         type="transformer",
-        runs=[name],
-        checkpoint=None,
+        runs=[exported_run(meta) or name],
+        checkpoint=meta.get("checkpoint"),
+        domain=meta.get("domain"),
         parameters=None,
         test_bleu=None,
         beam_size=loaded.translator.settings.beam_size,
         attention=None,
     )
     return served(name, loaded.translator, facts)
+
+
+def _domain(domains: list[str | None]) -> str | None:
+    """What a model of runs was trained on: their data.domain where they all state the same one."""
+    return domains[0] if len(set(domains)) == 1 else None
 
 
 def attention_layout(model: ModelConfig) -> str:

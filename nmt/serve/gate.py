@@ -1,10 +1,11 @@
 """The gate every HTTP request passes first: its body is read within the size limit (413) and in time (408),
-its fields are parsed from the query and the body (400, 415), its API key is checked (403; a translated
-file's download needs none: its random name is its key). The route then finds the fields in
-`request.state.fields`; it is cancelled when its client disconnects before the answer (its sentences leave
-the batcher's queue). A request the server cancels as it stops without waiting for it (a
-second Ctrl-C), whether its body is still arriving or its route runs, is answered 503 unless its answer has
-started, and ends quietly: no traceback."""
+its fields are parsed from the query and the body (400, 415), its API key is checked (403; as in
+LibreTranslate, a translated file's download needs none, its random name being its key, nor do the two pages
+a client reads before it has a key: GET /languages and GET /frontend/settings, whose `keyRequired` tells it to
+ask). The route then finds the fields in `request.state.fields`; it is cancelled when its client disconnects
+before the answer (its sentences leave the batcher's queue). A request the server cancels as it stops without
+waiting for it (a second Ctrl-C), whether its body is still arriving or its route runs, is answered 503 unless
+its answer has started, and ends quietly: no traceback."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from nmt.serve.requests import ApiError, Limits, parse_fields
 KEY_COOKIE = "nmt_api_key"  # the explorer's key, set by GET /?api_key=KEY
 BODY_TIMEOUT = 10.0  # seconds a body may pause before the request is refused (408)
 KEYLESS = "/download_file/"  # a translated file's random name is its key, as in LibreTranslate
+KEY_FREE = frozenset({"/languages", "/frontend/settings"})  # read by clients before they have a key
 
 
 class Gate:
@@ -61,7 +63,9 @@ class Gate:
             close = {"Connection": "close"} if err.status == 408 else None  # the rest of the body may come
             await error_answer(err.status, str(err), close)(scope, receive, send)
             return
-        keyless = scope["path"].startswith(KEYLESS)
+        keyless = scope["path"].startswith(KEYLESS) or (
+            scope["method"] in ("GET", "HEAD") and scope["path"] in KEY_FREE
+        )
         if not keyless and not self._allowed(offered_key(headers), fields.values.get("api_key")):
             message = "a valid api_key is required (field api_key, or Authorization: Bearer KEY)"
             await error_answer(403, message)(scope, receive, send)

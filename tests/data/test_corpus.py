@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from nmt.config.sections import DataConfig
@@ -124,6 +125,32 @@ def test_read_split_cleans_and_keeps_the_pairs_aligned(tmp_path: Path) -> None:
     assert text.src == ["eins", "vier"]  # lines 2-4 each have an empty side: dropped with their partner
     assert text.tgt == ["one", "four"]
     assert len(text) == 2
+
+
+def test_html_entities_of_a_corpus_are_read_as_characters_unless_kept(tmp_path: Path) -> None:
+    """Multi30k's raw files hold `&amp;`, which a model would learn to write: every split, in every layout,
+    is read with its entities as characters (once: `&amp;amp;` is `&amp;`), for training, the tokenizer's
+    sample and evaluation alike; data.unescape_entities=false keeps them."""
+    write_pair(
+        tmp_path / "files", "train", "Stein &amp; Fliese\nQ&amp;amp;A\n", "tile &#38; stone\nx &quot;y\n"
+    )
+    write(tmp_path / "tsv" / "train.tsv", "Stein &amp; Fliese\ttile &#38; stone\n")
+    write(tmp_path / "jsonl" / "train.jsonl", '{"de": "Stein &amp; Fliese", "en": "tile &#38; stone"}\n')
+    for layout, train in (("files", None), ("tsv", "train.tsv"), ("jsonl", "train.jsonl")):
+        directory = tmp_path / layout
+        explicit = {"train": str(directory / train)} if train else {}
+        for unescape, expected in ((True, "Stein & Fliese"), (False, "Stein &amp; Fliese")):
+            cfg = DataConfig(dir=str(directory), unescape_entities=unescape, **explicit)
+            text = read_split(cfg, "train")
+            assert text.src[0] == expected, (layout, unescape)
+            assert text.tgt[0] == ("tile & stone" if unescape else "tile &#38; stone")
+            sample = language_split(cfg, "train").sentences("de", np.array([0]), {"en"})
+            assert sample == [expected], (layout, unescape)
+    text = read_split(DataConfig(dir=str(tmp_path / "files")), "train")
+    assert (text.src[1], text.tgt[1]) == ("Q&amp;A", 'x "y')  # entities are read once
+    files = SplitFiles(tmp_path / "files" / "train.de", tmp_path / "files" / "train.en")
+    assert read_files(files, "test").src[0] == "Stein & Fliese"  # evaluate's --src/--ref files
+    assert read_files(files, "test", unescape=False).src[0] == "Stein &amp; Fliese"
 
 
 @pytest.mark.parametrize(

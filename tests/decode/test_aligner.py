@@ -59,7 +59,7 @@ def test_a_guided_run_aligns_with_the_attention_it_was_trained_on(tiny: Path) ->
     assert default_reading(guided, None, None, "RUN") == Reading(1, (0, 1))  # penultimate
     assert default_reading(guided, -1, "mean", "RUN") == Reading(-1, None)
     plain = load_config(tiny, three)
-    assert default_reading(plain, None, None, "RUN") == Reading(2, None)  # the last layer, mean of heads
+    assert default_reading(plain, None, None, "RUN") == Reading(1, None)  # the penultimate layer, measured
     assert default_reading(plain, 0, (3,), "RUN") == Reading(0, (3,))
     shifted = load_config(tiny, [*three, "train.alignment.links=train.links", "train.alignment.shift=true"])
     assert default_reading(shifted, None, None, "RUN") == Reading(1, (0,), "shift")  # the row it trained
@@ -103,11 +103,11 @@ def test_a_model_links_the_words_of_each_given_pair(
     (made_up,) = translator.encode_words(["kalomisute dosuvi"], "source")
     assert len(made_up.ids) > made_up.count == 2
     lines = src.read_text().splitlines(), tgt.read_text().splitlines()
-    expected = force(run, *lines).links(Reading(-1, None))  # the default: the last layer, mean of heads
+    expected = force(run, *lines).links(Reading(0, None))  # the default: the penultimate layer, mean of heads
     assert [set(line.possible) for line in found] == expected
     null = run_cli("align", str(trained_run), "--src", str(src), "--tgt", str(tgt), "--null-slot")
     assert null[0] == 0, null[2]
-    expected_null = force(run, *lines).links(Reading(-1, None, null=True))
+    expected_null = force(run, *lines).links(Reading(0, None, null=True))
     (tmp_path / "null").write_text(null[1])
     assert [set(line.possible) for line in read_links(tmp_path / "null")] == expected_null
     assert all(n <= e for n, e in zip(expected_null, expected, strict=True))  # the null slot only drops links

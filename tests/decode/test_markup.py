@@ -98,14 +98,42 @@ def test_entities_are_read_as_text_and_written_as_entities() -> None:
     assert translate_page(page, same) == "<p>Tom &amp; Jerry &lt;3 café ©</p>"
 
 
-def test_a_tag_whose_words_align_to_nothing_is_kept_empty_before_the_next_word() -> None:
-    page = "<p>a <b>b</b> c d</p>"
+def test_an_entity_the_model_wrote_is_never_escaped_twice() -> None:
+    """A model trained on text that held `&amp;` writes it: the page shows `&`, as `&amp;` (not `&amp;amp;`);
+    so does a translated attribute."""
+    wrote: Translate = lambda lines: [  # noqa: E731
+        (line.replace("&", "&amp;").replace('"', "&quot;"), [(i, i) for i in range(len(line.split()))])
+        for line in lines
+    ]
+    page = '<p>Stein &amp; Fliese</p><img alt="Q&amp;A &quot;hier&quot;">'
+    assert translate_page(page, wrote) == '<p>Stein &amp; Fliese</p><img alt="Q&amp;A &quot;hier&quot;">'
+
+
+def test_a_tag_whose_words_the_links_gave_to_a_neighbour_is_never_left_empty() -> None:
+    """`<i>Eine</i> Katze` → `A cat` with both output words linked to "Katze": the tag goes around "A", where
+    its word lies on the diagonal (it went, empty, before "A"); so does a tag whose words no link reaches."""
+    both: Translate = lambda lines: [("A cat", [(1, 0), (1, 1)])]  # noqa: E731
+    assert translate_page("<p><i>Eine</i> Katze</p>", both) == "<p><i>A</i> cat</p>"
     dropped: Translate = lambda lines: [("x y z", [(0, 0), (2, 1), (3, 2)])]  # noqa: E731
-    assert translate_page(page, dropped) == "<p>x <b></b> y z</p>"
+    assert translate_page("<p>a <b>b</b> c d</p>", dropped) == "<p>x <b>y</b> z</p>"
     last: Translate = lambda lines: [("x y", [(0, 0), (1, 1)])]  # noqa: E731
-    assert translate_page("<p>a b <i>c</i></p>", last) == "<p>x y <i></i></p>"  # no next word: at the end
+    assert translate_page("<p>a b <i>c</i></p>", last) == "<p>x <i>y</i></p>"
     nothing: Translate = lambda lines: [("x y", [])]  # noqa: E731
-    assert translate_page("<p><b>a</b> <i>b</i></p>", nothing) == "<p>x y <b></b> <i></i></p>"
+    assert translate_page("<p><b>a</b> <i>b</i></p>", nothing) == "<p><b>x</b> <i>y</i></p>"
+
+
+def test_a_tag_whose_words_an_earlier_sibling_took_takes_the_free_word_nearest_them() -> None:
+    one: Translate = lambda lines: [("dog running", [(0, 0), (1, 0)])]  # noqa: E731
+    assert translate_page("<p><b>Hund</b> <i>rennt</i></p>", one) == "<p><b>dog</b> <i>running</i></p>"
+
+
+def test_a_tag_is_kept_empty_only_with_no_word_to_wrap_or_none_free() -> None:
+    """An element without words stays empty before the next word; two tags whose parent holds one output
+    word: the second has none free."""
+    same_words = same(["a b c"])
+    assert translate_page("<p>a <b></b>b c</p>", lambda lines: same_words) == "<p>a <b></b> b c</p>"
+    single: Translate = lambda lines: [("x", [(0, 0), (1, 0)])]  # noqa: E731
+    assert translate_page("<p><u><b>a</b> <i>b</i></u></p>", single) == "<p><u><b>x</b> <i></i></u></p>"
 
 
 def test_a_child_stays_inside_its_parent_and_siblings_never_overlap() -> None:

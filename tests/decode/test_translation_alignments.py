@@ -1,7 +1,7 @@
-"""A translation's word alignment reads the run's alignment attention: search's own (the last decoder layer's
-mean of heads, argmax) for a plain run, and for a guided run the attention guided alignment supervised, by
-the rule and null slot it trained — the same on both engines (the CTranslate2 export returns that
-attention)."""
+"""A translation's word alignment reads the run's alignment attention: for a plain run its penultimate decoder
+layer's mean of heads by argmax (search's own where that is the last layer: an RNN's, a one-layer decoder's),
+and for a guided run the attention guided alignment supervised, by the rule and null slot it trained — the
+same on both engines (the CTranslate2 export returns that attention)."""
 
 import json
 from pathlib import Path
@@ -39,13 +39,41 @@ def test_a_run_aligns_translations_with_search_unless_guided_alignment_trained_o
     tiny: Path,
 ) -> None:
     two = ["model.decoder_layers=2", "model.transformer.heads=2", "train.alignment.links=train.links"]
-    assert translation_reading(load_config(tiny, [])) is None
+    assert translation_reading(load_config(tiny, [])) is None  # one decoder layer: search's own
+    assert translation_reading(load_config(tiny, ["model.type=rnn-luong", "model.transformer="])) is None
+    plain = load_config(tiny, ["model.decoder_layers=3"])
+    assert translation_reading(plain) == Reading(1, None)  # the penultimate layer, not the last
     assert translation_reading(load_config(tiny, [*two, "train.alignment.layer=-1"])) == Reading(1, (0,))
     every_head = [*two, "train.alignment.layer=1", "train.alignment.heads=2"]
     assert translation_reading(load_config(tiny, every_head)) is None  # search's own attention
     assert translation_reading(load_config(tiny, [*every_head, "train.alignment.shift=true"])) == Reading(
         1, (0, 1), "shift"
     )
+
+
+def test_a_plain_runs_translations_align_with_its_penultimate_layer_not_its_last(
+    trained_run: Path, corpus: Path
+) -> None:
+    """Measured (docs/alignment.md, benchmarks/alignment_reading.py): a Transformer trained without guided
+    alignment aligns best with its penultimate decoder layer's mean of heads by argmax; its translations'
+    links read it, after search, from a teacher-forced pass (they read the last layer's, search's own)."""
+    run = load_run(trained_run, torch.device("cpu"))
+    translator = TorchTranslator.of_run(run)
+    assert run.cfg.model.decoder_layers == 2 and translator.reading == Reading(0, None)
+    searching = translator.with_search(beam_size=3, nbest=3)
+    sources = searching.encode((corpus / "test.src").read_text().splitlines()[:20])
+    found = searching.search(sources, options=search_options(searching.settings, alignments=True))
+    differ = 0
+    for src, hyps in zip(sources, found, strict=True):
+        forced = teacher_forced_attention(translator.model, [src] * len(hyps), [h.tokens for h in hyps])
+        for hypothesis, paid in zip(hyps, forced, strict=True):
+            first, last = (
+                paid[layer].mean(dim=0)[: len(hypothesis.tokens), : len(src)].argmax(dim=1).tolist()
+                for layer in (0, -1)
+            )
+            assert hypothesis.alignment == first
+            differ += first != last
+    assert differ > 0  # the layers align differently here: the test can tell them apart
 
 
 def by_hand(paid: torch.Tensor, tokens: int, source: int) -> list[int | None]:

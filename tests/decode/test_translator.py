@@ -50,6 +50,17 @@ def test_an_overlong_source_is_cut_once_and_decoded_as_searched(
     assert len(line.source_pieces) == 3 + 1
 
 
+def test_a_text_cut_for_its_heatmap_is_reported_once(
+    translator: TorchTranslator, caplog: pytest.LogCaptureFixture
+) -> None:
+    short = translator.with_search(beam_size=1)
+    short.max_source_len = 3
+    translated = short.translate_with_attention("kalo mi su te kalo mi su te")
+    assert len(translated.source_pieces) == 3 + 1
+    cut = [record for record in caplog.records if "subwords" in record.getMessage()]
+    assert len(cut) == 1, caplog.text
+
+
 def test_attention_of_every_hypothesis_on_request(translator: TorchTranslator) -> None:
     """Every layer and head, rows the output pieces, columns the source pieces (both ending with '</s>')."""
     translated = translator.with_search(beam_size=3, nbest=2).translate_with_attention("kalo mi su")
@@ -66,8 +77,9 @@ def test_alignments_follow_each_hypothesis_through_beam_search(
 ) -> None:
     """The source position each token attended most, carried by search with its hypothesis through every
     reordering of the beam, is the argmax (eos left out) of the last layer's mean of heads in a teacher-forced
-    pass over the finished hypothesis."""
+    pass over the finished hypothesis (search's own alignments: the translator's reading left out)."""
     searching = translator.with_search(beam_size=4, nbest=4)
+    searching.reading = None  # the run's reads its penultimate layer after search
     sources = searching.encode((corpus / "test.src").read_text().splitlines()[:20])
     found = searching.search(sources, options=search_options(searching.settings, alignments=True))
     assert sum(len(hyps) for hyps in found) == 80

@@ -9,7 +9,6 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pytest
 import torch
-from PIL import Image
 
 import nmt.evaluate.plots
 from nmt.config.yaml_file import load_config
@@ -130,14 +129,34 @@ def test_plot_attention_head_must_be_a_head(
     assert not (tmp_path / "a.png").exists()
 
 
-def test_plot_attention_of_a_long_text_is_bounded_and_says_what_was_cut(
+def test_plot_attention_of_a_text_too_long_to_read_is_refused_before_it_is_translated(
     trained_run: Path, corpus: Path, tmp_path: Path
 ) -> None:
+    """Its labels could not be read (a 4,500 × 270 pixel figure): one line, before translating (no cut is
+    reported), and no image."""
     words = " ".join((corpus / "test.src").read_text().split())
     text = " ".join([words] * (2000 // len(words.split()) + 1))
     out = tmp_path / "long.png"
     code, _, err = run_cli("plot-attention", str(trained_run), "--text", text, "--out", str(out))
-    assert code == 0, err
-    assert "only the first" in err and "subwords" in err
-    width, height = Image.open(out).size
-    assert width <= 30 * 150 and height <= 30 * 150
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "a heatmap stays readable up to 120 a side: plot one sentence of it at a time" in err
+    assert "truncated" not in err and not out.exists()
+
+
+def test_a_wide_heatmap_has_its_colour_bar_below_it_with_its_whole_label(
+    figures: list[plt.Figure], tmp_path: Path
+) -> None:
+    """110 source subwords and 3 output ones: a figure far wider than high, whose colour bar beside it was too
+    short for its label (cut at the figure's edge); below it, the label is whole and inside the figure."""
+    source = [f"▁w{k}" for k in range(110)] + ["</s>"]
+    weights = torch.softmax(torch.randn(1, 1, 3, len(source)), dim=-1)
+    save_attention(drawn(source, ["▁a", "▁b", "</s>"], weights), tmp_path / "a.png", ModelConfig())
+    (figure,) = figures
+    figure.canvas.draw()
+    bar = figure.axes[1]
+    label = bar.xaxis.label
+    top = float(weights.max())
+    assert label.get_text() == f"attention weight (scale 0 to {top:.2f}, this figure's largest)"
+    inside = figure.bbox
+    box = label.get_window_extent()
+    assert inside.x0 <= box.x0 and box.x1 <= inside.x1 and inside.y0 <= box.y0 and box.y1 <= inside.y1

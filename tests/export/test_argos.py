@@ -21,9 +21,10 @@ DRIVER = Path(__file__).with_name("argos_driver.py")  # run by the environment's
 
 @pytest.fixture(scope="module")
 def tiny_run(tiny: Path, small_corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A Transformer trained for a few steps: enough to export."""
+    """A Transformer trained for a few steps (its data.domain stated): enough to export."""
     run_dir = tmp_path_factory.mktemp("argos") / "tf"
-    assert run_cli(*train_args(tiny, small_corpus, run_dir, "--max-steps", "5", *NO_REPORT))[0] == 0
+    domain = ("--set", "data.domain=made-up words in reverse order")
+    assert run_cli(*train_args(tiny, small_corpus, run_dir, "--max-steps", "5", *NO_REPORT, *domain))[0] == 0
     return run_dir
 
 
@@ -58,6 +59,24 @@ def test_package_layout_and_metadata(tiny_run: Path, tmp_path: Path) -> None:
     assert config["add_source_eos"] is True  # argostranslate passes bare pieces: CTranslate2 adds the eos
     assert spm == (tiny_run / "spm.model").read_bytes()
     assert "not a trained model" in readme and "--beam-size 4 --length-penalty 0.2" in readme
+    assert metadata["nmt"]["domain"] == "made-up words in reverse order"
+    assert "Its training text: made-up words in reverse order." in readme
+
+
+def test_a_package_names_no_path_of_the_exporting_machine(tiny_run: Path, tmp_path: Path) -> None:
+    """A package is shared: neither it nor its CTranslate2 model's nmt-export.json holds the run's path (only
+    its name)."""
+    pytest.importorskip("ctranslate2")
+    pytest.importorskip("onnx")
+    out = tmp_path / "src_tgt.argosmodel"
+    assert run_cli("export", str(tiny_run), str(out), "--to", "argos")[0] == 0
+    paths = {str(tiny_run.resolve()), str(tiny_run.resolve().parent), str(tiny_run)}
+    with zipfile.ZipFile(out) as package:
+        for name in package.namelist():
+            content = package.read(name)
+            assert not any(path.encode() in content for path in paths), name
+        meta = json.loads(package.read("translate-src_tgt-nmt/model/nmt-export.json"))
+    assert meta["run"] == tiny_run.name and "run_dir" not in meta
 
 
 def test_a_decoder_tag_run_gives_a_package_per_direction(decoder_tag_run: Path, tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from nmt.align.pharaoh import parse_links
+from nmt.align.reading import SEARCH_READING
 from nmt.decode.exported import META, VOCABULARY_MAP, load_export
 from nmt.decode.search import Hypothesis
 from nmt.decode.trained_run import load_run
@@ -36,7 +37,8 @@ def greedy_both(
     options = search_options(translator.settings, alignments=alignments)
     ours = [hyps[0] for hyps in translator.search(sources, options=options)]
     theirs = [hyps[0] for hyps in exported.search(sources, options=options)]
-    return ours, assert_equal_but_for_ties(translator.model, sources, ours, theirs)
+    reading = translator.reading or SEARCH_READING  # the attention the run's links read
+    return ours, assert_equal_but_for_ties(translator.model, sources, ours, theirs, reading=reading)
 
 
 def assert_same_lines_but(differ: list[int], torch_out: str, ct2_out: str, lines: int) -> None:
@@ -156,10 +158,10 @@ def test_engine_needs_an_export(trained_run: Path) -> None:
 
 
 def test_alignments_are_the_same_from_both_engines(trained_run: Path, corpus: Path, tmp_path: Path) -> None:
-    """The export's attention is the one nmt's search pays (the last layer's mean of heads), so greedy
-    translations with --alignments are the same lines from CTranslate2 as from torch but where torch's scores
-    tie (tests/ties.py), and CTranslate2 returns the attention torch pays producing its output; an export
-    written before that is refused in one line."""
+    """The export's attention is the one the run aligns with (its penultimate layer's mean of heads), so
+    greedy translations with --alignments are the same lines from CTranslate2 as from torch but where torch's
+    scores tie (tests/ties.py), and CTranslate2 returns that attention of torch's producing its output; an
+    export written before that is refused in one line."""
     out = tmp_path / "ct2"
     assert run_cli("export", str(trained_run), str(out))[0] == 0
     args = ["-i", str(corpus / "test.src"), "--beam-size", "1", "--alignments"]
@@ -180,7 +182,7 @@ def test_alignments_are_the_same_from_both_engines(trained_run: Path, corpus: Pa
         tokens = [exported.tokenizers.tgt.sp.piece_to_id(piece) for piece in result.hypotheses[0]]
         (paid,) = ours.teacher_forced([ids], [tokens])  # (layers, heads, output + eos, source + eos)
         theirs = torch.tensor(result.attention[0])  # a row per output token, a column per source token
-        paid = paid[-1].mean(dim=0)[:-1, :-1]  # the last layer's mean of heads, eos left out
+        paid = paid[0].mean(dim=0)[:-1, :-1]  # the penultimate (first) layer's mean of heads, eos left out
         torch.testing.assert_close(theirs, paid, atol=1e-5, rtol=1e-4)
 
     meta = json.loads((out / META).read_text())

@@ -19,6 +19,7 @@ from nmt.decode.trained_run import load_run
 from nmt.decode.translator import TorchTranslator, max_source_len
 from nmt.errors import UserError
 from nmt.export.huggingface import hf_model, import_transformers
+from nmt.export.model_card import model_card
 from nmt.models.config import ModelConfig, TransformerConfig
 from nmt.models.transformer import TransformerSeq2Seq, sinusoidal_positions
 from tests.conftest import assert_one_line_error, run_cli, train_args
@@ -121,6 +122,16 @@ def test_position_tables_equal_transformers_bit_for_bit() -> None:
     ours = sinusoidal_positions(positions, d_model)
     order = [*range(0, d_model, 2), *range(1, d_model, 2)]
     assert torch.equal(ours[:, order], theirs)
+
+
+def test_the_model_card_states_what_the_model_handles(trained_run: Path) -> None:
+    """The card says what the run was trained on (data.domain), or that the run does not say."""
+    run = load_run(trained_run, torch.device("cpu"))
+    card = model_card(run, "PegasusForConditionalGeneration", "m", 100)
+    assert run.cfg.data.domain and f"## What it handles\n\nIts training text: {run.cfg.data.domain}." in card
+    unstated = dataclasses.replace(run.cfg, data=dataclasses.replace(run.cfg.data, domain=None))
+    card = model_card(dataclasses.replace(run, cfg=unstated), "PegasusForConditionalGeneration", "m", 100)
+    assert "does not say what its training text was (`data.domain`)" in card
 
 
 def test_missing_transformers_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -11,6 +11,7 @@ import pytest
 import torch
 from starlette.testclient import TestClient
 
+from nmt.align.reading import SEARCH_READING
 from nmt.config.multilingual import Direction
 from nmt.decode.exported import load_export
 from nmt.decode.search import Hypothesis
@@ -246,6 +247,8 @@ def test_v1_models_and_health(client: TestClient, trained_run: Path) -> None:
         "checkpoint": report["checkpoint"],
     }
     assert model["parameters"] > 0
+    domain = load_run(trained_run, torch.device("cpu")).cfg.data.domain
+    assert domain and model["domain"] == domain  # what the model handles, as its config states it
     health = client.get("/health").json()
     assert health["status"] == "ok" and health["models"] == [trained_run.name] and health["waiting"] == 0
 
@@ -346,7 +349,8 @@ def test_a_ctranslate2_export_is_served_with_nbest_and_no_attention(
     options, sources = search_options(greedy.settings, alignments=True), greedy.encode(sentences)
     found = exported.search(sources, options=options)  # the run's, but where its scores tie (tests/ties.py)
     ours = [hyps[0] for hyps in greedy.search(sources, options=options)]
-    assert_equal_but_for_ties(greedy.model, sources, ours, [hyps[0] for hyps in found])
+    reading = greedy.reading or SEARCH_READING  # the attention the run's links read
+    assert_equal_but_for_ties(greedy.model, sources, ours, [hyps[0] for hyps in found], reading=reading)
     expected = exported.decode(sources, found)
     with make_client(catalog) as client:
         body = client.post("/v1/translate", json={"q": sentences, "beam_size": 1, **PAIR}).json()
@@ -363,6 +367,12 @@ def test_a_ctranslate2_export_is_served_with_nbest_and_no_attention(
         ]
         (model,) = client.get("/v1/models").json()["models"]
         assert (model["engine"], model["name"]) == ("ctranslate2", "ct2")
+    run = load_run(trained_run, torch.device("cpu"))
+    assert (model["runs"], model["checkpoint"], model["domain"]) == (
+        [trained_run.name],
+        run.checkpoint_name,  # as the export's metadata names it
+        run.cfg.data.domain,
+    )
     (beam_2,) = (
         load_catalog([tmp_path / "ct2"], "ctranslate2", torch.device("cpu"), None, 2).engines["ct2"].values()
     )

@@ -313,6 +313,7 @@ def test_a_served_batch_out_of_memory_is_split_by_the_batcher_alone() -> None:
         type="t",
         runs=[],
         checkpoint=None,
+        domain=None,
         parameters=None,
         test_bleu=None,
         beam_size=1,

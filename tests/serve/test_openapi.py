@@ -101,4 +101,7 @@ def test_with_api_keys_the_document_needs_one_too(catalog: Catalog) -> None:
     with make_client(catalog, keys=frozenset({"secret-key-123"})) as client:
         assert client.get("/openapi.json").status_code == 403
         described = client.get("/openapi.json", headers={"Authorization": "Bearer secret-key-123"}).json()
-    assert "Every request needs an API key" in described["info"]["description"]
+    assert (
+        "/frontend/settings and a translated file's download needs an API key"
+        in described["info"]["description"]
+    )

@@ -276,9 +276,9 @@ def locked(catalog: Catalog) -> Iterator[TestClient]:
 
 
 ROUTES = [
-    *(("GET", path) for path in ("/", "/static/index.html", "/health", "/languages", "/frontend/settings")),
-    *(("GET", path) for path in ("/v1/models", "/no/such/page")),
-    *(("POST", path) for path in ("/translate", "/v1/translate")),
+    *(("GET", path) for path in ("/", "/static/index.html", "/health", "/v1/models", "/no/such/page")),
+    *(("GET", path) for path in ("/openapi.json", "/spec")),
+    *(("POST", path) for path in ("/translate", "/v1/translate", "/languages")),
 ]
 
 
@@ -296,6 +296,19 @@ def test_with_api_keys_every_request_without_a_valid_key_gets_403(
         assert locked.request(method, path, json={**GOOD, "api_key": "wrong-key-0"}).status_code == 403
     answered = locked.request(method, path, json=body, headers={"Authorization": f"Bearer {KEY}"})
     assert answered.status_code != 403
+
+
+@pytest.mark.parametrize("path", ["/languages", "/frontend/settings"])
+def test_with_api_keys_the_pages_a_client_reads_before_its_key_need_none(
+    locked: TestClient, path: str
+) -> None:
+    """As LibreTranslate serves them: its web page reads `keyRequired` from /frontend/settings, and clients
+    build their language menus from /languages, before they have a key."""
+    answer = locked.get(path)
+    assert answer.status_code == 200, answer.text
+    assert answer.json() == locked.get(path, headers={"Authorization": f"Bearer {KEY}"}).json()
+    if path == "/frontend/settings":
+        assert answer.json()["keyRequired"] is True
 
 
 def test_the_key_may_come_as_a_field_a_form_field_or_in_the_query(locked: TestClient) -> None:

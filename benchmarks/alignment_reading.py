@@ -1,0 +1,199 @@
+"""Which attention should a run trained without guided alignment align with? Every reading of each model
+family scored as alignment and as tag placement, in one table:
+
+    taskset -c 0 env OMP_NUM_THREADS=1 python -m benchmarks.alignment_reading --work WORK --timing
+
+WORK is alignment_bench.py's (data, eflomal's links, its en→fr runs of each family, trained when absent). Each
+reading (each decoder layer's mean of heads, by argmax and by Shift-Att) gets: AER against the Hansards human
+links, teacher-forced (first 100, the 347 after, all 447); markup_bench's tags placed by its links on the
+reference and on the run's translation of the Hansards and Multi30k test2016 sources, against the span the
+truth (human links, else eflomal's) projects: exact, overlap ≥ ½, tags none of whose words it links, tags
+left empty. Results are kept in WORK/reading.json by run name. --timing: seconds to translate the Hansards
+sources (greedy, beam 5) without links, with search's and with the run's reading, best of three after warm-up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+
+from benchmarks import alignment_bench, markup_bench
+from nmt.align.pharaoh import Link, SentenceLinks
+from nmt.align.reading import Reading, attention_layout
+from nmt.align.score import score_alignments
+from nmt.config.sections import RULES
+from nmt.decode.aligner import force
+from nmt.decode.loading import load_trained
+from nmt.decode.trained_run import TrainedRun
+from nmt.decode.translator import TorchTranslator, search_options
+
+TIMED = ("no links", "search's links", "the run's reading")  # the ways --timing translates
+
+
+def placed(
+    samples: Sequence[markup_bench.Sample],
+    outputs: Sequence[str],
+    links: Sequence[set[Link]],
+    truth: Sequence[SentenceLinks],
+) -> dict[str, int]:
+    """Tags of `samples` placed on `outputs` by `links`: markup_bench's span scores, how many tags have no
+    word the links link (`unlinked`: the placement puts them by position) and how many were placed empty."""
+    pages = markup_bench.placed_pages(samples, outputs, links)
+    unlinked = empty = 0
+    for sample, page, linked in zip(samples, pages, links, strict=True):
+        reader = markup_bench.read_tags(page)
+        empty += sum(reader.word_span(f"t{k}") is None for k in range(len(sample.tags)))
+        unlinked += sum(not any(tag.first <= i <= tag.last for i, _ in linked) for tag in sample.tags)
+    return markup_bench.span_scores(samples, pages, truth) | {"unlinked": unlinked, "empty": empty}
+
+
+def measure_run(
+    run: TrainedRun,
+    sets: dict[str, markup_bench.Pairs],
+    samples: dict[str, list[markup_bench.Sample]],
+    truths: dict[str, list[SentenceLinks]],
+    translated: dict[str, list[str]],
+    eflomal: dict[str, list[SentenceLinks]],
+) -> dict[str, dict]:
+    """Every reading of one run (each decoder layer's mean of heads, by each rule): AER where a set has human
+    links, tags on the references and on the run's translations."""
+    layers, _ = attention_layout(run.cfg)
+    on_reference = {key: force(run, pairs.sources, pairs.references) for key, pairs in sets.items()}
+    on_output = {key: force(run, pairs.sources, translated[key]) for key, pairs in sets.items()}
+    results = {}
+    for reading in (Reading(layer, None, rule) for layer in range(layers) for rule in RULES):
+        entry: dict = {}
+        for key, pairs in sets.items():
+            links, of_translation = on_reference[key].links(reading), on_output[key].links(reading)
+            if pairs.human is not None:
+                entry["aer"] = {
+                    split: 100 * score_alignments(links[part], pairs.human[part]).aer
+                    for split, part in alignment_bench.SPLITS.items()
+                    if pairs.human[part]  # a set of fewer pairs has only some of the splits
+                }
+            entry[key] = {
+                "reference": placed(samples[key], pairs.references, links, truths[key]),
+                "translation": placed(samples[key], translated[key], of_translation, eflomal[key]),
+            }
+        last = " (last)" if reading.layer == layers - 1 > 0 else ""
+        results[f"layer {reading.layer}{last}, {reading.rule}"] = entry
+    return results
+
+
+def measure(
+    runs: dict[str, TrainedRun], sets: dict[str, markup_bench.Pairs], align: markup_bench.Aligner
+) -> dict:
+    """Every run's readings on every set; tags injected with markup_bench's seed, each set's pairs and each
+    run's translations aligned by `align` (eflomal) in one call."""
+    translated = {
+        run_name: {key: TorchTranslator.of_run(run).translate(pairs.sources) for key, pairs in sets.items()}
+        for run_name, run in runs.items()
+    }
+    lists = [(pairs.sources, pairs.references) for pairs in sets.values()]
+    lists += [(sets[key].sources, found[key]) for found in translated.values() for key in sets]
+    links = iter(align(lists))
+    on_reference = {key: next(links) for key in sets}
+    truths = {key: pairs.human or markup_bench.as_links(on_reference[key]) for key, pairs in sets.items()}
+    on_output = {run_name: {key: markup_bench.as_links(next(links)) for key in sets} for run_name in runs}
+    samples = markup_bench.injected(sets)
+    return {
+        run_name: measure_run(run, sets, samples, truths, translated[run_name], on_output[run_name])
+        for run_name, run in runs.items()
+    }
+
+
+def seconds(run: TrainedRun, sources: Sequence[str]) -> dict[str, dict[str, float]]:
+    """Seconds to translate `sources` (greedy, beam 5) each way of TIMED (the run's reading only where it is
+    not search's own); the best of three after a warm-up."""
+    found: dict[str, dict[str, float]] = {}
+    for beam in (1, 5):
+        reading = TorchTranslator.of_run(run).with_search(beam_size=beam)
+        searching = copy.copy(reading)
+        searching.reading = None  # search's own links (the last layer's)
+        ways = {"no links": (reading, False), "search's links": (searching, True)}
+        ways |= {"the run's reading": (reading, True)} if reading.reading is not None else {}
+        ids = reading.encode(sources)
+        found[f"beam {beam}"] = {way: best_of_three(t, ids, links) for way, (t, links) in ways.items()}
+    return found
+
+
+def best_of_three(translator: TorchTranslator, ids: list[list[int]], links: bool) -> float:
+    options = search_options(translator.settings, alignments=links)
+    translator.search(ids[:20], options=options)  # warm-up
+    times = []
+    for _ in range(3):
+        started = time.perf_counter()
+        translator.decode(ids, translator.search(ids, options=options))
+        times.append(time.perf_counter() - started)
+    return min(times)
+
+
+def timing_report(runs: dict[str, TrainedRun], sources: Sequence[str]) -> str:
+    """The seconds of each run in Markdown ("(search's)" where the run's reading is search's own)."""
+    lines = ["| model | search | " + " | ".join(TIMED) + " |", "|---|---|---:|---:|---:|"]
+    for run_name, run in runs.items():
+        for search, ways in seconds(run, sources).items():
+            cells = [f"{ways[way]:.2f} s" if way in ways else "(search's)" for way in TIMED]
+            lines.append(f"| {run_name} | {search} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def report(results: dict) -> str:
+    """The table in Markdown: per run and reading, AER and the tags on each set."""
+    sets = [key for key in next(iter(next(iter(results.values())).values())) if key != "aer"]
+    places = [(key, where) for key in sets for where in ("reference", "translation")]
+    header = " | ".join(f"{key}: {where}, exact / overlap ≥ ½ / unlinked / empty" for key, where in places)
+    lines = [f"| model | reading | AER first 100 | AER 347 | AER 447 | {header} |"]
+    lines.append("|---|---|" + "---:|" * (3 + len(places)))
+    for run_name, found in results.items():
+        for reading, entry in found.items():
+            aer = entry.get("aer") or {}
+            cells = [f"{aer[split]:.1f}" if split in aer else "–" for split in alignment_bench.SPLITS]
+            for key, where in places:
+                spans = entry[key][where]
+                shares = [(spans[n], spans["projectable"]) for n in ("exact", "overlap")]
+                shares += [(spans[n], spans["tags"]) for n in ("unlinked", "empty")]
+                cells.append(" / ".join(markup_bench.percent(part, whole) for part, whole in shares))
+            lines.append(f"| {run_name} | {reading} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--work", type=Path, required=True, help="alignment_bench's work folder (kept)")
+    parser.add_argument("--data", type=Path, default=alignment_bench.DATA, help="the shared data")
+    parser.add_argument("--sentences", type=int, default=500, help="Multi30k test2016 pairs measured")
+    parser.add_argument(
+        "--run",
+        action="append",
+        default=[],
+        metavar="NAME=RUN_DIR",
+        help="an en→fr run directory to measure as NAME instead of alignment_bench's three (repeat)",
+    )
+    parser.add_argument("--timing", action="store_true", help="also time translating with and without links")
+    args = parser.parse_args()
+    alignment_bench.ready(args.data, args.work, "alignment reading benchmark")
+    paths = markup_bench.named_runs(args.run)
+    if not paths:
+        alignment_bench.run_eflomal(args.work)
+        paths = {
+            kind.name: alignment_bench.train(args.work, kind, "en", "fr") for kind in alignment_bench.KINDS
+        }
+    sets, align = markup_bench.load_sets(args.work, args.sentences), markup_bench.eflomal_aligner(args.work)
+    print(
+        report(markup_bench.kept(args.work / "reading.json", paths, lambda runs: measure(runs, sets, align)))
+    )
+    if args.timing:
+        runs = {name: load_trained([path], torch.device("cpu")) for name, path in paths.items()}
+        print(timing_report(runs, sets[markup_bench.HANSARDS].sources))
+
+
+if __name__ == "__main__":
+    main()
