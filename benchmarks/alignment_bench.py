@@ -1,38 +1,24 @@
-"""Is attention alignment? Word alignments of every kind of model scored against human gold, in one table.
+"""Is attention alignment? Word alignments of every kind of model scored against human gold, in one table
+(docs/alignment.md, "Is attention alignment?").
 
     taskset -c 0 env OMP_NUM_THREADS=1 python -m benchmarks.alignment_bench --work /tmp/nmt-align-bench \
         --figure docs/images/alignment-heads.png
 
 Stages, each skipped when its output is in --work (rerun the command to go on after an interruption):
-
-1. Data (work/data, work/gold): Multi30k En–Fr (train, val, test2016) lower-cased and split into words by
-   a fixed regex (punctuation apart; English clitics start a word, French elisions end one: `man 's`,
-   `l' homme`), and the 447 Hansards gold pairs (lower-cased, their words as given) appended to the training
-   split as plain parallel text; their links are never training input.
-2. eflomal (work/eflomal): `eflomal-align --model 3 --n-samplers 3` on that whole training text, both
-   directions, symmetrized by every method.
-3. Training (work/runs), one CPU thread, a fixed number of updates (about 5 minutes on an idle core): en→fr
-   and fr→en of RNN + Bahdanau, RNN + Luong and the Transformer (configs/multi30k-cpu-*.yaml, validated
-   once at the end), and of each guided-Transformer candidate (`GUIDED`: train.alignment on eflomal's
-   grow-diag-final-and links, as many updates as the plain Transformer); the candidate whose supervised
-   attention has the lowest validation AER on the first 100 gold pairs (both directions) is the guided
-   Transformer.
-4. Measuring (work/results.json): each run teacher-forced on the gold pairs (`nmt align`'s code); every
-   reading of its attention (rule × layer × head, then thresholds for the best) scored; the reading of each
-   direction chosen by AER on the first 100 pairs, and for the symmetrized links (lilt's strict grow-diag)
-   the pair of readings best there; AER, precision and recall on the 347 pairs after them and on all 447.
-   Beside them: the diagonal baseline, eflomal's links of the gold pairs, and the fixture's fast_align and
-   GIZA++ (trained on 1.1M in-domain pairs). Per kind also: the agreement (AER) of the symmetrized links with
-   eflomal's (grow-diag) on the first 1,000 Multi30k training pairs, the speed of `nmt align` against greedy
-   `nmt translate` on those pairs (after a warm-up), and test BLEU (beam 5, the tokenized lower-cased
-   test2016).
-
-It prints the tables in Markdown; --figure draws the AER of every layer × head of the Transformers.
+1. data: Multi30k En–Fr lower-cased and split into words by `TOKENS`, the 447 Hansards gold pairs appended to
+   the training text as plain parallel text (their links are never training input);
+2. eflomal (`EFLOMAL_OPTIONS`) on that training text, both directions, symmetrized by every method;
+3. training: en→fr and fr→en of each of `KINDS` and of each `GUIDED` candidate, a fixed number of updates on
+   one CPU thread; the candidate with the lowest validation AER on the first 100 gold pairs is the guided one;
+4. measuring (work/results.json): each run teacher-forced on the gold pairs, every reading of its attention
+   scored and the best on the first 100 kept; AER, precision and recall on the 347 after them and on all 447,
+   beside the diagonal baseline, eflomal and the fixture's fast_align and GIZA++; per kind also the agreement
+   with eflomal on 1,000 Multi30k pairs, the speed of `nmt align` against greedy `nmt translate`, test BLEU.
+--figure draws the AER of every layer × head of the Transformers.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import itertools
 import json
@@ -48,8 +34,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from benchmarks.common import NMT_COMMAND, ROOT, parser
 from nmt.align.eflomal import align_with_eflomal
-from nmt.align.pharaoh import Link, SentenceLinks, read_lines, read_links, write_links
+from nmt.align.pharaoh import Link, SentenceLinks, pharaoh_text, read_lines, read_links
 from nmt.align.reading import Reading, attention_layout, default_reading
 from nmt.align.score import AlignmentScores, score_alignments
 from nmt.align.symmetrize import METHODS, symmetrize
@@ -61,7 +48,6 @@ from nmt.decode.translator import TorchTranslator
 from nmt.evaluate.evaluation import evaluate_run
 
 EFLOMAL_OPTIONS = ("--model", "3", "--n-samplers", "3")  # IBM1+HMM+fertility, 3 samplers
-ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
 TOKENS = {  # the fixed preprocessing of the Multi30k side: lower-cased, then these words
     "en": re.compile(r"'\w+|\w+|[^\w\s]"),  # clitics start a word: "man's" → man 's
@@ -141,13 +127,11 @@ def run_eflomal(work: Path) -> None:
     started = time.perf_counter()
     found = align_with_eflomal(en, fr, "grow-diag", EFLOMAL_OPTIONS)
     seconds = time.perf_counter() - started
-    write_links(out / "forward.links", found.forward)
-    write_links(out / "reverse.links", found.reverse)
+    (out / "forward.links").write_text(pharaoh_text(found.forward))
+    (out / "reverse.links").write_text(pharaoh_text(found.reverse))
     for method in METHODS:
-        write_links(
-            out / f"{method}.links",
-            [symmetrize(f, r, method) for f, r in zip(found.forward, found.reverse, strict=True)],
-        )
+        pairs = zip(found.forward, found.reverse, strict=True)
+        (out / f"{method}.links").write_text(pharaoh_text(symmetrize(f, r, method) for f, r in pairs))
     (out / "seconds").write_text(f"{seconds:.1f}\n")
 
 
@@ -166,55 +150,38 @@ KINDS = (
     Kind("RNN + Luong", "multi30k-cpu-rnn-luong.yaml", 1000),
     Kind("Transformer", "multi30k-cpu-transformer.yaml", 1200),
 )
+NAMED_SETTINGS = {  # what a run's name says → its setting (guided alignment's, and the seed)
+    r"λ([\d.]+)": "train.alignment.weight={}",
+    r"layer (\d+)": "train.alignment.layer={}",
+    r"(\d+) heads": "train.alignment.heads={}",
+    r"full context": "train.alignment.full_context=true",
+    r"shift": "train.alignment.shift=true",
+    r"null slot": "train.alignment.null_slot=true",
+    r"seed (\d+)": "train.seed={}",
+}
+
+
+def named_settings(name: str) -> tuple[str, ...]:
+    """The settings a run's name states (`guided λ2 layer 0 shift, 2 heads`: λ 2, decoder layer 0, Shift-Att,
+    the mean of 2 heads supervised)."""
+    found = ((re.search(pattern, name), setting) for pattern, setting in NAMED_SETTINGS.items())
+    return tuple(setting.format(*match.groups()) for match, setting in found if match)
+
+
 GUIDED = {  # candidates for the guided Transformer, one chosen by the AER of its attention on the first 100
-    "guided λ0.05 layer 0": ("train.alignment.weight=0.05", "train.alignment.layer=0"),
-    "guided λ0.5 layer 0 full context": (
-        "train.alignment.weight=0.5",
-        "train.alignment.layer=0",
-        "train.alignment.full_context=true",
-    ),
-    "guided λ0.5 layer 1 full context": (
-        "train.alignment.weight=0.5",
-        "train.alignment.layer=1",
-        "train.alignment.full_context=true",
-    ),
-    "guided λ0.5 layer 0 shift": (
-        "train.alignment.weight=0.5",
-        "train.alignment.layer=0",
-        "train.alignment.shift=true",
-    ),
-    "guided λ0.5 layer 1 shift": (
-        "train.alignment.weight=0.5",
-        "train.alignment.layer=1",
-        "train.alignment.shift=true",
-    ),
-    "guided λ1 layer 0 shift": (
-        "train.alignment.weight=1.0",
-        "train.alignment.layer=0",
-        "train.alignment.shift=true",
-    ),
-    "guided λ2 layer 0 shift": (
-        "train.alignment.weight=2.0",
-        "train.alignment.layer=0",
-        "train.alignment.shift=true",
-    ),
-    "guided λ4 layer 0 shift": (
-        "train.alignment.weight=4.0",
-        "train.alignment.layer=0",
-        "train.alignment.shift=true",
-    ),
-    "guided λ2 layer 0 shift, 2 heads": (
-        "train.alignment.weight=2.0",
-        "train.alignment.layer=0",
-        "train.alignment.heads=2",
-        "train.alignment.shift=true",
-    ),
-    "guided λ2 layer 0 shift, 4 heads": (
-        "train.alignment.weight=2.0",
-        "train.alignment.layer=0",
-        "train.alignment.heads=4",
-        "train.alignment.shift=true",
-    ),
+    name: named_settings(name)
+    for name in (
+        "guided λ0.05 layer 0",
+        "guided λ0.5 layer 0 full context",
+        "guided λ0.5 layer 1 full context",
+        "guided λ0.5 layer 0 shift",
+        "guided λ0.5 layer 1 shift",
+        "guided λ1 layer 0 shift",
+        "guided λ2 layer 0 shift",
+        "guided λ4 layer 0 shift",
+        "guided λ2 layer 0 shift, 2 heads",
+        "guided λ2 layer 0 shift, 4 heads",
+    )
 }
 DIRECTIONS = (("en", "fr"), ("fr", "en"))
 GUIDED_STEPS = 1200  # as many updates as the plain Transformer's
@@ -226,16 +193,21 @@ def run_name(kind: str, src: str, tgt: str) -> str:
     return f"{re.sub(r'[^a-z0-9.]+', '-', kind.lower()).strip('-')}.{src}-{tgt}"
 
 
-def guided_settings(work: Path, src: str, tgt: str, candidate: tuple[str, ...]) -> tuple[str, ...]:
-    """train.alignment for one direction: eflomal's grow-diag-final-and links of the training text, the
-    first 100 gold pairs as the validation gold set."""
-    labels = work / "eflomal" / ("grow-diag-final-and.links" if src == "en" else "grow-diag-final-and.fr-en")
+def guided_settings(
+    work: Path, src: str, tgt: str, candidate: tuple[str, ...], labels: Path | None = None
+) -> tuple[str, ...]:
+    """train.alignment for one direction: `labels` (default: eflomal's grow-diag-final-and links of the
+    training text), the first 100 gold pairs as the validation gold set, then the candidate's settings."""
+    if labels is None:
+        labels = (
+            work / "eflomal" / ("grow-diag-final-and.links" if src == "en" else "grow-diag-final-and.fr-en")
+        )
     if not labels.exists():
         swapped = [
             {(j, i) for i, j in line.possible}
             for line in read_links(work / "eflomal" / "grow-diag-final-and.links")
         ]
-        write_links(labels, swapped)
+        labels.write_text(pharaoh_text(swapped))
     gold = work / "gold"
     return (
         f"train.alignment.links={labels}",
@@ -263,7 +235,7 @@ def train(work: Path, kind: Kind, src: str, tgt: str, data: Path | None = None) 
         "train.final_report=false",
         *kind.settings,
     )
-    command = [sys.executable, "-m", "nmt", "-q", "train", str(ROOT / "configs" / kind.config)]
+    command = [*NMT_COMMAND, "train", str(ROOT / "configs" / kind.config)]
     command += ["--data", str(data or work / "data"), "--src-lang", src, "--tgt-lang", tgt, "--out", str(out)]
     command += [f"--set={setting}" for setting in settings]
     started = time.perf_counter()
@@ -276,15 +248,9 @@ def train_all(work: Path) -> None:
     for src, tgt in DIRECTIONS:
         for kind in KINDS:
             train(work, kind, src, tgt)
-    for src, tgt in DIRECTIONS:
-        for name, candidate in GUIDED.items():
-            guided = Kind(
-                name,
-                "multi30k-cpu-transformer.yaml",
-                GUIDED_STEPS,
-                guided_settings(work, src, tgt, candidate),
-            )
-            train(work, guided, src, tgt)
+    for (src, tgt), (name, candidate) in itertools.product(DIRECTIONS, GUIDED.items()):
+        settings = guided_settings(work, src, tgt, candidate)
+        train(work, Kind(name, "multi30k-cpu-transformer.yaml", GUIDED_STEPS, settings), src, tgt)
 
 
 SPLITS = {"first 100": slice(0, 100), "347": slice(100, 447), "447": slice(0, 447)}
@@ -392,7 +358,7 @@ def speed(found: Directed, work: Path, src: str) -> tuple[float, float]:
     text = {lang: read_lines(work / "data" / f"train.{lang}")[:AGREEMENT_PAIRS] for lang in ("en", "fr")}
     run = load_trained([found.run], torch.device("cpu"))
     translator = TorchTranslator.of_run(run).with_search(beam_size=1)
-    seconds = []
+    rates = []
     for task in (
         lambda n: force(run, text[src][:n], text[tgt][:n]).links(found.chosen),
         lambda n: translator.translate(text[src][:n]),
@@ -400,8 +366,8 @@ def speed(found: Directed, work: Path, src: str) -> tuple[float, float]:
         task(50)
         started = time.perf_counter()
         task(AGREEMENT_PAIRS)
-        seconds.append(time.perf_counter() - started)
-    return AGREEMENT_PAIRS / seconds[0], AGREEMENT_PAIRS / seconds[1]
+        rates.append(AGREEMENT_PAIRS / (time.perf_counter() - started))
+    return rates[0], rates[1]
 
 
 def percent(scores: AlignmentScores) -> dict[str, float]:
@@ -416,11 +382,9 @@ def symmetrized(
     forward: Sequence[set[Link]], reverse: Sequence[set[Link]], gold: list[SentenceLinks]
 ) -> dict:
     """Every method's scores on each split."""
+    pairs = list(zip(forward, reverse, strict=True))
     return {
-        method: by_split(
-            scored([symmetrize(f, r, method) for f, r in zip(forward, reverse, strict=True)], gold)
-        )
-        for method in METHODS
+        method: by_split(scored([symmetrize(f, r, method) for f, r in pairs], gold)) for method in METHODS
     }
 
 
@@ -481,10 +445,7 @@ def measure(work: Path, data: Path) -> dict:
     results["diagonal"]["symmetrized"] = symmetrized(
         diagonal(text["en"], text["fr"], "en"), diagonal(text["en"], text["fr"], "fr"), gold
     )
-    eflomal = {
-        name: [set(line.possible) for line in read_links(work / "eflomal" / f"{name}.links")[-447:]]
-        for name in ("forward", "reverse")
-    }
+    eflomal = {name: linked(work / "eflomal" / f"{name}.links")[-447:] for name in ("forward", "reverse")}
     results["eflomal"] = {
         "en-fr": by_split(scored(eflomal["forward"], gold)),
         "fr-en": by_split(scored(eflomal["reverse"], gold)),
@@ -493,18 +454,15 @@ def measure(work: Path, data: Path) -> dict:
     }
     fixtures = data / "alignment" / "reference-outputs"
     results["fixtures"] = {
-        name: by_split(
-            scored(
-                [
-                    set(line.possible)
-                    for line in read_links(fixtures / folder / "test.enfr.grow-diagonal.talp")
-                ],
-                gold,
-            )
-        )
+        name: by_split(scored(linked(fixtures / folder / "test.enfr.grow-diagonal.talp"), gold))
         for name, folder in (("fast_align", "fast_align"), ("GIZA++", "giza"))
     }
     return results
+
+
+def linked(path: Path) -> list[set[Link]]:
+    """Every link of a links file, sure or possible, by sentence."""
+    return [set(line.possible) for line in read_links(path)]
 
 
 def report(results: dict) -> str:
@@ -647,18 +605,16 @@ def figure(results: dict, path: Path) -> None:
             ax = axes[row][col]
             ax.imshow(values, cmap="viridis_r", vmin=20, vmax=90, aspect="auto")
             for (i, j), value in np.ndenumerate(values):
-                ax.text(
-                    j, i, f"{value:.0f}", ha="center", va="center", color="white" if value > 55 else "black"
-                )
+                color = "white" if value > 55 else "black"
+                ax.text(j, i, f"{value:.0f}", ha="center", va="center", color=color)
             chosen = found["chosen"]
             if chosen["rule"] == rule:
                 box = (heads.index(chosen["head"]) - 0.5, layers.index(chosen["layer"]) - 0.5)
                 ax.add_patch(plt.Rectangle(box, 1, 1, fill=False, edgecolor="red", linewidth=2))
             ax.set_xticks(range(len(heads)), heads)
             ax.set_yticks(range(len(layers)), layers)
-            ax.set_xlabel("head")
-            ax.set_ylabel("layer")
             name = "guided Transformer" if kind == guided else kind
+            ax.set(xlabel="head", ylabel="layer")
             ax.set_title(f"{name}, {direction}, {rule}", fontsize=10)
     fig.suptitle(
         "AER (%) on the 347 gold pairs per decoder layer × head, no threshold\n"
@@ -669,13 +625,11 @@ def figure(results: dict, path: Path) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--work", type=Path, required=True, help="data, runs and results (kept for reruns)")
-    parser.add_argument("--data", type=Path, default=DATA, help="the shared data (multi30k/, alignment/)")
-    parser.add_argument("--figure", type=Path, help="also draw the layer × head figure into this PNG")
-    args = parser.parse_args()
+    parse = parser(__doc__)
+    parse.add_argument("--work", type=Path, required=True, help="data, runs and results (kept for reruns)")
+    parse.add_argument("--data", type=Path, default=DATA, help="the shared data (multi30k/, alignment/)")
+    parse.add_argument("--figure", type=Path, help="also draw the layer × head figure into this PNG")
+    args = parse.parse_args()
     ready(args.data, args.work)
     run_eflomal(args.work)
     train_all(args.work)

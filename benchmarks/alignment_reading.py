@@ -14,7 +14,6 @@ sources (greedy, beam 5) without links, with search's and with the run's reading
 
 from __future__ import annotations
 
-import argparse
 import copy
 import time
 from collections.abc import Sequence
@@ -23,6 +22,7 @@ from pathlib import Path
 import torch
 
 from benchmarks import alignment_bench, markup_bench
+from benchmarks.common import parser
 from nmt.align.pharaoh import Link, SentenceLinks
 from nmt.align.reading import Reading, attention_layout
 from nmt.align.score import score_alignments
@@ -163,21 +163,14 @@ def report(results: dict) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--work", type=Path, required=True, help="alignment_bench's work folder (kept)")
-    parser.add_argument("--data", type=Path, default=alignment_bench.DATA, help="the shared data")
-    parser.add_argument("--sentences", type=int, default=500, help="Multi30k test2016 pairs measured")
-    parser.add_argument(
-        "--run",
-        action="append",
-        default=[],
-        metavar="NAME=RUN_DIR",
-        help="an en→fr run directory to measure as NAME instead of alignment_bench's three (repeat)",
-    )
-    parser.add_argument("--timing", action="store_true", help="also time translating with and without links")
-    args = parser.parse_args()
+    parse = parser(__doc__)
+    parse.add_argument("--work", type=Path, required=True, help="alignment_bench's work folder (kept)")
+    parse.add_argument("--data", type=Path, default=alignment_bench.DATA, help="the shared data")
+    parse.add_argument("--sentences", type=int, default=500, help="Multi30k test2016 pairs measured")
+    run = "an en→fr run directory to measure as NAME instead of alignment_bench's three (repeat)"
+    parse.add_argument("--run", action="append", default=[], metavar="NAME=RUN_DIR", help=run)
+    parse.add_argument("--timing", action="store_true", help="also time translating with and without links")
+    args = parse.parse_args()
     alignment_bench.ready(args.data, args.work, "alignment reading benchmark")
     paths = markup_bench.named_runs(args.run)
     if not paths:
@@ -186,9 +179,8 @@ def main() -> None:
             kind.name: alignment_bench.train(args.work, kind, "en", "fr") for kind in alignment_bench.KINDS
         }
     sets, align = markup_bench.load_sets(args.work, args.sentences), markup_bench.eflomal_aligner(args.work)
-    print(
-        report(markup_bench.kept(args.work / "reading.json", paths, lambda runs: measure(runs, sets, align)))
-    )
+    results = markup_bench.kept(args.work / "reading.json", paths, lambda runs: measure(runs, sets, align))
+    print(report(results))
     if args.timing:
         runs = {name: load_trained([path], torch.device("cpu")) for name, path in paths.items()}
         print(timing_report(runs, sets[markup_bench.HANSARDS].sources))

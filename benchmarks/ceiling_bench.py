@@ -2,36 +2,47 @@
 
     python -m benchmarks.ceiling_bench [--json FILE] [--time-budget S] [--smoke]
 
-The model matches configs/multi30k-transformer.yaml: 3 + 3 pre-norm layers, d_model 512, 8 heads, FFN 2048
-(ReLU), dropout 0.1, one embedding shared by source, target and output over 8,000 pieces, sinusoidal
-positions, label-smoothed (0.1) cross-entropy; attention through F.scaled_dot_product_attention, bf16
-autocast, fused AdamW on CUDA. It measures
-
-- training updates at fixed padded batches (sentences × source × target tokens), eager and torch.compile'd,
-  with and without a source padding mask (random lengths of 60–100%), and their model FLOPs utilisation
-  against a measured bf16 matmul peak (CUDA);
-- greedy decoding of 1,000 sentences for a fixed 40 steps, with a key/value cache and without one.
-
-benchmarks/speed_table.py runs it beside `nmt benchmark` and puts nmt's figures beside its first (reference)
-batch shape. `--smoke` runs tiny sizes in seconds on a CPU; `--time-budget` skips the training variants left
-once that many seconds have passed.
+The model is configs/multi30k-transformer.yaml's (`Sizes`; SDPA, bf16 autocast, fused AdamW on CUDA). It times
+training updates at fixed padded batches, eager and torch.compile'd, with and without a source mask, with
+their model FLOPs utilisation against a measured bf16 matmul peak; and greedy decoding of 1,000 sentences for
+40 steps with a key/value cache and without. `--smoke`: tiny sizes for a CPU; no training variant starts
+after `--time-budget` seconds.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from benchmarks.common import parser
+
 PAD, BOS, EOS = 1, 2, 3
 Batch = tuple[Tensor, Tensor, Tensor, Tensor | None]  # source, target in, target out, mask (or None)
+Shape = tuple[int, int, int]  # a batch's sentences, source tokens, target tokens
+SEED = 0  # of the weights and of the batches
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """The model's sizes (configs/multi30k-transformer.yaml's): vocabulary, width, heads, feed-forward width,
+    encoder and decoder layers, dropout, positions."""
+
+    vocab: int = 8000
+    d: int = 512
+    h: int = 8
+    ff: int = 2048
+    n_enc: int = 3
+    n_dec: int = 3
+    p: float = 0.1
+    max_len: int = 256
 
 
 def sinusoid(length: int, d: int) -> Tensor:
@@ -45,9 +56,9 @@ def sinusoid(length: int, d: int) -> Tensor:
 
 
 class SelfAttention(nn.Module):
-    def __init__(self, d: int, heads: int, dropout: float) -> None:
+    def __init__(self, sizes: Sizes) -> None:
         super().__init__()
-        self.heads, self.dropout = heads, dropout
+        self.heads, self.dropout, d = sizes.h, sizes.p, sizes.d
         self.qkv, self.out = nn.Linear(d, 3 * d), nn.Linear(d, d)
 
     def forward(self, x: Tensor, mask: Tensor | None = None, causal: bool = False) -> Tensor:
@@ -59,9 +70,9 @@ class SelfAttention(nn.Module):
 
 
 class CrossAttention(nn.Module):
-    def __init__(self, d: int, heads: int, dropout: float) -> None:
+    def __init__(self, sizes: Sizes) -> None:
         super().__init__()
-        self.heads, self.dropout = heads, dropout
+        self.heads, self.dropout, d = sizes.h, sizes.p, sizes.d
         self.q, self.kv, self.out = nn.Linear(d, d), nn.Linear(d, 2 * d), nn.Linear(d, d)
 
     def keys_values(self, memory: Tensor) -> tuple[Tensor, Tensor]:
@@ -78,20 +89,21 @@ class CrossAttention(nn.Module):
 
 
 class FeedForward(nn.Module):
-    def __init__(self, d: int, ff: int, dropout: float) -> None:
+    def __init__(self, sizes: Sizes) -> None:
         super().__init__()
-        self.w1, self.w2, self.drop = nn.Linear(d, ff), nn.Linear(ff, d), nn.Dropout(dropout)
+        d, ff = sizes.d, sizes.ff
+        self.w1, self.w2, self.drop = nn.Linear(d, ff), nn.Linear(ff, d), nn.Dropout(sizes.p)
 
     def forward(self, x: Tensor) -> Tensor:
         return self.w2(self.drop(F.relu(self.w1(x))))
 
 
 class EncoderLayer(nn.Module):
-    def __init__(self, d: int, heads: int, ff: int, dropout: float) -> None:
+    def __init__(self, sizes: Sizes) -> None:
         super().__init__()
-        self.ln1, self.att = nn.LayerNorm(d), SelfAttention(d, heads, dropout)
-        self.ln2, self.ffn = nn.LayerNorm(d), FeedForward(d, ff, dropout)
-        self.drop = nn.Dropout(dropout)
+        self.ln1, self.att = nn.LayerNorm(sizes.d), SelfAttention(sizes)
+        self.ln2, self.ffn = nn.LayerNorm(sizes.d), FeedForward(sizes)
+        self.drop = nn.Dropout(sizes.p)
 
     def forward(self, x: Tensor, mask: Tensor | None) -> Tensor:
         x = x + self.drop(self.att(self.ln1(x), mask=mask))
@@ -99,12 +111,12 @@ class EncoderLayer(nn.Module):
 
 
 class DecoderLayer(nn.Module):
-    def __init__(self, d: int, heads: int, ff: int, dropout: float) -> None:
+    def __init__(self, sizes: Sizes) -> None:
         super().__init__()
-        self.ln1, self.att = nn.LayerNorm(d), SelfAttention(d, heads, dropout)
-        self.ln2, self.cross = nn.LayerNorm(d), CrossAttention(d, heads, dropout)
-        self.ln3, self.ffn = nn.LayerNorm(d), FeedForward(d, ff, dropout)
-        self.drop = nn.Dropout(dropout)
+        self.ln1, self.att = nn.LayerNorm(sizes.d), SelfAttention(sizes)
+        self.ln2, self.cross = nn.LayerNorm(sizes.d), CrossAttention(sizes)
+        self.ln3, self.ffn = nn.LayerNorm(sizes.d), FeedForward(sizes)
+        self.drop = nn.Dropout(sizes.p)
 
     def forward(self, x: Tensor, memory: Tensor, mask: Tensor | None) -> Tensor:
         x = x + self.drop(self.att(self.ln1(x), causal=True))
@@ -114,26 +126,16 @@ class DecoderLayer(nn.Module):
 
 
 class Seq2SeqTransformer(nn.Module):
-    def __init__(
-        self,
-        vocab: int = 8000,
-        d: int = 512,
-        h: int = 8,
-        ff: int = 2048,
-        n_enc: int = 3,
-        n_dec: int = 3,
-        p: float = 0.1,
-        max_len: int = 256,
-    ) -> None:
+    def __init__(self, sizes: Sizes) -> None:
         super().__init__()
-        self.d, self.h = d, h
-        self.emb = nn.Embedding(vocab, d, padding_idx=PAD)  # source, target and output
+        self.d, self.h, d = sizes.d, sizes.h, sizes.d
+        self.emb = nn.Embedding(sizes.vocab, d, padding_idx=PAD)  # source, target and output
         nn.init.normal_(self.emb.weight, std=d**-0.5)
-        self.register_buffer("pe", sinusoid(max_len, d), persistent=False)
-        self.enc = nn.ModuleList([EncoderLayer(d, h, ff, p) for _ in range(n_enc)])
-        self.dec = nn.ModuleList([DecoderLayer(d, h, ff, p) for _ in range(n_dec)])
+        self.register_buffer("pe", sinusoid(sizes.max_len, d), persistent=False)
+        self.enc = nn.ModuleList([EncoderLayer(sizes) for _ in range(sizes.n_enc)])
+        self.dec = nn.ModuleList([DecoderLayer(sizes) for _ in range(sizes.n_dec)])
         self.enc_ln, self.dec_ln = nn.LayerNorm(d), nn.LayerNorm(d)
-        self.drop = nn.Dropout(p)
+        self.drop = nn.Dropout(sizes.p)
 
     def embed(self, ids: Tensor, offset: int = 0) -> Tensor:
         n = ids.shape[1]
@@ -163,34 +165,35 @@ def loss_fn(
     return F.cross_entropy(flat, tgt_out.reshape(-1), ignore_index=PAD, label_smoothing=0.1)
 
 
-def train_flops(
-    vocab: int, b: int, s: int, t: int, d: int, ff: int, n_enc: int, n_dec: int
-) -> dict[str, int]:
-    """Matmul FLOPs of one training update: 3 × the forward pass (a multiply-add is 2 FLOPs a weight and a
-    token; attention's QKᵀ and AV count the whole Lq × Lk, the causal half included)."""
+def train_flops(sizes: Sizes, b: int, s: int, t: int) -> int:
+    """Matmul FLOPs of one training update of `b` sentences of `s` source and `t` target tokens: 3 × the
+    forward pass (a multiply-add is 2 FLOPs a weight and a token; attention's QKᵀ and AV count the whole
+    Lq × Lk, the causal half included)."""
+    d, ff, n_enc, n_dec = sizes.d, sizes.ff, sizes.n_enc, sizes.n_dec
     per_src = n_enc * (4 * d * d + 2 * d * ff) + n_dec * 2 * d * d  # encoder layers, cross-attention K, V
-    per_tgt = n_dec * (6 * d * d + 2 * d * ff) + d * vocab  # self-attention, cross Q and O, FFN, output
+    per_tgt = n_dec * (6 * d * d + 2 * d * ff) + d * sizes.vocab  # self-attention, cross Q and O, FFN, output
     dense = 2 * (per_src * b * s + per_tgt * b * t)
     attention = 4 * d * b * (n_enc * s * s + n_dec * (t * t + t * s))
-    return {"total": 3 * (dense + attention), "dense": 3 * dense, "attention": 3 * attention}
+    return 3 * (dense + attention)
 
 
-def synchronize(device: torch.device) -> None:
+def timed(device: torch.device, work: Callable[[], Any]) -> tuple[Any, float]:
+    """`work()`'s result and its wall seconds, the device synchronised before and after."""
     if device.type == "cuda":
         torch.cuda.synchronize()
+    start = time.perf_counter()
+    result = work()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    return result, time.perf_counter() - start
 
 
 def make_batches(
-    n: int,
-    b: int,
-    s: int,
-    t: int,
-    vocab: int,
-    device: torch.device,
-    with_mask: bool,
-    generator: torch.Generator,
+    n: int, shape: Shape, vocab: int, device: torch.device, with_mask: bool, generator: torch.Generator
 ) -> list[Batch]:
-    """`n` random batches; with a mask, each source is 60–100% of the padded length."""
+    """`n` random batches of `shape` (sentences, source and target tokens); with a mask, each source is
+    60–100% of the padded length."""
+    b, s, t = shape
     batches = []
     for _ in range(n):
         src = torch.randint(4, vocab, (b, s), generator=generator)
@@ -208,50 +211,33 @@ def make_batches(
 
 
 def bench_train(
-    model_args: dict[str, Any],
-    b: int,
-    s: int,
-    t: int,
-    compiled: bool,
-    with_mask: bool,
-    device: torch.device,
-    warm: int,
-    iters: int,
-    seed: int = 0,
+    sizes: Sizes, shape: Shape, compiled: bool, with_mask: bool, device: torch.device, warm: int, iters: int
 ) -> dict[str, Any]:
     """Seconds per update (the median of three timed windows of `iters` updates, after `warm`)."""
-    torch.manual_seed(seed)
-    model = Seq2SeqTransformer(**model_args).to(device).train()
+    torch.manual_seed(SEED)
+    model = Seq2SeqTransformer(sizes).to(device).train()
     fused = device.type == "cuda"
     optimizer = torch.optim.AdamW(model.parameters(), lr=5e-4, betas=(0.9, 0.98), fused=fused)
     loss_of = torch.compile(loss_fn) if compiled else loss_fn
-    generator = torch.Generator().manual_seed(seed)
-    batches = make_batches(8, b, s, t, model_args["vocab"], device, with_mask, generator)
+    batches = make_batches(8, shape, sizes.vocab, device, with_mask, torch.Generator().manual_seed(SEED))
 
-    def step(i: int) -> Tensor:
-        src, tgt_in, tgt_out, mask = batches[i % len(batches)]
-        with torch.autocast(device_type=device.type, dtype=torch.bfloat16):
-            loss = loss_of(model, src, tgt_in, tgt_out, mask)
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+    def steps(count: int) -> Tensor:
+        for i in range(count):
+            src, tgt_in, tgt_out, mask = batches[i % len(batches)]
+            with torch.autocast(device_type=device.type, dtype=torch.bfloat16):
+                loss = loss_of(model, src, tgt_in, tgt_out, mask)
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
         return loss
 
-    start = time.perf_counter()
-    for i in range(warm):
-        loss = step(i)
-    synchronize(device)
-    warmup_s = time.perf_counter() - start
+    _, warmup_s = timed(device, lambda: steps(warm))
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats()
     windows = []
     for _ in range(3):
-        synchronize(device)
-        start = time.perf_counter()
-        for i in range(iters):
-            loss = step(i)
-        synchronize(device)
-        windows.append((time.perf_counter() - start) / iters)
+        loss, seconds = timed(device, lambda: steps(iters))
+        windows.append(seconds / iters)
     peak = torch.cuda.max_memory_allocated() / 2**20 if device.type == "cuda" else float("nan")
     assert torch.isfinite(loss).item(), "non-finite loss"
     real_src = int((batches[0][0] != PAD).sum())
@@ -302,36 +288,25 @@ def greedy_nocache(model: Seq2SeqTransformer, src: Tensor, mask: Tensor | None, 
 
 
 def bench_decode(
-    model_args: dict[str, Any],
-    n_sent: int,
-    s: int,
-    steps: int,
-    device: torch.device,
-    decode: Callable[..., Tensor],
-    reps: int = 5,
-    seed: int = 0,
+    sizes: Sizes, n_sent: int, s: int, steps: int, device: torch.device, decode: Callable[..., Tensor]
 ) -> dict[str, Any]:
-    """Sentences per second of `decode` on one batch of `n_sent` sentences (the median of `reps` runs)."""
-    torch.manual_seed(seed)
-    model = Seq2SeqTransformer(**model_args).to(device).eval()
-    src, _, _, mask = make_batches(
-        1, n_sent, s, 4, model_args["vocab"], device, True, torch.Generator().manual_seed(seed)
-    )[0]
-    with torch.autocast(device_type=device.type, dtype=torch.bfloat16):
-        decode(model, src, mask, steps)  # warm-up
-    times = []
-    for _ in range(reps):
-        synchronize(device)
-        start = time.perf_counter()
+    """Sentences per second of `decode` on one batch of `n_sent` sentences (the median of 5 runs)."""
+    torch.manual_seed(SEED)
+    model = Seq2SeqTransformer(sizes).to(device).eval()
+    generator = torch.Generator().manual_seed(SEED)
+    src, _, _, mask = make_batches(1, (n_sent, s, 4), sizes.vocab, device, True, generator)[0]
+
+    def run() -> Tensor:
         with torch.autocast(device_type=device.type, dtype=torch.bfloat16):
-            out = decode(model, src, mask, steps)
-        synchronize(device)
-        times.append(time.perf_counter() - start)
-    assert out.shape == (n_sent, steps)
+            return decode(model, src, mask, steps)
+
+    run()  # warm-up
+    outputs, times = zip(*(timed(device, run) for _ in range(5)), strict=True)
+    assert outputs[-1].shape == (n_sent, steps)
     median = sorted(times)[len(times) // 2]
     return {
         "total_s": median,
-        "all_s": times,
+        "all_s": list(times),
         "sent_per_s": n_sent / median,
         "ms_per_step": 1000 * median / steps,
     }
@@ -343,75 +318,52 @@ def matmul_peak(device: torch.device, n: int = 8192, reps: int = 10) -> float:
     b = torch.randn(n, n, device=device, dtype=torch.bfloat16)
     for _ in range(3):
         a @ b
-    synchronize(device)
+    torch.cuda.synchronize()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()
     for _ in range(reps):
         a @ b
     end.record()
-    synchronize(device)
+    torch.cuda.synchronize()
     return 2 * n**3 * reps / (start.elapsed_time(end) / 1000)
 
 
 def main() -> None:
-    formatter = argparse.RawDescriptionHelpFormatter
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=formatter)
-    parser.add_argument("--json", help="also write the results here")
-    parser.add_argument("--smoke", action="store_true", help="tiny sizes, for a CPU")
-    parser.add_argument(
-        "--time-budget",
-        type=float,
-        default=420.0,
-        help="skip the training variants left after this many seconds",
-    )
-    args = parser.parse_args()
+    parse = parser(__doc__)
+    parse.add_argument("--json", help="also write the results here")
+    parse.add_argument("--smoke", action="store_true", help="tiny sizes, for a CPU")
+    parse.add_argument("--time-budget", type=float, default=420.0, help="no variant starts after it (s)")
+    args = parse.parse_args()
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     started = time.perf_counter()
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
-    d, ff, n_enc, n_dec, vocab = 512, 2048, 3, 3, 8000
-    model_args = {"vocab": vocab, "d": d, "h": 8, "ff": ff, "n_enc": n_enc, "n_dec": n_dec, "p": 0.1}
+    sizes = Sizes()
     name = torch.cuda.get_device_name() if device.type == "cuda" else "cpu"
     results: dict[str, Any] = {"torch": torch.__version__, "device": name}
-    model = Seq2SeqTransformer(**model_args)
-    total = sum(p.numel() for p in model.parameters())
-    results.update(params_total=total, params_nonembedding=total - model.emb.weight.numel())
+    results["params_total"] = sum(p.numel() for p in Seq2SeqTransformer(sizes).parameters())
     if device.type == "cuda":
         results["bf16_matmul_peak_tflops"] = matmul_peak(device) / 1e12
     peak = results.get("bf16_matmul_peak_tflops", float("nan")) * 1e12
-    variants = [
-        (256, 24, 24, False, False),
-        (256, 24, 24, True, False),
-        (256, 24, 24, True, True),
-        (256, 24, 24, False, True),
-        (1024, 24, 24, True, False),
-    ]  # (B, S, T, compiled, mask)
+    variants = [  # (B, S, T), compiled, mask
+        ((256, 24, 24), False, False),
+        ((256, 24, 24), True, False),
+        ((256, 24, 24), True, True),
+        ((256, 24, 24), False, True),
+        ((1024, 24, 24), True, False),
+    ]
     warm, iters = 15, 30
     if args.smoke:
-        variants, warm, iters = [(8, 6, 7, False, False), (8, 6, 7, False, True)], 1, 2
+        variants, warm, iters = [((8, 6, 7), False, False), ((8, 6, 7), False, True)], 1, 2
     results["train"] = []
-    for b, s, t, compiled, with_mask in variants:
+    for (b, s, t), compiled, with_mask in variants:
         if time.perf_counter() - started > args.time_budget:
             print(f"skip B={b} compiled={compiled} mask={with_mask}: time budget", flush=True)
             continue
-        run = bench_train(model_args, b, s, t, compiled, with_mask, device, warm, iters)
-        flops = train_flops(vocab, b, s, t, d, ff, n_enc, n_dec)
-        simple = 6 * results["params_nonembedding"] * b * (s + t)
-        run.update(
-            B=b,
-            S=s,
-            T=t,
-            compiled=compiled,
-            src_pad_mask=with_mask,
-            tgt_tok_per_s=b * t / run["step_s"],
-            total_tok_per_s=b * (s + t) / run["step_s"],
-            flops_step=flops["total"],
-            flops_dense=flops["dense"],
-            flops_attn=flops["attention"],
-            tflops=flops["total"] / run["step_s"] / 1e12,
-            mfu=flops["total"] / run["step_s"] / peak,
-            simple_6N_flops=simple,
-            mfu_simple_6N=simple / run["step_s"] / peak,
-        )
+        run = bench_train(sizes, (b, s, t), compiled, with_mask, device, warm, iters)
+        flops, tokens = train_flops(sizes, b, s, t), {"tgt": b * t, "total": b * (s + t)}
+        run |= {"B": b, "S": s, "T": t, "compiled": compiled, "src_pad_mask": with_mask, "flops_step": flops}
+        run |= {f"{k}_tok_per_s": n / run["step_s"] for k, n in tokens.items()}
+        run |= {"tflops": flops / run["step_s"] / 1e12, "mfu": flops / run["step_s"] / peak}
         if device.type == "cuda":
             torch.cuda.empty_cache()
         results["train"].append(run)
@@ -426,7 +378,7 @@ def main() -> None:
     n_sent, s_dec, steps = (16, 6, 5) if args.smoke else (1000, 40, 40)
     results["decode"] = {}
     for key, decode in (("greedy_kvcache", greedy_kv), ("greedy_nocache", greedy_nocache)):
-        run = bench_decode(model_args, n_sent, s_dec, steps, device, decode)
+        run = bench_decode(sizes, n_sent, s_dec, steps, device, decode)
         run.update(n_sent=n_sent, src_len_padded=s_dec, steps=steps)
         results["decode"][key] = run
         print(

@@ -1,37 +1,18 @@
-"""The device check: drive the GPU road first whenever a GPU is available (about 6 minutes on one H100).
+"""The device check: drive the GPU road first whenever a GPU is available (about 6 minutes on one H100;
+docs/design.md, "The device check").
 
     python -m benchmarks.device_check --data DIR --out OUT [--commit SHA] [--stages NAME,NAME] [--budget 420]
     python -m benchmarks.device_check --debt
 
-DIR holds Multi30k's raw files (train/val/test2016 .de and .en). Each stage runs its commands in processes of
-their own with time limits, most important first; a stage that would start after `--budget` seconds is
-skipped (and said so):
-
-- gpu-tests: tests/test_gpu.py (real CUDA graphs against eager for every model family, with and without
-  alignment links, multilingual; every search rule and option in fp32 and bf16; the Translator; compile;
-  `batch_tokens: auto`; alignments on the GPU beside the CPU);
-- multi30k-*: every shipped GPU config (configs/multi30k-*.yaml) trains from captured steps and validates
-  from captured decoding steps: the Transformer for 1,000 updates (two validations), the RNNs for 30;
-- guided: guided alignment with full context and `batch_tokens: auto` on the synthetic reordering task;
-- multilingual: three synthetic languages, resampled epochs, decoder tags;
-- translate: the Multi30k Transformer's greedy, beam-5, sampled and aligned translations of 200 test
-  sentences on the GPU beside the CPU's (identical lines counted);
-- align: `nmt align` of the guided run on the GPU beside the CPU (links identical, AER of each);
-- benchmark, profile, ceiling: a short `nmt benchmark`, benchmarks.gpu_profile and the plain-PyTorch ceiling
-  (benchmarks.ceiling_bench), in the same call, so their figures compare.
-
-A stage fails on a non-zero exit or on a line saying the GPU road was left (a step run without its graph, a
-batch that fits no planned shape, out of memory, a traceback). OUT gets summary.md (stage, result, seconds,
-figures), summary.json and logs.tar.gz (every command's output); the exit code is 0 when every stage that
-ran passed.
-
-The last commit that passed is recorded in .ci/device-check.json; `--debt` prints how much GPU-only code
-changed since (`git diff --stat` over `GPU_PATHS`), which .ci/run shows at every run.
+DIR holds Multi30k's raw files. Each of `STAGES` runs its commands in processes of their own with time limits;
+a stage that would start after `--budget` seconds is skipped; one fails on a non-zero exit or a line saying
+the GPU road was left (`OFF_THE_ROAD`). OUT gets summary.md, summary.json and logs.tar.gz; the exit code is 0
+when every stage that ran passed. `--debt` prints how much GPU-only code (`GPU_PATHS`) changed since the last
+commit that passed (.ci/device-check.json), which .ci/run shows at every run.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
@@ -45,7 +26,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from benchmarks.common import ROOT, parser, settings
+
 RECORD = ROOT / ".ci" / "device-check.json"
 GPU_PATHS = [  # code that only a GPU runs, or that decides what a GPU runs
     "nmt/device",
@@ -69,8 +51,6 @@ GPU_PATHS = [  # code that only a GPU runs, or that decides what a GPU runs
     "benchmarks/ceiling_bench.py",
     "tests/test_gpu.py",
 ]
-# where files of GPU_PATHS lived before: with them, git counts a move as the change it made, not as new code
-MOVED_FROM = [path.replace("benchmarks/", "scripts/") for path in GPU_PATHS if path.startswith("benchmarks/")]
 OFF_THE_ROAD = re.compile(
     r"without a CUDA graph|without CUDA graphs|fits no planned static shape|out of GPU memory|Traceback"
 )
@@ -127,11 +107,13 @@ class Check:
             )
         return out
 
+    def python(self, log: str, *args: str, limit: float) -> str:
+        """`python ARGS`, this Python."""
+        return self.run(log, sys.executable, *args, limit=limit)
+
     def nmt(self, log: str, *args: str, limit: float, device: str | None = None) -> str:
         """`nmt ARGS --device DEVICE` (the check's device by default)."""
-        return self.run(
-            log, sys.executable, "-m", "nmt", *args, "--device", device or self.device, limit=limit
-        )
+        return self.python(log, "-m", "nmt", *args, "--device", device or self.device, limit=limit)
 
     def steps(self, updates: int) -> int:
         return max(2, round(updates * self.scale))
@@ -139,18 +121,9 @@ class Check:
     def train(self, log: str, config: str, data: Path, steps: int, *sets: str, limit: float) -> dict:
         """`nmt train` for `steps` updates into work/LOG; returns the figures of its log."""
         out = self.work / log
-        flags = ["train.final_report=false", "train.max_time=0", "train.patience=0", *sets]
-        args = [
-            "train",
-            config,
-            "--data",
-            str(data),
-            "--out",
-            str(out),
-            "--max-steps",
-            str(self.steps(steps)),
-        ]
-        self.nmt(log, *args, *[a for s in flags for a in ("--set", s)], limit=limit)
+        flags = settings("train.final_report=false", "train.max_time=0", "train.patience=0", *sets)
+        where = ["--data", str(data), "--out", str(out)]
+        self.nmt(log, "train", config, *where, "--max-steps", str(self.steps(steps)), *flags, limit=limit)
         return training_figures((self.logs / f"{log}.log").read_text(encoding="utf-8"))
 
 
@@ -181,18 +154,8 @@ def training_figures(log: str) -> dict:
 
 
 def gpu_tests(check: Check) -> dict:
-    out = check.run(
-        "gpu-tests",
-        sys.executable,
-        "-m",
-        "pytest",
-        "-q",
-        "-p",
-        "no:cacheprovider",
-        "-rfEs",
-        "tests/test_gpu.py",
-        limit=300,
-    )
+    tests = ["-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfEs", "tests/test_gpu.py"]
+    out = check.python("gpu-tests", *tests, limit=300)
     return {kind: int(n) for n, kind in re.findall(r"(\d+) (passed|failed|skipped|errors?)", out)}
 
 
@@ -212,7 +175,8 @@ def gpu_config(name: str) -> Callable[[Check], dict]:
 
 def reordering(check: Check) -> Path:
     """The synthetic reordering task with its true links (the valid split's as the gold set), made once."""
-    from nmt.data.synthetic import write_reordering_corpus, write_reordering_links
+    from nmt.data.synthetic import write_reordering_corpus
+    from tests.synthetic import write_reordering_links
 
     out = check.work / "reordering"
     if not (out / "valid.links").is_file():
@@ -251,7 +215,7 @@ search: {beam_size: 1, batch_size: 100, cuda_graphs: true}
 
 
 def multilingual(check: Check) -> dict:
-    from nmt.data.synthetic import write_multilingual_corpus
+    from tests.synthetic import write_multilingual_corpus
 
     data = write_multilingual_corpus(check.work / "three-languages")
     config = check.work / "multilingual.yaml"
@@ -274,15 +238,16 @@ def translate(check: Check) -> dict:
     source.write_text("".join((check.data / "test2016.de").read_text().splitlines(keepends=True)[:200]))
     figures = {}
     for name, flags in SEARCHES.items():
-        gpu, cpu = (
-            check.nmt(
-                "translate", "-q", "translate", str(run), "-i", str(source), *flags, limit=150, device=d
-            )
-            for d in (check.device, "cpu")
-        )
-        pairs = list(zip(gpu.splitlines(), cpu.splitlines(), strict=True))
-        figures[f"{name} identical"] = f"{sum(g == c for g, c in pairs)}/{len(pairs)}"
+        args = ["-q", "translate", str(run), "-i", str(source), *flags]
+        gpu, cpu = (check.nmt("translate", *args, limit=150, device=d) for d in (check.device, "cpu"))
+        figures[f"{name} identical"] = identical(gpu, cpu)
     return figures
+
+
+def identical(gpu: str, cpu: str) -> str:
+    """How many lines of the GPU's output equal the CPU's, of how many."""
+    pairs = list(zip(gpu.splitlines(), cpu.splitlines(), strict=True))
+    return f"{sum(g == c for g, c in pairs)}/{len(pairs)}"
 
 
 def align(check: Check) -> dict:
@@ -296,21 +261,11 @@ def align(check: Check) -> dict:
         )
         found = check.work / f"links.{device}"
         found.write_text(links[device])
-        score = check.run(
-            "align",
-            sys.executable,
-            "-m",
-            "nmt",
-            "score-alignments",
-            str(found),
-            str(data / "valid.links"),
-            limit=60,
+        score = check.python(
+            "align", "-m", "nmt", "score-alignments", str(found), str(data / "valid.links"), limit=60
         )
         figures[f"AER {device}"] = float(re.findall(r"AER ([\d.]+)", score)[0])
-    same = sum(
-        g == c for g, c in zip(links[check.device].splitlines(), links["cpu"].splitlines(), strict=True)
-    )
-    figures["identical lines"] = f"{same}/{len(links['cpu'].splitlines())}"
+    figures["identical lines"] = identical(links[check.device], links["cpu"])
     if links[check.device] != links["cpu"]:
         raise RuntimeError(
             f"the GPU's links differ from the CPU's ({figures['identical lines']} lines alike)"
@@ -330,9 +285,7 @@ def benchmark(check: Check) -> dict:
 
 def profile(check: Check) -> dict:
     args = ["configs/multi30k-transformer.yaml", "--data", str(check.data), "--train-seconds", "20"]
-    out = check.run(
-        "profile", sys.executable, "-m", "benchmarks.gpu_profile", *args, "--updates", "10", limit=180
-    )
+    out = check.python("profile", "-m", "benchmarks.gpu_profile", *args, "--updates", "10", limit=180)
     return {
         f"beam {b}, {how} sent/s": speed
         for b, how, speed in re.findall(r"## beam (\d), ([\w ]+): ([\d,]+)", out)
@@ -341,16 +294,8 @@ def profile(check: Check) -> dict:
 
 def ceiling(check: Check) -> dict:
     result = check.work / "ceiling.json"
-    check.run(
-        "ceiling",
-        sys.executable,
-        "-m",
-        "benchmarks.ceiling_bench",
-        "--time-budget",
-        "40",
-        "--json",
-        str(result),
-        limit=150,
+    check.python(
+        "ceiling", "-m", "benchmarks.ceiling_bench", "--time-budget", "40", "--json", str(result), limit=150
     )
     found = json.loads(result.read_text())
     figures = {}
@@ -437,7 +382,7 @@ def debt() -> str:
     commit = record["commit"]
     try:
         diff = subprocess.run(
-            ["git", "diff", "-M", "--stat", commit, "--", *GPU_PATHS, *MOVED_FROM],
+            ["git", "diff", "-M", "--stat", commit, "--", *GPU_PATHS],
             cwd=ROOT,
             capture_output=True,
             text=True,
@@ -452,26 +397,24 @@ def debt() -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--data", type=Path, help="Multi30k's raw files (train/val/test2016 .de, .en)")
-    parser.add_argument("--out", type=Path, help="where summary.md, summary.json and logs.tar.gz go")
-    parser.add_argument("--commit", default="unknown", help="the commit checked (the device has no .git)")
-    parser.add_argument("--stages", default=",".join(STAGES), help=f"comma-separated, of {', '.join(STAGES)}")
-    parser.add_argument("--budget", type=float, default=420.0, help="seconds after which no stage starts")
-    parser.add_argument("--device", default="cuda", help="cpu: rehearse the script (no GPU road is driven)")
-    parser.add_argument("--smoke", action="store_true", help="a twentieth of the updates (a rehearsal)")
-    parser.add_argument("--debt", action="store_true", help="print the GPU-only changes since the last pass")
-    args = parser.parse_args()
+    parse = parser(__doc__)
+    parse.add_argument("--data", type=Path, help="Multi30k's raw files (train/val/test2016 .de, .en)")
+    parse.add_argument("--out", type=Path, help="where summary.md, summary.json and logs.tar.gz go")
+    parse.add_argument("--commit", default="unknown", help="the commit checked (the device has no .git)")
+    parse.add_argument("--stages", default=",".join(STAGES), help=f"comma-separated, of {', '.join(STAGES)}")
+    parse.add_argument("--budget", type=float, default=420.0, help="seconds after which no stage starts")
+    parse.add_argument("--device", default="cuda", help="cpu: rehearse the script (no GPU road is driven)")
+    parse.add_argument("--smoke", action="store_true", help="a twentieth of the updates (a rehearsal)")
+    parse.add_argument("--debt", action="store_true", help="print the GPU-only changes since the last pass")
+    args = parse.parse_args()
     if args.debt:
         print(debt())
         return
     if args.data is None or args.out is None:
-        parser.error("--data and --out are needed (or --debt)")
+        parse.error("--data and --out are needed (or --debt)")
     names = args.stages.split(",")
     if unknown := set(names) - set(STAGES):
-        parser.error(f"unknown stages {sorted(unknown)}; known: {', '.join(STAGES)}")
+        parse.error(f"unknown stages {sorted(unknown)}; known: {', '.join(STAGES)}")
     args.out.mkdir(parents=True, exist_ok=True)
     env = environment(args.commit)
     with tempfile.TemporaryDirectory(prefix="nmt-device-check-") as tmp:

@@ -3,31 +3,20 @@
     OMP_NUM_THREADS=1 python -m benchmarks.diverse_beam --run RUN_DIR --src val.de --ref val.en \
         --strengths 0.5 1 2 3 5 10
 
-Each source line of --src is translated into an n-best list of --nbest hypotheses: by beam search of --beam
-hypotheses, and by diverse beam search of --groups groups of --beam / --groups hypotheses at each strength
-(`--diversity-strength`), the rest of the search the run's own. Per search, a row:
-
-- distinct: the distinct outputs of a sentence's list, on average (of --nbest);
-- all distinct: the share of sentences whose --nbest outputs all differ;
-- self-BLEU: hypothesis i of every list scored (sacreBLEU, corpus BLEU) against the other hypotheses of its
-  own list as references, averaged over i (Zhu et al. 2018, Texygen): 100 where the lists are copies, lower
-  where they differ more;
-- BLEU of the first and the mean BLEU of the list's places against --ref: what the lists cost in quality;
-- oracle BLEU: each sentence's hypothesis of the highest sentence-BLEU against its reference, scored together
-  (what a reranker could pick from the list).
-
-Prints a Markdown table. Choose on a validation split; report on a test split.
+A row per search: the distinct outputs of a list on average, the share of lists whose outputs all differ,
+self-BLEU, the BLEU of the first place and the mean over places, and the oracle BLEU of each list's best
+(docs/guide.md). Choose on a validation split; report on a test split.
 """
 
 from __future__ import annotations
 
-import argparse
 import statistics
 from pathlib import Path
 
 import sacrebleu
 import torch
 
+from benchmarks.common import parser, table
 from nmt.decode.loading import load_translator
 from nmt.decode.translator import Translator
 
@@ -48,7 +37,7 @@ def self_bleu(found: list[list[str]]) -> float:
     return statistics.mean(scores)
 
 
-def row(name: str, found: list[list[str]], refs: list[str]) -> str:
+def row(name: str, found: list[list[str]], refs: list[str]) -> list[str]:
     """The table's row of one search's lists."""
     n = len(found[0])
     distinct = statistics.mean(len(set(hyps)) for hyps in found)
@@ -59,36 +48,42 @@ def row(name: str, found: list[list[str]], refs: list[str]) -> str:
         for hyps, ref in zip(found, refs, strict=True)
     ]
     best_of = sacrebleu.corpus_bleu(oracle, [refs]).score
-    return (
-        f"| {name} | {distinct:.2f} | {every:.1f}% | {self_bleu(found):.1f} | {places[0]:.2f} | "
-        f"{statistics.mean(places):.2f} | {best_of:.2f} |"
-    )
+    bleu = [f"{places[0]:.2f}", f"{statistics.mean(places):.2f}", f"{best_of:.2f}"]
+    return [name, f"{distinct:.2f}", f"{every:.1f}%", f"{self_bleu(found):.1f}", *bleu]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--run", type=Path, required=True, help="a trained run directory")
-    parser.add_argument("--src", type=Path, required=True, help="source sentences, one a line")
-    parser.add_argument("--ref", type=Path, required=True, help="their reference translations")
-    parser.add_argument("--beam", type=int, default=3, help="hypotheses per sentence")
-    parser.add_argument("--groups", type=int, default=3, help="diverse beam search's groups")
-    parser.add_argument("--nbest", type=int, default=3, help="hypotheses in each list")
-    parser.add_argument("--strengths", type=float, nargs="+", default=[0.5, 1.0, 2.0, 3.0, 5.0, 10.0])
-    args = parser.parse_args()
+    parse = parser(__doc__)
+    parse.add_argument("--run", type=Path, required=True, help="a trained run directory")
+    parse.add_argument("--src", type=Path, required=True, help="source sentences, one a line")
+    parse.add_argument("--ref", type=Path, required=True, help="their reference translations")
+    parse.add_argument("--beam", type=int, default=3, help="hypotheses per sentence")
+    parse.add_argument("--groups", type=int, default=3, help="diverse beam search's groups")
+    parse.add_argument("--nbest", type=int, default=3, help="hypotheses in each list")
+    parse.add_argument("--strengths", type=float, nargs="+", default=[0.5, 1.0, 2.0, 3.0, 5.0, 10.0])
+    args = parse.parse_args()
     sources = args.src.read_text(encoding="utf-8").splitlines()
     refs = args.ref.read_text(encoding="utf-8").splitlines()
     search = {"beam_size": args.beam, "nbest": args.nbest}
     translator = load_translator([args.run], "torch", torch.device("cpu"), None, search)
-    print(f"{len(sources)} sentences of {args.src.name}, {args.nbest}-best lists; torch {torch.__version__}")
     print(
-        "\n| search | distinct | all distinct | self-BLEU | BLEU of the first | mean BLEU | oracle BLEU |"
-        "\n|---|---:|---:|---:|---:|---:|---:|"
+        f"{len(sources)} sentences of {args.src.name}, {args.nbest}-best lists; torch {torch.__version__}\n"
     )
-    print(row(f"beam {args.beam}", lists(translator, sources, args.nbest), refs))
+    rows = [row(f"beam {args.beam}", lists(translator, sources, args.nbest), refs)]
     for strength in args.strengths:
         diverse = translator.with_search(diverse_groups=args.groups, diversity_strength=strength)
         name = f"diverse {args.groups}×{args.beam // args.groups}, strength {strength:g}"
-        print(row(name, lists(diverse, sources, args.nbest), refs))
+        rows.append(row(name, lists(diverse, sources, args.nbest), refs))
+    head = [
+        "search",
+        "distinct",
+        "all distinct",
+        "self-BLEU",
+        "BLEU of the first",
+        "mean BLEU",
+        "oracle BLEU",
+    ]
+    print(table(head, rows))
 
 
 if __name__ == "__main__":

@@ -4,36 +4,14 @@ Translate package run by argostranslate, and the Hugging Face export run by tran
 
     python -m benchmarks.export_bench --run RUN_DIR --data DIR --work /tmp/nmt-export-bench --threads 2
 
-The method. This process prepares everything (the run, trained in --work without --run; its exports; the
-first --sentences test sentences, of test.L or test2016.L of --data or of --src and --ref) and times nothing.
-Each runtime and search is timed in a fresh process of its own (benchmarks/export_timing.py; Argos
-Translate's in its virtual environment), which loads only that runtime, translates the first 20 sentences
-untimed, then all of them --repeats times, and reports the fastest pass: two OpenMP runtimes (PyTorch's and
-CTranslate2's) never share the cores, as they did when every runtime ran in one process (CTranslate2 then ran
-at half its speed after PyTorch had). The children run in --rounds interleaved rounds (every one once a
-round, rounds in turn), and each row keeps its fastest round, so that a drift of the machine hits every row
-alike. Every runtime runs on --threads CPU threads, in batches of the run's search.batch_size sorted by
-length (as `nmt translate` does), with the searches it can run:
-
-- greedy: nmt (float32 and `--int8`), CTranslate2 float32 and int8, nmt's CTranslate2 engine, transformers
-  `generate` (num_beams=1);
-- the run's beam size and length penalty: nmt (float32 and `--int8`), CTranslate2 float32 and int8, nmt's
-  CTranslate2 engine;
-- Argos Translate's own search, beam 4 and length penalty 0.2: nmt, CTranslate2 float32, nmt's CTranslate2
-  engine, and argostranslate (argos-translate-lt, LibreTranslate's argostranslate, in a virtual environment
-  made once under --work and run offline by benchmarks/argos_offline/, the harness of the Argos tests too),
-  translating one sentence a call as LibreTranslate does a request, its sentence splitter included.
-
-"CTranslate2" calls `ctranslate2.Translator.translate_batch` on sentencepiece pieces with the settings nmt's
-engine passes (output limit, padding and bos suppressed) and no nmt code; nmt's engine is the same export
-through `nmt.decode.exported.load_export`, so their ratio is the cost of nmt's wrapper. BLEU is sacreBLEU's
-against the references; target tok/s counts the run's sentencepiece pieces of the output (re-encoded, the
-same count for every runtime); "identical to nmt translate" counts the sentences whose translation equals
-nmt's (PyTorch) with the same search. Every child's pid, the runtimes it imported and the OpenMP libraries
-it mapped (Argos Translate's driver: its pid and runtimes) are written to --work/export-bench-runs.json.
-
-Without --run it writes a Multi30k-sized synthetic reordering corpus (29,000 / 1,014 / 1,000 pairs, 300-word
-lexicon, 3-10 words a sentence) in --work and trains configs/tiny-transformer.yaml on it for --steps updates.
+This process prepares everything (the run, trained in --work without --run; its exports; the first
+--sentences test sentences of --data) and times nothing: each runtime and search is timed in a fresh process
+that loads only that runtime (benchmarks/export_timing.py; Argos Translate's in its virtual environment, made
+once under --work, offline), an untimed warm-up, then the fastest of --repeats passes on --threads threads, in
+--rounds interleaved rounds, each row its fastest round. Every child's pid, the runtimes it imported and the
+OpenMP libraries it mapped go to --work/export-bench-runs.json. Why, and what each row runs: docs/exports.md
+("Speed on 2 CPU cores"). Without --run it trains configs/tiny-transformer.yaml for --steps updates on a
+Multi30k-sized synthetic reordering corpus (29,000 / 1,014 / 1,000 pairs, 300-word lexicon).
 """
 
 from __future__ import annotations
@@ -43,7 +21,6 @@ import datetime
 import importlib.metadata
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -54,7 +31,7 @@ from pathlib import Path
 import torch
 
 from benchmarks.argos_offline import harness
-from nmt.data.corpus import SplitFiles, read_files
+from benchmarks.common import NMT_COMMAND, ROOT, fresh_process, machine, parser, table
 from nmt.data.splits import read_directions
 from nmt.data.synthetic import write_reordering_corpus
 from nmt.decode.loading import load_trained
@@ -64,7 +41,6 @@ from nmt.export.argos import export_package
 from nmt.export.ctranslate2 import export_run
 from nmt.export.huggingface import export_run as export_huggingface
 
-ROOT = Path(__file__).resolve().parents[1]
 WARMUP = 20  # sentences translated untimed first
 RUNTIMES = ("int8", "nmt-int8", "nmt-ctranslate2", "huggingface", "argos")  # those --without can leave out
 NMT = "nmt translate (PyTorch)"
@@ -104,7 +80,7 @@ class Job:
 @dataclass(frozen=True)
 class Answer:
     """What one child reports: the translations, the seconds of its fastest pass, its pid, the runtimes it
-    imported and the OpenMP libraries it mapped (not told by Argos Translate's driver)."""
+    imported and the OpenMP libraries it mapped."""
 
     translations: list[str]
     seconds: float
@@ -120,9 +96,9 @@ def train_run(work: Path, steps: int) -> Path:
     """The tiny Transformer trained on a fresh Multi30k-sized synthetic corpus in `work`."""
     data = write_reordering_corpus(work / "data", train=29_000, valid=1_014, test=1_000, vocab=300)
     run_dir = work / "run"
-    command = [sys.executable, "-m", "nmt", "-q", "train", str(ROOT / "configs" / "tiny-transformer.yaml")]
-    command += ["--data", str(data), "--out", str(run_dir), "--device", "cpu", "--max-steps", str(steps)]
-    subprocess.run([*command, "--max-time", "0", "--overwrite"], check=True)
+    command = [*NMT_COMMAND, "train", str(ROOT / "configs" / "tiny-transformer.yaml"), "--data", str(data)]
+    command += ["--out", str(run_dir), "--device", "cpu", "--max-steps", str(steps), "--max-time", "0"]
+    subprocess.run([*command, "--overwrite"], check=True)
     return run_dir
 
 
@@ -198,14 +174,12 @@ def child_process(
     versions: dict[str, str],
 ) -> Child:
     """A job's child: `python -m benchmarks.export_timing` (its request and answer JSON files next to
-    `sentences`), or Argos Translate's driver in its virtual environment (which adds its versions to
-    `versions`)."""
+    `sentences`), Argos Translate's run offline by the Python of its virtual environment (which adds its
+    versions to `versions`)."""
     tmp = sentences.parent
 
     def run_child(job: Job) -> Answer:
         search = found[job.search]
-        if job.runtime.child == "argos":
-            return argos_child(args, run, job.runtime.path, sentences, versions)
         request = {
             "runtime": job.runtime.child,
             "path": str(job.runtime.path),
@@ -217,97 +191,48 @@ def child_process(
             "threads": args.threads,
             "warmup": WARMUP,
             "repeats": args.repeats,
+            "from": run.cfg.data.src_lang,
+            "to": run.cfg.data.tgt_lang,
         }
         (tmp / "request.json").write_text(json.dumps(request), encoding="utf-8")
         (tmp / "answer.json").unlink(missing_ok=True)  # never the answer of the child before
-        command = [
-            sys.executable,
-            "-m",
-            "benchmarks.export_timing",
-            str(tmp / "request.json"),
-            str(tmp / "answer.json"),
-        ]
-        result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
-        if result.returncode:
-            raise RuntimeError(
-                f"{job.runtime.name}, {search.name}: the child failed:\n{result.stderr[-3000:]}"
-            )
+        timing = ["-m", "benchmarks.export_timing", str(tmp / "request.json"), str(tmp / "answer.json")]
+        if job.runtime.child == "argos":
+            python = harness.argos_python(args.work, harness.ARGOSTRANSLATE)
+            with tempfile.TemporaryDirectory(dir=tmp) as home:  # its packages installed afresh
+                harness.run_offline(python, timing, Path(home))
+        else:
+            fresh_process([sys.executable, *timing])
         answer = json.loads((tmp / "answer.json").read_text(encoding="utf-8"))
+        for name, version in answer.pop("versions").items():  # Argos Translate's environment's
+            versions["its ctranslate2" if name == "ctranslate2" else name] = version
         return Answer(**answer)
 
     return run_child
 
 
-def argos_child(
-    args: argparse.Namespace, run: TrainedRun, package: Path, sentences: Path, versions: dict[str, str]
-) -> Answer:
-    """argostranslate translating a sentence a call in its own virtual environment, offline; the driver
-    warms up and times itself."""
-    request = {
-        "mode": "bench",
-        "packages": [str(package)],
-        "from": run.cfg.data.src_lang,
-        "to": run.cfg.data.tgt_lang,
-        "sentences": json.loads(sentences.read_text(encoding="utf-8")),
-        "threads": args.threads,
-        "warmup": WARMUP,
-        "repeats": args.repeats,
-    }
-    python = harness.argos_python(args.work, harness.ARGOSTRANSLATE)
-    with tempfile.TemporaryDirectory(dir=sentences.parent) as home:
-        answer = harness.run_offline(python, request, Path(home))
-    versions["argos-translate-lt"] = answer["versions"]["argos-translate-lt"]
-    versions["its ctranslate2"] = answer["versions"]["ctranslate2"]
-    return Answer(answer["translations"], answer["seconds"], answer["pid"], answer["modules"], openmp=[])
-
-
 def sentence_pairs(args: argparse.Namespace, run: TrainedRun) -> tuple[list[str], list[str]]:
-    """The first --sentences source sentences and their references."""
-    if args.src:
-        text = read_files(SplitFiles(args.src, args.ref), "test")
-    else:
-        data = replace(run.cfg.data, dir=str(args.data or args.work / "data"))
-        (text,) = read_directions(data, "test").values()
+    """The first --sentences source sentences of the test split and their references."""
+    (text,) = read_directions(
+        replace(run.cfg.data, dir=str(args.data or args.work / "data")), "test"
+    ).values()
     return text.src[: args.sentences], text.tgt[: args.sentences]
 
 
-def cpu_model() -> str:
-    cpuinfo = Path("/proc/cpuinfo")
-    for line in cpuinfo.read_text().splitlines() if cpuinfo.is_file() else []:
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or platform.machine()
-
-
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument(
-        "--work",
-        type=Path,
-        required=True,
-        help=f"Directory for the Argos venv (kept), exports (removed after), a trained run and {LOG}.",
-    )
-    parser.add_argument("--run", type=Path, help="A trained Transformer run (default: train one in --work).")
-    parser.add_argument("--data", type=Path, help="Corpus with test.L or test2016.L (default: --work/data).")
-    parser.add_argument("--src", type=Path, help="Test source sentences (with --ref, instead of --data).")
-    parser.add_argument("--ref", type=Path, help="Their reference translations.")
-    parser.add_argument("--steps", type=int, default=1000, help="Training updates when training.")
-    parser.add_argument("--sentences", type=int, default=1000, help="Test sentences translated.")
-    parser.add_argument("--threads", type=int, default=2, help="CPU threads of each runtime.")
-    parser.add_argument(
-        "--repeats", type=int, default=3, help="Timed passes in each child; the fastest counts."
-    )
-    parser.add_argument(
-        "--rounds", type=int, default=3, help="Interleaved rounds of every child; the fastest counts."
-    )
-    parser.add_argument("--without", nargs="*", default=[], choices=RUNTIMES, help="Runtimes left out.")
-    args = parser.parse_args()
-    if (args.src is None) != (args.ref is None) or (args.src and args.data):
-        parser.error("give --src and --ref together, or --data")
+    parse = parser(__doc__)
+    parse.add_argument("--work", type=Path, required=True, help=f"Argos venv (kept), exports, a run, {LOG}")
+    parse.add_argument("--run", type=Path, help="A trained Transformer run (default: train one in --work).")
+    parse.add_argument("--data", type=Path, help="Corpus with test.L or test2016.L (default: --work/data).")
+    parse.add_argument("--steps", type=int, default=1000, help="Training updates when training.")
+    parse.add_argument("--sentences", type=int, default=1000, help="Test sentences translated.")
+    parse.add_argument("--threads", type=int, default=2, help="CPU threads of each runtime.")
+    parse.add_argument("--repeats", type=int, default=3, help="Timed passes in a child; the fastest counts.")
+    parse.add_argument("--rounds", type=int, default=3, help="Interleaved rounds; the fastest counts.")
+    parse.add_argument("--without", nargs="*", default=[], choices=RUNTIMES, help="Runtimes left out.")
+    args = parse.parse_args()
     if min(args.repeats, args.rounds, args.sentences, args.threads) < 1:
-        parser.error("--repeats, --rounds, --sentences and --threads must be at least 1")
+        parse.error("--repeats, --rounds, --sentences and --threads must be at least 1")
     return args
 
 
@@ -329,28 +254,27 @@ def main() -> None:
     (args.work / LOG).write_text(json.dumps(log, indent=1), encoding="utf-8")
     print(header(args, run, len(sources), versions, load_before))
     print(method(args, run, len(jobs)) + "\n")
-    print("| runtime | search | BLEU | sent/s | target tok/s | identical to nmt translate |")
-    print("|---|---|---:|---:|---:|---:|")
-    print("\n".join(table(jobs, answers, found, references, run)))
+    head = ["runtime", "search", "BLEU", "sent/s", "target tok/s", "identical to nmt translate"]
+    print(table(head, rows(jobs, answers, found, references, run), left=2))
     print("\n" + "\n".join(notes(jobs, answers, found, len(sources))))
 
 
 def versions_of(runtimes: list[Runtime]) -> dict[str, str]:
-    """The versions of the packages the children load (Argos Translate's are added by its driver)."""
+    """The versions of the packages the children load (Argos Translate's environment's come with its rows)."""
     names = ["torch", "ctranslate2", "sentencepiece"]
     names += ["transformers"] * any(r.child == "transformers" for r in runtimes)
-    return {"python": platform.python_version()} | {n: importlib.metadata.version(n) for n in names}
+    return {n: importlib.metadata.version(n) for n in names}
 
 
-def table(
+def rows(
     jobs: list[Job],
     answers: dict[Job, list[Answer]],
     found: dict[str, Search],
     references: list[str],
     run: TrainedRun,
-) -> list[str]:
+) -> list[list[str]]:
     """The table's rows, each job's fastest round."""
-    rows = []
+    found_rows = []
     for job in jobs:
         translations, seconds = fastest(answers[job]).translations, fastest(answers[job]).seconds
         ours = fastest(answers[next(j for j in jobs if j.search == job.search)]).translations  # nmt's
@@ -358,11 +282,9 @@ def table(
         identical = "—" if job.runtime.name == NMT else f"{same_lines(ours, translations)}/{n}"
         tokens = sum(len(ids) for ids in run.tokenizers.tgt.encode(translations))
         bleu = score(translations, references).bleu
-        speeds = f"{n / seconds:,.0f} | {tokens / seconds:,.0f}"
-        rows.append(
-            f"| {job.runtime.name} | {found[job.search].name} | {bleu:.2f} | {speeds} | {identical} |"
-        )
-    return rows
+        speeds = [f"{n / seconds:,.0f}", f"{tokens / seconds:,.0f}"]
+        found_rows.append([job.runtime.name, found[job.search].name, f"{bleu:.2f}", *speeds, identical])
+    return found_rows
 
 
 def notes(jobs: list[Job], answers: dict[Job, list[Answer]], found: dict[str, Search], n: int) -> list[str]:
@@ -400,14 +322,14 @@ def header(
     args: argparse.Namespace, run: TrainedRun, n: int, versions: dict[str, str], load_before: float
 ) -> str:
     """What was measured, on what, with what, when."""
-    source = args.src or f"the test split of {args.data or args.work / 'data'}"
-    machine = f"{cpu_model()}, {os.cpu_count()} cores, {args.threads} threads a runtime"
+    source = f"the test split of {args.data or args.work / 'data'}"
+    cpu = f"{machine()}, {args.threads} threads a runtime"
     load = f"load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after"
     model = f"{run.directory.path} ({run.checkpoint_name}.pt, step {run.checkpoint.get('step')})"
     batches = f"the first {n} sentences of {source}, batches of {run.cfg.search.batch_size} sorted by length"
     software = ", ".join(f"{name} {version}" for name, version in versions.items())
     date = f"{datetime.datetime.now():%Y-%m-%d %H:%M}"
-    return f"{model}, {batches}; {machine} ({load}); {software}; {date}.\n"
+    return f"{model}, {batches}; {cpu} ({load}); {software}; {date}.\n"
 
 
 def method(args: argparse.Namespace, run: TrainedRun, rows: int) -> str:

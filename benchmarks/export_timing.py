@@ -1,18 +1,17 @@
-"""One runtime and one search of benchmarks/export_bench.py, timed in a process of its own: started by
-export_bench for each (runtime, search) pair in each round, it loads only that runtime, translates the first
-`warmup` sentences untimed, then all of them `repeats` times, and writes their translations and the seconds
-of the fastest pass as JSON, with what it can tell about itself (its pid, the runtimes imported, the OpenMP
-libraries mapped).
+"""One runtime and one search of benchmarks/export_bench.py, timed in a process of its own (Argos Translate's
+by the Python of its virtual environment, offline).
 
     python -m benchmarks.export_timing REQUEST.json ANSWER.json
 
-The request names the runtime (`RUNTIMES`), the directory it loads (a run, or an export of it), a JSON file
-of sentences, the search (beam size, length penalty), batch size, threads, warm-up and repeats. Nothing is
-imported at the top but the standard library: the CTranslate2 runtime called directly never loads torch.
+The request names the runtime (`RUNTIMES`), what it loads, the sentences, the search, batch size, threads,
+warm-up and repeats; the answer holds the translations, the seconds of the fastest pass, the pid, the runtimes
+imported and the OpenMP libraries mapped. Only the standard library is imported at the top: the CTranslate2
+runtime called directly never loads torch, and Argos Translate's environment holds neither torch nor nmt.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import sys
@@ -23,6 +22,7 @@ from typing import Any
 
 Translate = Callable[[list[str]], list[str]]  # one pass over the sentences, in batches
 RUNTIME_MODULES = ("torch", "ctranslate2", "transformers", "sentencepiece")
+VERSIONS = {"argos": ("argos-translate-lt", "ctranslate2")}  # what a runtime's answer names the versions of
 
 
 def by_length(lengths: list[int], batch_size: int) -> list[list[int]]:
@@ -121,12 +121,25 @@ def transformers_translator(request: dict[str, Any]) -> Translate:
     return translate
 
 
+def argos_translator(request: dict[str, Any]) -> Translate:
+    """argostranslate with the package installed (in its virtual environment, whose folders the harness
+    sets): a call per sentence, its sentence splitter included, as LibreTranslate makes one per request,
+    on `threads` CTranslate2 threads."""
+    os.environ |= {"ARGOS_INTRA_THREADS": str(request["threads"]), "ARGOS_INTER_THREADS": "1"}
+    from argostranslate import package, translate
+
+    package.install_from_path(Path(request["path"]))
+    source, target = request["from"], request["to"]
+    return lambda sentences: [translate.translate(sentence, source, target) for sentence in sentences]
+
+
 RUNTIMES: dict[str, Callable[[dict[str, Any]], Translate]] = {
     "nmt": lambda request: nmt_translator(request, "torch"),
     "nmt-int8": lambda request: nmt_translator(request, "torch", int8=True),
     "nmt-ctranslate2": lambda request: nmt_translator(request, "ctranslate2"),
     "ctranslate2": ctranslate2_translator,
     "transformers": transformers_translator,
+    "argos": argos_translator,
 }
 
 
@@ -163,6 +176,7 @@ def main() -> None:
         "pid": os.getpid(),
         "modules": [name for name in RUNTIME_MODULES if name in sys.modules],
         "openmp": openmp_libraries(),
+        "versions": {name: importlib.metadata.version(name) for name in VERSIONS.get(request["runtime"], ())},
     }
     answer_path.write_text(json.dumps(answer, ensure_ascii=False), encoding="utf-8")
 

@@ -2,21 +2,17 @@
 
     python -m benchmarks.gpu_profile configs/multi30k-transformer.yaml --data DIR --train-seconds 60
 
-Trains the config for `--train-seconds` (so that decoding sees a model that ends its sentences), profiles a
-few training updates, then greedy and beam-5 search of `--sentences` test sentences in one batch, eager and
-with CUDA graphs. For each: wall time (synchronised, after a warm-up run), decoding steps, kernel launches,
-host syncs, GPU busy time, and the kernels that take the most GPU time. `--set KEY=VALUE` overrides the
-config (e.g. `--set train.cuda_graphs=false`).
+Trains the config for `--train-seconds`, profiles a few training updates, then greedy and beam-5 search of
+`--sentences` test sentences in one batch, eager and with CUDA graphs: wall time, decoding steps, kernel
+launches, host syncs, GPU busy time and the kernels that take the most time. `--set KEY=VALUE` overrides.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import itertools
 import logging
 import tempfile
-import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -25,9 +21,9 @@ import torch
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 
-from benchmarks.host_overhead import counting_steps
-from nmt.bench.benchmark import synchronize
-from nmt.bench.profiling import CUDA_GRAPH_LAUNCHES, CUDA_LAUNCHES, CUDA_SYNCS
+from benchmarks.common import parser
+from nmt.bench.benchmark import synchronize, timed
+from nmt.bench.profiling import CUDA_GRAPH_LAUNCHES, CUDA_LAUNCHES, CUDA_SYNCS, counting_steps
 from nmt.config.schema import replace
 from nmt.config.yaml_file import load_config
 from nmt.data.prepare import prepare_data
@@ -44,11 +40,7 @@ def profiled(work: Callable[[], object], top: int) -> dict[str, object]:
     """Wall seconds of `work` (after one warm-up run), and its profile: launches, syncs, kernel time, top
     kernels."""
     work()
-    synchronize(DEVICE)
-    started = time.perf_counter()
-    work()
-    synchronize(DEVICE)
-    wall = time.perf_counter() - started
+    _, wall = timed(DEVICE, work)
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         work()
         synchronize(DEVICE)
@@ -89,22 +81,17 @@ def report(title: str, result: dict[str, object], units: int, unit: str) -> None
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("config", type=Path)
-    parser.add_argument("--set", dest="overrides", action="append", default=[], help="KEY=VALUE overrides")
-    parser.add_argument("--data", type=Path, required=True)
-    parser.add_argument("--src-lang", default="de")
-    parser.add_argument("--tgt-lang", default="en")
-    parser.add_argument("--train-seconds", type=float, default=60.0)
-    parser.add_argument("--updates", type=int, default=20, help="training updates profiled")
-    parser.add_argument("--sentences", type=int, default=1000)
-    parser.add_argument("--top", type=int, default=12)
-    args = parser.parse_args()
+    parse = parser(__doc__)
+    parse.add_argument("config", type=Path)
+    parse.add_argument("--set", dest="overrides", action="append", default=[], help="KEY=VALUE overrides")
+    parse.add_argument("--data", type=Path, required=True)
+    parse.add_argument("--train-seconds", type=float, default=60.0)
+    parse.add_argument("--updates", type=int, default=20, help="training updates profiled")
+    parse.add_argument("--sentences", type=int, default=1000)
+    parse.add_argument("--top", type=int, default=12)
+    args = parse.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    flags = [f"data.dir={args.data}", f"data.src_lang={args.src_lang}", f"data.tgt_lang={args.tgt_lang}"]
-    cfg = load_config(args.config, [*flags, "train.final_report=false", *args.overrides])
+    cfg = load_config(args.config, [f"data.dir={args.data}", "train.final_report=false", *args.overrides])
     cfg = replace(cfg, train={"max_time": args.train_seconds, "max_steps": 0, "patience": 0})
     with tempfile.TemporaryDirectory(prefix="nmt-profile-") as tmp:
         run_dir = RunDir(Path(tmp) / "run")

@@ -1,121 +1,58 @@
-"""Guided alignment, one change at a time: what lowers the guided Transformer's AER on the Hansards gold.
+"""Guided alignment, one change at a time: what lowers the guided Transformer's AER on the Hansards gold
+(docs/alignment.md, "One change at a time").
 
     taskset -c 0 env OMP_NUM_THREADS=1 python -m benchmarks.guided_alignment_steps --work /tmp/nmt-align-bench
 
-It shares benchmarks/alignment_bench.py's work directory and protocol (its data and eflomal stages run first
-when their outputs are missing): the guided Transformer it chose (λ 2, decoder layer 0, Shift-Att, 2 heads,
-1,200 updates a direction) trained again for each step of STEPS, which changes its labels (which of eflomal's
-symmetrized links it learns), how many times the gold pairs' *text* is in the training data (transductive
-weighting, as the literature's `*.plustest.*` training sets; their links are never training input), whether
-its unlinked subwords are pulled to the source's `</s>` (`train.alignment.null_slot`), or, around the best of
-those, one of the benchmark's choices (λ, heads, layer) or the seed. Per step:
-the readings of both directions chosen on the first 100 gold pairs, then on the 347 after them the AER,
-precision and recall of
-
-- grow-diag: lilt's strict grow-diag of the two directions' links (as the alignment bench);
-- soft: the two directions' word × word attention averaged, every pair over a threshold linked (the
-  threshold of SOFT_THRESHOLDS with the lowest AER on the first 100);
-
-and each direction's test BLEU (beam 5, the tokenized lower-cased test2016), beside the plain Transformer's
-trained on the same text (`unguided`). Runs stay in WORK/runs.
+It shares benchmarks/alignment_bench.py's work directory and protocol: the guided Transformer it chose is
+trained again for each of `STEPS`, each changing its labels, the copies of the gold pairs' text in the
+training data (never their links), the null slot, λ, heads, layer or seed. Per step: AER, precision and recall
+on the 347 of grow-diag and of soft symmetrization (mean attention over a threshold chosen on the first 100),
+and test BLEU, beside the plain Transformer on the same text. Figures in WORK/steps.json.
 """
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import json
-import statistics
-from collections.abc import Sequence
+import re
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 
-from benchmarks.alignment_bench import (
-    DATA,
-    DIRECTIONS,
-    GUIDED,
-    GUIDED_STEPS,
-    KINDS,
-    Directed,
-    Kind,
-    by_split,
-    joint_readings,
-    measure_run,
-    ready,
-    run_eflomal,
-    run_name,
-    scored,
-    train,
-)
-from nmt.align.pharaoh import Link, SentenceLinks, read_links, write_links
+from benchmarks import alignment_bench as bench
+from benchmarks.alignment_bench import DIRECTIONS, by_split, scored
+from benchmarks.common import parser, spread
+from nmt.align.pharaoh import Link, SentenceLinks, pharaoh_text, read_links
 from nmt.align.symmetrize import Method, symmetrize
 from nmt.decode.aligner import force
 from nmt.decode.loading import load_trained
 from nmt.evaluate.evaluation import evaluate_run
 
-BASE = GUIDED["guided λ2 layer 0 shift, 2 heads"]  # the alignment bench's choice
-STEPS: dict[str, tuple[Method, int, bool, tuple[str, ...]]] = {  # name: (eflomal's links the labels are,
-    # copies of the gold text, whether unlinked subwords are pulled to the source's </s>:
-    # train.alignment.null_slot, settings that replace BASE's)
-    "base: grow-diag-final-and labels, gold text ×1": ("grow-diag-final-and", 1, False, ()),
-    "grow-diag labels": ("grow-diag", 1, False, ()),
-    "intersection labels": ("intersection", 1, False, ()),
-    "grow-diag labels, gold text ×10": ("grow-diag", 10, False, ()),
-    "intersection labels, gold text ×10": ("intersection", 10, False, ()),
-    "intersection labels, null slot": ("intersection", 1, True, ()),
-    "intersection labels, gold text ×10, null slot": ("intersection", 10, True, ()),
-    "grow-diag labels, gold text ×10, null slot": ("grow-diag", 10, True, ()),
-    "intersection labels, gold text ×10, null slot, λ4": (
-        "intersection",
-        10,
-        True,
-        ("train.alignment.weight=4.0",),
-    ),
-    "intersection labels, gold text ×10, null slot, 4 heads": (
-        "intersection",
-        10,
-        True,
-        ("train.alignment.heads=4",),
-    ),
-    "intersection labels, gold text ×10, null slot, λ1": (
-        "intersection",
-        10,
-        True,
-        ("train.alignment.weight=1.0",),
-    ),
-    "intersection labels, gold text ×10, null slot, layer 1": (
-        "intersection",
-        10,
-        True,
-        ("train.alignment.layer=1",),
-    ),
-    "intersection labels, gold text ×20, null slot": ("intersection", 20, True, ()),
-    "intersection labels, gold text ×10, null slot, seed 2": (
-        "intersection",
-        10,
-        True,
-        ("train.seed=2",),
-    ),
-    "intersection labels, gold text ×10, null slot, seed 3": (
-        "intersection",
-        10,
-        True,
-        ("train.seed=3",),
-    ),
-    "intersection labels, gold text ×20, null slot, seed 2": (
-        "intersection",
-        20,
-        True,
-        ("train.seed=2",),
-    ),
-    "intersection labels, gold text ×20, null slot, seed 3": (
-        "intersection",
-        20,
-        True,
-        ("train.seed=3",),
-    ),
-}
+BASE = bench.GUIDED["guided λ2 layer 0 shift, 2 heads"]  # the alignment bench's choice
+STEPS = (  # each name states how its step trains BASE again: eflomal's links its labels are, the copies
+    # of the gold pairs' text in the training text (×1 unless named), unlinked subwords pulled to the source's
+    # </s> (null slot: train.alignment.null_slot), and settings that replace BASE's (`named_settings`)
+    "base: grow-diag-final-and labels, gold text ×1",
+    "grow-diag labels",
+    "intersection labels",
+    "grow-diag labels, gold text ×10",
+    "intersection labels, gold text ×10",
+    "intersection labels, null slot",
+    "intersection labels, gold text ×10, null slot",
+    "grow-diag labels, gold text ×10, null slot",
+    "intersection labels, gold text ×10, null slot, λ4",
+    "intersection labels, gold text ×10, null slot, 4 heads",
+    "intersection labels, gold text ×10, null slot, λ1",
+    "intersection labels, gold text ×10, null slot, layer 1",
+    "intersection labels, gold text ×20, null slot",
+    "intersection labels, gold text ×10, null slot, seed 2",
+    "intersection labels, gold text ×10, null slot, seed 3",
+    "intersection labels, gold text ×20, null slot, seed 2",
+    "intersection labels, gold text ×20, null slot, seed 3",
+)
 GOLD_PAIRS = 447  # the last lines of the benchmark's training text
 SOFT_THRESHOLDS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
 
@@ -140,6 +77,12 @@ def with_copies(work: Path, copies: int) -> Path:
     return out
 
 
+def copies_of(step: str) -> int:
+    """The copies of the gold pairs' text a step trains on."""
+    found = re.search(r"gold text ×(\d+)", step)
+    return int(found[1]) if found else 1
+
+
 def labels(work: Path, method: Method, copies: int, src: str) -> Path:
     """eflomal's `method` links of the training text with `copies` of the gold text, `src` word first."""
     path = work / "eflomal" / f"{method}.x{copies}.{src}-first.links"
@@ -147,40 +90,34 @@ def labels(work: Path, method: Method, copies: int, src: str) -> Path:
         found = read_links(work / "eflomal" / f"{method}.links")  # English first, the gold text once
         found += found[-GOLD_PAIRS:] * (copies - 1)
         links = [set(line.possible) if src == "en" else {(j, i) for i, j in line.possible} for line in found]
-        write_links(path, links)
+        path.write_text(pharaoh_text(links))
     return path
 
 
 def train_step(work: Path, step: str, src: str, tgt: str) -> Path:
-    method, copies, null_slot, changes = STEPS[step]
-    gold = work / "gold"
-    settings = (
-        f"train.alignment.null_slot={'true' if null_slot else 'false'}",
-        f"train.alignment.links={labels(work, method, copies, src)}",
-        f"train.alignment.gold_src={gold / f'first100.{src}'}",
-        f"train.alignment.gold_tgt={gold / f'first100.{tgt}'}",
-        f"train.alignment.gold_links={gold / 'first100.links'}",
-        f"train.alignment.gold_reverse={'true' if src == 'fr' else 'false'}",
-        *BASE,
-        *changes,  # after BASE: the last setting of a key wins
-    )
-    kind = Kind(step_name(step), "multi30k-cpu-transformer.yaml", GUIDED_STEPS, settings)
-    return train(work, kind, src, tgt, with_copies(work, copies))
+    method: Method = re.search(r"([\w-]+) labels", step)[1]  # type: ignore[assignment,index]
+    copies = copies_of(step)
+    candidate = (*BASE, *bench.named_settings(step))  # after BASE: the last setting of a key wins
+    settings = bench.guided_settings(work, src, tgt, candidate, labels(work, method, copies, src))
+    kind = bench.Kind(step_name(step), "multi30k-cpu-transformer.yaml", bench.GUIDED_STEPS, settings)
+    return bench.train(work, kind, src, tgt, with_copies(work, copies))
 
 
 def unguided(work: Path, copies: int, src: str, tgt: str) -> Path:
     """The alignment bench's plain Transformer (no guided alignment) trained on the text with `copies` of the
     gold text (once: the bench's own run): the BLEU a guided step's compares with."""
-    plain = next(kind for kind in KINDS if kind.name == "Transformer")
+    plain = next(kind for kind in bench.KINDS if kind.name == "Transformer")
     name = plain.name if copies == 1 else f"{plain.name}, gold text ×{copies}"
-    return train(
-        work, Kind(name, plain.config, plain.steps, plain.settings), src, tgt, with_copies(work, copies)
-    )
+    return bench.train(work, dataclasses.replace(plain, name=name), src, tgt, with_copies(work, copies))
 
 
 def unguided_bleu(work: Path, copies: int) -> dict[str, float]:
     """Each direction's test BLEU of `unguided` (beam 5, as the steps')."""
-    runs = {src: unguided(work, copies, src, tgt) for src, tgt in DIRECTIONS}
+    return test_bleu({src: unguided(work, copies, src, tgt) for src, tgt in DIRECTIONS})
+
+
+def test_bleu(runs: dict[str, Path]) -> dict[str, float]:
+    """Each direction's test BLEU (beam 5) of its run, by the source language."""
     return {f"{s}-{t}": evaluate_run([runs[s]], "test", None, None, "cpu")["bleu"] for s, t in DIRECTIONS}
 
 
@@ -194,7 +131,7 @@ def soft_links(weights: dict[str, list[np.ndarray]], threshold: float) -> list[s
 
 
 def soft_symmetrized(
-    pair: dict[str, Directed], text: dict[str, list[str]], gold: list[SentenceLinks]
+    pair: dict[str, bench.Directed], text: dict[str, list[str]], gold: list[SentenceLinks]
 ) -> dict:
     """Soft symmetrization of the two directions' chosen readings: the threshold chosen on the first 100."""
     weights = {}
@@ -207,20 +144,16 @@ def soft_symmetrized(
 
 
 def measure_step(work: Path, step: str, text: dict[str, list[str]], gold: list[SentenceLinks]) -> dict:
-    runs = {src: work / "runs" / run_name(step_name(step), src, tgt) for src, tgt in DIRECTIONS}
-    pair = {src: measure_run(runs[src], src, text, gold) for src in runs}
-    forward, reverse = joint_readings(pair, gold)
-    links = [
-        symmetrize(f, r, "grow-diag")
-        for f, r in zip(pair["en"].every[forward], pair["fr"].every[reverse], strict=True)
-    ]
+    """The step trained in both directions (where it was not), then scored."""
+    runs = {src: train_step(work, step, src, tgt) for src, tgt in DIRECTIONS}
+    pair = {src: bench.measure_run(runs[src], src, text, gold) for src in runs}
+    forward, reverse = bench.joint_readings(pair, gold)
+    both = zip(pair["en"].every[forward], pair["fr"].every[reverse], strict=True)
+    links = [symmetrize(f, r, "grow-diag") for f, r in both]
     return {
         "grow-diag": by_split(scored(links, gold)),
         "soft": soft_symmetrized(pair, text, gold),
-        "bleu": {
-            f"{src}-{tgt}": evaluate_run([runs[src]], "test", None, None, "cpu")["bleu"]
-            for src, tgt in DIRECTIONS
-        },
+        "bleu": test_bleu(runs),
     }
 
 
@@ -262,57 +195,46 @@ def seed_table(results: dict) -> str:
         if SEED in step or len(seeds) < 2:
             continue
         hard = [found["grow-diag"]["347"] for found in seeds]
-        cells = [_spread([h[key] for h in hard]) for key in ("aer", "precision", "recall")]
-        cells.append(_spread([found["grow-diag"]["first 100"]["aer"] for found in seeds]))
-        bleu = [_spread([found["bleu"][f"{s}-{t}"] for found in seeds]) for s, t in DIRECTIONS]
+        cells = [spread([h[key] for h in hard]) for key in ("aer", "precision", "recall")]
+        cells.append(spread([found["grow-diag"]["first 100"]["aer"] for found in seeds]))
+        bleu = [spread([found["bleu"][f"{s}-{t}"] for found in seeds]) for s, t in DIRECTIONS]
         lines.append(f"| {step} ({len(seeds)}) | {' | '.join(cells)} | {' / '.join(bleu)} |")
     return "\n".join(lines)
 
 
-def _spread(values: list[float]) -> str:
-    return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f}"
-
-
-def eflomal_scores(work: Path, gold: Sequence[SentenceLinks]) -> dict:
-    found = [set(line.possible) for line in read_links(work / "eflomal" / "grow-diag.links")[-GOLD_PAIRS:]]
-    return by_split(scored(found, gold))
-
-
-def saved_results(path: Path) -> dict:
-    return json.loads(path.read_text()) if path.exists() else {}
+def saved(path: Path, key: str, work: Callable[[], Any]) -> None:
+    """`work()`'s result kept in the JSON file `path` under `key` (once; read again before it is written:
+    another process may have measured other keys meanwhile)."""
+    if key not in (json.loads(path.read_text()) if path.exists() else {}):
+        found = work()
+        results = json.loads(path.read_text()) if path.exists() else {}
+        path.write_text(json.dumps(results | {key: found}, indent=1) + "\n")
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    parse = parser(__doc__)
+    parse.add_argument("--work", type=Path, required=True, help="the alignment bench's work directory")
+    parse.add_argument(
+        "--data", type=Path, default=bench.DATA, help="the shared data (multi30k/, alignment/)"
     )
-    parser.add_argument("--work", type=Path, required=True, help="the alignment bench's work directory")
-    parser.add_argument("--data", type=Path, default=DATA, help="the shared data (multi30k/, alignment/)")
-    parser.add_argument("--steps", nargs="+", choices=list(STEPS), default=list(STEPS))
-    args = parser.parse_args()
-    ready(args.data, args.work, "guided-alignment steps benchmark")
-    run_eflomal(args.work)
+    parse.add_argument("--steps", nargs="+", choices=STEPS, default=list(STEPS))
+    args = parse.parse_args()
+    bench.ready(args.data, args.work, "guided-alignment steps benchmark")
+    bench.run_eflomal(args.work)
     text = {lang: (args.work / "gold" / f"gold.{lang}").read_text().splitlines() for lang in ("en", "fr")}
     gold = read_links(args.work / "gold" / "gold.links")
-    saved = args.work / "steps.json"
+    path, copies = args.work / "steps.json", sorted({copies_of(step) for step in args.steps})
     for step in args.steps:
-        if step not in saved_results(saved):
-            for src, tgt in DIRECTIONS:
-                train_step(args.work, step, src, tgt)
-            found = measure_step(args.work, step, text, gold)
-            saved.write_text(json.dumps(saved_results(saved) | {step: found}, indent=1) + "\n")
-    for copies in sorted({STEPS[step][1] for step in args.steps}):
-        key = f"unguided, gold text ×{copies}"
-        if key not in saved_results(saved):
-            found = unguided_bleu(args.work, copies)
-            saved.write_text(json.dumps(saved_results(saved) | {key: found}, indent=1) + "\n")
-    results = saved_results(saved)  # read again: another process may have measured other steps meanwhile
-    print(table({step: results[step] for step in args.steps}, eflomal_scores(args.work, gold)))
+        saved(path, step, lambda step=step: measure_step(args.work, step, text, gold))
+    for n in copies:
+        saved(path, f"unguided, gold text ×{n}", lambda n=n: unguided_bleu(args.work, n))
+    results = json.loads(path.read_text())
+    teacher = by_split(scored(bench.linked(args.work / "eflomal" / "grow-diag.links")[-GOLD_PAIRS:], gold))
+    print(table({step: results[step] for step in args.steps}, teacher))
     print(seed_table({step: results[step] for step in args.steps}))
-    for copies in sorted({STEPS[step][1] for step in args.steps}):
-        bleu = results[f"unguided, gold text ×{copies}"]
-        each = " / ".join(f"{bleu[f'{s}-{t}']:.2f}" for s, t in DIRECTIONS)
-        print(f"unguided Transformer, gold text ×{copies}: test BLEU en→fr / fr→en {each}")
+    for n in copies:
+        each = " / ".join(f"{results[f'unguided, gold text ×{n}'][f'{s}-{t}']:.2f}" for s, t in DIRECTIONS)
+        print(f"unguided Transformer, gold text ×{n}: test BLEU en→fr / fr→en {each}")
 
 
 if __name__ == "__main__":

@@ -1,61 +1,44 @@
-"""Tags through a translation: are they all kept, and on the right words? Three placements side by side.
+"""Tags through a translation: are they all kept, and on the right words? Three placements side by side
+(docs/serving.md, "Tags kept and placed, measured").
 
     taskset -c 0 env OMP_NUM_THREADS=1 python -m benchmarks.markup_bench --work /tmp/nmt-align-bench
 
-Two sets: the 447 Hansards En–Fr gold pairs (human links) and the first --sentences pairs of Multi30k
-test2016 En→Fr, both as benchmarks/alignment_bench.py prepares them (lower-cased words); its --work is shared,
-so its data, eflomal links and en→fr runs (the Transformer and the guided Transformer) are reused, and made
-here when absent (the guided one with the chosen candidate, `GUIDED_CANDIDATE`). Into each source sentence go
-one to three inline tags (b, i, a href, span; each with an `id`) around seeded random spans of 1 to 4 words,
-some nested in another. Then for each run:
-
-1. Well-formed with every tag kept: each page written is parsed with html.parser; every element closed in
-   order, the same start and end tags as the input.
-2. Placement on the reference: the tags placed on the reference translation by the word links of the model's
-   teacher-forced attention (`nmt align`'s default reading) through nmt's placement (nmt/decode/markup.py),
-   or by eflomal's links of the pair through the same placement, against the span the human links project a
-   tag's words to (the target words linked to them, first to last; sure links, possible ones where a tag's
-   words have no sure link). On Multi30k, which has no human links, eflomal's links project instead. Exact:
-   the same words; overlap: intersection ≥ half the union.
-3. BLEU with the tags stripped: the page's translation with its tags taken out, against the reference, beside
-   the plain sentence's translation (sacreBLEU, the run's beam search).
-
-The placements: nmt's (its search's word links, as `nmt translate --format html` does), the text-node
-baseline (Argos Translate's way: each text between tags translated alone, the tags kept around it; it places
-nothing on a given reference, so (2) does not apply), and eflomal's links of the source and nmt's plain
-translation (one eflomal run over the training text and every pair measured). On the Hansards set the tags
-are also placed on the reference by the human sure links alone: the measure's ceiling, since a tag whose words
-have no sure link is projected by its possible ones. `--run NAME=RUN_DIR` measures given en→fr runs instead
-of training the two. Results go to work/markup.json, by run name (a run measured before is not measured
-again); the table of the runs asked for is printed in Markdown.
+Two sets prepared as benchmarks/alignment_bench.py prepares them, in its --work (its data, eflomal links and
+en→fr runs are reused, made when absent): the 447 Hansards En–Fr gold pairs and the first --sentences pairs
+of Multi30k test2016. One to three inline tags (`START_TAGS`) go around seeded random spans of 1 to 4 words of
+each source sentence, some nested. Per run and placement (nmt's, the text-node baseline, eflomal's links): the
+pages well-formed with every tag kept; the tags placed on the reference against the span the human links (on
+Multi30k, eflomal's) project their words to, exact and overlapping; BLEU with the tags stripped beside the
+plain translation's. On the Hansards set the human sure links alone place the tags too: the measure's ceiling.
+`--run NAME=RUN_DIR` measures given en→fr runs instead of the alignment benchmark's Transformer and guided
+Transformer. Results go to work/markup.json by run name (a run measured before is not measured again).
 """
 
 from __future__ import annotations
 
-import argparse
 import html
 import itertools
 import json
 import random
 import re
-from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from html.parser import HTMLParser
 from pathlib import Path
 
 import torch
 
 from benchmarks import alignment_bench
+from benchmarks.common import parser
 from nmt.align.eflomal import align_with_eflomal
 from nmt.align.pharaoh import Link, SentenceLinks, read_lines, read_links
 from nmt.align.reading import default_reading
 from nmt.decode.aligner import force
 from nmt.decode.loading import load_trained
-from nmt.decode.markup import VOID, translate_page, translated_page
+from nmt.decode.markup import translate_page, translated_page
 from nmt.decode.trained_run import TrainedRun
 from nmt.decode.translator import TorchTranslator
 from nmt.evaluate.scores import score
+from tests.markup_checks import keeps_every_tag, read_tags
 
 SEED = 1
 NESTED = 0.35  # the chance that a sentence's next tag goes inside one of its tags
@@ -126,67 +109,6 @@ def render(words: Sequence[str], tags: Sequence[Tag]) -> str:
         ends = "".join(f"</{tags[k].name}>" for k in closing)
         written.append(starts + html.escape(word, quote=False) + ends)
     return " ".join(written)
-
-
-class TagReader(HTMLParser):
-    """A page's tags as html.parser reads them: start and end tags counted, an end tag that does not close
-    the innermost open element a problem, the text, and the characters of the text each element with an
-    `id` wraps."""
-
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.starts: Counter[str] = Counter()
-        self.ends: Counter[str] = Counter()
-        self.open: list[tuple[str, str | None, int]] = []  # name, id, where its text starts
-        self.problems: list[str] = []
-        self.text = ""
-        self.spans: dict[str, tuple[int, int]] = {}  # id → characters of the text [start, end)
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.starts[tag] += 1
-        if tag not in VOID:
-            self.open.append((tag, dict(attrs).get("id"), len(self.text)))
-
-    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.starts[tag] += 1
-
-    def handle_endtag(self, tag: str) -> None:
-        self.ends[tag] += 1
-        if not self.open or self.open[-1][0] != tag:
-            self.problems.append(f"</{tag}> closes {self.open[-1][0] if self.open else 'nothing'}")
-            return
-        _, name, start = self.open.pop()
-        if name is not None:
-            self.spans[name] = (start, len(self.text))
-
-    def handle_data(self, data: str) -> None:
-        self.text += data
-
-    @property
-    def words(self) -> list[str]:
-        return self.text.split()
-
-    def word_span(self, name: str) -> tuple[int, int] | None:
-        """The words (first, last) that the element with id `name` wraps; None when it wraps none."""
-        start, end = self.spans.get(name, (0, 0))
-        inside = [
-            k for k, m in enumerate(re.finditer(r"\S+", self.text)) if m.start() < end and m.end() > start
-        ]
-        return (inside[0], inside[-1]) if inside else None
-
-
-def read_tags(page: str) -> TagReader:
-    reader = TagReader()
-    reader.feed(page)
-    reader.close()
-    return reader
-
-
-def keeps_every_tag(source: str, written: str) -> bool:
-    """Whether `written` is well-formed (every element closed, in order) with the start and end tags of
-    `source`."""
-    found, given = read_tags(written), read_tags(source)
-    return not found.problems and not found.open and (found.starts, found.ends) == (given.starts, given.ends)
 
 
 def projected(tag: Tag, links: SentenceLinks) -> tuple[int, int] | None:
@@ -278,24 +200,32 @@ def span_scores(samples: Sequence[Sample], pages: Sequence[str], truth: Sequence
     return {"tags": tags, "projectable": projectable, "exact": exact, "overlap": overlap}
 
 
+@dataclass(frozen=True)
+class Pairs:
+    """A set: source and reference sentences (words one space apart), and the human links (None: none)."""
+
+    sources: list[str]
+    references: list[str]
+    human: list[SentenceLinks] | None
+
+
 def as_links(found: Sequence[set[Link]]) -> list[SentenceLinks]:
     return [SentenceLinks(frozenset(line), frozenset(line)) for line in found]
 
 
 def measure_set(
     run: TrainedRun,
-    sources: Sequence[str],
-    references: Sequence[str],
-    truth: Sequence[SentenceLinks],
+    pairs: Pairs,
     translations: Translations,
-    eflomal: tuple[list[set[Link]], list[set[Link]]],
-    samples: Sequence[Sample],
-    human: bool,
+    eflomal: list[list[set[Link]]],
+    samples: list[Sample],
 ) -> dict:
-    """Every figure of one run on one set: `truth` projects the tags, `eflomal` holds its links of the
-    (source, reference) and the (source, plain translation) pairs. Where `truth` is human (`human`), the
-    tags are also placed by its sure links alone (`CEILING`): possible links project the tags whose words
-    have no sure link, so even the human's own sure links miss some spans."""
+    """Every figure of one run on one set, `eflomal` holding its links of the (source, reference) and the
+    (source, plain translation) pairs. The set's human links project the tags (where it has none, eflomal's
+    links of the reference) and also place them by their sure links alone (`CEILING`): possible links project
+    the tags whose words have no sure link, so even the human's own sure links miss some spans."""
+    sources, references = pairs.sources, pairs.references
+    truth = pairs.human or as_links(eflomal[0])
     forced = force(run, sources, references)
     reading = default_reading(run.cfg, None, None, str(run.directory.path))
     on_reference = {
@@ -323,7 +253,7 @@ def measure_set(
             if placement in on_reference
             else None,
         }
-    if human:
+    if pairs.human:
         sure = [set(links.sure) for links in truth]
         pages = placed_pages(samples, references, sure)
         results[CEILING] = {
@@ -351,15 +281,6 @@ def eflomal_aligner(work: Path) -> Aligner:
     return align
 
 
-@dataclass(frozen=True)
-class Pairs:
-    """A set: source and reference sentences (words one space apart), and the human links (None: none)."""
-
-    sources: list[str]
-    references: list[str]
-    human: list[SentenceLinks] | None
-
-
 def injected(sets: dict[str, Pairs]) -> dict[str, list[Sample]]:
     """Each set's sources with tags injected, seeded with `SEED`: the same pages for every run measured."""
     rng = random.Random(SEED)
@@ -381,18 +302,9 @@ def measure(runs: dict[str, TrainedRun], sets: dict[str, Pairs], align: Aligner)
     on_reference = {name: next(links) for name in sets}
     results: dict = {}
     for (run_name, name), found in translated.items():
-        pairs = sets[name]
-        truth = pairs.human or as_links(on_reference[name])
-        eflomal = (on_reference[name], next(links))
+        eflomal = [on_reference[name], next(links)]
         results.setdefault(run_name, {})[name] = measure_set(
-            runs[run_name],
-            pairs.sources,
-            pairs.references,
-            truth,
-            found,
-            eflomal,
-            samples[name],
-            pairs.human is not None,
+            runs[run_name], sets[name], found, eflomal, samples[name]
         )
     return results
 
@@ -408,17 +320,15 @@ def load_sets(work: Path, sentences: int) -> dict[str, Pairs]:
     }
 
 
-def trained_runs(work: Path, models: Sequence[str]) -> dict[str, Path]:
-    """alignment_bench's en→fr runs named in `models` (`MODELS`: the Transformer, the guided Transformer of
-    `GUIDED_CANDIDATE`), each trained when absent."""
-    plain = alignment_bench.KINDS[-1]
-    kinds = {plain.name: plain}
-    if alignment_bench.GUIDED_NAME in models:
-        alignment_bench.run_eflomal(work)
-        settings = alignment_bench.guided_settings(work, "en", "fr", alignment_bench.GUIDED[GUIDED_CANDIDATE])
-        guided = alignment_bench.Kind(GUIDED_CANDIDATE, plain.config, alignment_bench.GUIDED_STEPS, settings)
-        kinds[alignment_bench.GUIDED_NAME] = guided
-    return {name: alignment_bench.train(work, kinds[name], "en", "fr") for name in models}
+def trained_runs(work: Path) -> dict[str, Path]:
+    """alignment_bench's en→fr Transformer and guided one (`GUIDED_CANDIDATE`), each trained when absent."""
+    plain, ab = alignment_bench.KINDS[-1], alignment_bench
+    ab.run_eflomal(work)
+    settings = ab.guided_settings(work, "en", "fr", ab.GUIDED[GUIDED_CANDIDATE])
+    guided = ab.Kind(GUIDED_CANDIDATE, plain.config, ab.GUIDED_STEPS, settings)
+    return {
+        name: ab.train(work, kind, "en", "fr") for name, kind in zip(MODELS, (plain, guided), strict=True)
+    }
 
 
 def named_runs(given: Sequence[str]) -> dict[str, Path]:
@@ -479,27 +389,15 @@ def report(results: dict) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument(
-        "--work", type=Path, required=True, help="alignment_bench's work folder (kept for reruns)"
-    )
-    parser.add_argument("--data", type=Path, default=alignment_bench.DATA, help="the shared data")
-    parser.add_argument("--sentences", type=int, default=500, help="Multi30k test2016 pairs measured")
-    parser.add_argument(
-        "--model", choices=MODELS, action="append", help="a run to measure (repeat; default: both)"
-    )
-    parser.add_argument(
-        "--run",
-        action="append",
-        default=[],
-        metavar="NAME=RUN_DIR",
-        help="an en→fr run directory to measure as NAME instead (repeat)",
-    )
-    args = parser.parse_args()
+    parse = parser(__doc__)
+    parse.add_argument("--work", type=Path, required=True, help="alignment_bench's work folder (kept)")
+    parse.add_argument("--data", type=Path, default=alignment_bench.DATA, help="the shared data")
+    parse.add_argument("--sentences", type=int, default=500, help="Multi30k test2016 pairs measured")
+    run = "an en→fr run to measure as NAME (repeat; default: the alignment bench's two)"
+    parse.add_argument("--run", action="append", default=[], metavar="NAME=RUN_DIR", help=run)
+    args = parse.parse_args()
     alignment_bench.ready(args.data, args.work, "markup benchmark")
-    paths = named_runs(args.run) or trained_runs(args.work, args.model or MODELS)
+    paths = named_runs(args.run) or trained_runs(args.work)
     sets, align = load_sets(args.work, args.sentences), eflomal_aligner(args.work)
     print(report(kept(args.work / "markup.json", paths, lambda runs: measure(runs, sets, align))))
 

@@ -1,103 +1,56 @@
-"""One multilingual model against six bilingual ones on Multi30k, and zero-shot de↔fr: the table of
-docs/multilingual.md.
+"""One multilingual model against six bilingual ones on Multi30k, and zero-shot de↔fr: the tables of
+docs/multilingual.md ("Measured").
 
     taskset -c 1 python -m benchmarks.multilingual_bench --data DIR --work WORK
 
-DIR holds Multi30k's line-aligned train/val/test2016 files in en, de, fr and cs. Every model is a
-configs/multi30k-cpu-transformer.yaml Transformer (2+2 layers, d 128) trained by `nmt train` in a process of
-its own, on --threads threads (OMP_NUM_THREADS; pin the script with taskset), and scored on test2016 by
-`nmt evaluate` (beam 5): BLEU, chrF and the off-target rate (py3langid among en, de, fr, cs).
-
-- one vs six: six bilinguals (en↔de, en↔fr, en↔cs) of --bilingual-time seconds each, at every vocabulary
-  size of --vocab-sizes (each direction's size chosen by its best greedy validation BLEU), against one
-  multilingual model of --multilingual-time seconds (6 × the bilingual time: the same total) on the six
-  directions, with a joint vocabulary of --multilingual-vocab, its tags on the encoder and, in a second run,
-  as the decoder's forced first token;
-- zero-shot de↔fr from both multilingual models (`nmt evaluate --zero-shot`), beside pivoting through
-  English with the same model (`--pivot en`) and beside de→fr and fr→de bilinguals trained on the 29,000
-  de–fr pairs (as the other bilinguals);
-- what lowers zero-shot off-target, each continuing the encoder-tag model for --continue-time seconds on the
-  six directions (`--init-from`): nothing more (the control); --few-pairs real de–fr pairs added (both
-  directions); synthetic de–fr pairs (--synthetic-pairs of each language) made by sampling its translations
-  through English (`nmt translate --pivot en --sampling`) from sentences the few-pairs run does not see.
-
-Runs, hypotheses and results.json stay in WORK: an interrupted benchmark resumes where it stopped (a run
-counts once `nmt train` ended it). --plan core trains and scores the one-vs-six comparison only.
+DIR holds Multi30k's train/val/test2016 files in en, de, fr and cs. Every model is a
+configs/multi30k-cpu-transformer.yaml Transformer trained by `nmt train` in a process of its own on --threads
+threads and scored on test2016 by `nmt evaluate` (beam 5): BLEU, chrF and the off-target rate. Six
+bilinguals at each of --vocab-sizes (each direction keeps its best on validation) against one multilingual
+model with its tags on the encoder and one with them on the decoder; zero-shot de↔fr from both, beside
+`--pivot en` and de↔fr bilinguals; the encoder-tag model continued alone, with --few-pairs de–fr pairs and
+with synthetic ones. Runs and results.json stay in WORK: an interrupted benchmark resumes where it stopped.
 """
 
 from __future__ import annotations
 
 import argparse
-import fcntl
 import json
 import os
-import platform
 import random
-import resource
 import statistics
-import subprocess
-import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+from benchmarks.common import NMT_COMMAND, ROOT, Results, fresh_process, machine, parser, settings
+from nmt.evaluate.off_target import off_target_rate
+from nmt.run.directory import RunDir
+from nmt.run.metrics import read_metrics
+
 CONFIG = ROOT / "configs" / "multi30k-cpu-transformer.yaml"
 TRAINED = ("en-de", "de-en", "en-fr", "fr-en", "en-cs", "cs-en")
 ZERO_SHOT = ("de-fr", "fr-de")
 LANGUAGES = ("cs", "de", "en", "fr")
 MULTILINGUAL = f"data.multilingual.directions=[{', '.join(TRAINED)}]"
 SYSTEMS = ("bilingual", "multi-encoder", "multi-decoder")  # the columns of the one-vs-six table
-BILINGUAL_EVAL = ["--set", "train.eval_every=200", "--set", "train.eval_max_sentences=200"]
-MULTILINGUAL_EVAL = ["--set", "train.eval_every=600", "--set", "train.eval_max_sentences=100"]
+BILINGUAL_EVAL = settings("train.eval_every=200", "train.eval_max_sentences=200")
+MULTILINGUAL_EVAL = settings("train.eval_every=600", "train.eval_max_sentences=100")
 
 
-class Bench:
-    """The work directory: its runs, and results.json, written after every step."""
+class Bench(Results):
+    """The work directory: its runs, and results.json (each step's result, written after it)."""
 
     def __init__(self, args: argparse.Namespace) -> None:
+        super().__init__(args.work / "results.json")
         self.args, self.work = args, args.work
-        self.results_path = self.work / "results.json"
-        self.results: dict[str, Any] = (
-            json.loads(self.results_path.read_text()) if self.results_path.exists() else {}
-        )
         self.cpu_seconds = 0.0
         self.env = os.environ | {"OMP_NUM_THREADS": str(args.threads), "MKL_NUM_THREADS": str(args.threads)}
 
-    def save(self) -> None:
-        """Write results.json, merged section by section with what other processes of the bench wrote into
-        it meanwhile (each one runs other steps: `--arms` of benchmarks/multilingual_robt.py)."""
-        with open(self.work / ".results.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            if self.results_path.exists():
-                for section, done in json.loads(self.results_path.read_text()).items():
-                    if isinstance(done, dict) and isinstance(self.results.get(section), dict):
-                        self.results[section] = done | self.results[section]
-                    else:
-                        self.results.setdefault(section, done)
-            self.results_path.write_text(json.dumps(self.results, indent=2) + "\n")
-
-    def step(self, section: str, key: str, work: Callable[[], Any]) -> Any:
-        """`work()`'s result, kept in results.json under section/key (done once)."""
-        done = self.results.setdefault(section, {})
-        if key not in done:
-            started = time.monotonic()
-            done[key] = work()
-            print(f"{section} {key}: {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
-            self.save()
-        return done[key]
-
     def nmt(self, *args: str) -> str:
         """`nmt ARGS` in a process of its own; its stdout. `self.cpu_seconds`: the CPU time it took."""
-        command = [sys.executable, "-m", "nmt", "-q", *args]
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        result = subprocess.run(command, capture_output=True, text=True, env=self.env)
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        self.cpu_seconds = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
-        if result.returncode:
-            raise RuntimeError(f"{' '.join(command)} failed:\n{result.stderr[-3000:]}")
-        return result.stdout
+        finished = fresh_process([*NMT_COMMAND, *args], self.env)
+        self.cpu_seconds = finished.cpu_seconds
+        return finished.stdout
 
     def train(self, name: str, seconds: float, *flags: str) -> dict[str, Any]:
         """Train run `name` for `seconds` (once); its updates and best greedy validation BLEU."""
@@ -105,18 +58,13 @@ class Bench:
         def work() -> dict[str, Any]:
             run = self.work / "runs" / name
             where = ["--data", str(self.args.data), "--out", str(run), "--overwrite", "--device", "cpu"]
-            limits = ["--max-time", str(seconds), "--set", "train.final_report=false"]
+            limits = ["--max-time", str(seconds), *settings("train.final_report=false")]
             self.nmt("train", str(CONFIG), *where, *limits, *flags)
-            records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-            valid = [r for r in records if r["kind"] == "valid"]
+            records = read_metrics(RunDir(run))
+            bleu = max(r["bleu"] for r in records if r["kind"] == "valid")
             steps = max((r["step"] for r in records if "step" in r), default=0)
             cpu = round(self.cpu_seconds)  # the whole process: data, training, validation
-            return {
-                "updates": steps,
-                "valid_bleu": max(r["bleu"] for r in valid),
-                "seconds": seconds,
-                "cpu": cpu,
-            }
+            return {"updates": steps, "valid_bleu": bleu, "seconds": seconds, "cpu": cpu}
 
         return self.step("trained", name, work)
 
@@ -124,24 +72,19 @@ class Bench:
         """Test2016 scores of `run` (`nmt evaluate --json`, once) with the off-target rate."""
 
         def work() -> dict[str, Any]:
-            path = self.work / "scores" / f"{key}.json"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self.nmt(
-                "evaluate", str(self.work / "runs" / run), "--split", "test", "--json", str(path), *flags
-            )
-            found = json.loads(path.read_text())
+            found = self.test_scores(self.work / "scores" / f"{key}.json", run, *flags)
             if "off_target" not in found:  # a bilingual run: identified among the same four languages
                 hypotheses = Path(found["hypotheses"]).read_text().splitlines()
-                found["off_target"] = off_target(hypotheses, key.split("/")[-1].split("-")[1])
+                found["off_target"] = off_target_rate(hypotheses, key.split("/")[-1].split("-")[1], LANGUAGES)
             return {name: found[name] for name in ("bleu", "chrf", "off_target", "hypotheses")}
 
         return self.step("scores", key, work)
 
-
-def off_target(outputs: list[str], lang: str) -> float | None:
-    from nmt.evaluate.off_target import off_target_rate
-
-    return off_target_rate(outputs, lang, LANGUAGES)
+    def test_scores(self, path: Path, run: str, *flags: str) -> dict[str, Any]:
+        """What `nmt evaluate --json` of `run` on the test split writes into `path`."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.nmt("evaluate", str(self.work / "runs" / run), "--split", "test", "--json", str(path), *flags)
+        return json.loads(path.read_text())
 
 
 def direction_flags(direction: str) -> list[str]:
@@ -159,8 +102,6 @@ def one_vs_six(bench: Bench) -> None:
     for vocab in others:
         bilinguals(bench, vocab, TRAINED)
     multilingual(bench, "decoder")
-    if args.train_only:
-        return
     for direction in TRAINED:
         bench.evaluate(f"bilingual/{direction}", best_bilingual(bench, direction))
         for tags in ("encoder", "decoder"):
@@ -169,13 +110,13 @@ def one_vs_six(bench: Bench) -> None:
 
 def bilinguals(bench: Bench, vocab: int, directions: tuple[str, ...]) -> None:
     for direction in directions:
-        flags = [*direction_flags(direction), "--set", f"tokenizer.vocab_size={vocab}", *BILINGUAL_EVAL]
+        flags = [*direction_flags(direction), *settings(f"tokenizer.vocab_size={vocab}"), *BILINGUAL_EVAL]
         bench.train(f"bi-{direction}-v{vocab}", bench.args.bilingual_time, *flags)
 
 
 def multilingual(bench: Bench, tags: str) -> None:
     vocab = f"tokenizer.vocab_size={bench.args.multilingual_vocab}"
-    flags = ["--set", MULTILINGUAL, "--set", f"data.multilingual.tags={tags}", "--set", vocab]
+    flags = settings(MULTILINGUAL, f"data.multilingual.tags={tags}", vocab)
     bench.train(f"multi-{tags}", bench.args.multilingual_time, *flags, *MULTILINGUAL_EVAL)
 
 
@@ -190,8 +131,6 @@ def zero_shot(bench: Bench) -> None:
     """de↔fr: zero-shot and pivoted through English by both multilingual runs; bilinguals on de–fr pairs."""
     for vocab in bench.args.vocab_sizes:
         bilinguals(bench, vocab, ZERO_SHOT)
-    if bench.args.train_only:
-        return
     for direction in ZERO_SHOT:
         bench.evaluate(f"bilingual/{direction}", best_bilingual(bench, direction))
         for tags in ("encoder", "decoder"):
@@ -205,16 +144,13 @@ def remedies(bench: Bench) -> None:
     ones."""
     args = bench.args
     common = ["--init-from", str(bench.work / "runs" / "multi-encoder"), *MULTILINGUAL_EVAL]
-    common += ["--set", "data.multilingual.tags=encoder"]
-    common += ["--set", f"tokenizer.vocab_size={args.multilingual_vocab}"]
-    bench.train("continued", args.continue_time, "--set", MULTILINGUAL, *common)
+    common += settings("data.multilingual.tags=encoder", f"tokenizer.vocab_size={args.multilingual_vocab}")
+    bench.train("continued", args.continue_time, *settings(MULTILINGUAL), *common)
     both = f"data.multilingual.directions=[{', '.join((*TRAINED, *ZERO_SHOT))}]"
-    few = ["--set", f"data.train={write_few_pairs(bench)}"]
-    bench.train("few-pairs", args.continue_time, "--set", both, *few, *common)
-    synthetic = ["--set", f"data.train={write_synthetic_pairs(bench)}"]
-    bench.train("synthetic-pairs", args.continue_time, "--set", both, *synthetic, *common)
-    if args.train_only:
-        return
+    few = settings(both, f"data.train={write_few_pairs(bench)}")
+    bench.train("few-pairs", args.continue_time, *few, *common)
+    synthetic = settings(both, f"data.train={write_synthetic_pairs(bench)}")
+    bench.train("synthetic-pairs", args.continue_time, *synthetic, *common)
     for run in ("continued", "few-pairs", "synthetic-pairs"):
         for direction in ZERO_SHOT:
             flags = [*direction_flags(direction), *(["--zero-shot"] if run == "continued" else [])]
@@ -294,16 +230,13 @@ def cell(scores: dict[str, Any] | None) -> str:
 
 
 def mean_cell(found: list[dict[str, Any] | None]) -> str:
-    if not found or any(f is None for f in found):
+    """The means of `cell`'s figures, or dashes where one is missing."""
+    present = [f for f in found if f is not None]
+    if not found or len(present) < len(found):
         return cell(None)
-    rates = [f["off_target"] for f in found if f is not None]
-    return cell(
-        {
-            "bleu": statistics.mean(f["bleu"] for f in found if f is not None),
-            "chrf": statistics.mean(f["chrf"] for f in found if f is not None),
-            "off_target": None if None in rates else statistics.mean(rates),
-        }
-    )
+    rates = [f["off_target"] for f in present]
+    means = {key: statistics.mean(f[key] for f in present) for key in ("bleu", "chrf")}
+    return cell(means | {"off_target": None if None in rates else statistics.mean(rates)})
 
 
 def one_vs_six_table(bench: Bench) -> str:
@@ -313,8 +246,6 @@ def one_vs_six_table(bench: Bench) -> str:
     sizes = bench.args.vocab_sizes
     head = (
         "| direction | bilingual: greedy valid BLEU by vocabulary | bilingual BLEU | chrF | off-target % | "
-    )
-    head += (
         "multilingual, encoder tags: BLEU | chrF | off-target % | decoder tags: BLEU | chrF | off-target % |"
     )
     lines = [head, "|---|---|" + "---:|" * 9]
@@ -371,44 +302,29 @@ def zero_shot_table(bench: Bench) -> str:
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument(
-        "--data", type=Path, required=True, help="Multi30k: train/val/test2016 .en .de .fr .cs"
-    )
-    parser.add_argument("--work", type=Path, required=True, help="runs, hypotheses and results.json")
-    parser.add_argument("--plan", choices=("core", "zero-shot", "all"), default="all")
-    parser.add_argument("--train-only", action="store_true", help="train the plan's runs, score nothing")
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--bilingual-time", type=float, default=150.0)
-    parser.add_argument("--multilingual-time", type=float, default=900.0)
-    parser.add_argument("--continue-time", type=float, default=300.0)
-    parser.add_argument("--vocab-sizes", type=int, nargs="+", default=[4000, 8000])
-    parser.add_argument("--multilingual-vocab", type=int, default=8000)
-    parser.add_argument("--few-pairs", type=int, default=1000)
-    parser.add_argument("--synthetic-pairs", type=int, default=2000)
-    return parser.parse_args()
+    parse = parser(__doc__)
+    parse.add_argument("--data", type=Path, required=True, help="Multi30k: train/val/test2016 in en de fr cs")
+    parse.add_argument("--work", type=Path, required=True, help="runs, hypotheses and results.json")
+    parse.add_argument("--threads", type=int, default=1)
+    parse.add_argument("--bilingual-time", type=float, default=150.0)
+    parse.add_argument("--multilingual-time", type=float, default=900.0)
+    parse.add_argument("--continue-time", type=float, default=300.0)
+    parse.add_argument("--vocab-sizes", type=int, nargs="+", default=[4000, 8000])
+    parse.add_argument("--multilingual-vocab", type=int, default=8000)
+    parse.add_argument("--few-pairs", type=int, default=1000)
+    parse.add_argument("--synthetic-pairs", type=int, default=2000)
+    return parse.parse_args()
 
 
 def main() -> None:
     args = parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     bench = Bench(args)
-    bench.results["machine"] = {
-        "python": platform.python_version(),
-        "cpu": platform.processor() or platform.machine(),
-        "threads": args.threads,
-        "affinity": sorted(os.sched_getaffinity(0)),
-    }
+    bench.results["machine"] = {"machine": machine(), "threads": args.threads}
     one_vs_six(bench)
-    if args.plan != "core":
-        zero_shot(bench)
-    if args.plan == "all":
-        remedies(bench)
-    print(one_vs_six_table(bench))
-    print()
-    print(zero_shot_table(bench))
+    zero_shot(bench)
+    remedies(bench)
+    print(f"{one_vs_six_table(bench)}\n\n{zero_shot_table(bench)}")
 
 
 if __name__ == "__main__":

@@ -1,134 +1,177 @@
-"""Tag placement and the target-language vocabulary over several seeds: the multilingual model of
-benchmarks/multilingual_bench.py (six English-centric Multi30k directions, joint 8k vocabulary) trained with
-its tags on the encoder and on the decoder, once per seed, then scored on test2016 (beam 5): the six trained
-directions with and without `--target-vocabulary`, zero-shot de↔fr with and without the zero-shot vocabulary.
-Every figure is the mean ± standard deviation over the seeds.
+"""Tag placement, the target-language vocabulary and online back-translation over several seeds: the
+multilingual model of benchmarks/multilingual_bench.py, every figure the mean ± standard deviation over the
+seeds, scored on test2016 (beam 5; docs/multilingual.md).
 
     python -m benchmarks.multilingual_seeds --data DIR --work WORK --seeds 1 2 3 --updates 1800 --device cuda
 
-Each run trains a fixed number of updates (`--updates`, validated every 600) in a process of its own on
---device; scoring runs on --eval-device. Runs and results.json stay in WORK (an interrupted bench resumes).
+trains the model with its tags on the encoder and on the decoder and scores the trained directions with and
+without `--target-vocabulary`, and zero-shot de↔fr with and without the zero-shot vocabulary.
+
+    python -m benchmarks.multilingual_seeds --data DIR --work WORK \
+        --parents 'SEEDS_WORK/runs/multi-decoder-s{seed}' --updates 800 [--arms robt --share 0.2]
+
+continues each seed's decoder-tag model without (control) and with online back-translation of --share of each
+batch (robt), then scores zero-shot de↔fr, the control's pivot through English, the trained directions, each
+arm's updates per second. Runs and results.json stay in WORK (a bench resumes).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import statistics
 from pathlib import Path
 from typing import Any
 
-from benchmarks.multilingual_bench import (
-    CONFIG,
-    MULTILINGUAL,
-    TRAINED,
-    ZERO_SHOT,
-    Bench,
-    direction_flags,
-)
+from benchmarks.common import parser, settings, spread
+from benchmarks.multilingual_bench import CONFIG, MULTILINGUAL, TRAINED, ZERO_SHOT, Bench, direction_flags
+from nmt.run.directory import RunDir
+from nmt.run.metrics import read_metrics
 
 PLACEMENTS = ("encoder", "decoder")
+ARMS = ("control", "robt")  # back-translation's experiment: its parents continued without it, and with it
+# the parents' last learning rate, held
+CONTINUED = ["train.lr=0.001", "train.schedule=constant", "train.warmup_steps=50", "train.log_every=50"]
 ZERO_SHOT_SEARCHES = {"zero-shot vocabulary": [], "no vocabulary": ["--no-zero-shot-vocabulary"]}
 TRAINED_SEARCHES = {"plain": [], "target vocabulary": ["--target-vocabulary"]}
+SCORES = ("bleu", "chrf", "off_target")
 
 
 def run_name(tags: str, seed: int) -> str:
     return f"multi-{tags}-s{seed}"
 
 
-def train(bench: Bench, tags: str, seed: int) -> dict[str, Any]:
-    """`nmt train` of one placement and seed for --updates updates (once); its updates and validation BLEU."""
-    args, name = bench.args, run_name(tags, seed)
+def arm_name(arm: str, seed: int) -> str:
+    return f"{arm}-s{seed}"
+
+
+def train(bench: Bench, name: str, seed: int, sets: list[str], *flags: str) -> list[dict[str, Any]]:
+    """`nmt train` of run `name` with the bench's multilingual settings, `sets` and `flags`, for --updates
+    updates on --device; its metrics."""
+    run, args = bench.work / "runs" / name, bench.args
+    where = ["--data", str(args.data), "--out", str(run), "--overwrite", "--device", args.device]
+    limits = ["--max-steps", str(args.updates), "--max-time", "0"]
+    common = [MULTILINGUAL, "tokenizer.vocab_size=8000", f"train.seed={seed}", "train.eval_max_sentences=100"]
+    sets = [*common, "train.final_report=false", *sets]
+    bench.nmt("train", str(CONFIG), *where, *flags, *limits, *settings(*sets))
+    return read_metrics(RunDir(run))
+
+
+def train_placement(bench: Bench, tags: str, seed: int) -> dict[str, Any]:
+    """One placement and seed trained (once); its updates and best validation BLEU."""
 
     def work() -> dict[str, Any]:
-        run = bench.work / "runs" / name
-        where = ["--data", str(args.data), "--out", str(run), "--overwrite", "--device", args.device]
-        limits = ["--max-steps", str(args.updates), "--max-time", "0"]
-        sets = [MULTILINGUAL, f"data.multilingual.tags={tags}", "tokenizer.vocab_size=8000"]
-        sets += [f"train.seed={seed}", "train.eval_every=600", "train.eval_max_sentences=100"]
-        sets += ["train.final_report=false"]
-        bench.nmt("train", str(CONFIG), *where, *limits, *[a for s in sets for a in ("--set", s)])
-        records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-        valid = [r for r in records if r["kind"] == "valid"]
+        sets = [f"data.multilingual.tags={tags}", "train.eval_every=600"]
+        valid = [r for r in train(bench, run_name(tags, seed), seed, sets) if r["kind"] == "valid"]
         return {"updates": max(r["step"] for r in valid), "valid_bleu": max(r["bleu"] for r in valid)}
 
-    return bench.step("trained", name, work)
+    return bench.step("trained", run_name(tags, seed), work)
 
 
-def score(bench: Bench, tags: str, seed: int) -> None:
-    """The trained directions (one `nmt evaluate`, every direction) and zero-shot de↔fr, each search."""
-    name, device = run_name(tags, seed), ["--device", bench.args.eval_device]
-    for search, flags in TRAINED_SEARCHES.items():
-        bench.step("trained scores", f"{name}/{search}", lambda flags=flags: evaluate(bench, name, *flags))
+def train_arm(bench: Bench, arm: str, seed: int) -> dict[str, Any]:
+    """The seed's parent continued, with back-translation in the `robt` arm (once); its updates per second
+    and the pairs it back-translated."""
+
+    def work() -> dict[str, Any]:
+        args = bench.args
+        sets = ["data.multilingual.tags=decoder", *CONTINUED, f"train.eval_every={args.updates}"]
+        if arm == "robt":
+            sets.append(f"data.multilingual.back_translation.share={args.share}")
+        parent = ["--init-from", args.parents.format(seed=seed)]
+        trained = [r for r in train(bench, arm_name(arm, seed), seed, sets, *parent) if r["kind"] == "train"]
+        made = sum(r.get("back_translated", 0.0) for r in trained)
+        last = trained[-1]
+        return {"updates": last["step"], "updates_per_s": last["step"] / last["elapsed"], "pairs": made}
+
+    return bench.step("trained", arm_name(arm, seed), work)
+
+
+def score(bench: Bench, name: str, trained: dict[str, list[str]], pivot: bool = False) -> None:
+    """The trained directions with each of `trained`'s searches (one `nmt evaluate`, every direction), and
+    zero-shot de↔fr with each search (and through English where `pivot`)."""
+    device = ["--device", bench.args.eval_device]
+    for search, flags in trained.items():
+        key = f"{name}/{search}" if search else name
+        bench.step("trained scores", key, lambda flags=flags: evaluate(bench, name, *flags))
     for direction in ZERO_SHOT:
         for search, flags in ZERO_SHOT_SEARCHES.items():
-            key = f"{name}/{direction}/{search}"
             zero_shot = [*direction_flags(direction), "--zero-shot", *flags, *device]
-            bench.evaluate(key, name, *zero_shot)
+            bench.evaluate(f"{name}/{direction}/{search}", name, *zero_shot)
+        if pivot:
+            bench.evaluate(
+                f"{name}/{direction}/pivot", name, *direction_flags(direction), "--pivot", "en", *device
+            )
 
 
 def evaluate(bench: Bench, run: str, *flags: str) -> dict[str, Any]:
     """Every trained direction's BLEU, chrF and off-target rate, and their means."""
     path = bench.work / "scores" / f"{run}-trained{''.join(flags)}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    test = ["--split", "test", "--json", str(path), "--device", bench.args.eval_device]
-    bench.nmt("evaluate", str(bench.work / "runs" / run), *test, *flags)
-    found = json.loads(path.read_text())
-    keys = ("bleu", "chrf", "off_target")
-    return {key: found[key] for key in keys} | {
-        direction: {key: found["directions"][direction][key] for key in keys} for direction in TRAINED
+    found = bench.test_scores(path, run, "--device", bench.args.eval_device, *flags)
+    return {key: found[key] for key in SCORES} | {
+        direction: {key: found["directions"][direction][key] for key in SCORES} for direction in TRAINED
     }
 
 
-def spread(values: list[float]) -> str:
-    """mean ± standard deviation (the mean alone for one value)."""
-    if len(values) < 2:
-        return f"{values[0]:.2f}" if values else "—"
-    return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f}"
+def rows(bench: Bench, trained: bool) -> list[tuple[str, list[str], str]]:
+    """The tables' rows: their first cells, their runs (one per seed) and a search."""
+    seeds, searches = bench.args.seeds, TRAINED_SEARCHES if trained else ZERO_SHOT_SEARCHES
+    if not bench.args.parents:
+        return [
+            (f"{t} | {s}", [run_name(t, seed) for seed in seeds], s) for t in PLACEMENTS for s in searches
+        ]
+    arms = [(arm, [arm_name(arm, seed) for seed in seeds]) for arm in ARMS]
+    if trained:
+        return [(arm, runs, "") for arm, runs in arms]
+    pivot = ("control | through English (`--pivot en`)", arms[0][1], "pivot")
+    return [(f"{arm} | {search}", runs, search) for arm, runs in arms for search in searches] + [pivot]
 
 
 def trained_table(bench: Bench) -> str:
-    """Per placement and search: each trained direction's BLEU and the means (BLEU, chrF, off-target)."""
-    found, seeds = bench.results.get("trained scores", {}), bench.args.seeds
-    head = "| tags | search | " + " | ".join(TRAINED) + " | mean BLEU | mean chrF | off-target % |"
-    lines = [head, "|---|---|" + "---:|" * (len(TRAINED) + 3)]
-    for tags in PLACEMENTS:
-        for search in TRAINED_SEARCHES:
-            rows = [found[key] for s in seeds if (key := f"{run_name(tags, s)}/{search}") in found]
-            cells = [spread([r[d]["bleu"] for r in rows]) for d in TRAINED]
-            cells += [spread([r[key] for r in rows]) for key in ("bleu", "chrf", "off_target")]
-            lines.append(f"| {tags} | {search} | " + " | ".join(cells) + " |")
+    """Per row: each trained direction's BLEU and the means (BLEU, chrF, off-target), and a continued run's
+    updates per second."""
+    found, runs = bench.results.get("trained scores", {}), bench.results.get("trained", {})
+    first = "continued" if bench.args.parents else "tags | search"
+    continued = " updates/s |" if bench.args.parents else ""
+    head = f"| {first} | " + " | ".join(TRAINED) + f" | mean BLEU | mean chrF | off-target % |{continued}"
+    lines = [head, "|---" * (first.count("|") + 1) + "|" + "---:|" * (len(TRAINED) + 3 + bool(continued))]
+    for label, names, search in rows(bench, trained=True):
+        keys = [f"{name}/{search}" if search else name for name in names]
+        scored = [found[key] for key in keys if key in found]
+        cells = [spread([r[d]["bleu"] for r in scored]) for d in TRAINED]
+        cells += [spread([r[key] for r in scored]) for key in SCORES]
+        cells += [spread([runs[name]["updates_per_s"] for name in names if name in runs])] * bool(continued)
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
 def zero_shot_table(bench: Bench) -> str:
-    """Per placement and search: de→fr and fr→de BLEU, chrF and off-target rate."""
-    found, seeds = bench.results.get("scores", {}), bench.args.seeds
-    head = "| tags | search | de→fr BLEU | chrF | off-target % | fr→de BLEU | chrF | off-target % |"
+    """Per row: de→fr and fr→de BLEU, chrF and off-target rate."""
+    found = bench.results.get("scores", {})
+    first = "continued" if bench.args.parents else "tags"
+    head = f"| {first} | search | de→fr BLEU | chrF | off-target % | fr→de BLEU | chrF | off-target % |"
     lines = [head, "|---|---|" + "---:|" * 6]
-    for tags in PLACEMENTS:
-        for search in ZERO_SHOT_SEARCHES:
-            cells = []
-            for direction in ZERO_SHOT:
-                keys = [f"{run_name(tags, s)}/{direction}/{search}" for s in seeds]
-                rows = [found[key] for key in keys if key in found]
-                cells += [spread([r[key] for r in rows]) for key in ("bleu", "chrf", "off_target")]
-            lines.append(f"| {tags} | {search} | " + " | ".join(cells) + " |")
+    for label, names, search in rows(bench, trained=False):
+        cells = []
+        for direction in ZERO_SHOT:
+            scored = [found[key] for name in names if (key := f"{name}/{direction}/{search}") in found]
+            cells += [spread([r[key] for r in scored]) for key in SCORES]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
 def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--data", type=Path, required=True, help="Multi30k: train/val/test2016, en de fr cs")
-    parser.add_argument("--work", type=Path, required=True, help="runs, hypotheses and results.json")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
-    parser.add_argument("--updates", type=int, default=1800, help="updates of each run")
-    parser.add_argument("--device", default="cpu", help="where the runs train")
-    parser.add_argument("--eval-device", default="cpu", help="where they are scored")
-    parser.add_argument("--threads", type=int, default=1)
-    return parser.parse_args()
+    parse = parser(__doc__)
+    parse.add_argument("--data", type=Path, required=True, help="Multi30k: train/val/test2016, en de fr cs")
+    parse.add_argument("--work", type=Path, required=True, help="runs, hypotheses and results.json")
+    parse.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+    parse.add_argument("--updates", type=int, help="updates of each run (default 1800; continued: 600)")
+    parse.add_argument("--device", default="cpu", help="where the runs train")
+    parse.add_argument("--eval-device", default="cpu", help="where they are scored")
+    parse.add_argument("--threads", type=int, default=1)
+    parse.add_argument("--parents", help="back-translation: each seed's run to continue, with {seed}")
+    parse.add_argument("--share", type=float, default=0.5, help="share of each batch back-translated")
+    parse.add_argument("--arms", nargs="+", choices=ARMS, default=list(ARMS), help="back-translation's arms")
+    args = parse.parse_args()
+    args.updates = args.updates or (600 if args.parents else 1800)
+    return args
 
 
 def main() -> None:
@@ -136,12 +179,16 @@ def main() -> None:
     args.work.mkdir(parents=True, exist_ok=True)
     bench = Bench(args)
     for seed in args.seeds:
-        for tags in PLACEMENTS:
-            train(bench, tags, seed)
-            score(bench, tags, seed)
-    print(trained_table(bench))
-    print()
-    print(zero_shot_table(bench))
+        if args.parents:
+            for arm in args.arms:
+                train_arm(bench, arm, seed)
+                score(bench, arm_name(arm, seed), {"": []}, pivot=arm == "control")
+        else:
+            for tags in PLACEMENTS:
+                train_placement(bench, tags, seed)
+                score(bench, run_name(tags, seed), TRAINED_SEARCHES)
+    tables = [trained_table(bench), zero_shot_table(bench)]
+    print("\n\n".join(reversed(tables) if args.parents else tables))
 
 
 if __name__ == "__main__":

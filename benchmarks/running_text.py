@@ -4,31 +4,20 @@ the sentence splitters, on those paragraphs' known boundaries in every Multi30k 
 
     python -m benchmarks.running_text --run RUN_DIR --data DIR [--paragraphs-of 2-5] [--seed 0]
 
-DIR holds Multi30k's test2016.{de,en,fr,cs}; RUN_DIR is a de→en run. The sentences are grouped, in order,
-into paragraphs of 2 to 5 (sizes drawn with `--seed`), joined by a space; a sentence without final
-punctuation gets a full stop, as running text would have (the splitters are also scored on the sentences as
-written). Prints:
-
-- **Splitters**: per language and splitter (nmt's rules, and sentencex and pysbd where installed), the share
-  of the paragraphs' boundaries found: boundaries found ÷ (boundaries + wrong splits); the hard cases split
-  right (abbreviations, ordinals, quotes, decimals: HARD_CASES); paragraphs split a second.
-- **Translation** (de→en): BLEU (sacreBLEU) of each paragraph's translation against its sentences'
-  references joined by a space, for: the sentences one per line (their translations joined alike), each
-  paragraph as one line (what the server did before), each paragraph sentence by sentence as text and as an
-  HTML page (one `<p>` per paragraph, 1 to 3 inline tags on random word spans, some across a sentence
-  boundary; its tags stripped); the sentences the translations lack (each paragraph's sentences less those
-  of its translation, by the guard's count); pages well-formed with every tag; source sentences translated a
-  second (after a warm-up), and that rate over one per line's.
+DIR holds Multi30k's test2016.{de,en,fr,cs}; RUN_DIR is a de→en run. The sentences are grouped in order into
+paragraphs of 2 to 5 (sizes drawn with `--seed`); a sentence without final punctuation gets a full stop. Two
+tables (docs/running-text.md): each splitter's share of the known boundaries found (÷ boundaries + wrong
+splits) per language, its HARD_CASES split right and its speed; and the BLEU of the paragraphs translated one
+sentence a line, whole, sentence by sentence as text and as an HTML page with inline tags, with the sentences
+lacking, the pages well-formed and the sentences translated a second.
 """
 
 from __future__ import annotations
 
-import argparse
 import importlib.metadata
 import importlib.util
 import itertools
-import os
-import platform
+import math
 import random
 import re
 import resource
@@ -40,60 +29,44 @@ from pathlib import Path
 import sacrebleu
 import torch
 
-from benchmarks.markup_bench import read_tags
+from benchmarks.common import machine, parser, table
 from nmt.data.sentences import Span, sentence_spans
 from nmt.decode.loading import load_trained
 from nmt.decode.markup import read_page, translated_page
 from nmt.decode.running_text import segment, translate_paragraphs
 from nmt.decode.translator import TorchTranslator, Translator
+from tests.markup_checks import keeps_every_tag, read_tags
 
 LANGUAGES = ("de", "en", "fr", "cs")
 FINAL = re.compile(r"[.!?…][\"'”’“‘»)\]]*$")
 TAGS = ("b", "i", "em", "span")
-# (language, paragraph, its sentences): what a reader takes them to be
-HARD_CASES = [
-    ("de", "Das kostet z. B. 3,50 Euro. Dann gehen wir.", ["Das kostet z. B. 3,50 Euro.", "Dann gehen wir."]),
-    ("de", "Am 3. Mai war es kalt. Es schneite.", ["Am 3. Mai war es kalt.", "Es schneite."]),
-    ("de", "Dr. Müller kam um 9 Uhr. Er war müde.", ["Dr. Müller kam um 9 Uhr.", "Er war müde."]),
-    ("de", "Er fragte: „Kommst du?“ Sie nickte.", ["Er fragte: „Kommst du?“", "Sie nickte."]),
-    (
-        "de",
-        "Der Preis stieg um 2.5 Prozent. Das ist viel.",
-        ["Der Preis stieg um 2.5 Prozent.", "Das ist viel."],
-    ),
-    ("de", "Hunde, Katzen usw. sind Tiere. Vögel auch.", ["Hunde, Katzen usw. sind Tiere.", "Vögel auch."]),
-    (
-        "de",
-        "Er wohnt in der Hauptstr. 5 in Berlin. Sie nicht.",
-        ["Er wohnt in der Hauptstr. 5 in Berlin.", "Sie nicht."],
-    ),
-    (
-        "en",
-        "Mr. Smith came at 5 p.m. yesterday. He was late.",
-        ["Mr. Smith came at 5 p.m. yesterday.", "He was late."],
-    ),
-    ("en", "It costs $3.50 today. It was $4.00 before.", ["It costs $3.50 today.", "It was $4.00 before."]),
-    ("en", 'She said, "Stop!" Then she left.', ['She said, "Stop!"', "Then she left."]),
-    ("en", "He finished 1st. Then he rested.", ["He finished 1st.", "Then he rested."]),
-    (
-        "en",
-        "I met Dr. Jones, i.e. the dentist. We talked.",
-        ["I met Dr. Jones, i.e. the dentist.", "We talked."],
-    ),
-    ("en", "The U.S. economy grew. Prices rose.", ["The U.S. economy grew.", "Prices rose."]),
-    ("en", "Wait... What happened? Nobody knew.", ["Wait...", "What happened?", "Nobody knew."]),
-    ("fr", "M. Dupont est arrivé. Il était tard.", ["M. Dupont est arrivé.", "Il était tard."]),
-    ("fr", "Il a dit : « Bonjour ! » Puis il est parti.", ["Il a dit : « Bonjour ! »", "Puis il est parti."]),
-    ("fr", "Le prix est de 3,5 euros. C'est cher.", ["Le prix est de 3,5 euros.", "C'est cher."]),
-    ("fr", "C'est le 1er mai. Il fait beau.", ["C'est le 1er mai.", "Il fait beau."]),
-    ("fr", "Il habite au 12, av. Foch. Elle non.", ["Il habite au 12, av. Foch.", "Elle non."]),
-    ("fr", "Quelle heure est-il ? Il est 10 h.", ["Quelle heure est-il ?", "Il est 10 h."]),
-    ("cs", "Např. pes běží. Kočka spí.", ["Např. pes běží.", "Kočka spí."]),
-    ("cs", "Dne 3. května pršelo. Bylo zima.", ["Dne 3. května pršelo.", "Bylo zima."]),
-    ("cs", "Cena je 3,50 Kč. To je levné.", ["Cena je 3,50 Kč.", "To je levné."]),
-    ("cs", "Řekl: „Pojď!“ Pak odešel.", ["Řekl: „Pojď!“", "Pak odešel."]),
-    ("cs", "Ing. Novák přišel. Byl unavený.", ["Ing. Novák přišel.", "Byl unavený."]),
-    ("cs", "Bydlí v ul. Národní 5. Je tam hezky.", ["Bydlí v ul. Národní 5.", "Je tam hezky."]),
+HARD_CASES = [  # (language, the sentences of a paragraph as a reader takes them; the paragraph: them joined)
+    ("de", "Das kostet z. B. 3,50 Euro.", "Dann gehen wir."),
+    ("de", "Am 3. Mai war es kalt.", "Es schneite."),
+    ("de", "Dr. Müller kam um 9 Uhr.", "Er war müde."),
+    ("de", "Er fragte: „Kommst du?“", "Sie nickte."),
+    ("de", "Der Preis stieg um 2.5 Prozent.", "Das ist viel."),
+    ("de", "Hunde, Katzen usw. sind Tiere.", "Vögel auch."),
+    ("de", "Er wohnt in der Hauptstr. 5 in Berlin.", "Sie nicht."),
+    ("en", "Mr. Smith came at 5 p.m. yesterday.", "He was late."),
+    ("en", "It costs $3.50 today.", "It was $4.00 before."),
+    ("en", 'She said, "Stop!"', "Then she left."),
+    ("en", "He finished 1st.", "Then he rested."),
+    ("en", "I met Dr. Jones, i.e. the dentist.", "We talked."),
+    ("en", "The U.S. economy grew.", "Prices rose."),
+    ("en", "Wait...", "What happened?", "Nobody knew."),
+    ("fr", "M. Dupont est arrivé.", "Il était tard."),
+    ("fr", "Il a dit : « Bonjour ! »", "Puis il est parti."),
+    ("fr", "Le prix est de 3,5 euros.", "C'est cher."),
+    ("fr", "C'est le 1er mai.", "Il fait beau."),
+    ("fr", "Il habite au 12, av. Foch.", "Elle non."),
+    ("fr", "Quelle heure est-il ?", "Il est 10 h."),
+    ("cs", "Např. pes běží.", "Kočka spí."),
+    ("cs", "Dne 3. května pršelo.", "Bylo zima."),
+    ("cs", "Cena je 3,50 Kč.", "To je levné."),
+    ("cs", "Řekl: „Pojď!“", "Pak odešel."),
+    ("cs", "Ing. Novák přišel.", "Byl unavený."),
+    ("cs", "Bydlí v ul. Národní 5.", "Je tam hezky."),
 ]
 Splitter = Callable[[str, str], list[str]]  # (paragraph, language) → its sentences
 
@@ -183,33 +156,26 @@ def boundary_accuracy(split: Splitter, lang: str, texts: list[str], known: list[
     return 100 * right / (total + wrong)
 
 
-def splitter_rows(data: Path, paragraphs: Paragraphs) -> list[str]:
-    rows = []
-    for name, split in splitters().items():
-        for lang in LANGUAGES:
-            written = (data / f"test2016.{lang}").read_text(encoding="utf-8").splitlines()
-            full = [punctuated(s) for s in written]
-            try:
-                split("Warm up. Now.", lang)
-            except LookupError:
-                rows.append(f"| {name} | {lang} | n/a | n/a | n/a | n/a | n/a |")
-                continue
-            texts = paragraphs.texts(full)
-            start = time.perf_counter()
-            accuracy = boundary_accuracy(split, lang, texts, paragraphs.boundaries(full))
-            rate = len(texts) / (time.perf_counter() - start)
-            as_written = boundary_accuracy(
-                split, lang, paragraphs.texts(written), paragraphs.boundaries(written)
-            )
-            cases = [c for c in HARD_CASES if c[0] == lang]
-            right = sum(
-                [s.strip() for s in split(text, lang) if s.strip()] == want for _, text, want in cases
-            )
-            bare = sum(not FINAL.search(s) for s in written)
-            rows.append(
-                f"| {name} | {lang} | {sum(map(len, paragraphs.boundaries(full)))} | {accuracy:.2f}% | "
-                f"{as_written:.2f}% ({bare} unpunctuated) | {right} / {len(cases)} | {rate:,.0f} |"
-            )
+def splitter_rows(data: Path, paragraphs: Paragraphs) -> list[list[object]]:
+    rows: list[list[object]] = []
+    for (name, split), lang in itertools.product(splitters().items(), LANGUAGES):
+        written = (data / f"test2016.{lang}").read_text(encoding="utf-8").splitlines()
+        full = [punctuated(s) for s in written]
+        try:
+            split("Warm up. Now.", lang)
+        except LookupError:
+            rows.append([name, lang, *["n/a"] * 5])
+            continue
+        texts, known = paragraphs.texts(full), paragraphs.boundaries(full)
+        start = time.perf_counter()
+        accuracy = boundary_accuracy(split, lang, texts, known)
+        rate = len(texts) / (time.perf_counter() - start)
+        as_written = boundary_accuracy(split, lang, paragraphs.texts(written), paragraphs.boundaries(written))
+        cases = [sentences for found, *sentences in HARD_CASES if found == lang]
+        right = sum([s.strip() for s in split(" ".join(c), lang) if s.strip()] == c for c in cases)
+        bare = sum(not FINAL.search(s) for s in written)
+        rows.append([name, lang, sum(map(len, known)), f"{accuracy:.2f}%"])
+        rows[-1] += [f"{as_written:.2f}% ({bare} unpunctuated)", f"{right} / {len(cases)}", f"{rate:,.0f}"]
     return rows
 
 
@@ -285,8 +251,7 @@ def translations(
     def html() -> Translated:
         recording = Recording(translator)
         written = translated_page(recording, page)  # type: ignore[arg-type]
-        tags = read_tags(written)
-        whole = not tags.problems and not tags.open and tags.starts == read_tags(page).starts
+        whole = keeps_every_tag(page, written)
         blocks = [" ".join(read_tags(b).words) for b in re.findall(r"<p>(.*?)</p>", written, re.DOTALL)]
         pieces = segment(read_page(page).lines, translator, split=True).translations(recording.found, "en")
         return Translated(
@@ -305,42 +270,23 @@ def translations(
         translate_paragraphs(translator, warm, split)
     translated_page(translator, tagged_page(warm, random.Random(seed))[0])
     found: dict[str, Translated] = {}
-    for _ in range(repeats):
-        for name, work in ways.items():
-            start = time.perf_counter()
-            result = work()
-            seconds = time.perf_counter() - start
-            result.seconds = min(seconds, found[name].seconds if name in found else seconds)
-            found[name] = result
+    for _, (name, work) in itertools.product(range(repeats), ways.items()):
+        start = time.perf_counter()
+        result = work()
+        result.seconds = min(time.perf_counter() - start, found[name].seconds if name in found else math.inf)
+        found[name] = result
     return found
 
 
-def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    info = Path("/proc/cpuinfo")
-    for line in info.read_text().splitlines() if info.is_file() else []:
-        if line.startswith("model name"):
-            cpu = line.split(":", 1)[1].strip()
-            break
-    versions = ", ".join(f"{n} {importlib.metadata.version(n)}" for n in ("torch", "sacrebleu"))
-    capability = torch.backends.cpu.get_cpu_capability()
-    return (
-        f"{cpu}, {os.cpu_count()} cores ({capability}), {torch.get_num_threads()} torch threads; "
-        f"Python {platform.python_version()}, {versions}"
-    )
-
-
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--run", type=Path, required=True, help="a de→en run directory")
-    parser.add_argument("--data", type=Path, required=True, help="the folder of test2016.{de,en,fr,cs}")
-    parser.add_argument("--paragraphs-of", default="2-5", help="LOW-HIGH sentences a paragraph")
-    parser.add_argument("--sentences", type=int, default=0, help="the first N sentences only (0: all)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument(
-        "--repeats", type=int, default=3, help="runs of each way in turn (the fastest counts)"
-    )
-    args = parser.parse_args()
+    parse = parser(__doc__)
+    parse.add_argument("--run", type=Path, required=True, help="a de→en run directory")
+    parse.add_argument("--data", type=Path, required=True, help="the folder of test2016.{de,en,fr,cs}")
+    parse.add_argument("--paragraphs-of", default="2-5", help="LOW-HIGH sentences a paragraph")
+    parse.add_argument("--sentences", type=int, default=0, help="the first N sentences only (0: all)")
+    parse.add_argument("--seed", type=int, default=0)
+    parse.add_argument("--repeats", type=int, default=3, help="runs of each way in turn (the fastest counts)")
+    args = parse.parse_args()
     low, high = map(int, args.paragraphs_of.split("-"))
     read = {
         lang: (args.data / f"test2016.{lang}").read_text(encoding="utf-8").splitlines()
@@ -349,33 +295,28 @@ def main() -> None:
     count = args.sentences or len(read["de"])
     paragraphs = Paragraphs.drawn(count, low, high, args.seed)
     print(f"{len(paragraphs.groups)} paragraphs of {low} to {high} of the first {count} test2016 sentences")
-    print(f"machine: {machine()}\n")
-    print(
-        "| splitter | language | boundaries | found (full stops added) | found (as written) | hard cases",
-        end="",
-    )
-    print(" | paragraphs/s |")
-    print("|---|---|---:|---:|---:|---:|---:|")
-    for row in splitter_rows(args.data, Paragraphs.drawn(len(read["de"]), low, high, args.seed)):
-        print(row)
-    run = load_trained([args.run], torch.device("cpu"))
-    translator = TorchTranslator.of_run(run)
+    print(f"machine: {machine('torch', 'sacrebleu')}; {torch.get_num_threads()} torch threads\n")
+    head = ["splitter", "language", "boundaries", "found (full stops added)", "found (as written)"]
+    rows = splitter_rows(args.data, Paragraphs.drawn(len(read["de"]), low, high, args.seed))
+    print(table([*head, "hard cases", "paragraphs/s"], rows, left=2))
+    translator = TorchTranslator.of_run(load_trained([args.run], torch.device("cpu")))
     sources = [punctuated(s) for s in read["de"][:count]]
     references = paragraphs.texts(read["en"][:count])
     found = translations(translator, sources, paragraphs, args.seed, args.repeats)
     base = found["one sentence a line"]
     base_bleu = sacrebleu.corpus_bleu(base.texts, [references]).score
     print(f"\nbeam {translator.settings.beam_size}, batch {translator.settings.batch_size} sentences")
-    print("| de→en | BLEU | vs one a line | sentences lacking | well-formed, every tag | sentences/s", end="")
-    print(" | vs one a line |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    head = ["de→en", "BLEU", "vs one a line", "sentences lacking", "well-formed, every tag", "sentences/s"]
+    rows = []
     for name, result in found.items():
         bleu = sacrebleu.corpus_bleu(result.texts, [references]).score
-        rate = count / result.seconds
-        print(
-            f"| {name} | {bleu:.2f} | {bleu - base_bleu:+.2f} | {result.lacking} of {count} | "
-            f"{result.well_formed} | {rate:.1f} | {base.seconds / result.seconds:.2f}× |"
-        )
+        rows.append([name, f"{bleu:.2f}", f"{bleu - base_bleu:+.2f}", f"{result.lacking} of {count}"])
+        rows[-1] += [
+            result.well_formed,
+            f"{count / result.seconds:.1f}",
+            f"{base.seconds / result.seconds:.2f}×",
+        ]
+    print(table([*head, "vs one a line"], rows))
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"\npeak resident memory {peak:.0f} MiB")
 

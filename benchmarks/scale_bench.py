@@ -1,27 +1,16 @@
 """Data preparation at scale, as one Markdown table: synthetic WMT-like corpora of the given sizes prepared as
-`nmt train` does it, up to the first update of the tiny Transformer.
+`nmt train` does it, up to the first update of the tiny Transformer (docs/benchmarks.md, "Corpora at scale").
 
     python -m benchmarks.scale_bench --pairs 100000 1000000 4500000 --work /tmp/nmt-scale
 
-For each size it writes a corpus (Zipf-distributed words over a 50k-word vocabulary per side, 5-60 words a
-sentence, mean ~25; 1,000 validation pairs), then runs, each in a fresh process so that peak RSS is per run:
-`cold`, training with an empty cache (check, tokenizer sample and training, encoding, planning, first update);
-`warm`, a second run on the cached data; `resume`, `--resume` of the first run; and sentencepiece's own batch
-encoding of the same (cleaned) text with the same model, the reference for the preparation's CPU-seconds
-(measured after `cold` and after `resume`: the table shows their mean and both), and once more with Python's
-garbage collector paused, as nmt's encoding runs (the stricter reference: the collector costs the plain call
-~8%).
-`--nproc 2` runs `cold` and `warm` under torchrun instead and reports each process's memory at its first
-update. Times are wall seconds (loose on a shared machine); CPU-seconds (all threads) and memory are robust.
-Peak RSS counts the pages of the memory-mapped cache that the process touched (kernels with large page-cache
-folios map up to 2 MiB around each read sentence); `peak anon GiB` is the process's own memory alone.
-The corpus and cache of a size are deleted after it is measured unless --keep. `--cold-only` measures the cold
-run alone (e.g. `--pairs 20000000 --cold-only`: its memory, where the other runs would take hours).
+For each size: a corpus of Zipf-distributed words (50k a side, 5-60 a sentence), then, each in a new process,
+`cold` (an empty cache), `warm` (the cached data) and `resume` runs, and sentencepiece's own encoding of the
+same text, the reference for the preparation's CPU-seconds. `--nproc 2` runs under torchrun; --keep keeps the
+corpus and cache; `--cold-only` measures the cold run alone.
 
     python -m benchmarks.scale_bench --translate 10000 50000 200000 --work /tmp/nmt-scale
 
-trains the tiny Transformer for 300 updates on a synthetic reordering corpus, then times `nmt translate`
-(greedy) over that many lines of the same task, each in a fresh process, with its peak RSS.
+times greedy `nmt translate` of that many lines of a synthetic reordering task, each in a fresh process.
 """
 
 from __future__ import annotations
@@ -36,7 +25,6 @@ import json  # noqa: E402
 import os  # noqa: E402
 import resource  # noqa: E402
 import shutil  # noqa: E402
-import subprocess  # noqa: E402
 import sys  # noqa: E402
 import threading  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -44,7 +32,9 @@ from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+from benchmarks.common import NMT_COMMAND, ROOT, fresh_process, memory_gib, parser, settings  # noqa: E402
+from benchmarks.common import table as markdown  # noqa: E402
+
 CONFIG = ROOT / "configs" / "tiny-transformer.yaml"
 OVERRIDES = ["tokenizer.vocab_size=8000", "data.max_len=128", "train.final_report=false", "train.log_every=1"]
 BLOCK = 200_000  # sentences generated at a time
@@ -101,14 +91,6 @@ def cpu_seconds() -> float:
     return sum(usage.ru_utime + usage.ru_stime for usage in usages)
 
 
-def status_gib(key: str) -> float:
-    """One memory figure of this process from /proc/self/status (VmRSS, RssAnon, RssFile), in GiB."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(f"{key}:"):
-            return int(line.split()[1]) / 2**20
-    raise KeyError(key)
-
-
 class AnonPeak:
     """The peak of this process's anonymous memory (its own, unlike the file-backed pages of the memory-mapped
     cache, which the kernel may map in large folios), sampled every 20 ms in a thread."""
@@ -119,7 +101,7 @@ class AnonPeak:
 
     def _sample(self) -> None:
         while True:
-            self.peak = max(self.peak, status_gib("RssAnon"))
+            self.peak = max(self.peak, memory_gib("RssAnon"))
             time.sleep(0.02)
 
 
@@ -130,19 +112,15 @@ def memory(anon_peak: AnonPeak) -> dict[str, float]:
     rollup = dict(line.split(":", 1) for line in Path("/proc/self/smaps_rollup").read_text().splitlines()[1:])
     kib = lambda table, key: int(table[key].split()[0]) / 2**20  # noqa: E731
     return {
-        "peak_anon_gib": max(anon_peak.peak, status_gib("RssAnon")),
+        "peak_anon_gib": max(anon_peak.peak, memory_gib("RssAnon")),
         "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
         "child_peak_rss_gib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2**20,
-        "rss_gib": status_gib("VmRSS"),
-        "rss_anon_gib": status_gib("RssAnon"),
-        "rss_file_gib": status_gib("RssFile"),
+        "rss_gib": memory_gib("VmRSS"),
+        "rss_anon_gib": memory_gib("RssAnon"),
+        "rss_file_gib": memory_gib("RssFile"),
         "private_gib": kib(rollup, "Private_Clean") + kib(rollup, "Private_Dirty"),
         "shared_gib": kib(rollup, "Shared_Clean") + kib(rollup, "Shared_Dirty"),
     }
-
-
-class FirstUpdate(Exception):
-    """Raised after the first update of a `--stop` run."""
 
 
 def child_train(args: argparse.Namespace) -> None:
@@ -226,16 +204,9 @@ def run_child(
     if nproc > 1:
         command += ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc)]
     command += ["-m", "benchmarks.scale_bench", "--child", mode, "--data", str(data), "--out", str(out)]
-    command += ["--json", str(json_path)]
-    command += extra
-    started = time.time()
-    result = subprocess.run(command, env=env, capture_output=True, text=True)
-    if result.returncode:
-        sys.exit(f"{mode} child failed:\n{result.stderr[-3000:]}")
+    seconds = fresh_process([*command, "--json", str(json_path), *extra], env).seconds
     records = [json.loads(Path(f"{json_path}.{rank}").read_text()) for rank in range(nproc)]
-    for record in records:
-        record["process_wall"] = time.time() - started
-    return records
+    return [record | {"process_wall": seconds} for record in records]
 
 
 def measure(pairs: int, work: Path, nproc: int, keep: bool, cold_only: bool = False) -> list[dict[str, Any]]:
@@ -307,9 +278,7 @@ COLUMNS = [  # header, cell
 
 def table(rows: list[dict[str, Any]]) -> str:
     """One Markdown row per run (and process)."""
-    lines = ["| " + " | ".join(h for h, _ in COLUMNS) + " |", "|" + "---:|" * len(COLUMNS)]
-    lines += ["| " + " | ".join(cell(r) for _, cell in COLUMNS) + " |" for r in rows]
-    return "\n".join(lines)
+    return markdown([head for head, _ in COLUMNS], ([cell(r) for _, cell in COLUMNS] for r in rows), left=0)
 
 
 def measure_translate(counts: list[int], work: Path) -> str:
@@ -319,49 +288,35 @@ def measure_translate(counts: list[int], work: Path) -> str:
     data, run = work / "reorder", work / "reorder-run"
     write_reordering_corpus(data)
     env = os.environ | {"NMT_CACHE": str(work / "reorder-cache")}
-    train = [sys.executable, "-m", "nmt", "train", str(CONFIG), "--data", str(data), "--out", str(run)]
-    train += ["--device", "cpu", "--max-steps", "300", "--overwrite", "--set", "train.final_report=false"]
-    subprocess.run(train, env=env, check=True, capture_output=True)
-    lines = ["| lines | wall s | CPU-s | peak RSS MiB |", "|---:|---:|---:|---:|"]
+    train = [*NMT_COMMAND, "train", str(CONFIG), "--data", str(data), "--out", str(run), "--device", "cpu"]
+    fresh_process([*train, "--max-steps", "300", "--overwrite", *settings("train.final_report=false")], env)
+    rows = []
     for count in counts:
         source = work / f"translate-{count}.txt"
         source.write_text("".join(line + "\n" for line in reordering_pairs(count, 300, 3, 10, seed=5)[0]))
         command = [sys.executable, "-m", "nmt", "translate", str(run), "-i", str(source)]
-        command += ["-o", f"{source}.out", "--beam-size", "1", "--device", "cpu"]
-        started = time.time()
-        process = subprocess.Popen(command, env=env)
-        _, status, usage = os.wait4(process.pid, 0)
-        if status:
-            sys.exit(f"translate failed with status {status}")
-        seconds = time.time() - started
-        cpu, peak = usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
-        lines.append(f"| {count:,} | {seconds:.0f} | {cpu:.0f} | {peak:.0f} |")
-    return "\n".join(lines)
+        done = fresh_process([*command, "-o", f"{source}.out", "--beam-size", "1", "--device", "cpu"], env)
+        rows.append([f"{count:,}", f"{done.seconds:.0f}", f"{done.cpu_seconds:.0f}", f"{done.peak_mib:.0f}"])
+    return markdown(["lines", "wall s", "CPU-s", "peak RSS MiB"], rows, left=0)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    parse = parser(__doc__)
+    parse.add_argument("--pairs", type=int, nargs="+", default=[100_000])
+    parse.add_argument("--work", type=Path, default=Path("/tmp/nmt-scale"))
+    parse.add_argument("--nproc", type=int, default=1)
+    parse.add_argument("--keep", action="store_true", help="Keep corpora, caches and runs.")
+    parse.add_argument(
+        "--cold-only", action="store_true", help="The cold run alone (no sentencepiece reference)."
     )
-    parser.add_argument("--pairs", type=int, nargs="+", default=[100_000])
-    parser.add_argument("--work", type=Path, default=Path("/tmp/nmt-scale"))
-    parser.add_argument("--nproc", type=int, default=1)
-    parser.add_argument("--keep", action="store_true", help="Keep corpora, caches and runs.")
-    parser.add_argument(
-        "--cold-only",
-        action="store_true",
-        help="Only the cold run, without the sentencepiece reference (memory where the rest takes long).",
-    )
-    parser.add_argument(
-        "--translate", type=int, nargs="+", help="Measure `nmt translate` on these line counts."
-    )
-    parser.add_argument("--child", choices=["train", "spm"], help=argparse.SUPPRESS)
+    parse.add_argument("--translate", type=int, nargs="+", help="Time `nmt translate` on these line counts.")
+    parse.add_argument("--child", choices=["train", "spm"], help=argparse.SUPPRESS)
     for name in ("--data", "--out", "--json"):
-        parser.add_argument(name, help=argparse.SUPPRESS)
-    parser.add_argument("--steps", type=int, default=1, help=argparse.SUPPRESS)
-    parser.add_argument("--resume", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--gc-paused", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+        parse.add_argument(name, help=argparse.SUPPRESS)
+    parse.add_argument("--steps", type=int, default=1, help=argparse.SUPPRESS)
+    parse.add_argument("--resume", action="store_true", help=argparse.SUPPRESS)
+    parse.add_argument("--gc-paused", action="store_true", help=argparse.SUPPRESS)
+    args = parse.parse_args()
     if args.child:
         (child_train if args.child == "train" else child_spm)(args)
         if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # as nmt/__main__.py: gloo threads may abort shutdown

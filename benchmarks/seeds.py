@@ -3,38 +3,24 @@
     python -m benchmarks.seeds configs/multi30k-transformer.yaml --data DIR --out runs/seeds --seeds 1 2 3 \
         [--parallel] [-- --max-steps 3000 --set train.lr=1e-3 …]
 
-Each seed trains into OUT/seed-S through `nmt train` (options after `--` go to every run) and ends with its
-report (beam search on the validation and test splits, `report.json`); the table reads those reports.
-`--parallel` trains the seeds at once (one GPU can hold several Multi30k runs); the scores do not depend on it
-when the runs stop on a step count, but the times in the table then do. `--table-only` rereads OUT.
+Each seed trains into OUT/seed-S through `nmt train` (options after `--` go to every run), whose report.json
+the table reads. `--parallel` trains the seeds at once; `--table-only` rereads OUT.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import statistics
 import subprocess
 import sys
 from pathlib import Path
 
+from benchmarks.common import NMT_COMMAND, parser, settings, split_at_dashes, spread
+from benchmarks.common import table as markdown
+
 
 def train_command(config: Path, data: Path, run_dir: Path, seed: int, extra: list[str]) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "nmt",
-        "-q",
-        "train",
-        str(config),
-        "--data",
-        str(data),
-        "--out",
-        str(run_dir),
-        "--set",
-        f"train.seed={seed}",
-        *extra,
-    ]
+    where = ["--data", str(data), "--out", str(run_dir)]
+    return [*NMT_COMMAND, "train", str(config), *where, *settings(f"train.seed={seed}"), *extra]
 
 
 def row(seed: int, report: dict) -> dict[str, float | int | str]:
@@ -56,36 +42,22 @@ def row(seed: int, report: dict) -> dict[str, float | int | str]:
 def table(rows: list[dict]) -> str:
     """Markdown, one line per seed and a last line of means (± standard deviation where there are two)."""
     keys = list(rows[0])
-    lines = ["| " + " | ".join(keys) + " |", "|" + "---:|" * len(keys)]
-    for r in rows:
-        lines.append(
-            "| " + " | ".join(f"{r[k]:.2f}" if isinstance(r[k], float) else str(r[k]) for k in keys) + " |"
-        )
-    means = []
-    for key in keys:
-        values = [r[key] for r in rows]
-        if key == "seed" or not all(isinstance(v, (int, float)) for v in values):
-            means.append("mean" if key == "seed" else "")
-            continue
-        spread = f" ± {statistics.stdev(values):.2f}" if len(values) > 1 else ""
-        means.append(f"**{statistics.mean(values):.2f}**{spread}")
-    lines.append("| " + " | ".join(means) + " |")
-    return "\n".join(lines)
+    found = [[f"{r[k]:.2f}" if isinstance(r[k], float) else r[k] for k in keys] for r in rows]
+    numbers = [all(isinstance(r[k], (int, float)) for r in rows) for k in keys]
+    means = [spread([r[k] for r in rows], bold=True) if n else "" for k, n in zip(keys, numbers, strict=True)]
+    return markdown(keys, [*found, ["mean", *means[1:]]], left=0)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("config", type=Path)
-    parser.add_argument("--data", type=Path, required=True)
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
-    parser.add_argument("--parallel", action="store_true", help="train the seeds at once")
-    parser.add_argument("--table-only", action="store_true")
-    argv = sys.argv[1:]
-    split = argv.index("--") if "--" in argv else len(argv)
-    args, extra = parser.parse_args(argv[:split]), argv[split + 1 :]
+    parse = parser(__doc__)
+    parse.add_argument("config", type=Path)
+    parse.add_argument("--data", type=Path, required=True)
+    parse.add_argument("--out", type=Path, required=True)
+    parse.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+    parse.add_argument("--parallel", action="store_true", help="train the seeds at once")
+    parse.add_argument("--table-only", action="store_true")
+    ours, extra = split_at_dashes(sys.argv[1:])
+    args = parse.parse_args(ours)
     run_dirs = {seed: args.out / f"seed-{seed}" for seed in args.seeds}
     if not args.table_only:
         args.out.mkdir(parents=True, exist_ok=True)

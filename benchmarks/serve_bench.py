@@ -5,24 +5,15 @@ its Argos package, each in a process of its own, at 1, 4 and 16 clients × 1 and
         [--target 200] [--lone 100] [--loads 1x1,4x20] [--memory-requests 100000]
         [--libretranslate-python PYTHON | --no-libretranslate]
 
-Each server is started on a free port of 127.0.0.1, warmed up, then driven by asyncio + httpx clients (in this
-process), each sending its next request once answered (LibreTranslate's POST /translate, `q` a list of the
-request's sentences). Every row sends sentences that server has not seen yet ("unseen"), then the same
-requests again ("again": nmt's translation cache answers them; LibreTranslate keeps only its last call's
-paragraphs). A row sends at least `--target` sentences, and at least two requests a client. Latency is per
-request. The lone client's requests of one sentence each follow the same sentence translated in a process of
-the same engine and threads (`Translator.translate` of that sentence alone), so that both see the machine
-alike; then comes the time of one text sent again and again. With `--memory-requests N`, N more requests of a
-sentence never sent before (two pool sentences joined) go to each nmt server from 16 clients, and its resident
-memory is read every tenth of them: with the cache at its default size it must stay flat once the cache is
-full. All servers search with `--beam-size` (LibreTranslate's is 4); nmt serve uses its own threads (one fewer
-than the cores), LibreTranslate its own defaults. The answers of nmt serve are compared with the same engine's
-in-process translations (the lone sentences' alone, the others' in batches): "answers unlike" counts those
-that differ (batching may break a beam search's ties otherwise).
-
-LibreTranslate needs a Python with `libretranslate` (default: a virtual environment made once under --work, as
-the Argos tests make theirs); it serves the run's Argos package beside a reverse package of a tiny run
-(LibreTranslate wants two), offline. Without it, its columns are left out."""
+Each server runs in a process of its own on a free port of 127.0.0.1, is warmed up, then driven by asyncio +
+httpx clients, each sending its next request once answered; every row sends unseen sentences, then the same
+requests again, at least `--target` sentences and two requests a client. A lone client's requests follow the
+same sentence translated in a process of the same engine and threads; nmt serve's answers are compared with
+those in-process translations. `--memory-requests N` sends N more new texts from 16 clients, resident memory
+read every tenth. LibreTranslate runs from a Python with `libretranslate` (default: a virtual environment
+made once under --work) on the run's Argos package and a reverse tiny run's, offline; without it its columns
+are left out. The method and the figures: docs/serving.md ("Speed at every load").
+"""
 
 from __future__ import annotations
 
@@ -41,14 +32,13 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 from benchmarks.argos_offline import harness
-from benchmarks.export_bench import cpu_model
+from benchmarks.common import ROOT, machine, memory_gib, parser, settings, table
 
 LOADS = ((1, 1), (4, 1), (16, 1), (1, 20), (4, 20), (16, 20))  # clients, sentences a request
 NMT, CT2, LT = "nmt serve (run)", "nmt serve (CTranslate2 export)", "LibreTranslate (Argos package)"
@@ -106,11 +96,6 @@ def start(name: str, command: list[str], env: dict[str, str] | None = None, read
 def start_nmt(name: str, path: Path, args: argparse.Namespace) -> Server:
     command = [sys.executable, "-m", "nmt", "serve", str(path), "--port", "0", "--device", "cpu"]
     return start(name, [*command, "--beam-size", str(args.beam_size)], ready="serving")
-
-
-def rss_mib(pid: int) -> float:
-    status = Path(f"/proc/{pid}/status").read_text()
-    return int(re.search(r"VmRSS:\s+([0-9]+) kB", status).group(1)) / 1024  # type: ignore[union-attr]
 
 
 def requests_of(pool: Iterator[str], clients: int, per: int, target: int) -> list[list[str]]:
@@ -177,7 +162,7 @@ def measure_server(
     loads = [(clients, per, requests_of(pool, clients, per, args.target)) for clients, per in args.loads]
     if reference is not None:
         sent = [s for _, _, requests in loads for request in requests for s in request]
-        expected |= dict(zip(sent, reference.translate_all(sent), strict=True))
+        expected |= dict(zip(sent, reference.translate(sent), strict=True))
     for clients, per, requests in loads:
         for key in (f"{clients} × {per}", f"{clients} × {per} again"):
             rows[key] = asyncio.run(drive(server.url, pair, requests, clients, expected))
@@ -190,10 +175,10 @@ def measure_server(
 def memory_series(server: Server, pair: dict[str, str], sentences: list[str], count: int) -> list[float]:
     """Resident MiB every tenth of `count` requests of new texts (two pool sentences joined), 16 clients."""
     texts = (f"{a} {b}" for a in sentences for b in sentences)
-    series, step = [rss_mib(server.pid)], max(1, count // 10)
+    series, step = [1024 * memory_gib(pid=server.pid)], max(1, count // 10)
     for _ in range(10):
         asyncio.run(drive(server.url, pair, [[next(texts)] for _ in range(step)], 16, {}))
-        series.append(rss_mib(server.pid))
+        series.append(1024 * memory_gib(pid=server.pid))
     return series
 
 
@@ -215,12 +200,8 @@ class InProcess:
             raise SystemExit(f"the in-process search failed (exit code {self.process.wait()})")
         return json.loads(answer)
 
-    def translate(self, sentence: str) -> tuple[float, str]:
-        """Seconds and translation of one sentence alone."""
-        seconds, translation = self._ask(sentence)
-        return seconds, translation
-
-    def translate_all(self, sentences: list[str]) -> list[str]:
+    def translate(self, sentences: str | list[str]) -> Any:
+        """Seconds and translation of one sentence alone, or the translations of a list."""
         return self._ask(sentences)
 
     def close(self) -> None:
@@ -236,9 +217,8 @@ def in_process_child() -> None:
 
     path, engine, beam, threads = json.loads(sys.stdin.readline())
     torch.set_num_threads(threads)
-    [model] = load_models(
-        [Path(path)], engine, torch.device("cpu"), None, {"beam_size": beam}, threads=threads
-    )
+    device, search = torch.device("cpu"), {"beam_size": beam}
+    [model] = load_models([Path(path)], engine, device, None, search, threads=threads)
     translator = model.translator
     print(json.dumps("ready"), flush=True)
     for line in sys.stdin:
@@ -266,7 +246,7 @@ def export(args: argparse.Namespace) -> tuple[Path, list[Path]]:
     reverse, reverse_run = packages / "reverse.argosmodel", args.work / "reverse-run"
     if not reverse.is_file():
         src, tgt = args.pair["source"], args.pair["target"]
-        config = str(Path(__file__).parents[1] / "configs" / "tiny-transformer.yaml")
+        config = str(ROOT / "configs" / "tiny-transformer.yaml")
         train = [
             "train",
             config,
@@ -278,7 +258,7 @@ def export(args: argparse.Namespace) -> tuple[Path, list[Path]]:
             src,
         ]
         flags = ["--max-steps", "5", "--device", "cpu", "--out", str(reverse_run)]
-        subprocess.run([*nmt, *train, *flags, "--set", "train.final_report=false"], check=True)
+        subprocess.run([*nmt, *train, *flags, *settings("train.final_report=false")], check=True)
         subprocess.run([*nmt, "export", str(reverse_run), str(reverse), "--to", "argos"], check=True)
     return ct2, [own, reverse]
 
@@ -292,16 +272,7 @@ def start_libretranslate(args: argparse.Namespace, packages: list[Path]) -> Serv
         return None
     home = args.work / "libretranslate-home"
     shutil.rmtree(home, ignore_errors=True)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ARGOS_", "LT_", "PYTHON"))}
-    env |= {
-        "HOME": str(home),
-        "XDG_DATA_HOME": str(home / "data"),
-        "XDG_CONFIG_HOME": str(home / "config"),
-        "XDG_CACHE_HOME": str(home / "cache"),
-        "ARGOS_PACKAGES_DIR": str(home / "packages"),
-        "ARGOS_BEAM_SIZE": str(args.beam_size),
-        "PYTHONPATH": str(harness.OFFLINE),
-    }
+    env = harness.environment(home) | {"ARGOS_BEAM_SIZE": str(args.beam_size)}
     install = (
         "import sys; from argostranslate import package; [package.install_from_path(p) for p in sys.argv[1:]]"
     )
@@ -333,35 +304,25 @@ def free_port() -> int:
 
 
 def arguments() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--run", type=Path, required=True, help="A run directory (read only).")
-    parser.add_argument(
-        "--src", type=Path, required=True, help="Sentences, one a line, named as SOMETHING.<source language>."
-    )
-    parser.add_argument(
-        "--data",
-        type=Path,
-        default=None,
-        help="The run's data (the reverse package's; default: --src's folder).",
-    )
-    parser.add_argument("--work", type=Path, required=True, help="Exports, packages and a venv (kept).")
-    parser.add_argument("--beam-size", type=int, default=4, help="Every server's (LibreTranslate's is 4).")
-    parser.add_argument("--target", type=int, default=200, help="Sentences a row sends at least.")
-    parser.add_argument("--memory-requests", type=int, default=0, help="Requests of the memory series.")
-    parser.add_argument("--libretranslate-python", type=Path, default=None)
-    parser.add_argument("--no-libretranslate", action="store_true")
-    parser.add_argument("--lone", type=int, default=100, help="Sentences of the in-process reference.")
-    parser.add_argument(
-        "--loads",
-        default=",".join(f"{c}x{p}" for c, p in LOADS),
-        help="CLIENTSxSENTENCES rows, e.g. 1x1,4x20.",
-    )
-    args = parser.parse_args()
+    parse = parser(__doc__)
+    parse.add_argument("--run", type=Path, required=True, help="A run directory (read only).")
+    parse.add_argument("--src", type=Path, required=True, help="Sentences, one a line: NAME.<source lang>.")
+    parse.add_argument("--data", type=Path, help="The reverse package's data (default: --src's folder).")
+    parse.add_argument("--work", type=Path, required=True, help="Exports, packages and a venv (kept).")
+    parse.add_argument("--beam-size", type=int, default=4, help="Every server's (LibreTranslate's is 4).")
+    parse.add_argument("--target", type=int, default=200, help="Sentences a row sends at least.")
+    parse.add_argument("--memory-requests", type=int, default=0, help="Requests of the memory series.")
+    parse.add_argument("--libretranslate-python", type=Path, default=None)
+    parse.add_argument("--no-libretranslate", action="store_true")
+    parse.add_argument("--lone", type=int, default=100, help="Sentences of the in-process reference.")
+    loads = ",".join(f"{c}x{p}" for c, p in LOADS)
+    parse.add_argument("--loads", default=loads, help="CLIENTSxSENTENCES rows, e.g. 1x1,4x20.")
+    args = parse.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     try:
         args.loads = [tuple(int(n) for n in load.split("x")) for load in args.loads.split(",")]
     except ValueError:
-        parser.error(f"--loads {args.loads}: write CLIENTSxSENTENCES rows, e.g. 1x1,4x20")
+        parse.error(f"--loads {args.loads}: write CLIENTSxSENTENCES rows, e.g. 1x1,4x20")
     src_lang = args.src.suffix.lstrip(".")
     config = (args.run / "config.yaml").read_text(encoding="utf-8")
     tgt_lang = re.search(r"tgt_lang: *([A-Za-z_-]+)", config).group(1)  # type: ignore[union-attr]
@@ -417,24 +378,20 @@ def report(
     threads: int,
     loads: tuple[tuple[float, ...], tuple[float, ...]],
 ) -> None:
-    versions = ", ".join(f"{p} {metadata.version(p)}" for p in ("torch", "ctranslate2", "fastapi", "uvicorn"))
     print(
-        f"{cpu_model()}, {len(os.sched_getaffinity(0))} cores; load average {loads[0][0]:.2f} before, "
-        f"{loads[1][0]:.2f} after; beam {args.beam_size}; nmt serve: {threads} search thread(s), the "
-        f"default cache; {versions}\n"
+        f"{machine('torch', 'ctranslate2', 'fastapi', 'uvicorn')}; load average {loads[0][0]:.2f} before, "
+        f"{loads[1][0]:.2f} after; beam {args.beam_size}; nmt serve: {threads} search thread(s), the default "
+        "cache\n"
     )
     servers = list(results)
-    ratio = LT in results and NMT in results
-    print(
-        "| clients × sentences a request | "
-        + " | ".join(f"{name}: sent/s, p50, p95 ms" for name in servers)
-        + (" | nmt serve (run) ÷ LibreTranslate |" if ratio else " |")
-    )
-    print("|---|" + "---:|" * (len(servers) + ratio))
+    ratio = [f"{NMT} ÷ LibreTranslate"] if LT in results and NMT in results else []
+    rows = []
     for key in results[servers[0]]:
-        cells = [_cell(results[name][key]) for name in servers]
-        extra = f" {results[NMT][key].rate / results[LT][key].rate:.2f}× |" if ratio else ""
-        print(f"| {NAMES.get(key, key)} | {' | '.join(cells)} |{extra}")
+        rows.append([NAMES.get(key, key), *(_cell(results[name][key]) for name in servers)])
+        if ratio:
+            rows[-1].append(f"{results[NMT][key].rate / results[LT][key].rate:.2f}×")
+    head = ["clients × sentences a request", *(f"{name}: sent/s, p50, p95 ms" for name in servers)]
+    print(table([*head, *ratio], rows))
     print()
     for name, seconds in in_process.items():
         search, served = 1000 * statistics.median(seconds), results[name]["lone"]

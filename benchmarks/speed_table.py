@@ -3,22 +3,21 @@
     python -m benchmarks.speed_table --data DIR --out bench/ \
         configs/multi30k-transformer.yaml configs/multi30k-rnn-bahdanau.yaml configs/multi30k-rnn-luong.yaml
 
-runs the plain-PyTorch ceiling (benchmarks/ceiling_bench.py, or the script --ceiling names) and then `nmt
-benchmark` for each config (options after `--` go to every `nmt benchmark`), keeps every JSON in --out, and
-prints the table with each model's training speed as a fraction of the ceiling's compiled figure.
-`--table-only` rebuilds the table from the JSON files already in --out.
-
-A config may be a variant, `NAME=CONFIG+KEY=VALUE+KEY=VALUE`: the column NAME, CONFIG with those `--set`s,
-e.g. `graphs=configs/multi30k-transformer.yaml+train.cuda_graphs=true`.
+runs benchmarks/ceiling_bench.py, then `nmt benchmark` for each config (options after `--` go to each), keeps
+every JSON in --out (`--table-only` rereads them) and prints each model's training speed as a fraction of the
+ceiling's compiled figure. A config may be a variant, `NAME=CONFIG+KEY=VALUE+…`: the column NAME, CONFIG with
+those `--set`s, e.g. `graphs=configs/multi30k-transformer.yaml+train.cuda_graphs=true`.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
 from pathlib import Path
+
+from benchmarks.common import parser, settings, split_at_dashes
+from benchmarks.common import table as markdown
 
 ROWS = [  # (key in nmt benchmark's JSON, row label, format)
     ("train_target_tokens_per_s", "training target tok/s", "{:,.0f}"),
@@ -53,13 +52,8 @@ def ceiling_figures(ceiling: dict) -> dict[str, float]:
     runs = ceiling.get("train", [])
     shape = (runs[0]["B"], runs[0]["S"], runs[0]["T"]) if runs else None
     reference = [r for r in runs if (r["B"], r["S"], r["T"]) == shape]
-    figures = {}
-    for compiled, name in ((False, "eager"), (True, "compiled")):
-        speeds = [
-            r["tgt_tok_per_s"] for r in reference if r["compiled"] == compiled and not r["src_pad_mask"]
-        ]
-        if speeds:
-            figures[name] = speeds[0]
+    unmasked = [r for r in reference if not r["src_pad_mask"]]
+    figures = {"compiled" if r["compiled"] else "eager": r["tgt_tok_per_s"] for r in reversed(unmasked)}
     if "greedy_kvcache" in ceiling.get("decode", {}):
         figures["greedy"] = ceiling["decode"]["greedy_kvcache"]["sent_per_s"]
     return figures
@@ -79,16 +73,14 @@ def table(results: dict[str, dict], ceiling: dict) -> str:
     batch = (
         f"fixed {first_run['B']}×{first_run['S']}×{first_run['T']} batch" if first_run else "no training run"
     )
-    lines = [
-        "| figure | " + " | ".join(names) + f" | ceiling ({batch}) |",
-        "|---|" + "---:|" * (len(names) + 1),
-    ]
+    rows = []
     for key, label, fmt in ROWS:
-        cells = [fmt.format(r[key]) if r.get(key) is not None else "—" for r in results.values()]
-        lines.append(f"| {label} | " + " | ".join(cells) + f" | {ceiling_cells.get(key, '—')} |")
+        found = [fmt.format(r[key]) if r.get(key) is not None else "—" for r in results.values()]
+        rows.append([label, *found, ceiling_cells.get(key, "—")])
     if "compiled" in limits:
         ratios = [f"{r['train_target_tokens_per_s'] / limits['compiled']:.2f}×" for r in results.values()]
-        lines.append("| training tok/s ÷ compiled ceiling | " + " | ".join(ratios) + " | 1.00× |")
+        rows.append(["training tok/s ÷ compiled ceiling", *ratios, "1.00×"])
+    lines = [markdown(["figure", *names, f"ceiling ({batch})"], rows)]
     first = next(iter(results.values()), {})
     lines.append(
         f"\ndevice: {first.get('device', '?')}, torch {first.get('torch', '?')}, {first.get('dtype', '?')}"
@@ -97,19 +89,16 @@ def table(results: dict[str, dict], ceiling: dict) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("configs", nargs="+", help="CONFIG or NAME=CONFIG+KEY=VALUE+…")
-    parser.add_argument("--ceiling", type=Path, default=Path(__file__).with_name("ceiling_bench.py"))
-    parser.add_argument("--ceiling-budget", type=float, default=120.0, help="seconds for ceiling_bench.py")
-    parser.add_argument("--smoke", action="store_true", help="ceiling_bench.py at its tiny CPU sizes")
-    parser.add_argument("--data", type=Path, help="corpus directory (default: nmt benchmark's synthetic one)")
-    parser.add_argument("--out", type=Path, default=Path("bench"))
-    parser.add_argument("--table-only", action="store_true")
-    argv = sys.argv[1:]
-    split = argv.index("--") if "--" in argv else len(argv)
-    args, benchmark_options = parser.parse_args(argv[:split]), argv[split + 1 :]
+    parse = parser(__doc__)
+    parse.add_argument("configs", nargs="+", help="CONFIG or NAME=CONFIG+KEY=VALUE+…")
+    parse.add_argument("--ceiling", type=Path, default=Path(__file__).with_name("ceiling_bench.py"))
+    parse.add_argument("--ceiling-budget", type=float, default=120.0, help="seconds for ceiling_bench.py")
+    parse.add_argument("--smoke", action="store_true", help="ceiling_bench.py at its tiny CPU sizes")
+    parse.add_argument("--data", type=Path, help="corpus directory (default: nmt benchmark's synthetic one)")
+    parse.add_argument("--out", type=Path, default=Path("bench"))
+    parse.add_argument("--table-only", action="store_true")
+    ours, benchmark_options = split_at_dashes(sys.argv[1:])
+    args = parse.parse_args(ours)
     args.out.mkdir(parents=True, exist_ok=True)
     ceiling_json = args.out / "ceiling.json"
     if not args.table_only:
@@ -118,9 +107,8 @@ def main() -> None:
         run([sys.executable, str(args.ceiling), "--json", str(ceiling_json), *budget, *smoke])
         data = ["--data", str(args.data)] if args.data else []
         for name, config, overrides in map(parse_variant, args.configs):
-            sets = [option for override in overrides for option in ("--set", override)]
             benchmark = [sys.executable, "-m", "nmt", "benchmark", str(config), *data, *benchmark_options]
-            run([*benchmark, *sets, "--json", str(args.out / f"{name}.json")], fatal=False)
+            run([*benchmark, *settings(*overrides), "--json", str(args.out / f"{name}.json")], fatal=False)
     names = [parse_variant(text)[0] for text in args.configs]
     results = {
         name: json.loads((args.out / f"{name}.json").read_text())

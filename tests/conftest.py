@@ -18,12 +18,13 @@ from typer.testing import CliRunner
 from nmt.cli import app
 from nmt.config.yaml_file import load_config
 from nmt.data.prepare import PreparedData
-from nmt.data.synthetic import write_multilingual_corpus, write_reordering_corpus, write_reordering_links
+from nmt.data.synthetic import write_reordering_corpus
 from nmt.device.choice import resolve_device
 from nmt.run.checkpoint_io import load_checkpoint
 from nmt.run.directory import RunDir
 from nmt.train.command import prepared as prepared_run
 from nmt.train.loop import Trainer
+from tests.synthetic import write_multilingual_corpus, write_reordering_links
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -195,8 +196,6 @@ search: {beam_size: 2, batch_size: 50, max_len_a: 1.0, max_len_b: 4}
 def train_multilingual(root: Path, tags: str) -> Path:
     """A tiny run on four directions between three synthetic languages (xa, xb, xc), its tags on the
     `tags` side, trained for 10 steps with its final report; its data in root/data."""
-    from nmt.data.synthetic import write_multilingual_corpus
-
     data = write_multilingual_corpus(root / "data", train=400, valid=12, test=6, vocab=40)
     (root / "config.yaml").write_text(MULTILINGUAL_CONFIG)
     run = root / "run"
@@ -233,8 +232,6 @@ search: {beam_size: 1, batch_size: 100}
 def learned_multilingual(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A three-language run with decoder tags that learned its four directions (800 steps; for the slow
     layer), its data in ../data."""
-    from nmt.data.synthetic import write_multilingual_corpus
-
     root = tmp_path_factory.mktemp("learned-multilingual")
     data = write_multilingual_corpus(root / "data", train=3000, valid=100, test=100, vocab=60)
     (root / "config.yaml").write_text(LEARNED_CONFIG)

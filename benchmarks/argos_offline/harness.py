@@ -1,11 +1,10 @@
-"""argostranslate (argos-translate-lt, LibreTranslate) in a virtual environment of its own, run offline:
-the harness of benchmarks/export_bench.py's Argos row and of tests/export/test_argos.py and
-tests/bench/test_export_bench.py, so that the figures the benchmark reports are for the setup these tests
-check.
+"""argostranslate (argos-translate-lt, LibreTranslate) in a virtual environment of its own, run offline: the
+harness of benchmarks/export_bench.py's Argos row (benchmarks/export_timing.py run by that environment's
+Python) and of the Argos tests (tests/export/argos_driver.py), so that the figures the benchmark reports are
+for the setup these tests check.
 
-`argos_python` makes (once) a virtual environment with the given requirements; `run_offline` runs ./driver.py
-with that Python under `unshare -n` where it can, with ./sitecustomize.py refusing any connection beyond
-loopback, and returns the driver's JSON answer.
+`argos_python` makes (once) a virtual environment with the given requirements; `run_offline` runs that Python
+under `unshare -n` where it can, with ./sitecustomize.py refusing any connection beyond loopback.
 """
 
 from __future__ import annotations
@@ -21,7 +20,8 @@ import sys
 import time
 from pathlib import Path
 
-OFFLINE = Path(__file__).parent  # the driver and its network guard
+OFFLINE = Path(__file__).parent  # the network guard
+ROOT = OFFLINE.parents[1]
 # LibreTranslate 1.9.6 pins argos-translate-lt 1.12.1 (argostranslate without torch) and minisbd 0.9.5.
 LIBRETRANSLATE = ("libretranslate==1.9.6",)
 ARGOSTRANSLATE = ("argos-translate-lt==1.12.1",)  # the argostranslate LibreTranslate 1.9.6 runs, alone
@@ -53,25 +53,29 @@ def network_namespace() -> list[str]:
     return ["unshare", "-n"] if usable and usable.returncode == 0 else []
 
 
-def run_offline(python: Path, request: dict, home: Path) -> dict:
-    """The driver's answer to `request`, run offline with argostranslate's folders under `home`; a driver that
-    fails or tries to reach the network is a RuntimeError."""
+def environment(home: Path) -> dict[str, str]:
+    """This process's environment without Python's, Argos Translate's and LibreTranslate's settings; their
+    folders under `home`, and the network guard on the path."""
     if "stanza" in str(home):
         raise ValueError(f"{home}: argostranslate picks its splitter by searching the path for 'stanza'")
-    env = {key: value for key, value in os.environ.items() if not key.startswith(("ARGOS_", "LT_"))}
-    env |= {
-        "HOME": str(home),
-        "XDG_DATA_HOME": str(home / "data"),
-        "XDG_CONFIG_HOME": str(home / "config"),
-        "XDG_CACHE_HOME": str(home / "cache"),
-        "ARGOS_PACKAGES_DIR": str(home / "packages"),
-        "PYTHONPATH": str(OFFLINE),
-    }
-    command = [*network_namespace(), str(python), str(OFFLINE / "driver.py")]
-    result = subprocess.run(command, input=json.dumps(request), capture_output=True, text=True, env=env)
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("ARGOS_", "LT_", "PYTHON"))}
+    folders = {"XDG_DATA_HOME": "data", "XDG_CONFIG_HOME": "config", "XDG_CACHE_HOME": "cache"}
+    folders |= {"ARGOS_PACKAGES_DIR": "packages"}
+    env |= {key: str(home / folder) for key, folder in folders.items()}
+    return env | {"HOME": str(home), "PYTHONPATH": str(OFFLINE)}
+
+
+def run_offline(python: Path, args: list[str], home: Path, stdin: str = "") -> str:
+    """The standard output of `python ARGS` (given `stdin`) from the repository's root, run offline with
+    argostranslate's folders under `home`; a command that fails or tries to reach the network is a
+    RuntimeError."""
+    env = environment(home) | {"PYTHONPATH": os.pathsep.join([str(OFFLINE), str(ROOT)])}
+    command = [*network_namespace(), str(python), *args]
+    result = subprocess.run(command, input=stdin, capture_output=True, text=True, env=env, cwd=ROOT)
     if result.returncode:
-        raise RuntimeError(f"the Argos driver failed:\n{result.stderr[-3000:]}")
-    answer = json.loads(result.stdout)
-    if "offline guard" in result.stderr + answer.get("log", ""):
+        raise RuntimeError(
+            f"{' '.join(args)} failed in Argos Translate's environment:\n{result.stderr[-3000:]}"
+        )
+    if "offline guard" in result.stderr + result.stdout:
         raise RuntimeError(f"argostranslate tried to reach the network:\n{result.stderr[-3000:]}")
-    return answer
+    return result.stdout

@@ -15,7 +15,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from nmt.atomic_files import atomic_write_text
 from nmt.errors import UserError
 
 Link = tuple[int, int]  # (source word, target word), from 0
@@ -117,6 +116,6 @@ def format_links(links: Iterable[Link]) -> str:
     return " ".join(f"{i}-{j}" for i, j in sorted(links))
 
 
-def write_links(path: Path, lines: Iterable[Iterable[Link]]) -> None:
-    """A Pharaoh file of one line per sentence pair (0-based, source-target), written atomically."""
-    atomic_write_text(path, "".join(format_links(line) + "\n" for line in lines))
+def pharaoh_text(lines: Iterable[Iterable[Link]]) -> str:
+    """Pharaoh lines, one per sentence pair: 0-based, source-target, sorted."""
+    return "".join(format_links(line) + "\n" for line in lines)

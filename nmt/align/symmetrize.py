@@ -30,7 +30,7 @@ from collections.abc import Iterable, Sequence
 from typing import Literal, get_args
 
 from nmt.align.link_files import LinkFile, check_agreement, say_if_unchecked
-from nmt.align.pharaoh import Link, format_links
+from nmt.align.pharaoh import Link, pharaoh_text
 from nmt.errors import UserError
 
 Method = Literal["intersection", "union", "grow-diag", "grow-diag-moses", "grow-diag-final-and"]
@@ -139,4 +139,4 @@ def symmetrize_files(
     )
     say_if_unchecked(lengths)
     pairs = zip(forward_links, reverse_links, strict=True)
-    return "".join(format_links(symmetrize(f.possible, r.possible, method)) + "\n" for f, r in pairs)
+    return pharaoh_text(symmetrize(f.possible, r.possible, method) for f, r in pairs)

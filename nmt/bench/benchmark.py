@@ -1,4 +1,5 @@
-"""`nmt benchmark`: training throughput, memory, time to a BLEU score and decoding speed, in one run.
+"""`nmt benchmark`: training throughput, memory, time to a BLEU score and decoding speed, in one run, with the
+host's work per training update and per decoding step (operators, host syncs; kernel launches on CUDA).
 
 Every timed region starts after warm-up and ends with a device synchronisation, so GPU work is counted
 when it is done, not when it is queued.
@@ -18,7 +19,7 @@ from typing import Any
 
 import torch
 
-from nmt.bench.profiling import peak_resident_gib, profile_updates
+from nmt.bench.profiling import counting_steps, peak_resident_gib, profile_updates
 from nmt.config.schema import Config, replace
 from nmt.data.prepare import prepare_data
 from nmt.data.splits import read_directions
@@ -114,6 +115,7 @@ def update_costs(trainer: Trainer, work: Callable[[], int], seconds_per_update: 
     graphs, compiled = trainer.update.graphs, trainer.update.compile_log
     return {
         "operators_per_update": costs.operators,
+        "optimizer_operators_per_update": costs.optimizer_operators,
         "kernel_launches_per_update": costs.kernel_launches,
         "host_syncs_per_update": costs.host_syncs,
         "gpu_busy_fraction": busy,
@@ -158,23 +160,37 @@ def measure_decoding(
     sources: list[list[int]],
     beam_size: int,
     cuda_graphs: bool,
-) -> dict[str, float]:
+) -> dict[str, float | None]:
     """Decode all `sources` in one batch (after one untimed warm-up run), with or without CUDA graphs; the
-    keys of the figures with graphs end in `_graphs`."""
+    keys of the figures with graphs end in `_graphs`. Without graphs, also the costs of a step."""
+    searching = translator.with_search(
+        cuda_graphs=cuda_graphs, beam_size=beam_size, nbest=1, batch_size=len(sources)
+    )
 
     def run() -> list[list[Hypothesis]]:
-        batch = len(sources)
-        return translator.search(
-            sources, cuda_graphs=cuda_graphs, beam_size=beam_size, nbest=1, batch_size=batch
-        )
+        return searching.search(sources)
 
     run()
     outputs, seconds = timed(device, run)
     tokens = sum(len(o[0].tokens) + 1 for o in outputs)
     suffix = "_graphs" if cuda_graphs else ""
-    return {
+    result: dict[str, float | None] = {
         f"beam{beam_size}_sent_per_s{suffix}": len(sources) / seconds,
         f"beam{beam_size}_tokens_per_s{suffix}": tokens / seconds,
+    }
+    return result if cuda_graphs else result | step_costs(searching, device, sources, beam_size)
+
+
+def step_costs(
+    translator: TorchTranslator, device: torch.device, sources: list[list[int]], beam_size: int
+) -> dict[str, float | None]:
+    """Why a decoding step takes its time: operators, kernel launches (CUDA) and host syncs per step of one
+    more eager search of `sources`, profiled."""
+    costs = profile_updates(counting_steps(translator.model, lambda: translator.search(sources)), device)
+    return {
+        f"beam{beam_size}_operators_per_step": costs.operators,
+        f"beam{beam_size}_kernel_launches_per_step": costs.kernel_launches,
+        f"beam{beam_size}_host_syncs_per_step": costs.host_syncs,
     }
 
 

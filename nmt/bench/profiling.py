@@ -1,5 +1,6 @@
-"""Where a training update's time goes besides the math: operators (or CUDA kernel launches) and host syncs,
-counted by torch.profiler, and the fraction of the wall time the GPU spends in kernels.
+"""Where a training update's or a decoding step's time goes besides the math: operators (or CUDA kernel
+launches) and host syncs, counted by torch.profiler, and the fraction of the wall time the GPU spends in
+kernels.
 
 On CUDA, launches are the runtime's kernel-launch calls and syncs the calls that make the host wait for the
 device. Operators are the profiler's aten operators that do work (innermost ones; views, reshapes and
@@ -16,11 +17,14 @@ import resource
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch.autograd import DeviceType
 from torch.autograd.profiler_util import FunctionEvent
 from torch.profiler import ProfilerActivity, profile
+
+from nmt.models.base import Seq2Seq, Step
 
 NO_WORK = frozenset(
     f"aten::{name}"
@@ -51,7 +55,7 @@ class UpdateCosts:
 
 
 def profile_updates(work: Callable[[], int], device: torch.device) -> UpdateCosts:
-    """Run `work` (which performs some updates and returns how many) under the profiler."""
+    """Run `work` (which performs some updates or decoding steps and returns how many) under the profiler."""
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
     with profile(activities=activities) as prof:
         updates = max(work(), 1)
@@ -68,6 +72,28 @@ def profile_updates(work: Callable[[], int], device: torch.device) -> UpdateCost
     syncs = sum(e.name in CUDA_SYNCS for e in events) / updates
     kernel_us = sum(e.time_range.elapsed_us() for e in events if e.device_type == DeviceType.CUDA)
     return UpdateCosts(operators, in_optimizer, syncs, launches, kernel_us / 1e6 / updates)
+
+
+def counting_steps(model: Seq2Seq, search: Callable[[], object]) -> Callable[[], int]:
+    """`search` as a function that returns how many decoding steps it took (calls of `model.decode_step`: run
+    it with its steps eager, since a step replayed from a CUDA graph runs no Python)."""
+
+    def run() -> int:
+        steps, step = 0, model.decode_step
+
+        def counted(*args: Any) -> Step:
+            nonlocal steps
+            steps += 1
+            return step(*args)
+
+        model.decode_step = counted  # type: ignore[method-assign,assignment]
+        try:
+            search()
+        finally:
+            del model.decode_step  # the instance attribute shadowed the method
+        return steps
+
+    return run
 
 
 def _does_work(event: FunctionEvent) -> bool:

@@ -1,12 +1,10 @@
 """Config files and dicts → `Config`, and back: strict YAML (no aliases, no duplicate keys, bounded depth),
-dotted `--set` overrides, unknown keys and wrong types as one-line ConfigErrors, and the flat model keys of
-older versions moved into their family's section.
+dotted `--set` overrides, unknown keys and wrong types as one-line ConfigErrors.
 """
 
 from __future__ import annotations
 
 import contextlib
-import copy
 import dataclasses
 import difflib
 import logging
@@ -23,7 +21,7 @@ from nmt.atomic_files import atomic_write_text
 from nmt.config.multilingual import BILINGUAL_PAIR, pair_beside_multilingual
 from nmt.config.schema import Config, section_class
 from nmt.errors import ConfigError, UserError
-from nmt.models.config import FAMILIES, FAMILY_NAMES, ModelConfig
+from nmt.models.config import ModelConfig
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -170,75 +168,6 @@ def apply_override(raw: dict[str, Any], override: str) -> None:
         node[leaf] = parse_yaml(text) if text.strip() else None
     except yaml.YAMLError as err:
         raise ConfigError(f"override '{override}': {yaml_problem(err)}") from err
-    _drop_other_spelling(raw, [*parents, leaf])
-
-
-# The flat model keys of configs written before each model family had its own section, and their names there
-OLD_MODEL_KEYS = {
-    "transformer": {
-        "d_model": "d_model",
-        "heads": "heads",
-        "ff_dim": "ff_dim",
-        "norm": "norm",
-        "attention_dropout": "attention_dropout",
-        "max_positions": "max_positions",
-    },
-    "rnn": {
-        "d_model": "embedding_size",
-        "rnn_cell": "cell",
-        "hidden_size": "hidden_size",
-        "bridge": "bridge",
-        "luong_score": "luong_score",
-        "input_feeding": "input_feeding",
-        "scale_scores": "scale_scores",
-    },
-}
-
-
-def _drop_other_spelling(raw: dict[str, Any], path: list[str]) -> None:
-    """After an override of a model setting, drop the file's other spelling of it (flat `model.d_model`, or
-    nested `model.transformer.d_model`), so that the override wins whichever way each is written."""
-    model = raw.get("model")
-    if not isinstance(model, dict):
-        return
-    for family, names in OLD_MODEL_KEYS.items():
-        section = model.get(family)
-        for old, new in names.items():
-            if path == ["model", old] and isinstance(section, dict):
-                section.pop(new, None)
-            if path == ["model", family, new]:
-                model.pop(old, None)
-
-
-def nest_old_model_keys(model: dict[str, Any]) -> str | None:
-    """Move the flat keys of a model section written before each family had its own section (`d_model: 256`)
-    into the section of its type's family (`transformer: {d_model: 256}`), in place, and drop those of the
-    other family, which those versions ignored (their run directories and checkpoints hold every field).
-    Returns a one-line note of what moved and what was dropped; None when no key was flat."""
-    flat = [key for key in model if key in OLD_MODEL_KEYS["transformer"] or key in OLD_MODEL_KEYS["rnn"]]
-    if not flat:
-        return None
-    family = FAMILIES.get(str(model.get("type", "transformer")), "transformer")  # from_dict reports a bad one
-    if model.get(family) is None:  # absent, or an empty `transformer:` in the file
-        model[family] = {}
-    section, moved, dropped = model[family], [], []
-    if not isinstance(section, dict):
-        raise ConfigError(f"section 'model.{family}' must be a mapping, got {section!r}")
-    for key in flat:
-        value, new = model.pop(key), OLD_MODEL_KEYS[family].get(key)
-        if new is None:
-            dropped.append(f"model.{key}")
-        elif new in section:
-            raise ConfigError(
-                f"model.{key} and model.{family}.{new} are one setting; keep model.{family}.{new}"
-            )
-        else:
-            section[new] = value
-            moved.append(f"model.{key} → model.{family}.{new}")
-    advice = [f"nest them: {', '.join(moved)}"] if moved else []
-    if dropped:
-        advice.append(f"remove {', '.join(dropped)} (ignored: not {FAMILY_NAMES[family]} setting)")
-    return f"flat model keys are deprecated; {'; '.join(advice)}"
 
 
 class _PlainLoader(yaml.SafeLoader):
@@ -294,19 +223,13 @@ def yaml_problem(err: yaml.YAMLError) -> str:
 
 
 def load_config(path: Path | None, overrides: list[str] | None = None, saved: bool = False) -> Config:
-    """Load a YAML config (or the defaults when `path` is None) and apply dotted overrides.
-
-    Flat model keys of older versions (`model.d_model`) are read into their family's section with a warning,
-    or without one when the config is `saved`: one that nmt wrote into a run directory (those of earlier
-    versions may hold `data.src_lang`/`data.tgt_lang` at their defaults beside `data.multilingual`).
-    """
+    """Load a YAML config (or the defaults when `path` is None) and apply dotted overrides. A `saved` config
+    is one that nmt wrote into a run directory (those of earlier versions may hold `data.src_lang` and
+    `data.tgt_lang` at their defaults beside `data.multilingual`)."""
     raw = _read_yaml(Path(path)) if path is not None else {}
     in_file = set(raw["data"]) if isinstance(raw.get("data"), dict) else set()
     for override in overrides or []:
         apply_override(raw, override)
-    note = nest_old_model_keys(raw["model"]) if isinstance(raw.get("model"), dict) else None
-    if note and not saved:
-        log.warning("%s", note)
     yielded: list[str] = []
     if not saved:
         overridden = {text.partition("=")[0].strip().removeprefix("data.") for text in overrides or []}
@@ -365,10 +288,8 @@ def _read_yaml(path: Path) -> dict[str, Any]:
 
 
 def saved_model_config(raw: Mapping[str, Any]) -> ModelConfig:
-    """The model settings in a checkpoint (its config's `model` dict), also in one of an older version."""
-    model = copy.deepcopy(dict(raw))
-    nest_old_model_keys(model)
-    return from_dict(ModelConfig, model, "model.")
+    """The model settings in a checkpoint (its config's `model` dict)."""
+    return from_dict(ModelConfig, raw, "model.")
 
 
 def to_dict(cfg: Config) -> dict[str, Any]:

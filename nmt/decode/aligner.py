@@ -21,7 +21,7 @@ from torch import Tensor
 
 from nmt.align.attention import layer_attention, word_links, word_weights
 from nmt.align.forced_attention import forced_pairs
-from nmt.align.pharaoh import Link, format_links, read_lines
+from nmt.align.pharaoh import Link, pharaoh_text, read_lines
 from nmt.align.reading import Heads, Reading, default_reading
 from nmt.align.symmetrize import Method, symmetrize
 from nmt.config.sections import LinkRule
@@ -137,11 +137,6 @@ def symmetrized(
     """The links of both directions (`reverse` forced target → source, its links swapped), symmetrized."""
     swapped = [{(i, j) for j, i in line} for line in reverse.links(readings[1])]
     return [symmetrize(f, r, method) for f, r in zip(forward.links(readings[0]), swapped, strict=True)]
-
-
-def pharaoh_text(lines: Sequence[set[Link]]) -> str:
-    """Pharaoh lines, 0-based, source-target, sorted."""
-    return "".join(format_links(line) + "\n" for line in lines)
 
 
 def soft_text(weights: Sequence[np.ndarray]) -> str:

@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from nmt.align.eflomal import align_with_eflomal
-from nmt.align.pharaoh import Link, check_line, read_links, write_links
+from nmt.align.pharaoh import Link, check_line, pharaoh_text, read_links
 from nmt.align.symmetrize import Method
+from nmt.atomic_files import atomic_write_text
 from nmt.config.multilingual import Direction
 from nmt.config.sections import DataConfig
 from nmt.config.terminology import KEY, TerminologyConfig
@@ -95,7 +96,7 @@ class RunTermLinks:
             ]
             for number, links in zip(numbers, aligned, strict=True):
                 by_line[number] = links
-            write_links(directory / "links", by_line)
+            atomic_write_text(directory / "links", pharaoh_text(by_line))
             log.info(
                 "terminology: eflomal aligned %d pairs in %.1f s", len(src), time.perf_counter() - started
             )

@@ -53,6 +53,10 @@ def test_benchmark_reports_training_and_decoding_figures(corpus: Path, tmp_path:
     assert "train_target_tokens_per_s" in stdout
     # why an update takes its time: counted by the profiler on CPU; the GPU-only figures are null
     assert result["operators_per_update"] > 100 and result["host_syncs_per_update"] == 0
+    assert result["optimizer_operators_per_update"] == 6  # fused AdamW: one multi-tensor operator per step
+    for beam in (1, 5):  # and why a decoding step takes its time: operators and host syncs per step
+        assert result[f"beam{beam}_operators_per_step"] > 10 and result[f"beam{beam}_host_syncs_per_step"] > 0
+        assert result[f"beam{beam}_kernel_launches_per_step"] is None  # CUDA only
     assert result["kernel_launches_per_update"] is None and result["gpu_busy_fraction"] is None
     assert 1 <= result["static_shapes"] <= 4 and result["shapes_captured_or_compiled"] == 0
     assert 0.05 < result["peak_resident_memory_gib"] < 64

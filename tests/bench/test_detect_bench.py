@@ -27,4 +27,4 @@ def test_the_table_counts_each_language(
     table = capsys.readouterr().out.splitlines()
     assert "| de | 2 | 100.00% | - |" in table
     assert "| fr | 2 | 50.00% | en 1 |" in table
-    assert table[-1] == "| all | 8 | 87.50% | |"
+    assert table[-1] == "| all | 8 | 87.50% |  |"

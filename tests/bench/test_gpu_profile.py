@@ -5,6 +5,7 @@ from pathlib import Path
 import torch
 
 from benchmarks import gpu_profile as profile
+from nmt.bench.profiling import counting_steps
 from nmt.decode.trained_run import load_run
 from nmt.decode.translator import TorchTranslator
 from nmt.device.capture import Recorder, emulating
@@ -21,5 +22,5 @@ def test_decoding_steps_are_counted_eagerly_where_steps_are_captured(trained_run
     with emulating(recorder):
         steps = profile.decoding_steps(translator, sources)
         eager = translator.with_search(cuda_graphs=False)
-        expected = profile.counting_steps(run.model, lambda: eager.search(sources))()
+        expected = counting_steps(run.model, lambda: eager.search(sources))()
     assert steps == expected > 0 and recorder.captures == 0

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from benchmarks import guided_alignment_steps as steps
-from nmt.align.pharaoh import read_links, write_links
+from nmt.align.pharaoh import pharaoh_text, read_links
 
 
 def test_soft_links_average_both_directions_before_the_threshold() -> None:
@@ -29,7 +29,8 @@ def test_gold_copies_repeat_the_gold_text_and_its_labels(
         (tmp_path / "data" / f"train.{lang}").write_text("".join(f"{lang} {i}\n" for i in range(4)))
         (tmp_path / "data" / f"val.{lang}").write_text(f"{lang} v\n")
     (tmp_path / "eflomal").mkdir()
-    write_links(tmp_path / "eflomal" / "grow-diag.links", [{(0, 0)}, {(0, 1)}, {(1, 0)}, {(1, 1), (0, 1)}])
+    links = [{(0, 0)}, {(0, 1)}, {(1, 0)}, {(1, 1), (0, 1)}]
+    (tmp_path / "eflomal" / "grow-diag.links").write_text(pharaoh_text(links))
     data = steps.with_copies(tmp_path, 3)
     assert (data / "train.en").read_text().splitlines() == ["en 0", "en 1", "en 2", "en 3"] + [
         "en 2",

@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from nmt.config.schema import Config, replace
 from nmt.config.yaml_file import (
@@ -250,34 +249,9 @@ FLAT_RNN = """\
 model:
   type: rnn-luong
   encoder_layers: 2
-  dropout: 0.2
   rnn_cell: lstm
   d_model: 64
-  hidden_size: 48
-  luong_score: dot
-  heads: 4
 """
-# The model section of a checkpoint (or run directory's config.yaml) written before the families had sections:
-# every field, those of the other family included
-OLD_CHECKPOINT_MODEL = {
-    "type": "rnn-luong",
-    "d_model": 64,
-    "heads": 8,
-    "ff_dim": 2048,
-    "encoder_layers": 2,
-    "decoder_layers": 3,
-    "dropout": 0.2,
-    "attention_dropout": 0.0,
-    "norm": "pre",
-    "tie_embeddings": True,
-    "max_positions": 1024,
-    "rnn_cell": "lstm",
-    "hidden_size": 48,
-    "bridge": "learned",
-    "luong_score": "dot",
-    "input_feeding": True,
-    "scale_scores": False,
-}
 
 
 def test_nested_model_sections_load(tmp_path: Path) -> None:
@@ -351,40 +325,17 @@ def test_other_toolkits_names_suggest_ours(raw: dict, suggested: str) -> None:
     assert f"did you mean '{suggested}'?" in config_error(raw)
 
 
-def test_flat_model_keys_load_to_the_same_config_with_one_note(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    nested = load_yaml(tmp_path, NESTED_RNN)
-    assert not caplog.records
-    assert load_yaml(tmp_path, FLAT_RNN) == nested
-    (record,) = caplog.records
-    assert record.levelname == "WARNING" and "deprecated" in record.getMessage()
-    assert "model.d_model → model.rnn.embedding_size" in record.getMessage()
-    assert "model.rnn_cell → model.rnn.cell" in record.getMessage()
-    assert "remove model.heads (ignored" in record.getMessage()  # old versions ignored it for RNNs
-    assert len(record.getMessage().splitlines()) == 1
-
-
-def test_flat_and_nested_overrides_win_over_the_file(tmp_path: Path) -> None:
-    assert load_yaml(tmp_path, NESTED_RNN, ["model.d_model=32"]).model.rnn.embedding_size == 32
-    assert load_yaml(tmp_path, FLAT_RNN, ["model.rnn.embedding_size=32"]).model.rnn.embedding_size == 32
-    assert load_yaml(tmp_path, FLAT_RNN, ["model.rnn_cell=gru"]).model.rnn.cell == "gru"
-
-
-def test_one_setting_spelled_both_ways_in_a_file_is_an_error(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match=r"model\.d_model and model\.rnn\.embedding_size are one setting"):
-        load_yaml(tmp_path, NESTED_RNN + "  d_model: 32\n")
-
-
-def test_an_old_checkpoint_model_section_loads(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    expected = load_yaml(tmp_path, NESTED_RNN, ["model.decoder_layers=3"]).model
-    assert saved_model_config(OLD_CHECKPOINT_MODEL) == expected
-    assert OLD_CHECKPOINT_MODEL["d_model"] == 64  # the checkpoint's dict is left as it was
-    old_run = tmp_path / "config.yaml"
-    old_run.write_text(yaml.safe_dump({**to_dict(Config()), "model": OLD_CHECKPOINT_MODEL}, sort_keys=False))
-    caplog.clear()
-    assert load_config(old_run, saved=True).model == expected
-    assert not caplog.records  # a run directory an older version wrote: no note
+def test_flat_model_keys_are_unknown_keys_that_name_their_section(tmp_path: Path) -> None:
+    """The flat model keys of a layout nmt never released (`model.d_model`) are unknown keys like any other:
+    one line naming the key of the family's section."""
+    with pytest.raises(ConfigError, match=r"unknown key 'model.rnn_cell'; did you mean 'model.rnn.cell'\?"):
+        load_yaml(tmp_path, FLAT_RNN)
+    with pytest.raises(
+        ConfigError, match=r"unknown key 'model.d_model'; did you mean 'model.transformer.d_model'"
+    ):
+        load_config(None, ["model.d_model=32"])
+    with pytest.raises(ConfigError, match=r"unknown key 'model.rnn_cell'"):
+        saved_model_config({"type": "rnn-luong", "rnn_cell": "lstm"})
 
 
 @pytest.mark.parametrize(

@@ -20,8 +20,8 @@ from nmt.data.directions import direction_draws, epoch_examples
 from nmt.data.prepare import PreparedData, prepare_data
 from nmt.data.sample import write_sample
 from nmt.data.splits import language_split, read_directions
-from nmt.data.synthetic import multilingual_sentences, write_multilingual_corpus
 from nmt.errors import UserError
+from tests.synthetic import multilingual_sentences, write_multilingual_corpus
 
 DIRECTIONS = "[xa-xb, xb-xa, xa-xc, xc-xa]"
 

@@ -16,6 +16,7 @@ from nmt.data.synthetic import reordering_pairs
 from tests.conftest import MULTILINGUAL_DIRECTIONS, ROOT, assert_one_line_error, run_cli, train_args
 
 NO_REPORT = ("--set", "train.final_report=false")
+DRIVER = Path(__file__).with_name("argos_driver.py")  # run by the environment's Python
 
 
 @pytest.fixture(scope="module")
@@ -222,13 +223,19 @@ def test_argostranslate_translates_offline_as_nmt_does(
         "paragraph": paragraph,
         "sentences": sentences,
     }
-    answer = harness.run_offline(argos_python, request, tmp_path / "home")
+    answer = drive(argos_python, request, tmp_path / "home")
     assert answer["installed"] == ["translate-de_en-nmt"] and answer["sentencizer"] == "MiniSBDSentencizer"
     assert answer["split"] == sentences
     model = tmp_path / "home" / "packages" / "translate-de_en-nmt" / "model"
     expected = nmt_translations(model, sentences)
     assert answer["sentences"] == expected
     assert answer["paragraph"] == " ".join(expected)
+
+
+def drive(python: Path, request: dict, home: Path) -> dict:
+    """The answer of the tests' driver to `request`, run offline by `python` with argostranslate's folders
+    under `home`."""
+    return json.loads(harness.run_offline(python, [str(DRIVER)], home, json.dumps(request)))
 
 
 def nmt_translations(model: Path, sentences: list[str], *flags: str) -> list[str]:
@@ -255,7 +262,7 @@ def test_libretranslate_serves_the_packages_offline(
         "paragraph": " ".join(sentences),
         "load_only": "de,en",
     }
-    answer = harness.run_offline(argos_python, request, tmp_path / "home")
+    answer = drive(argos_python, request, tmp_path / "home")
     assert answer["installed"] == ["translate-de_en-nmt", "translate-en_de-nmt"]
     assert {language["code"] for language in answer["languages"]} == {"de", "en"}
     expected = nmt_translations(tmp_path / "home" / "packages" / "translate-de_en-nmt" / "model", sentences)
@@ -286,7 +293,7 @@ def test_argostranslate_translates_every_direction_of_a_multilingual_run(
             "sentences": sentences,
         }
         home = tmp_path / f"home-{name}"
-        answer = harness.run_offline(argos_python, request, home)
+        answer = drive(argos_python, request, home)
         model = home / "packages" / f"translate-{src}_{tgt}-nmt" / "model"
         expected = nmt_translations(model, sentences, "--src-lang", src, "--tgt-lang", tgt)
         assert answer["sentences"] == expected and sum(bool(line) for line in expected) >= 10

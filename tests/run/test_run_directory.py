@@ -1,64 +1,15 @@
-"""The run directory: its file names, which checkpoint a run chose, its metrics, run directories that older
-versions wrote, its lock (one writer at a time) and --overwrite."""
+"""The run directory: its file names, which checkpoint a run chose, its metrics, its lock (one writer at a
+time) and --overwrite."""
 
 import fcntl
 import json
-import shutil
 from pathlib import Path
 from typing import IO
 
-import yaml
-
-from nmt.config.yaml_file import OLD_MODEL_KEYS, load_saved_config
-from nmt.run.checkpoint_io import load_checkpoint, save_checkpoint
+from nmt.run.checkpoint_io import save_checkpoint
 from nmt.run.directory import RunDir
 from nmt.run.metrics import append_metrics, forget_metrics_after, read_metrics
-from nmt.train.command import check_same_setup
-from nmt.train.warm_start import find_parent
 from tests.conftest import FAST, assert_one_line_error, run_cli, train_args
-
-
-def flat_model_config(config: dict) -> dict:
-    """A Transformer run's config dict as nmt wrote it before each model family had its own section: every
-    model field of those versions flat, the RNN's (which a Transformer ignored) included."""
-    model = {key: value for key, value in config["model"].items() if key != "transformer"}
-    rnn = {
-        "rnn_cell": "gru",
-        "hidden_size": 512,
-        "bridge": "learned",
-        "luong_score": "general",
-        "input_feeding": True,
-        "scale_scores": False,
-    }
-    flat = {
-        key: value
-        for key, value in config["model"]["transformer"].items()
-        if key in OLD_MODEL_KEYS["transformer"]
-    }
-    return config | {"model": model | flat | rnn}
-
-
-def test_a_run_written_before_the_model_sections_still_works(trained_run: Path, tmp_path: Path) -> None:
-    """An older run directory: flat model keys in config.yaml and in its checkpoints. It loads as the same
-    run, and resuming, warm starts, averaging and translating take it without a note."""
-    copy = tmp_path / "run"
-    shutil.copytree(trained_run, copy)
-    run = RunDir(copy)
-    run.config.write_text(yaml.safe_dump(flat_model_config(yaml.safe_load(run.config.read_text()))))
-    run.snapshot_dir.mkdir()
-    for step, name in enumerate(["best", "last", "best", "best"]):
-        checkpoint = load_checkpoint(trained_run / f"{name}.pt")
-        checkpoint["config"] = flat_model_config(checkpoint["config"])
-        save_checkpoint(run.snapshot(step) if step > 1 else run.checkpoint(name), checkpoint)
-    assert "d_model" in load_checkpoint(run.checkpoint("last"))["config"]["model"]
-    new = load_saved_config(RunDir(trained_run).config)
-    assert load_saved_config(run.config) == new
-    check_same_setup(run, new)  # --resume
-    find_parent(new, copy)  # --init-from
-    code, _, err = run_cli("average", str(copy), "--last", "2")
-    assert code == 0 and "deprecated" not in err, err
-    code, out, err = run_cli("translate", str(copy), "--checkpoint", "averaged", input="w1x2 w3x4\n")
-    assert code == 0 and out.strip() and "deprecated" not in err, err
 
 
 def test_metrics_append_read_and_forget_after_a_step(tmp_path: Path) -> None:

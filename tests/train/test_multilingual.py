@@ -167,7 +167,7 @@ def test_the_tag_decides_the_output_language(tmp_path: Path) -> None:
     """xa-xb and xa-xc read the same sources and differ by their tag alone: a model that learns both writes
     xb's upper-case words for one and xc's lower-case words for the other (in 400 updates every direction
     reached test BLEU 40-87 on 2 CPU cores)."""
-    from nmt.data.synthetic import write_multilingual_corpus
+    from tests.synthetic import write_multilingual_corpus
 
     data = write_multilingual_corpus(tmp_path / "data", train=3000, valid=100, test=100, vocab=60)
     (tmp_path / "config.yaml").write_text(LEARNING)

@@ -1,26 +1,20 @@
-"""Run by ./harness.py with the Python of a virtual environment that holds argos-translate-lt (and, for the
-LibreTranslate test, LibreTranslate): reads a JSON request on stdin, writes a JSON answer on stdout; imports
-nothing from nmt.
+"""The Argos tests' driver (tests/export/test_argos.py), run by benchmarks/argos_offline/harness.py with the
+Python of a virtual environment that holds argos-translate-lt and LibreTranslate: reads a JSON request on
+stdin, writes a JSON answer on stdout; imports nothing from nmt.
 
-The caller sets HOME, XDG_*_HOME and ARGOS_PACKAGES_DIR (argostranslate reads them when imported) and runs
-this under `unshare -n` where it can, with ./sitecustomize.py refusing any connection beyond loopback.
+The harness sets HOME, XDG_*_HOME and ARGOS_PACKAGES_DIR (argostranslate reads them when imported) and runs
+this under `unshare -n` where it can, with benchmarks/argos_offline/sitecustomize.py refusing any connection
+beyond loopback.
 
 - {"mode": "translate", "packages": [...], "from": "de", "to": "en", "paragraph": "...", "sentences": [...]}
   installs the packages, splits the paragraph with the package's own sentencizer and translates each
   sentence and the paragraph with argostranslate.translate.translate.
 - {"mode": "libretranslate", ... "load_only": "de,en"} installs the packages, starts `libretranslate
   --host 127.0.0.1 --port P --load-only de,en` and translates the paragraph through its /translate.
-- {"mode": "bench", "packages": [...], "from": "de", "to": "en", "sentences": [...], "threads": 2,
-  "warmup": 20, "repeats": 3}, for benchmarks/export_bench.py's Argos row: installs the packages, translates
-  the first `warmup` sentences untimed and then every sentence `repeats` times, a call each (as LibreTranslate
-  does a request), on `threads` CTranslate2 threads; answers the translations, the seconds of the fastest
-  pass, the versions of argos-translate-lt and ctranslate2, its pid and the runtimes it imported.
 """
 
 import fcntl
-import importlib.metadata
 import json
-import os
 import socket
 import struct
 import subprocess
@@ -56,25 +50,6 @@ def translate(request: dict[str, Any]) -> dict[str, Any]:
         "sentences": [translate.translate(s, source, target) for s in request["sentences"]],
         "paragraph": translate.translate(request["paragraph"], source, target),
     }
-
-
-def bench(request: dict[str, Any]) -> dict[str, Any]:
-    os.environ |= {"ARGOS_INTRA_THREADS": str(request["threads"]), "ARGOS_INTER_THREADS": "1"}
-    from argostranslate import translate
-
-    installed = install(request["packages"])
-    source, target, sentences = request["from"], request["to"], request["sentences"]
-    for sentence in sentences[: request["warmup"]]:
-        translate.translate(sentence, source, target)
-    seconds = float("inf")
-    for _ in range(request["repeats"]):
-        start = time.perf_counter()
-        translations = [translate.translate(sentence, source, target) for sentence in sentences]
-        seconds = min(seconds, time.perf_counter() - start)
-    versions = {name: importlib.metadata.version(name) for name in ("argos-translate-lt", "ctranslate2")}
-    modules = [name for name in ("torch", "ctranslate2", "sentencepiece") if name in sys.modules]
-    answer = {"installed": installed, "translations": translations, "seconds": seconds, "versions": versions}
-    return answer | {"pid": os.getpid(), "modules": modules}
 
 
 def loopback_up() -> None:
@@ -129,6 +104,6 @@ def wait_for(url: str, server: subprocess.Popen, timeout: float = 300.0) -> Any:
 
 if __name__ == "__main__":
     request = json.load(sys.stdin)
-    modes = {"translate": translate, "libretranslate": libretranslate, "bench": bench}
+    modes = {"translate": translate, "libretranslate": libretranslate}
     answer = modes[request["mode"]](request)
     json.dump(answer, sys.stdout, ensure_ascii=False)
