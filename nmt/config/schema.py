@@ -50,6 +50,10 @@ class Config:
                     "data.multilingual.back_translation: a back-translated pair has a new source that "
                     "train.alignment.links does not align; remove one of them"
                 )
+        if self.model.share_embeddings and not self.tokenizer.joint:
+            raise ConfigError(
+                "model.share_embeddings=true needs one vocabulary for both sides: set tokenizer.joint=true"
+            )
         if self.data.directions.tagged and not self.tokenizer.joint:
             raise ConfigError(
                 "tokenizer.joint=false: a multilingual run needs one joint vocabulary for all its languages"

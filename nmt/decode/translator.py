@@ -270,7 +270,7 @@ class Translator(ABC):
         options = options or search_options(self.settings)
         # a tag is never an output, but where forced first (decoder tags), and never aligned (encoder tags)
         prefix = tuple(self.tags.forced_prefix(self.target_language()))
-        banned, tags = (*options.banned, *self.tags.banned), tuple(self.tags.banned)
+        banned, tags = (*self.tokenizers.tgt.banned, *self.tags.banned), tuple(self.tags.banned)
         processors = self._bound(options.processors)
         options = dataclasses.replace(
             options, banned=banned, prefix=prefix, unaligned=tags, processors=processors
