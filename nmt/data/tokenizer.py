@@ -44,7 +44,7 @@ class Tokenizer:
         """sha256 of the vocabulary: every piece with its score and kind. A checkpoint records it to refuse a
         mismatched vocabulary; models trained alike have the same one, whatever else their files record."""
         sp, digest = self.sp, hashlib.sha256()
-        for i in range(len(self)):
+        for i in range(sp.get_piece_size()):  # the sentencepiece model's pieces, whatever ids a subclass maps
             kind = (sp.is_unknown(i), sp.is_control(i), sp.is_unused(i), sp.is_byte(i))
             digest.update(f"{sp.id_to_piece(i)}\t{sp.get_score(i)!r}\t{kind}\n".encode())
         return digest.hexdigest()

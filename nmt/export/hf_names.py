@@ -81,7 +81,7 @@ def places(model: ModelConfig, joint: bool = True) -> list[Place]:
             writes(f"{name}.final_layer_norm", f"{ours}.ff_block.norm")
         if model.transformer_settings.norm == "pre":
             writes(f"model.{side}.layer_norm", f"{side}_norm")
-    src, tgt = "src_embed.embedding.weight", "tgt_embed.embedding.weight"
+    src, tgt = SRC, SRC if model.shares_embeddings(joint) else TGT  # one matrix where shared
     found.append(Place("model.encoder.embed_tokens.weight", src, "columns"))
     found.append(Place("model.decoder.embed_tokens.weight", tgt, "columns"))
     if model.transformer_settings.norm == "pre" or model.shares_embeddings(joint_vocab=True):

@@ -77,7 +77,7 @@ class Embedder(nn.Module):
                 f"model.transformer.max_positions={self.positions.size(0)}"
             )
         if self.start is not None and offset == 0 and length:
-            tokens = torch.cat([tokens[:, :1].fill_(self.start), tokens[:, 1:]], dim=1)
+            tokens = torch.cat([torch.full_like(tokens[:, :1], self.start), tokens[:, 1:]], dim=1)
         x = self.embedding(tokens) * self.scale + self.positions[offset : offset + length]
         return self.dropout(x)  # (batch, length, d_model)
 
