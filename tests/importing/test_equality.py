@@ -101,3 +101,26 @@ def test_translate_equals_generate(imported: tuple[Path, Path], beams: int, tmp_
         (a, b) for a, b in zip(ours, theirs, strict=True) if a != b
     ][:3]
     assert sum(len(line.split()) for line in ours) > len(LINES)  # translations, not empty lines
+
+
+@pytest.mark.parametrize("beams", [1, 4])
+def test_the_ctranslate2_export_translates_as_torch_does(
+    imported: tuple[Path, Path], beams: int, tmp_path: Path
+) -> None:
+    """nmt's CTranslate2 export of the imported run (activation, unscaled embeddings, output bias, pad as the
+    decoder start, CTranslate2's own length ** alpha scoring) writes what the torch engine writes."""
+    pytest.importorskip("ctranslate2")
+    _, run_dir = imported
+    code, _, err = run_cli("-q", "export", str(run_dir), str(tmp_path / "ct2"))
+    assert code == 0, err
+    source = tmp_path / "source.txt"
+    source.write_text("\n".join(LINES) + "\n", encoding="utf-8")
+    outputs = []
+    for model in (run_dir, tmp_path / "ct2"):
+        code, out, err = run_cli("-q", "translate", str(model), "-i", str(source), "--beam-size", str(beams))
+        assert code == 0, err
+        outputs.append(out.splitlines())
+    equal = sum(a == b for a, b in zip(*outputs, strict=True)) / len(LINES)
+    assert equal >= (0.99 if beams == 1 else 0.97), [(a, b) for a, b in zip(*outputs, strict=True) if a != b][
+        :3
+    ]

@@ -188,3 +188,12 @@ def test_neither_a_directory_nor_a_hub_id_is_one_line(tmp_path: Path) -> None:
         run_cli("import", str(tmp_path / "no" / "such" / "model"), "--out", str(tmp_path / "run")),
         "neither a directory nor a hub id",
     )
+
+
+def test_an_argos_package_of_an_imported_run_is_refused(marian: Path, tmp_path: Path) -> None:
+    pytest.importorskip("ctranslate2")
+    assert run_cli("-q", "import", str(marian), "--out", str(tmp_path / "run"))[0] == 0
+    out = tmp_path / "de_en.argosmodel"
+    result = run_cli("export", str(tmp_path / "run"), str(out), "--to", "argos")
+    assert_one_line_error(result, "imported Marian model", "--to ctranslate2")
+    assert not out.exists()
