@@ -26,7 +26,6 @@ RUN_DIR/config.yaml  best.pt  source.spm  target.spm  vocab.json  [target_vocab.
 from __future__ import annotations
 
 import json
-import logging
 import re
 import shutil
 from collections.abc import Mapping
@@ -51,8 +50,6 @@ from nmt.models.transformer import TransformerSeq2Seq
 from nmt.run.checkpoint import weights_checkpoint
 from nmt.run.checkpoint_io import save_checkpoint
 from nmt.run.directory import RunDir
-
-log = logging.getLogger(__name__)
 
 SUPPORTED = ("marian",)  # the model_type values of config.json that nmt imports
 ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "swish": "swish", "silu": "swish"}
