@@ -30,6 +30,7 @@ LAYERS = [
     "nmt.evaluate",
     "nmt.train",
     "nmt.export",
+    "nmt.importing",
     "nmt.bench",
     "nmt.serve",
     "nmt.cli",
