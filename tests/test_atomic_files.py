@@ -11,7 +11,7 @@ import pytest
 
 from nmt.atomic_files import atomic_write_text, current_umask, write_output
 from nmt.config.yaml_file import load_config, save_config
-from nmt.data.tokenizer import train_sentencepiece
+from nmt.data.tokenizer_training import train_sentencepiece
 from tests.conftest import assert_one_line_error, run_cli, train_args
 
 

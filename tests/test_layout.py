@@ -30,6 +30,7 @@ LAYERS = [
     "nmt.evaluate",
     "nmt.train",
     "nmt.export",
+    "nmt.importing",
     "nmt.bench",
     "nmt.serve",
     "nmt.cli",
@@ -268,7 +269,8 @@ def test_benchmarks_is_a_package_of_measurements_each_run_as_a_module() -> None:
         assert usage in entry.read_text(encoding="utf-8"), f"benchmarks/{entry.name} does not say '{usage} …'"
 
 
-BENCHMARKS_BUDGET = 5400  # lines of Python in benchmarks/, all of it (the goal: 4,400): lower it as they shrink, never raise it
+# lines of Python in benchmarks/, all of it (the goal: 4,400): lower it as they shrink, never raise it
+BENCHMARKS_BUDGET = 5400
 
 
 def test_benchmarks_stay_within_their_budget() -> None:

@@ -23,8 +23,8 @@ Words = Sequence[int] | np.ndarray  # the word of each subword of a sentence
 
 def word_starts(tokenizer: Tokenizer) -> np.ndarray:
     """For every id of the vocabulary, whether its piece begins a word (bool, (vocab,))."""
-    sp = tokenizer.sp
-    return np.array([sp.id_to_piece(i).startswith(SPACER) for i in range(len(tokenizer))], dtype=bool)
+    pieces = tokenizer.pieces(list(range(len(tokenizer))))
+    return np.array([piece.startswith(SPACER) for piece in pieces], dtype=bool)
 
 
 def words_of(ids: np.ndarray, starts: np.ndarray) -> np.ndarray:

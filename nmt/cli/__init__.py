@@ -16,7 +16,7 @@ from typing import Annotated
 
 import typer
 
-from nmt.cli import aligning, downloading, evaluating, exporting, serving, training, translating
+from nmt.cli import aligning, downloading, evaluating, exporting, importing, serving, training, translating
 from nmt.cli.group import Commands
 from nmt.cli.logs import log_to_stderr
 from nmt.cli.options import WithOverrides
@@ -52,6 +52,7 @@ def main(
 
 
 app.command()(downloading.download)
+app.command("import")(importing.import_model)
 app.command(cls=WithOverrides)(training.train)
 app.command()(translating.translate)
 app.command()(evaluating.evaluate)

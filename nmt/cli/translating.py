@@ -104,7 +104,8 @@ def translate(
     `i ||| translation ||| score`, best first; with --format jsonl, one line
     `{"line": i, "hypotheses": [{"text": …, "score": …}, …]}`. Scores are length-normalised
     log-probabilities at every beam size: with the torch engine (a run directory), the summed log-probability
-    of the tokens and eos divided by ((5 + length) / 6) ** A, A the length penalty; with the ctranslate2
+    of the tokens and eos divided by ((5 + length) / 6) ** A, A the length penalty (an imported model's
+    run: by length ** A, as transformers divides; search.length_normalization); with the ctranslate2
     engine (an export), CTranslate2's own, divided by (length + 1) ** A. The input is read and translated in
     chunks, written as they are done (to --output only when complete).
 

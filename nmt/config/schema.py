@@ -55,6 +55,10 @@ class Config:
                 "data.terminology writes terms into the training sources, whose words train.alignment.links "
                 "then no longer aligns; remove one of them"
             )
+        if self.model.share_embeddings and not self.tokenizer.joint:
+            raise ConfigError(
+                "model.share_embeddings=true needs one vocabulary for both sides: set tokenizer.joint=true"
+            )
         if self.data.directions.tagged and not self.tokenizer.joint:
             raise ConfigError(
                 "tokenizer.joint=false: a multilingual run needs one joint vocabulary for all its languages"

@@ -112,6 +112,11 @@ class TokenizerConfig:
         zero="all",
     )
     auto_shrink: bool = setting(True, "lower vocab_size (with a warning) when the corpus is too small for it")
+    vocabulary: Literal["sentencepiece", "marian"] = setting(
+        "sentencepiece",
+        "where ids come from: the sentencepiece model's own (trained by nmt), or an imported Marian model's "
+        "vocab.json over its source.spm and target.spm (written by `nmt import`, never trained)",
+    )
 
     def __post_init__(self) -> None:
         if self.vocab_size <= 4:
@@ -355,7 +360,17 @@ class SearchLimits:
 
     beam_size: int = setting(5, "hypotheses kept per sentence (1: greedy)", low=1, high=MAX_BEAM)
     length_penalty: float = setting(
-        1.0, "GNMT alpha: scores divided by ((5 + length) / 6) ** alpha", low=0.0, high=10.0
+        1.0,
+        "alpha: finished hypotheses' summed log-probabilities are divided by a penalty of their length "
+        "(tokens and eos), as length_normalization says",
+        low=0.0,
+        high=10.0,
+    )
+    length_normalization: Literal["gnmt", "power"] = setting(
+        "gnmt",
+        "the length penalty: gnmt, ((5 + length) / 6) ** alpha (Wu et al. 2016); power, length ** alpha (as "
+        "transformers and CTranslate2 score beams: an imported model's)",
+        flag=False,
     )
     max_len_a: float = setting(
         1.5, "output length limit: a × source length + b; this is a", low=0.0, high=1000.0

@@ -32,13 +32,8 @@ from nmt.data.language_tags import LanguageTags
 from nmt.data.sample import SEED, Sample, write_sample
 from nmt.data.splits import LanguageSplit, SplitCounts, language_split, read_directions
 from nmt.data.terminology import TermLinks, annotated_chunks
-from nmt.data.tokenizer import (
-    Joined,
-    Tokenizers,
-    install_tokenizers,
-    load_tokenizers,
-    train_tokenizers,
-)
+from nmt.data.tokenizer import Tokenizers, install_tokenizers, load_tokenizers
+from nmt.data.tokenizer_training import Joined, train_tokenizers
 
 if TYPE_CHECKING:  # the data reads only its own sections of the config: no import of the models
     from nmt.config.schema import Config
@@ -84,7 +79,7 @@ def prepare_data(
     train = TrainSplit(language_split(cfg.data, "train"), directions, cfg.data.skip_bad_lines)
     valid = read_directions(cfg.data, "valid")
     if reuse_tokenizers:
-        tokenizers = load_tokenizers(run_dir, cfg.tokenizer.joint)
+        tokenizers = load_tokenizers(run_dir, cfg.tokenizer.joint, cfg.tokenizer.vocabulary)
     else:
         tokenizers = _tokenizers(cfg, train, run_dir, root)
     tags = LanguageTags.of(directions, tokenizers.src.tag_ids)

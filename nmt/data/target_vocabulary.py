@@ -35,10 +35,9 @@ def shared_piece(piece: str) -> bool:
 def shared_ids(tokenizer: Tokenizer) -> set[int]:
     """The ids every language shares: the specials and the pieces `shared_piece` accepts (not the tags:
     control symbols, which search forbids anyway)."""
-    sp = tokenizer.sp
     pieces = tokenizer.pieces(list(range(EOS + 1, len(tokenizer))))
     shared = {i for i, piece in enumerate(pieces, start=EOS + 1) if shared_piece(piece)}
-    return {i for i in shared if not sp.is_control(i)} | set(range(EOS + 1))
+    return {i for i in shared if not tokenizer.is_control(i)} | set(range(EOS + 1))
 
 
 def target_vocabularies(data: PreparedData) -> dict[str, list[int]]:

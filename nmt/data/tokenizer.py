@@ -1,50 +1,36 @@
-"""sentencepiece subword models: trained on the training split, used to encode and decode every sentence."""
+"""sentencepiece subword models: used to encode and decode every sentence (trained by
+nmt/data/tokenizer_training.py, or imported with a vocabulary file of their own)."""
 
 from __future__ import annotations
 
 import functools
 import hashlib
-import io
-import itertools
-import logging
-import os
-import pickle
-import re
-import subprocess
-import sys
-import threading
-import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
 
 import sentencepiece as spm
 
-from nmt import interrupts
 from nmt.atomic_files import atomic_write
-from nmt.config.sections import TokenizerConfig
-from nmt.data.language_tags import TAG, vocabulary_tags
+from nmt.data.language_tags import TAG
 from nmt.data.special_tokens import BOS, EOS, PAD, UNK
 from nmt.errors import UserError
 
-log = logging.getLogger(__name__)
-
-_TOO_HIGH = re.compile(r"Vocabulary size too high \((\d+)\)\. Please set it to a value <= (\d+)")
-_TOO_LOW = re.compile(r"Vocabulary size is smaller than required_chars\. (\d+) vs (\d+)")
-T = TypeVar("T")
-SPACER = "▁"  # sentencepiece's mark of a word's first piece
 FEW = 16  # sentences encoded or decoded one call each, in the calling thread
 
 
 class Tokenizer:
-    """One sentencepiece model: text ↔ subword ids, with pad=0, unk=1, bos=2, eos=3."""
+    """One sentencepiece model: text ↔ subword ids, the model's own, with pad=0, unk=1, bos=2, eos=3 (a model
+    nmt trained). `MappedTokenizer` is the same with ids of a vocabulary file (an imported model's)."""
+
+    specials: tuple[int, ...] = (PAD, BOS, EOS)  # ids that stand for no text: decoding drops them
 
     def __init__(self, path: Path) -> None:
         if not path.is_file():
             raise UserError(f"sentencepiece model {path} is missing; the run directory is incomplete")
         self.path = path
-        self.sp = _processor(path.read_bytes(), str(path))
+        self.sp = processor_of(path.read_bytes(), str(path))
         if (self.sp.pad_id(), self.sp.unk_id(), self.sp.bos_id(), self.sp.eos_id()) != (PAD, UNK, BOS, EOS):
             raise UserError(
                 f"{path} was not trained by nmt (special ids differ from pad=0 unk=1 bos=2 eos=3)"
@@ -58,7 +44,7 @@ class Tokenizer:
         """sha256 of the vocabulary: every piece with its score and kind. A checkpoint records it to refuse a
         mismatched vocabulary; models trained alike have the same one, whatever else their files record."""
         sp, digest = self.sp, hashlib.sha256()
-        for i in range(len(self)):
+        for i in range(sp.get_piece_size()):  # the sentencepiece model's pieces, whatever ids a subclass maps
             kind = (sp.is_unknown(i), sp.is_control(i), sp.is_unused(i), sp.is_byte(i))
             digest.update(f"{sp.id_to_piece(i)}\t{sp.get_score(i)!r}\t{kind}\n".encode())
         return digest.hexdigest()
@@ -89,7 +75,7 @@ class Tokenizer:
 
     def decode(self, ids: list[list[int]]) -> list[str]:
         """Detokenized text of each id sequence; pad/bos/eos are skipped, unknowns show as ' ⁇ '."""
-        kept = [[i for i in seq if i not in (PAD, BOS, EOS)] for seq in ids]
+        kept = [[i for i in seq if i not in self.specials] for seq in ids]
         if len(kept) <= FEW:
             return [self.sp.decode(seq) for seq in kept]
         return self.sp.decode(kept)
@@ -106,8 +92,125 @@ class Tokenizer:
         """Subword ids of the subword strings (one call into sentencepiece for all of them)."""
         return self.sp.piece_to_id(list(pieces))
 
+    @property
+    def vocabulary_path(self) -> Path:
+        """The file that gives the ids: the sentencepiece model itself."""
+        return self.path
 
-def _processor(model: bytes, name: str) -> spm.SentencePieceProcessor:
+    @property
+    def banned(self) -> tuple[int, ...]:
+        """The ids search never outputs: the specials but eos."""
+        return tuple(i for i in self.specials if i != EOS)
+
+    def is_control(self, i: int) -> bool:
+        """Whether id `i` stands for no text (a special id, a language tag)."""
+        return self.sp.is_control(i)
+
+    def surfaces(self, ids: list[int]) -> list[str]:
+        """The text each of the ids (no specials among them) decodes to, in `decode`'s output."""
+        return [piece.surface for piece in self.sp.decode_ids_as_proto(ids).pieces]
+
+
+class MappedTokenizer(Tokenizer):
+    """A sentencepiece model whose pieces map to ids through a vocabulary file (`vocab.json`, piece → id), as
+    a transformers MarianMT model's do: the ids are the vocabulary's, not sentencepiece's (a piece the file
+    lacks is unknown). nmt keeps the vocabulary of an imported model with pad=0, unk=1, eos=3 and no bos: id 2
+    is a piece, and the decoder starts from pad (model.transformer.decoder_start). Text and ids are as
+    transformers' `MarianTokenizer` makes them: a leading `>>xx<<` is the language tag's id, and decoded text
+    has every `▁` as a space, stripped."""
+
+    specials = (PAD, EOS)
+
+    def __init__(self, path: Path, vocabulary: Path) -> None:
+        if not path.is_file():
+            raise UserError(f"sentencepiece model {path} is missing; the run directory is incomplete")
+        self.path, self.vocabulary = path, vocabulary
+        self.sp = processor_of(path.read_bytes(), str(path))
+        self.vocab = read_vocabulary(vocabulary)
+        self.index = {piece: i for i, piece in enumerate(self.vocab)}
+
+    def __len__(self) -> int:
+        return len(self.vocab)
+
+    @functools.cached_property
+    def fingerprint(self) -> str:
+        """sha256 of the segmentation (the sentencepiece model's pieces) and of the vocabulary's pieces."""
+        digest = hashlib.sha256(super().fingerprint.encode())
+        digest.update("\n".join(self.vocab).encode())
+        return digest.hexdigest()
+
+    @functools.cached_property
+    def tag_ids(self) -> dict[str, int]:
+        return {match.group(1): i for i, piece in enumerate(self.vocab) if (match := TAG.fullmatch(piece))}
+
+    def encode(self, sentences: list[str], num_threads: int = -1) -> list[list[int]]:
+        tags, texts = zip(*map(_leading_tag, sentences), strict=True) if sentences else ((), ())
+        if len(texts) <= FEW:
+            pieces = [self.sp.encode(text, out_type=str) for text in texts]
+        else:
+            pieces = self.sp.encode(list(texts), out_type=str, num_threads=num_threads)
+        return [self.ids([*tag, *found]) for tag, found in zip(tags, pieces, strict=True)]
+
+    def decode(self, ids: list[list[int]]) -> list[str]:
+        texts = [
+            self.sp.decode_pieces(self.pieces([i for i in seq if i not in self.specials])) for seq in ids
+        ]
+        return [text.replace(SPACER, " ").strip() for text in texts]
+
+    def pieces(self, ids: list[int]) -> list[str]:
+        return [self.vocab[i] for i in ids]
+
+    def ids(self, pieces: list[str]) -> list[int]:
+        return [self.index.get(piece, UNK) for piece in pieces]
+
+    @property
+    def vocabulary_path(self) -> Path:
+        return self.vocabulary
+
+    def is_control(self, i: int) -> bool:
+        return i in self.specials or TAG.fullmatch(self.vocab[i]) is not None
+
+    def surfaces(self, ids: list[int]) -> list[str]:
+        found = self.sp.decode_pieces_as_proto(self.pieces(ids)).pieces
+        return [piece.surface.replace(SPACER, " ") for piece in found]
+
+
+SPACER = "▁"  # sentencepiece's mark of a word's first piece
+
+
+def _leading_tag(text: str) -> tuple[list[str], str]:
+    """A leading language tag `>>xx<<` of `text` apart from the rest, as transformers' MarianTokenizer takes
+    it (its `remove_language_code`)."""
+    end = text.find("<<") if text.startswith(">>") else -1
+    return ([text[: end + 2]], text[end + 2 :]) if end != -1 else ([], text)
+
+
+def read_vocabulary(path: Path) -> list[str]:
+    """The pieces of a vocabulary file (JSON, piece → id, the ids 0 … n − 1 each once) in id order; a
+    UserError names a missing or malformed file."""
+    try:
+        found = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError(f"vocabulary {path} is missing; the model directory is incomplete") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise UserError(f"{path} is not a JSON vocabulary ({str(err)[:100]}); restore the file") from err
+    if not isinstance(found, dict) or not all(isinstance(i, int) for i in found.values()):
+        raise UserError(f"{path} is not a vocabulary: it must map each piece to an integer id")
+    if sorted(found.values()) != list(range(len(found))) or len(found) <= EOS:
+        raise UserError(f"{path} does not number its {len(found)} pieces 0 … {len(found) - 1} once each")
+    pieces = [""] * len(found)
+    for piece, i in found.items():
+        pieces[i] = piece
+    return pieces
+
+
+def write_vocabulary(path: Path, pieces: Sequence[str]) -> None:
+    """A vocabulary file of `pieces` in id order (what `read_vocabulary` reads)."""
+    text = json.dumps({piece: i for i, piece in enumerate(pieces)}, ensure_ascii=False, indent=0)
+    atomic_write(path, lambda handle: handle.write(text.encode()))
+
+
+def processor_of(model: bytes, name: str) -> spm.SentencePieceProcessor:
     """A sentencepiece processor of the serialized `model`; a damaged model (truncated, random bytes)
     raises UserError naming it."""
     try:
@@ -131,24 +234,48 @@ class Tokenizers:
 
     @property
     def joint(self) -> bool:
-        return self.src.path == self.tgt.path
+        """Whether both sides have one vocabulary (one set of ids; a Marian model's two sentencepiece models
+        may segment them)."""
+        return self.src.vocabulary_path == self.tgt.vocabulary_path
 
     @property
     def pad(self) -> int:
         """The padding id of both vocabularies (every tokenizer nmt loads has pad=0)."""
-        return self.tgt.sp.pad_id()
+        return PAD
 
 
-def tokenizer_paths(run_dir: Path, joint: bool) -> tuple[Path, Path]:
-    """Paths of the source and target sentencepiece models inside a run directory."""
+def tokenizer_paths(run_dir: Path, joint: bool, vocabulary: str = "sentencepiece") -> tuple[Path, Path]:
+    """Paths of the source and target sentencepiece models inside a run directory (`vocabulary`: the
+    layout, tokenizer.vocabulary)."""
+    if vocabulary == "marian":
+        return run_dir / "source.spm", run_dir / "target.spm"
     if joint:
         return run_dir / "spm.model", run_dir / "spm.model"
     return run_dir / "spm.src.model", run_dir / "spm.tgt.model"
 
 
-def load_tokenizers(run_dir: Path, joint: bool) -> Tokenizers:
-    """Load the tokenizers a run directory holds."""
-    src_path, tgt_path = tokenizer_paths(run_dir, joint)
+def vocabulary_paths(run_dir: Path, joint: bool) -> tuple[Path, Path]:
+    """Paths of the source and target vocabulary files of the marian layout (transformers' names)."""
+    return run_dir / "vocab.json", run_dir / ("vocab.json" if joint else "target_vocab.json")
+
+
+def tokenizer_files(run_dir: Path, joint: bool, vocabulary: str = "sentencepiece") -> list[Path]:
+    """Every file of a run directory's tokenizers, each once: the sentencepiece models, and the marian
+    layout's vocabulary files."""
+    found = list(tokenizer_paths(run_dir, joint, vocabulary))
+    if vocabulary == "marian":
+        found += vocabulary_paths(run_dir, joint)
+    return list(dict.fromkeys(found))
+
+
+def load_tokenizers(run_dir: Path, joint: bool, vocabulary: str = "sentencepiece") -> Tokenizers:
+    """Load the tokenizers a run directory holds (`vocabulary`: their layout, tokenizer.vocabulary)."""
+    src_path, tgt_path = tokenizer_paths(run_dir, joint, vocabulary)
+    if vocabulary == "marian":
+        src_vocabulary, tgt_vocabulary = vocabulary_paths(run_dir, joint)
+        return Tokenizers(
+            MappedTokenizer(src_path, src_vocabulary), MappedTokenizer(tgt_path, tgt_vocabulary)
+        )
     src = Tokenizer(src_path)
     return Tokenizers(src, src if joint else Tokenizer(tgt_path))
 
@@ -159,190 +286,3 @@ def install_tokenizers(directory: Path, run_dir: Path, joint: bool) -> Tokenizer
         model = (directory / path.name).read_bytes()
         atomic_write(path, lambda handle, model=model: handle.write(model))
     return load_tokenizers(run_dir, joint)
-
-
-def train_tokenizers(
-    cfg: TokenizerConfig,
-    src: Iterable[str],
-    tgt: Iterable[str],
-    run_dir: Path,
-    languages: Sequence[str] = (),
-    symbols: Sequence[str] = (),
-) -> Tokenizers:
-    """Train the sentencepiece model(s) on the source and target sentences and save them in `run_dir`; a
-    joint model reserves a tag for each of `languages` (nmt/data/language_tags.py); `symbols` (terminology
-    markers) become user-defined pieces of the source vocabulary (the joint one).
-
-    `src` and `tgt` are iterated once per training attempt: lists, or re-iterable readers of a sample.
-    """
-    src_path, tgt_path = tokenizer_paths(run_dir, cfg.joint)
-    if cfg.joint:
-        train_sentencepiece(cfg, Joined((src, tgt)), src_path, languages, symbols)
-    else:
-        train_sentencepiece(cfg, src, src_path, symbols=symbols)
-        train_sentencepiece(cfg, tgt, tgt_path)
-    return load_tokenizers(run_dir, cfg.joint)
-
-
-@dataclass(frozen=True)
-class Joined:
-    """The sentences of several re-iterables one after another, as often as iterated."""
-
-    parts: tuple[Iterable[str], ...]
-
-    def __iter__(self) -> Iterator[str]:
-        return itertools.chain.from_iterable(self.parts)
-
-
-def train_sentencepiece(
-    cfg: TokenizerConfig,
-    sentences: Iterable[str],
-    path: Path,
-    languages: Sequence[str] = (),
-    symbols: Sequence[str] = (),
-) -> None:
-    """Train one model at `path`, with a tag for each of `languages` and a piece for each of `symbols`;
-    shrink the vocabulary (or fail clearly) when the text is too small.
-
-    The sentences stream into sentencepiece (iterated again if the vocabulary shrinks) and the model comes
-    back in memory: no temporary file, so training the same sentences twice writes the same bytes. Training
-    runs in a child process: sentencepiece's trainer keeps the heap it used (0.8 GiB for 1M sentences of
-    WMT-like text) until its process ends, and training must not leave that to the training loop.
-    """
-    threads = _training_threads(cfg)  # decided here: the machine is this process's to judge
-    tags = vocabulary_tags(languages)
-    task = functools.partial(_train_fitting, cfg, sentences, threads, tags, list(symbols))
-    model, vocab_size = _in_child(task)
-    if vocab_size != cfg.vocab_size:
-        log.warning(
-            "tokenizer.vocab_size=%d is too large for this corpus; using %d", cfg.vocab_size, vocab_size
-        )
-    _processor(model, f"the trained tokenizer for {path}")  # what is saved must load
-    atomic_write(path, lambda handle: handle.write(model))
-
-
-def _in_child(task: Callable[[], T]) -> T:
-    """`task()` computed in a fresh Python process, its exception raised here.
-
-    Not a forked child: sentencepiece's trainer runs OpenMP, whose runtime torch shares, and OpenMP hangs or
-    crashes in a forked child of a process that has used it (any torch work on the CPU). The child has a
-    session of its own, so Ctrl-C at the terminal reaches this process alone; when it is interrupted (or
-    fails) while waiting, it kills the child: the child never outlives the command.
-    """
-    package_root = str(Path(__file__).resolve().parents[2])  # the child imports this very nmt
-    path = os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))
-    program = f"from nmt.data.tokenizer import child_main; child_main({os.getpid()})"
-    child = None
-    try:
-        with interrupts.deferred():  # a signal while it starts would leave the child running, unknown
-            child = subprocess.Popen(
-                [sys.executable, "-c", program],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                env=os.environ | {"PYTHONPATH": path},
-                start_new_session=True,
-            )
-        output, _ = child.communicate(pickle.dumps(task))
-    except BaseException:
-        if child is not None:
-            child.kill()
-            child.wait()
-        raise
-    if child.returncode or not output:
-        raise UserError(f"sentencepiece training died (its process exited with {child.returncode})")
-    succeeded, value = pickle.loads(output)
-    if not succeeded:
-        raise value
-    return value
-
-
-def child_main(parent: int) -> None:
-    """The child process of `_in_child`: reads the pickled task on stdin, writes (ok, result) on stdout.
-
-    It ends, silently, as soon as its parent (`parent`, the pid that started it) does: killed at once, the
-    parent could not kill the child. Given, not read here: the parent may have ended before the child started.
-    """
-    threading.Thread(target=_end_with, args=(parent,), daemon=True).start()
-    try:
-        task = pickle.load(sys.stdin.buffer)
-    except (EOFError, pickle.UnpicklingError):  # the parent ended before it sent the whole task
-        os._exit(1)
-    try:
-        outcome = (True, task())
-    except Exception as err:
-        outcome = (False, err)
-    pickle.dump(outcome, sys.stdout.buffer)
-
-
-def _end_with(parent: int) -> None:
-    """Exit this process once `parent` is no longer its parent."""
-    while os.getppid() == parent:
-        time.sleep(0.5)
-    os._exit(1)
-
-
-def _train_fitting(
-    cfg: TokenizerConfig, sentences: Iterable[str], threads: int, tags: list[str], symbols: list[str]
-) -> tuple[bytes, int]:
-    """The model, and the vocabulary size it has: `cfg.vocab_size`, or the largest the text allows."""
-    vocab_size = cfg.vocab_size
-    for _ in range(2):
-        try:
-            return _train(cfg, sentences, vocab_size, threads, tags, symbols), vocab_size
-        except RuntimeError as err:
-            if low := _TOO_LOW.search(str(err)):
-                raise UserError(
-                    f"tokenizer.vocab_size={vocab_size} is smaller than the {low.group(2)} pieces this "
-                    f"corpus needs (its characters and the special tokens); raise it or lower "
-                    f"tokenizer.character_coverage"
-                ) from None
-            match = _TOO_HIGH.search(str(err))
-            if not match:
-                raise UserError(f"sentencepiece training failed: {str(err).splitlines()[-1]}") from None
-            if not cfg.auto_shrink:
-                raise UserError(
-                    f"tokenizer.vocab_size={cfg.vocab_size} is too large for this corpus "
-                    f"(at most {match.group(2)}); lower it or set tokenizer.auto_shrink=true"
-                ) from None
-            vocab_size = int(match.group(2))
-    raise UserError(f"sentencepiece refused tokenizer.vocab_size={vocab_size}, the size it proposed")
-
-
-def _training_threads(cfg: TokenizerConfig) -> int:
-    """Threads for sentencepiece's trainer: every core for BPE, whose pieces do not depend on the thread
-    count; a fixed 4 for the other types (unigram's do), so that every machine trains the same tokenizer."""
-    if cfg.model_type != "bpe":
-        return 4
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
-def _train(
-    cfg: TokenizerConfig,
-    sentences: Iterable[str],
-    vocab_size: int,
-    threads: int,
-    tags: list[str],
-    symbols: list[str],
-) -> bytes:
-    """The serialized model. `tags` become control symbols (ids 4, 5, … after pad, unk, bos, eos): pieces of
-    their own that no text encodes to (a `>>fr<<` typed in a sentence stays text) and that decoding drops.
-    `symbols` become user-defined ones: text that holds one is encoded to its piece, never split."""
-    model = io.BytesIO()
-    spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(sentences),
-        model_writer=model,
-        vocab_size=vocab_size,
-        model_type=cfg.model_type,
-        character_coverage=cfg.character_coverage,
-        input_sentence_size=cfg.max_sentences,
-        shuffle_input_sentence=True,
-        pad_id=PAD,
-        unk_id=UNK,
-        bos_id=BOS,
-        eos_id=EOS,
-        control_symbols=tags,
-        user_defined_symbols=symbols,
-        minloglevel=2,
-        num_threads=threads,
-    )
-    return model.getvalue()

@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from nmt.data.special_tokens import BOS, EOS, PAD
 from nmt.data.tokenizer import SPACER, Tokenizer
 
 
@@ -40,13 +39,13 @@ def source_words(tokenizer: Tokenizer, ids: Sequence[int]) -> list[int | None]:
     """The whitespace word (from 0) of a text each of its subwords `ids` (encoded as a whole) belongs to: a
     piece with sentencepiece's spacer starts a word, and so does the first piece; a control piece (a language
     tag) belongs to none."""
-    sp, word = tokenizer.sp, -1
+    word = -1
     found: list[int | None] = []
-    for i in ids:
-        if sp.is_control(i):
+    for i, piece in zip(ids, tokenizer.pieces(list(ids)), strict=True):
+        if tokenizer.is_control(i):
             found.append(None)
             continue
-        if word < 0 or sp.id_to_piece(i).startswith(SPACER):
+        if word < 0 or piece.startswith(SPACER):
             word += 1
         found.append(word)
     return found
@@ -60,9 +59,9 @@ def output_words(tokenizer: Tokenizer, ids: Sequence[int]) -> list[int | None]:
     found: list[int | None] = []
     waiting = 0  # pieces of spaces alone, waiting for the next word
     word, inside = -1, False
-    for piece in tokenizer.sp.decode_ids_as_proto([i for i in ids if i not in (PAD, BOS, EOS)]).pieces:
+    for surface in tokenizer.surfaces([i for i in ids if i not in tokenizer.specials]):
         first = None
-        for char in piece.surface:
+        for char in surface:
             if char.isspace():
                 inside = False
             elif not inside:
@@ -76,10 +75,5 @@ def output_words(tokenizer: Tokenizer, ids: Sequence[int]) -> list[int | None]:
         found += [first] * (waiting + 1)
         waiting = 0
     found += [None] * waiting
-    return _with_specials(ids, found)
-
-
-def _with_specials(ids: Sequence[int], words: list[int | None]) -> list[int | None]:
-    """`words` of the ids other than pad/bos/eos, with None put back at theirs."""
-    rest = iter(words)
-    return [None if i in (PAD, BOS, EOS) else next(rest) for i in ids]
+    rest = iter(found)  # the words of the ids other than the specials, None put back at theirs
+    return [None if i in tokenizer.specials else next(rest) for i in ids]

@@ -225,7 +225,7 @@ def load_export(
         )
     except (RuntimeError, ValueError) as err:
         raise UserError(f"CTranslate2 cannot load {path}: {err}") from err
-    tokenizers = load_tokenizers(path, meta["joint_vocabulary"])
+    tokenizers = load_tokenizers(path, meta["joint_vocabulary"], meta.get("vocabulary", "sentencepiece"))
     settings = SearchConfig(**meta["search"])
     tags = None if meta.get("tags") is None else LanguageTags(tokenizers.src.tag_ids, meta["tags"])
     alignment = meta.get("alignment")

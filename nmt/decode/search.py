@@ -306,7 +306,7 @@ def record_finished(buffers: Mapping[str, Tensor], found: Extensions, rows: Tens
     assert found.ends is not None  # at_limits names them
     finished = found.ends & torch.isfinite(found.scores) & still
     buffers["sentence.finished"].scatter_add_(1, group, finished.long())
-    normalised = found.scores / length_penalty(t + 1, rule.length_penalty)  # t tokens and eos
+    normalised = found.scores / length_penalty(t + 1, rule.length_penalty, rule.length_normalization)
     best_scores = buffers["best.scores"]
     sentences, slots = len(sentence), best_scores.size(1)
     kept = slots // groups
@@ -426,16 +426,19 @@ def trim(rows: Tensor) -> list[list[int]]:
 
 
 @overload
-def length_penalty(length: int, alpha: float) -> float: ...
+def length_penalty(length: int, alpha: float, normalization: str = "gnmt") -> float: ...
 @overload
-def length_penalty(length: Tensor, alpha: float) -> Tensor: ...
-def length_penalty(length: int | Tensor, alpha: float) -> float | Tensor:
-    """GNMT length normalisation (Wu et al. 2016): ((5 + length) / 6) ** alpha; a tensor `length` (the step
-    counter, on the device) gives a tensor."""
+def length_penalty(length: Tensor, alpha: float, normalization: str = "gnmt") -> Tensor: ...
+def length_penalty(length: int | Tensor, alpha: float, normalization: str = "gnmt") -> float | Tensor:
+    """The penalty of a `length` (tokens and eos): GNMT's (Wu et al. 2016), ((5 + length) / 6) ** alpha, or
+    with `normalization` "power" length ** alpha (transformers' and CTranslate2's); a tensor `length` (the
+    step counter, on the device) gives a tensor."""
+    if normalization == "power":
+        return length**alpha
     return ((5.0 + length) / 6.0) ** alpha
 
 
-def score(log_probability: float, tokens: int, alpha: float) -> float:
+def score(log_probability: float, tokens: int, alpha: float, normalization: str = "gnmt") -> float:
     """The score of every hypothesis, whatever the rule: the summed log-probability of its `tokens` and eos,
     divided by the length penalty of that length (alpha 0: the plain sum)."""
-    return log_probability / length_penalty(tokens + 1, alpha)
+    return log_probability / length_penalty(tokens + 1, alpha, normalization)

@@ -210,7 +210,7 @@ class Translator(ABC):
         where forced first, never aligned; a UserError for what this engine cannot return."""
         options = search_options(settings, attention, alignments)
         prefix = tuple(self.tags.forced_prefix(self.target_language()))
-        banned, tags = (*options.banned, *self.tags.banned), tuple(self.tags.banned)
+        banned, tags = (*self.tokenizers.tgt.banned, *self.tags.banned), tuple(self.tags.banned)
         processors = self._bound(options.processors)
         options = dataclasses.replace(
             options, banned=banned, prefix=prefix, unaligned=tags, processors=processors

@@ -69,6 +69,12 @@ def export_package(run_dir: Path, out: Path, quantization: str = "float32", whic
 
 def _check(run_dir: Path, meta: dict[str, Any]) -> None:
     """Refuse what an Argos package cannot hold: two sentencepiece models, tags on the source side."""
+    if meta.get("vocabulary") == "marian":
+        raise UserError(
+            f"{run_dir} is an imported Marian model with a source and a target sentencepiece model mapped "
+            f"through vocab.json; an Argos package holds one sentencepiece model whose ids are the model's: "
+            f"export it with --to ctranslate2 and serve it with `nmt serve`"
+        )
     if not meta["joint_vocabulary"]:
         raise UserError(
             f"{run_dir} has a source and a target sentencepiece model; an Argos package holds one: "

@@ -31,10 +31,10 @@ from torch import Tensor
 from nmt.align.reading import SEARCH_READING, Reading, full_context_layer, translation_reading
 from nmt.config.schema import max_source_len
 from nmt.data.language_tags import tag_piece
-from nmt.data.special_tokens import BOS, EOS, UNK
+from nmt.data.special_tokens import BOS, EOS, PAD, UNK
 from nmt.data.target_vocabulary import FILE as TARGET_VOCABULARIES
 from nmt.data.target_vocabulary import load_target_vocabularies
-from nmt.data.tokenizer import Tokenizer, tokenizer_paths
+from nmt.data.tokenizer import Tokenizer, tokenizer_files
 from nmt.decode.exported import ALIGNMENT, META, VOCABULARY_MAP, import_ctranslate2
 from nmt.decode.trained_run import TrainedRun
 from nmt.errors import UserError
@@ -82,8 +82,8 @@ def export_run(
             "attention, which guided alignment trained with full context",
             reading.layer,
         )
-    spec = transformer_spec(model, arch.heads, arch.norm == "pre", reading)
-    set_vocabularies(spec, run.tokenizers.src, run.tokenizers.tgt)
+    spec = transformer_spec(model, arch.heads, arch.norm == "pre", reading, arch.activation)
+    set_vocabularies(spec, run.tokenizers.src, run.tokenizers.tgt, arch.decoder_start == "pad")
     spec.validate()
     spec.optimize(quantization=quantization)
     _save(spec, run, out_dir, quantization)
@@ -101,6 +101,7 @@ def _save(spec: Any, run: TrainedRun, out_dir: Path, quantization: str) -> None:
         "domain": cfg.data.domain,  # what the model was trained on (data.domain), for /v1/models
         "quantization": quantization,
         "joint_vocabulary": joint,
+        "vocabulary": cfg.tokenizer.vocabulary,
         "directions": [direction.name for direction in cfg.data.directions.directions],
         "tags": cfg.data.directions.tags,
         "search": dataclasses.asdict(cfg.search),
@@ -110,10 +111,8 @@ def _save(spec: Any, run: TrainedRun, out_dir: Path, quantization: str) -> None:
     }
     with staged_directory(out_dir) as tmp:
         spec.save(str(tmp))
-        for source, target in zip(
-            tokenizer_paths(run.directory.path, joint), tokenizer_paths(tmp, joint), strict=True
-        ):
-            shutil.copyfile(source, target)
+        for source in tokenizer_files(run.directory.path, joint, cfg.tokenizer.vocabulary):
+            shutil.copyfile(source, tmp / source.name)
         (tmp / META).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
         if cfg.data.directions.tags == "encoder":
             write_vocabulary_map(run, tmp)
@@ -167,18 +166,25 @@ class _Weights:
 
 
 def transformer_spec(
-    model: TransformerSeq2Seq, heads: int, pre_norm: bool, reading: Reading = SEARCH_READING
+    model: TransformerSeq2Seq,
+    heads: int,
+    pre_norm: bool,
+    reading: Reading = SEARCH_READING,
+    activation: str = "relu",
 ) -> Any:
     """The model's weights on a `ctranslate2.specs.TransformerSpec`.
 
-    Embeddings are scaled by sqrt(d) and get our sinusoidal table (sin on even, cos on odd dimensions; stored
-    explicitly, as CTranslate2's default concatenates sin and cos halves). The fused self-attention `qkv_proj`
-    (rows: queries, keys, values) is CTranslate2's fused linear as it is; cross-attention keeps its query and
-    fused key/value projections. Final layer norms exist in pre-norm models only, in both. The attention
-    CTranslate2 returns is the one `reading` reads (its default is the first head alone): the last decoder
-    layer's mean of heads (`ALIGNMENT`), the one nmt's search returns and aligns with, or a guided run's
-    supervised layer and the mean of its first heads.
+    The feed-forward networks' `activation` is CTranslate2's of that name (swish: SWISH). Embeddings are
+    scaled as ours are (by sqrt(d), or not at all: an imported model's) and get our sinusoidal table (sin on
+    even, cos on odd dimensions; stored explicitly, as CTranslate2's default concatenates sin and cos
+    halves). The fused self-attention `qkv_proj` (rows: queries, keys, values) is CTranslate2's fused linear
+    as it is; cross-attention keeps its query and fused key/value projections. Final layer norms exist in
+    pre-norm models only, in both. The attention CTranslate2 returns is the one `reading` reads (its default
+    is the first head alone): the last decoder layer's mean of heads (`ALIGNMENT`), the one nmt's search
+    returns and aligns with, or a guided run's supervised layer and the mean of its first heads. A learned
+    output bias (an imported Marian model's final logits bias) is the output projection's bias.
     """
+    from ctranslate2.specs import common_spec
     from ctranslate2.specs import transformer_spec as ts
 
     layers = (len(model.encoder_layers), len(model.decoder_layers))
@@ -190,6 +196,7 @@ def transformer_spec(
         pre_norm=pre_norm,
         alignment_layer=reading.layer % layers[1],
         alignment_heads=first,
+        activation=getattr(common_spec.Activation, activation.upper()),
     )
     weights = _Weights(model.state_dict())
     encoder, decoder = spec.encoder, spec.decoder
@@ -197,6 +204,7 @@ def transformer_spec(
     encoder.embeddings[0].weight = weights("src_embed.embedding.weight")
     decoder.embeddings.weight = weights("tgt_embed.embedding.weight")
     encoder.position_encodings.encodings = decoder.position_encodings.encodings = positions.numpy()
+    encoder.scale_embeddings, decoder.scale_embeddings = model.src_embed.scale, model.tgt_embed.scale
     for i, layer in enumerate(encoder.layer):
         prefix = f"encoder_layers.{i}"
         _self_attention(weights, layer.self_attention, f"{prefix}.self_attn", f"{prefix}.attn_block.norm")
@@ -213,6 +221,8 @@ def transformer_spec(
         weights.norm(decoder.layer_norm, "decoder_norm")
     tied = "output.weight" not in weights.left
     decoder.projection.weight = decoder.embeddings.weight if tied else weights("output.weight")
+    if model.output_bias is not None:
+        decoder.projection.bias = weights("output_bias")
     weights.check_used()
     spec.config.layer_norm_epsilon = cast(EncoderLayer, model.encoder_layers[0]).attn_block.norm.eps
     spec.config.add_source_eos = True  # our sources end with eos, our targets start with bos
@@ -231,12 +241,16 @@ def _feed_forward(weights: _Weights, spec: Any, prefix: str) -> None:
     weights.norm(spec.layer_norm, f"{prefix}.ff_block.norm")
 
 
-def set_vocabularies(spec: Any, src: Tokenizer, tgt: Tokenizer) -> None:
+def set_vocabularies(spec: Any, src: Tokenizer, tgt: Tokenizer, pad_start: bool = False) -> None:
     """Sentencepiece pieces in id order as the vocabularies; unk, bos (= decoder start) and eos named by the
     target model's own pieces (sentencepiece's `<unk>`, `<s>`, `</s>`: CTranslate2's defaults). Our padding
-    piece `<pad>` (id 0, CTranslate2's `<blank>`) only fills the vocabulary: decoding suppresses it."""
+    piece `<pad>` (id 0, CTranslate2's `<blank>`) only fills the vocabulary: decoding suppresses it. With
+    `pad_start` (an imported Marian model's, which has no bos: id 2 is a piece) the decoder starts from the
+    padding piece, and bos keeps CTranslate2's default name, which no piece has."""
     spec.register_source_vocabulary(src.pieces(list(range(len(src)))))
     spec.register_target_vocabulary(tgt.pieces(list(range(len(tgt)))))
     config = spec.config
     config.unk_token, config.bos_token, config.eos_token = tgt.pieces([UNK, BOS, EOS])
     config.decoder_start_token = config.bos_token
+    if pad_start:
+        config.bos_token, config.decoder_start_token = "<s>", tgt.pieces([PAD])[0]

@@ -34,6 +34,17 @@ class TransformerConfig:
         low=1,
         high=MAX_SIZE,
     )
+    activation: Literal["relu", "gelu", "swish"] = setting(
+        "relu",
+        "the feed-forward networks' activation: relu, gelu (the exact, erf one) or swish (x·sigmoid(x))",
+    )
+    scale_embeddings: bool = setting(True, "multiply the embeddings by sqrt(d_model) before adding positions")
+    output_bias: bool = setting(False, "a learned bias on the vocabulary logits (Marian's final logits bias)")
+    decoder_start: Literal["bos", "pad"] = setting(
+        "bos",
+        "what the decoder reads first: bos, or pad's embedding (Marian's models, whose vocabularies have no "
+        "bos: their imported runs)",
+    )
     residual_free_layer: int | None = setting(
         None,
         "the encoder layer (from 0) whose self-attention has no residual connection (Liu et al. 2021, for "
@@ -99,6 +110,10 @@ class ModelConfig:
     tie_embeddings: bool = setting(
         True, "share the target embedding with the output projection (and the source one when joint)"
     )
+    share_embeddings: bool | None = setting(
+        None,
+        "one matrix for the source and target embeddings (a joint vocabulary); default: as tie_embeddings",
+    )
     transformer: TransformerConfig | None = setting(None, "the Transformer's section (defaults when absent)")
     rnn: RNNConfig | None = setting(None, "the RNNs' section (defaults when absent)")
 
@@ -120,6 +135,12 @@ class ModelConfig:
                 f"model.transformer.residual_free_layer={layer} is no encoder layer: the encoder has "
                 f"model.encoder_layers={self.encoder_layers}, numbered from 0"
             )
+
+    def shares_embeddings(self, joint_vocab: bool) -> bool:
+        """Whether the source and target embeddings are one matrix, for a joint vocabulary or not (the config
+        refuses share_embeddings without one)."""
+        shared = self.tie_embeddings if self.share_embeddings is None else self.share_embeddings
+        return shared and joint_vocab
 
     @property
     def transformer_settings(self) -> TransformerConfig:

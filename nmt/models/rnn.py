@@ -335,7 +335,7 @@ class RNNSeq2Seq(Seq2Seq):
 
     def __init__(self, cfg: ModelConfig, src_vocab: int, tgt_vocab: int, joint_vocab: bool, pad: int) -> None:
         super().__init__()
-        share, embedding = cfg.tie_embeddings and joint_vocab, cfg.rnn_settings.embedding_size
+        share, embedding = cfg.shares_embeddings(joint_vocab), cfg.rnn_settings.embedding_size
         src_embedding, tgt_embedding = make_embeddings(embedding, src_vocab, tgt_vocab, share, pad)
         self.encoder = Encoder(cfg, src_embedding)
         self.decoder = LuongDecoder(cfg) if cfg.type == "rnn-luong" else BahdanauDecoder(cfg)

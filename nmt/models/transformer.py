@@ -46,13 +46,23 @@ SLOT_MULTIPLE = 8  # cache lengths are rounded up to this (71 slots ran on slow 
 
 
 class Embedder(nn.Module):
-    """Token embedding × sqrt(d) + sinusoidal position, then dropout."""
+    """Token embedding × sqrt(d) (unless not `scale`) + sinusoidal position, then dropout. With `start` (the
+    decoder's, where model.transformer.decoder_start is pad) the token at position 0, the decoder's first
+    input, is read as `start` whatever it is (bos, as batches and search place it)."""
 
     positions: Tensor  # (max_positions, d_model), a buffer
 
-    def __init__(self, embedding: nn.Embedding, max_positions: int, dropout: float) -> None:
+    def __init__(
+        self,
+        embedding: nn.Embedding,
+        max_positions: int,
+        dropout: float,
+        scale: bool = True,
+        start: int | None = None,
+    ) -> None:
         super().__init__()
-        self.embedding, self.scale = embedding, math.sqrt(embedding.embedding_dim)
+        self.embedding, self.start = embedding, start
+        self.scale = math.sqrt(embedding.embedding_dim) if scale else 1.0
         self.register_buffer(
             "positions", sinusoidal_positions(max_positions, embedding.embedding_dim), persistent=False
         )
@@ -66,12 +76,16 @@ class Embedder(nn.Module):
                 f"sequence of {offset + length} tokens exceeds "
                 f"model.transformer.max_positions={self.positions.size(0)}"
             )
+        if self.start is not None and offset == 0 and length:
+            tokens = torch.cat([torch.full_like(tokens[:, :1], self.start), tokens[:, 1:]], dim=1)
         x = self.embedding(tokens) * self.scale + self.positions[offset : offset + length]
         return self.dropout(x)  # (batch, length, d_model)
 
     def at(self, tokens: Tensor, position: Tensor) -> Tensor:
         """Embed one token per sentence, tokens (batch,), each at its own position (batch,), read on the
         device (no host sync); positions must be below max_positions (checked by the caller)."""
+        if self.start is not None:
+            tokens = tokens.masked_fill(position == 0, self.start)
         x = self.embedding(tokens) * self.scale + self.positions.index_select(0, position)
         return self.dropout(x).unsqueeze(1)  # (batch, 1, d_model)
 
@@ -93,10 +107,16 @@ class Sublayer(nn.Module):
         return self.norm(x + found if self.residual else found)
 
 
+ACTIVATIONS: dict[str, Callable[[], nn.Module]] = {"relu": nn.ReLU, "gelu": nn.GELU, "swish": nn.SiLU}
+
+
 class FeedForward(nn.Sequential):
-    def __init__(self, d_model: int, ff_dim: int, dropout: float) -> None:
+    def __init__(self, d_model: int, ff_dim: int, dropout: float, activation: str = "relu") -> None:
         super().__init__(
-            nn.Linear(d_model, ff_dim), nn.ReLU(), nn.Dropout(dropout), nn.Linear(ff_dim, d_model)
+            nn.Linear(d_model, ff_dim),
+            ACTIVATIONS[activation](),
+            nn.Dropout(dropout),
+            nn.Linear(ff_dim, d_model),
         )
 
 
@@ -105,7 +125,7 @@ class EncoderLayer(nn.Module):
         super().__init__()
         pre = cfg.norm == "pre"
         self.self_attn = SelfAttention(cfg.d_model, cfg.heads, cfg.attention_dropout)
-        self.feed_forward = FeedForward(cfg.d_model, cfg.ff_dim, dropout)
+        self.feed_forward = FeedForward(cfg.d_model, cfg.ff_dim, dropout, cfg.activation)
         self.attn_block = Sublayer(cfg.d_model, dropout, pre, residual)  # residual=False: Liu et al. 2021
         self.ff_block = Sublayer(cfg.d_model, dropout, pre)
 
@@ -155,7 +175,7 @@ class DecoderLayer(nn.Module):
         pre = cfg.norm == "pre"
         self.self_attn = SelfAttention(cfg.d_model, cfg.heads, cfg.attention_dropout)
         self.cross_attn = MultiHeadAttention(cfg.d_model, cfg.heads, cfg.attention_dropout)
-        self.feed_forward = FeedForward(cfg.d_model, cfg.ff_dim, dropout)
+        self.feed_forward = FeedForward(cfg.d_model, cfg.ff_dim, dropout, cfg.activation)
         self.self_block, self.cross_block, self.ff_block = (
             Sublayer(cfg.d_model, dropout, pre) for _ in range(3)
         )
@@ -213,10 +233,11 @@ class TransformerSeq2Seq(Seq2Seq):
 
     def __init__(self, cfg: ModelConfig, src_vocab: int, tgt_vocab: int, joint_vocab: bool, pad: int) -> None:
         super().__init__()
-        arch, share = cfg.transformer_settings, cfg.tie_embeddings and joint_vocab
+        arch, share = cfg.transformer_settings, cfg.shares_embeddings(joint_vocab)
         src_embedding, tgt_embedding = make_embeddings(arch.d_model, src_vocab, tgt_vocab, share, pad)
-        self.src_embed = Embedder(src_embedding, arch.max_positions, cfg.dropout)
-        self.tgt_embed = Embedder(tgt_embedding, arch.max_positions, cfg.dropout)
+        scale, start = arch.scale_embeddings, pad if arch.decoder_start == "pad" else None
+        self.src_embed = Embedder(src_embedding, arch.max_positions, cfg.dropout, scale)
+        self.tgt_embed = Embedder(tgt_embedding, arch.max_positions, cfg.dropout, scale, start)
         self.encoder_layers = nn.ModuleList(
             EncoderLayer(arch, cfg.dropout, residual=i != arch.residual_free_layer)
             for i in range(cfg.encoder_layers)
@@ -227,6 +248,7 @@ class TransformerSeq2Seq(Seq2Seq):
         final_norm = nn.LayerNorm if arch.norm == "pre" else nn.Identity
         self.encoder_norm, self.decoder_norm = final_norm(arch.d_model), final_norm(arch.d_model)
         self.output = None if cfg.tie_embeddings else nn.Linear(arch.d_model, tgt_vocab, bias=False)
+        self.output_bias = nn.Parameter(torch.zeros(tgt_vocab)) if arch.output_bias else None
         self.pad = pad
 
     def encode(self, src: Tensor, src_mask: Tensor) -> Memory:
@@ -246,7 +268,8 @@ class TransformerSeq2Seq(Seq2Seq):
     def logits(self, x: Tensor) -> Tensor:
         """Decoder states (…, d_model) → vocabulary logits (…, tgt_vocab)."""
         x = self.decoder_norm(x)
-        return F.linear(x, self.target_embedding().weight) if self.output is None else self.output(x)
+        logits = F.linear(x, self.target_embedding().weight) if self.output is None else self.output(x)
+        return logits if self.output_bias is None else logits + self.output_bias
 
     def decode(
         self,

@@ -45,7 +45,9 @@ class BeamSearch(Scored):
     def of(cls, settings: Any) -> Any:
         """Beam search; greedy search for a beam of 1."""
         if settings.beam_size == 1:
-            return Greedy(length_penalty=settings.length_penalty)
+            return Greedy(
+                length_penalty=settings.length_penalty, length_normalization=settings.length_normalization
+            )
         return super().of(settings)
 
     def start(self, sentences: int, device: torch.device) -> Tensor:

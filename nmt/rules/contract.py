@@ -126,10 +126,11 @@ class Part:
 
 class SearchRule(Part):
     """The contract of a search rule: `width` live hypotheses per sentence, finished ones scored by their
-    summed log-probability over the GNMT length penalty of `length_penalty` (nmt/decode/search.py
-    `score`)."""
+    summed log-probability over the length penalty of `length_penalty` and `length_normalization`
+    (nmt/decode/search.py `score`)."""
 
     length_penalty: float
+    length_normalization: str
 
     @property
     def width(self) -> int:
@@ -168,3 +169,4 @@ class Scored(SearchRule):
     itself, declared in nmt/config/sections.py `SearchLimits`)."""
 
     length_penalty: float = 1.0
+    length_normalization: str = "gnmt"

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from nmt.data.tokenizer import tokenizer_files
 from nmt.errors import UserError
 
 CHECKPOINTS = ("best", "last", "averaged")
@@ -180,6 +181,7 @@ class RunDir:
             self.curves,
             *map(self.checkpoint, CHECKPOINTS),
             *self.path.glob("spm*.model"),
+            *tokenizer_files(self.path, joint=False, vocabulary="marian"),  # an imported model's
         ]
         try:
             for path in files:

@@ -42,6 +42,12 @@ def train(
     """
     cfg, run_dir = with_absolute_paths(cfg), RunDir(out)
     parent, cfg = find_parent(cfg, init_from) if init_from else (None, cfg)
+    if cfg.tokenizer.vocabulary == "marian" and parent is None and not resume:
+        raise UserError(
+            "tokenizer.vocabulary=marian is the vocabulary of a model `nmt import` read; fine-tune that run "
+            "with --init-from RUN_DIR (a vocabulary of nmt's own is trained with tokenizer.vocabulary="
+            "sentencepiece)"
+        )
     main = process_rank() == 0
     logs = contextlib.ExitStack()
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from nmt.atomic_files import atomic_write
 from nmt.config.schema import Config, replace
 from nmt.config.yaml_file import load_saved_config
-from nmt.data.tokenizer import tokenizer_paths
+from nmt.data.tokenizer import tokenizer_files
 from nmt.errors import UserError
 from nmt.models.config import ModelConfig
 from nmt.run.checkpoint_io import load_checkpoint
@@ -35,8 +35,10 @@ class Parent:
         return load_checkpoint(self.checkpoint)["model"]
 
     def copy_tokenizers(self, run_dir: RunDir) -> None:
-        """Copy the parent's sentencepiece model(s) into the new run directory."""
-        for path in dict.fromkeys(tokenizer_paths(self.run_dir.path, self.cfg.tokenizer.joint)):
+        """Copy the parent's sentencepiece model(s), and an imported model's vocabulary files, into the new
+        run directory."""
+        tokenizer = self.cfg.tokenizer
+        for path in tokenizer_files(self.run_dir.path, tokenizer.joint, tokenizer.vocabulary):
             model = path.read_bytes()
             atomic_write(run_dir.path / path.name, lambda handle, model=model: handle.write(model))
 

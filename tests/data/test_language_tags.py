@@ -9,7 +9,8 @@ import pytest
 from nmt.config.sections import TokenizerConfig
 from nmt.data.language_tags import LanguageTags, tag_piece
 from nmt.data.special_tokens import UNK
-from nmt.data.tokenizer import Tokenizer, train_sentencepiece
+from nmt.data.tokenizer import Tokenizer
+from nmt.data.tokenizer_training import train_sentencepiece
 from nmt.errors import UserError
 from tests.synthetic import multilingual_sentences
 

@@ -18,10 +18,11 @@ import pytest
 import sentencepiece as spm
 
 from nmt.config.sections import TokenizerConfig
-from nmt.data import tokenizer
+from nmt.data import tokenizer_training
 from nmt.data.special_tokens import BOS, EOS, PAD, UNK
 from nmt.data.synthetic import reordering_pairs, write_reordering_corpus
-from nmt.data.tokenizer import Tokenizer, Tokenizers, load_tokenizers, train_sentencepiece, train_tokenizers
+from nmt.data.tokenizer import Tokenizer, Tokenizers, load_tokenizers
+from nmt.data.tokenizer_training import train_sentencepiece, train_tokenizers
 from nmt.errors import UserError
 from tests.conftest import (
     FAST,
@@ -94,7 +95,7 @@ def test_separate_vocabularies_are_two_models(pairs: tuple[list[str], list[str]]
 def test_oversized_vocabulary_shrinks_with_a_warning(
     pairs: tuple[list[str], list[str]], tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level(logging.WARNING, logger="nmt.data.tokenizer"):
+    with caplog.at_level(logging.WARNING, logger="nmt.data.tokenizer_training"):
         train_sentencepiece(TokenizerConfig(vocab_size=5000), pairs[0], tmp_path / "spm.model")
     match = re.search(r"tokenizer\.vocab_size=5000 is too large for this corpus; using (\d+)", caplog.text)
     assert match, caplog.text
@@ -174,7 +175,8 @@ def test_training_after_torch_ran_openmp_work_finishes(tmp_path: Path) -> None:
         "import sys, torch\n"
         "from pathlib import Path\n"
         "from nmt.config.schema import TokenizerConfig\n"
-        "from nmt.data.tokenizer import Tokenizer, train_sentencepiece\n"
+        "from nmt.data.tokenizer import Tokenizer\n"
+        "from nmt.data.tokenizer_training import train_sentencepiece\n"
         "from tests.data.test_tokenizer import zipf_sentences\n"
         "torch.set_num_threads(2)\n"
         "assert torch.rand(4_000_000).exp().sum() > 0\n"
@@ -191,7 +193,11 @@ def test_training_after_torch_ran_openmp_work_finishes(tmp_path: Path) -> None:
 
 def test_training_child_ends_quietly_without_its_task() -> None:
     """The parent ended before it sent the task: the child exits without a traceback."""
-    command = [sys.executable, "-c", f"from nmt.data.tokenizer import child_main; child_main({os.getpid()})"]
+    command = [
+        sys.executable,
+        "-c",
+        f"from nmt.data.tokenizer_training import child_main; child_main({os.getpid()})",
+    ]
     done = subprocess.run(command, cwd=ROOT, input=b"", capture_output=True, timeout=60)
     assert done.returncode == 1 and done.stderr == b"", done.stderr[-2000:]
 
@@ -204,8 +210,9 @@ def test_training_child_ends_with_its_parent() -> None:
     read_end, write_end = os.pipe()
     parent = (
         "import os, subprocess, sys\n"
-        "child = subprocess.Popen([sys.executable, '-c', 'from nmt.data.tokenizer import child_main; "
-        "child_main(%d)' % os.getpid()], stdin=int(sys.argv[1]), pass_fds=(int(sys.argv[1]),))\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'from nmt.data.tokenizer_training "
+        "import child_main; child_main(%d)' % os.getpid()], stdin=int(sys.argv[1]), "
+        "pass_fds=(int(sys.argv[1]),))\n"
         "print(child.pid, flush=True)\n"
         "os._exit(0)\n"
     )
@@ -265,13 +272,13 @@ def test_a_tokenizer_of_random_bytes_is_one_line(trained_run: Path, tmp_path: Pa
 def test_a_tokenizer_written_short_is_never_saved(
     tiny: Path, small_corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = tokenizer._in_child
+    real = tokenizer_training._in_child
 
     def disk_full(task: Callable[[], tuple[bytes, int]]) -> tuple[bytes, int]:
         model, vocab_size = real(task)
         return model[:100], vocab_size  # a model cut short on its way back from the training process
 
-    monkeypatch.setattr(tokenizer, "_in_child", disk_full)
+    monkeypatch.setattr(tokenizer_training, "_in_child", disk_full)
     monkeypatch.setenv("NMT_CACHE", str(tmp_path / "cache"))  # trained here, not found in the cache
     run = tmp_path / "run"
     result = run_cli("-q", *train_args(tiny, small_corpus, run, *FAST))

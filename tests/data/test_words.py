@@ -7,7 +7,8 @@ import pytest
 from nmt.align.subwords import word_starts, words_of
 from nmt.config.sections import TokenizerConfig
 from nmt.data.synthetic import reordering_pairs
-from nmt.data.tokenizer import Tokenizer, Tokenizers, train_tokenizers
+from nmt.data.tokenizer import Tokenizer, Tokenizers
+from nmt.data.tokenizer_training import train_tokenizers
 from nmt.data.words import encode_words, output_words, source_words
 
 

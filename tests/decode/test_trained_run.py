@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from nmt.config.yaml_file import load_config, save_config
-from nmt.data.tokenizer import train_sentencepiece
+from nmt.data.tokenizer_training import train_sentencepiece
 from nmt.decode.trained_run import load_run
 from nmt.errors import UserError
 from nmt.run.checkpoint_io import load_checkpoint, save_checkpoint

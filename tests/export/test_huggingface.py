@@ -6,13 +6,14 @@ what cannot be exported is refused in one line."""
 import dataclasses
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
 
 from nmt.config.schema import Config
 from nmt.config.sections import SearchConfig
-from nmt.data.special_tokens import PAD
+from nmt.data.special_tokens import BOS, PAD
 from nmt.decode.exported import output_limit
 from nmt.decode.search import Hypothesis
 from nmt.decode.trained_run import load_run
@@ -92,7 +93,7 @@ def test_greedy_generate_equals_our_greedy_search(norm: str, tmp_path: Path) -> 
     model, cfg = random_model(norm)
     loaded = saved_and_loaded(model, cfg, tmp_path)
     sources = [[5, 6, 7, 8, 9], [10, 11], [12, 13, 14, 15, 16, 17, 18], [19]]
-    tokenizers = None  # search alone: ids in, ids out (a bilingual run reads no language tags from them)
+    tokenizers = SimpleNamespace(tgt=SimpleNamespace(banned=(PAD, BOS)))  # search alone: ids in, ids out
     greedy = TorchTranslator.of(model, cfg, tokenizers).with_search(beam_size=1, nbest=1)  # type: ignore[arg-type]
     ours = greedy.search(sources)
     theirs = []

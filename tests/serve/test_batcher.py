@@ -5,6 +5,7 @@ that needs arrivals during a decoding leaves half a second on either side)."""
 import asyncio
 import time
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
@@ -12,6 +13,7 @@ import torch
 
 from nmt.config.multilingual import Direction
 from nmt.config.sections import SearchConfig
+from nmt.data.special_tokens import BOS, PAD
 from nmt.data.tokenizer import Tokenizers
 from nmt.decode.search import Hypothesis, SearchOptions
 from nmt.decode.translator import Translator
@@ -282,7 +284,8 @@ class Fails(Translator):
     """A translator whose batches of more than one sentence run out of memory; it records their sizes."""
 
     def __init__(self) -> None:
-        super().__init__(cast(Tokenizers, None), SearchConfig(), max_source_len=100)
+        ids_only = SimpleNamespace(tgt=SimpleNamespace(banned=(PAD, BOS)))  # ids in, ids out
+        super().__init__(cast(Tokenizers, ids_only), SearchConfig(), max_source_len=100)
         self.sizes: list[int] = []
 
     def search_batch(

@@ -1,0 +1,1 @@
+"""Reading published models into run directories (`nmt import`)."""

@@ -1,0 +1,199 @@
+"""`nmt import` of a MarianMT directory: an ordinary run directory (config, checkpoint, tokenizer, origin),
+and one line naming the problem for every bad input, with nothing written."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from nmt.config.yaml_file import load_saved_config
+from tests.conftest import ROOT, assert_one_line_error, run_cli
+from tests.importing.marian_models import Variant, write_marian
+
+
+@pytest.fixture(scope="module")
+def marian(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An untrained tiny MarianMT directory (its outputs do not matter here)."""
+    return write_marian(tmp_path_factory.mktemp("marian") / "opus-mt-de-en", Variant(), steps=0)
+
+
+def broken(marian: Path, tmp_path: Path) -> Path:
+    """A copy of the model to damage."""
+    return Path(shutil.copytree(marian, tmp_path / "model"))
+
+
+def import_error(model: Path, tmp_path: Path, *fragments: str) -> None:
+    """One line naming `fragments`, exit code 2, and no run directory."""
+    out = tmp_path / "run"
+    assert_one_line_error(run_cli("import", str(model), "--out", str(out)), *fragments)
+    assert not out.exists()
+    assert not [path for path in tmp_path.iterdir() if path.name.startswith(".run")]
+
+
+def test_an_import_is_an_ordinary_run_directory(marian: Path, tmp_path: Path) -> None:
+    code, _, err = run_cli("-q", "import", str(marian), "--out", str(tmp_path / "run"))
+    assert code == 0, err
+    run = tmp_path / "run"
+    assert {"config.yaml", "best.pt", "source.spm", "target.spm", "vocab.json", "origin.json"} <= {
+        path.name for path in run.iterdir()
+    }
+    cfg = load_saved_config(run / "config.yaml")
+    arch = cfg.model.transformer_settings
+    assert (arch.norm, arch.activation, arch.decoder_start, arch.output_bias) == (
+        "post",
+        "swish",
+        "pad",
+        True,
+    )
+    assert (cfg.tokenizer.vocabulary, cfg.tokenizer.joint, cfg.search.length_normalization) == (
+        "marian",
+        True,
+        "power",
+    )
+    assert (cfg.data.src_lang, cfg.data.tgt_lang, cfg.search.beam_size) == ("de", "en", 4)
+    origin = json.loads((run / "origin.json").read_text())
+    assert origin["licence"] == "cc-by-4.0" and len(origin["files"]["model.safetensors"]) == 64
+    vocab = json.loads((run / "vocab.json").read_text())
+    assert (vocab["<pad>"], vocab["<unk>"], vocab["</s>"]) == (0, 1, 3)  # renumbered as nmt's specials
+
+
+def test_pickled_weights_load_as_weights_only(marian: Path, tmp_path: Path) -> None:
+    """pytorch_model.bin, the older format, read with weights_only=True: the same run as safetensors."""
+    from safetensors.torch import load_file
+
+    model = broken(marian, tmp_path)
+    torch.save(load_file(model / "model.safetensors"), model / "pytorch_model.bin")
+    (model / "model.safetensors").unlink()
+    assert run_cli("-q", "import", str(model), "--out", str(tmp_path / "bin"))[0] == 0
+    assert run_cli("-q", "import", str(marian), "--out", str(tmp_path / "st"))[0] == 0
+    ours, theirs = (
+        torch.load(tmp_path / name / "best.pt", weights_only=True)["model"] for name in ("bin", "st")
+    )
+    assert all(torch.equal(ours[name], theirs[name]) for name in theirs)
+
+
+class Payload:
+    def __reduce__(self) -> tuple:
+        return (os.system, ("touch pwned",))
+
+
+def test_a_pickle_that_runs_code_is_refused(marian: Path, tmp_path: Path) -> None:
+    model = broken(marian, tmp_path)
+    (model / "model.safetensors").unlink()
+    (model / "pytorch_model.bin").write_bytes(pickle.dumps({"model.shared.weight": Payload()}))
+    import_error(model, tmp_path, "pytorch_model.bin", "corrupt")
+    assert not Path("pwned").exists() and not (tmp_path / "pwned").exists()
+
+
+@pytest.mark.parametrize(
+    ("model_type", "architecture"),
+    [
+        ("t5", "T5ForConditionalGeneration"),
+        ("m2m_100", "M2M100ForConditionalGeneration"),
+        ("pegasus", "PegasusForConditionalGeneration"),
+    ],
+)
+def test_another_architecture_is_named(
+    marian: Path, tmp_path: Path, model_type: str, architecture: str
+) -> None:
+    model = broken(marian, tmp_path)
+    config = json.loads((model / "config.json").read_text())
+    (model / "config.json").write_text(
+        json.dumps(config | {"model_type": model_type, "architectures": [architecture]})
+    )
+    import_error(model, tmp_path, f"'{model_type}'", architecture, "marian")
+
+
+@pytest.mark.parametrize("name", ["config.json", "target.spm", "source.spm", "vocab.json"])
+def test_a_missing_file_is_named(marian: Path, tmp_path: Path, name: str) -> None:
+    model = broken(marian, tmp_path)
+    (model / name).unlink()
+    import_error(model, tmp_path, name)
+
+
+def test_missing_weights_are_named(marian: Path, tmp_path: Path) -> None:
+    model = broken(marian, tmp_path)
+    (model / "model.safetensors").unlink()
+    import_error(model, tmp_path, "model.safetensors", "pytorch_model.bin")
+
+
+def test_a_vocabulary_that_disagrees_with_the_embedding_is_named(marian: Path, tmp_path: Path) -> None:
+    model = broken(marian, tmp_path)
+    vocab = json.loads((model / "vocab.json").read_text())
+    (model / "vocab.json").write_text(json.dumps(vocab | {"▁extra": len(vocab)}))
+    import_error(model, tmp_path, "vocab.json", f"{len(vocab) + 1} pieces", f"{len(vocab)} rows")
+
+
+def test_truncated_weights_are_named(marian: Path, tmp_path: Path) -> None:
+    model = broken(marian, tmp_path)
+    weights = model / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    import_error(model, tmp_path, "model.safetensors", "truncated or corrupt")
+
+
+@pytest.mark.parametrize(
+    ("change", "fragment"),
+    [
+        ({"encoder_ffn_dim": 128, "decoder_ffn_dim": 128}, "contradicts the weights"),
+        ({"encoder_layers": 3}, "lacks the weight"),
+    ],
+)
+def test_a_config_that_contradicts_the_weights_is_named(
+    marian: Path, tmp_path: Path, change: dict, fragment: str
+) -> None:
+    model = broken(marian, tmp_path)
+    config = json.loads((model / "config.json").read_text())
+    (model / "config.json").write_text(json.dumps(config | change))
+    import_error(model, tmp_path, "model.safetensors", "config.json", fragment)
+
+
+def test_a_non_empty_out_is_refused(marian: Path, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    assert_one_line_error(
+        run_cli("import", str(marian), "--out", str(out)), str(out), "not an empty directory"
+    )
+    assert [path.name for path in out.iterdir()] == ["notes.txt"]
+
+
+def test_an_unreachable_hub_is_one_line_naming_the_local_form(tmp_path: Path) -> None:
+    env = os.environ | {"PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}
+    command = [
+        sys.executable,
+        "-m",
+        "nmt",
+        "import",
+        "Helsinki-NLP/opus-mt-de-en",
+        "--out",
+        str(tmp_path / "run"),
+    ]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "unreachable" in done.stderr and "nmt import opus-mt-de-en --out" in done.stderr
+    assert not (tmp_path / "run").exists()
+
+
+def test_neither_a_directory_nor_a_hub_id_is_one_line(tmp_path: Path) -> None:
+    assert_one_line_error(
+        run_cli("import", str(tmp_path / "no" / "such" / "model"), "--out", str(tmp_path / "run")),
+        "neither a directory nor a hub id",
+    )
+
+
+def test_an_argos_package_of_an_imported_run_is_refused(marian: Path, tmp_path: Path) -> None:
+    pytest.importorskip("ctranslate2")
+    assert run_cli("-q", "import", str(marian), "--out", str(tmp_path / "run"))[0] == 0
+    out = tmp_path / "de_en.argosmodel"
+    result = run_cli("export", str(tmp_path / "run"), str(out), "--to", "argos")
+    assert_one_line_error(result, "imported Marian model", "--to ctranslate2")
+    assert not out.exists()
