@@ -14,8 +14,6 @@
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import re
 import subprocess
 import sys
@@ -26,11 +24,10 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
-import sacrebleu
 import torch
 from sacrebleu.metrics import CHRF
 
-from benchmarks.export_bench import cpu_model
+from benchmarks.common import machine
 from nmt.data.corpus import read_lines
 from nmt.decode.aligner import teacher_forced
 from nmt.decode.confidence import suspicions
@@ -187,9 +184,7 @@ def main() -> None:
     exported = load_export(args.export, "cpu", threads=1)
     greedy = exported.with_search(beam_size=1).translate(sources)
     hypotheses = [line.best.text for line in ours]
-    v = f"Python {platform.python_version()}, torch {torch.__version__}, sacreBLEU {sacrebleu.__version__}"
-    machine = f"{cpu_model()} ({torch.backends.cpu.get_cpu_capability()}), {os.cpu_count()} cores, 1 thread"
-    print(f"{len(sources)} sentences; {v}; {machine}")
+    print(f"{len(sources)} sentences, 1 thread; {machine('torch', 'sacrebleu')}")
     print("\n| measure | figure | detail |\n|---|---|---|")
     print(timed(hypotheses, references, args.repeats))
     print("\n".join(agreement(hypotheses, greedy, references)))
