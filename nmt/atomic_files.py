@@ -41,6 +41,15 @@ def atomic_write_text(path: Path, text: str) -> None:
     atomic_write(path, lambda handle: handle.write(text.encode("utf-8")))
 
 
+def check_writable(path: Path | None) -> None:
+    """Refuse, before a command does its work, an output that cannot be a file: a folder, or a file in a
+    folder that does not exist (None: standard output)."""
+    if path is not None and path.is_dir():
+        raise UserError(f"cannot write {path}: it is a folder; give a file name")
+    if path is not None and not path.parent.is_dir():
+        raise UserError(f"cannot write {path}: there is no folder {path.parent}")
+
+
 def write_output(path: Path | None, write: Callable[[BinaryIO], object]) -> None:
     """Write a command's output through `write(handle)`: to stdout (None) or a special file (a FIFO,
     /dev/stdout, a terminal) directly, as it comes; to a regular file atomically. A failed write (a closed

@@ -87,7 +87,7 @@ def test_an_interrupted_write_keeps_the_old_output(
 
 def test_an_unwritable_output_is_one_line(trained_run: Path, tmp_path: Path) -> None:
     result = run_cli("translate", str(trained_run), "-o", str(tmp_path), input="kalo\n")
-    assert_one_line_error(result, f"cannot write {tmp_path}")
+    assert_one_line_error(result, f"cannot write {tmp_path}: it is a folder")
 
 
 def test_config_and_tokenizer_are_written_atomically(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -127,7 +127,7 @@ def translate(
     of its languages with --zero-shot), or through a third language with --pivot (the scores and n-best
     lists are then those of the second step).
     """
-    from nmt.atomic_files import write_output
+    from nmt.atomic_files import check_writable, write_output
     from nmt.decode.languages import into_direction
     from nmt.decode.loading import load_translator
     from nmt.decode.outputs import read_input, stream_translations
@@ -146,6 +146,7 @@ def translate(
         raise UserError("--glossary writes terms into the source: drop --format html, --alignments, --pivot")
     style: OutputFormat = "jsonl" if format == "jsonl" else "moses" if scores or nbest > 1 else "text"
     checked_search(run_dirs[0], search)
+    check_writable(output)  # before any work: a translation is never lost to a bad --output
     trained = None if glossary is None else TrainedMarkers.of(run_dirs[0])  # refused before loading
     loaded = load_translator(run_dirs, engine, resolve_device(device), checkpoint, search, int8)
     translator = into_direction(loaded, asked_direction(src_lang, tgt_lang, zero_shot, pivot))
