@@ -28,15 +28,15 @@ from tests.importing.marian_models import (
     write_marian,
 )
 
-VARIANTS = [
+VARIANTS = [  # one in the fast layer, the others (each a model trained for the test) in the slow one
     Variant("swish"),
-    Variant("gelu", separate=True, seed=1),
-    Variant("relu", tied=False, scale=False, seed=2),
+    pytest.param(Variant("gelu", separate=True, seed=1), marks=pytest.mark.slow),
+    pytest.param(Variant("relu", tied=False, scale=False, seed=2), marks=pytest.mark.slow),
 ]
 LINES = sentences(100, SOURCE_WORDS, 11)
 
 
-@pytest.fixture(scope="module", params=VARIANTS, ids=lambda variant: variant.name)
+@pytest.fixture(scope="module", params=VARIANTS, ids=["swish", "gelu", "relu"])
 def imported(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """A Marian model directory and the run `nmt import` made of it."""
     root = tmp_path_factory.mktemp(request.param.name)
