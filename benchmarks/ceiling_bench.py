@@ -11,6 +11,7 @@ after `--time-budget` seconds.
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import time
@@ -21,8 +22,6 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-
-from benchmarks.common import parser
 
 PAD, BOS, EOS = 1, 2, 3
 Batch = tuple[Tensor, Tensor, Tensor, Tensor | None]  # source, target in, target out, mask (or None)
@@ -329,7 +328,7 @@ def matmul_peak(device: torch.device, n: int = 8192, reps: int = 10) -> float:
 
 
 def main() -> None:
-    parse = parser(__doc__)
+    parse = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parse.add_argument("--json", help="also write the results here")
     parse.add_argument("--smoke", action="store_true", help="tiny sizes, for a CPU")
     parse.add_argument("--time-budget", type=float, default=420.0, help="no variant starts after it (s)")
