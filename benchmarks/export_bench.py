@@ -30,7 +30,6 @@ from pathlib import Path
 
 import torch
 
-from benchmarks.argos_offline import harness
 from benchmarks.common import NMT_COMMAND, ROOT, fresh_process, machine, parser, table
 from nmt.data.splits import read_directions
 from nmt.data.synthetic import write_reordering_corpus
@@ -40,6 +39,7 @@ from nmt.evaluate.scores import score
 from nmt.export.argos import export_package
 from nmt.export.ctranslate2 import export_run
 from nmt.export.huggingface import export_run as export_huggingface
+from tests.argos_offline import harness
 
 WARMUP = 20  # sentences translated untimed first
 RUNTIMES = ("int8", "nmt-int8", "nmt-ctranslate2", "huggingface", "argos")  # those --without can leave out

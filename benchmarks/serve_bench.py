@@ -37,8 +37,8 @@ from typing import Any
 
 import httpx
 
-from benchmarks.argos_offline import harness
 from benchmarks.common import ROOT, machine, memory_gib, parser, settings, table
+from tests.argos_offline import harness
 
 LOADS = ((1, 1), (4, 1), (16, 1), (1, 20), (4, 20), (16, 20))  # clients, sentences a request
 NMT, CT2, LT = "nmt serve (run)", "nmt serve (CTranslate2 export)", "LibreTranslate (Argos package)"
