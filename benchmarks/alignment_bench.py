@@ -1,23 +1,13 @@
 """Is attention alignment? Word alignments of every kind of model scored against human gold, in one table
-(docs/alignment.md, "Is attention alignment?").
+(docs/alignment.md, "Is attention alignment?", which gives the method).
 
     taskset -c 0 env OMP_NUM_THREADS=1 python -m benchmarks.alignment_bench --work /tmp/nmt-align-bench \
         --figure docs/images/alignment-heads.png
 
-Stages, each skipped when its output is in --work (rerun the command to go on after an interruption):
-1. data: Multi30k En–Fr lower-cased and split into words by `TOKENS`, the 447 Hansards gold pairs appended to
-   the training text as plain parallel text (their links are never training input);
-2. eflomal (`EFLOMAL_OPTIONS`) on that training text, both directions, symmetrized by every method;
-3. training: en→fr and fr→en of each of `KINDS` and of each `GUIDED` candidate, a fixed number of updates on
-   one CPU thread; the candidate with the lowest validation AER on the first 100 gold pairs is the guided one;
-4. measuring (work/results.json): each run teacher-forced on the gold pairs, every reading of its attention
-   scored and the best on the first 100 kept; AER, precision and recall on the 347 after them and on all 447,
-   beside the diagonal baseline, eflomal and the fixture's fast_align and GIZA++; per kind also the agreement
-   with eflomal on 1,000 Multi30k pairs, the speed of `nmt align` against greedy `nmt translate`, test BLEU.
---figure draws the AER of every layer × head of the Transformers. --steps [CHANGE …] instead trains the chosen
-guided Transformer again for each of `CHANGES` (labels, copies of the gold pairs' text, null slot, λ, heads,
-layer, seed) and scores grow-diag and soft symmetrization, and test BLEU (docs/alignment.md, "One change at a
-time"; work/steps.json).
+Stages, each skipped when its output is in --work: the data (`prepare`), eflomal (`run_eflomal`), training
+(`KINDS` and the `GUIDED` candidates, both directions), measuring (`measure`, work/results.json). --figure
+draws the AER of every layer × head of the Transformers. --steps [CHANGE …] trains the chosen guided
+Transformer again for each of `CHANGES` instead (docs/alignment.md, "One change at a time"; work/steps.json).
 """
 
 from __future__ import annotations

@@ -1,17 +1,11 @@
 """Tags through a translation: are they all kept, and on the right words? Three placements side by side
-(docs/serving.md, "Tags kept and placed, measured").
+(docs/serving.md, "Tags kept and placed, measured", which gives the method).
 
     taskset -c 0 env OMP_NUM_THREADS=1 python -m benchmarks.markup_bench --work /tmp/nmt-align-bench
 
-Two sets prepared as benchmarks/alignment_bench.py prepares them, in its --work (its data, eflomal links and
-en→fr runs are reused, made when absent): the 447 Hansards En–Fr gold pairs and the first --sentences pairs
-of Multi30k test2016. One to three inline tags (`START_TAGS`) go around seeded random spans of 1 to 4 words of
-each source sentence, some nested. Per run and placement (nmt's, the text-node baseline, eflomal's links): the
-pages well-formed with every tag kept; the tags placed on the reference against the span the human links (on
-Multi30k, eflomal's) project their words to, exact and overlapping; BLEU with the tags stripped beside the
-plain translation's. On the Hansards set the human sure links alone place the tags too: the measure's ceiling.
-`--run NAME=RUN_DIR` measures given en→fr runs instead of the alignment benchmark's Transformer and guided
-Transformer. Results go to work/markup.json by run name (a run measured before is not measured again).
+--work is benchmarks/alignment_bench.py's (its data, eflomal links and en→fr runs reused, made when absent).
+`--run NAME=RUN_DIR` measures given en→fr runs instead of its Transformer and guided Transformer; results
+go to work/markup.json by run name (a run measured before is not measured again).
 """
 
 from __future__ import annotations
