@@ -270,7 +270,7 @@ def test_benchmarks_is_a_package_of_measurements_each_run_as_a_module() -> None:
 
 
 # lines of Python in benchmarks/, all of it (the goal: 4,400): lower it as they shrink, never raise it
-BENCHMARKS_BUDGET = 5400
+BENCHMARKS_BUDGET = 5160
 
 
 def test_benchmarks_stay_within_their_budget() -> None:
