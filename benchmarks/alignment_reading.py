@@ -13,12 +13,10 @@ from __future__ import annotations
 import copy
 import time
 from collections.abc import Sequence
-from pathlib import Path
 
 import torch
 
 from benchmarks import alignment_bench, markup_bench
-from benchmarks.common import parser
 from nmt.align.pharaoh import Link, SentenceLinks
 from nmt.align.reading import Reading, attention_layout
 from nmt.align.score import score_alignments
@@ -159,12 +157,7 @@ def report(results: dict) -> str:
 
 
 def main() -> None:
-    parse = parser(__doc__)
-    parse.add_argument("--work", type=Path, required=True, help="alignment_bench's work folder (kept)")
-    parse.add_argument("--data", type=Path, default=alignment_bench.DATA, help="the shared data")
-    parse.add_argument("--sentences", type=int, default=500, help="Multi30k test2016 pairs measured")
-    run = "an en→fr run directory to measure as NAME instead of alignment_bench's three (repeat)"
-    parse.add_argument("--run", action="append", default=[], metavar="NAME=RUN_DIR", help=run)
+    parse = markup_bench.command_line(__doc__, "alignment_bench's three")
     parse.add_argument("--timing", action="store_true", help="also time translating with and without links")
     args = parse.parse_args()
     alignment_bench.ready(args.data, args.work, "alignment reading benchmark")

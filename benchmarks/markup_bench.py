@@ -10,6 +10,7 @@ go to work/markup.json by run name (a run measured before is not measured again)
 
 from __future__ import annotations
 
+import argparse
 import html
 import itertools
 import json
@@ -382,14 +383,20 @@ def report(results: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main() -> None:
-    parse = parser(__doc__)
+def command_line(doc: str | None, default_runs: str) -> argparse.ArgumentParser:
+    """The options this benchmark and benchmarks/alignment_reading.py share: alignment_bench's --work and
+    --data, the Multi30k pairs measured, and the runs (`default_runs`: what is measured without --run)."""
+    parse = parser(doc)
     parse.add_argument("--work", type=Path, required=True, help="alignment_bench's work folder (kept)")
     parse.add_argument("--data", type=Path, default=alignment_bench.DATA, help="the shared data")
     parse.add_argument("--sentences", type=int, default=500, help="Multi30k test2016 pairs measured")
-    run = "an en→fr run to measure as NAME (repeat; default: the alignment bench's two)"
+    run = f"an en→fr run to measure as NAME (repeat; default: {default_runs})"
     parse.add_argument("--run", action="append", default=[], metavar="NAME=RUN_DIR", help=run)
-    args = parse.parse_args()
+    return parse
+
+
+def main() -> None:
+    args = command_line(__doc__, "the alignment bench's two").parse_args()
     alignment_bench.ready(args.data, args.work, "markup benchmark")
     paths = named_runs(args.run) or trained_runs(args.work)
     sets, align = load_sets(args.work, args.sentences), eflomal_aligner(args.work)
