@@ -1,15 +1,11 @@
 """Which attention should a run trained without guided alignment align with? Every reading of each model
-family scored as alignment and as tag placement, in one table:
+family scored as alignment and as tag placement, in one table (docs/alignment.md gives the method):
 
     taskset -c 0 env OMP_NUM_THREADS=1 python -m benchmarks.alignment_reading --work WORK --timing
 
-WORK is alignment_bench.py's (data, eflomal's links, its en→fr runs of each family, trained when absent). Each
-reading (each decoder layer's mean of heads, by argmax and by Shift-Att) gets: AER against the Hansards human
-links, teacher-forced (first 100, the 347 after, all 447); markup_bench's tags placed by its links on the
-reference and on the run's translation of the Hansards and Multi30k test2016 sources, against the span the
-truth (human links, else eflomal's) projects: exact, overlap ≥ ½, tags none of whose words it links, tags
-left empty. Results are kept in WORK/reading.json by run name. --timing: seconds to translate the Hansards
-sources (greedy, beam 5) without links, with search's and with the run's reading, best of three after warm-up.
+WORK is alignment_bench.py's (its data, eflomal's links and en→fr runs, trained when absent); results are
+kept in WORK/reading.json by run name. --timing: seconds to translate the Hansards sources without links,
+with search's and with the run's reading.
 """
 
 from __future__ import annotations
@@ -17,12 +13,10 @@ from __future__ import annotations
 import copy
 import time
 from collections.abc import Sequence
-from pathlib import Path
 
 import torch
 
 from benchmarks import alignment_bench, markup_bench
-from benchmarks.common import parser
 from nmt.align.pharaoh import Link, SentenceLinks
 from nmt.align.reading import Reading, attention_layout
 from nmt.align.score import score_alignments
@@ -163,12 +157,7 @@ def report(results: dict) -> str:
 
 
 def main() -> None:
-    parse = parser(__doc__)
-    parse.add_argument("--work", type=Path, required=True, help="alignment_bench's work folder (kept)")
-    parse.add_argument("--data", type=Path, default=alignment_bench.DATA, help="the shared data")
-    parse.add_argument("--sentences", type=int, default=500, help="Multi30k test2016 pairs measured")
-    run = "an en→fr run directory to measure as NAME instead of alignment_bench's three (repeat)"
-    parse.add_argument("--run", action="append", default=[], metavar="NAME=RUN_DIR", help=run)
+    parse = markup_bench.command_line(__doc__, "alignment_bench's three")
     parse.add_argument("--timing", action="store_true", help="also time translating with and without links")
     args = parse.parse_args()
     alignment_bench.ready(args.data, args.work, "alignment reading benchmark")

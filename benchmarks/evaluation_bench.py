@@ -1,14 +1,9 @@
-"""The goals of evaluation that decides, measured on one run and its CTranslate2 export (docs/evaluation.md):
+"""The goals of evaluation that decides, measured on one run and its CTranslate2 export (docs/evaluation.md
+gives the method): scoring time, paired tests beside sacreBLEU's, confidence against chrF, the flag on
+degenerate outputs.
 
-    OMP_NUM_THREADS=1 python -m benchmarks.evaluation_bench --run RUN --export EXPORT \\
+    OMP_NUM_THREADS=1 python -m benchmarks.evaluation_bench --run RUN --export EXPORT \
         --src DIR/test2016.de --ref DIR/test2016.en
-
-1. seconds to score the run's translations by four metrics with intervals (one core; best of --repeats);
-2. its paired tests against the export's greedy translations, beside sacreBLEU's command line's (10 decimals);
-3. Spearman's correlation of confidence with sentence chrF, both engines, beside the search score's;
-4. the flag (nmt/decode/confidence.py) on degenerate outputs: the loops reported to LibreTranslate #46, #167
-   and Argos Translate #318, loops built on each --ref line, the run's translations of words of --src (once
-   and repeated) where a word or letter loops; then on the references (false positives) and on all.
 """
 
 from __future__ import annotations

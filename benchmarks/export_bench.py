@@ -1,17 +1,11 @@
 """`nmt translate` beside its exports on CPU, on the same test sentences, as one Markdown table: CTranslate2
-called directly (float32 and int8), nmt's own CTranslate2 engine (`nmt translate EXPORT_DIR`), the Argos
-Translate package run by argostranslate, and the Hugging Face export run by transformers.
+called directly (float32 and int8), nmt's own CTranslate2 engine, Argos Translate and transformers.
 
     python -m benchmarks.export_bench --run RUN_DIR --data DIR --work /tmp/nmt-export-bench --threads 2
 
-This process prepares everything (the run, trained in --work without --run; its exports; the first
---sentences test sentences of --data) and times nothing: each runtime and search is timed in a fresh process
-that loads only that runtime (benchmarks/export_timing.py; Argos Translate's in its virtual environment, made
-once under --work, offline), an untimed warm-up, then the fastest of --repeats passes on --threads threads, in
---rounds interleaved rounds, each row its fastest round. Every child's pid, the runtimes it imported and the
-OpenMP libraries it mapped go to --work/export-bench-runs.json. Why, and what each row runs: docs/exports.md
-("Speed on 2 CPU cores"). Without --run it trains configs/tiny-transformer.yaml for --steps updates on a
-Multi30k-sized synthetic reordering corpus (29,000 / 1,014 / 1,000 pairs, 300-word lexicon).
+Each runtime and search is timed in a fresh process loading only that runtime (benchmarks/export_timing.py),
+in interleaved rounds; each child's run goes to --work/export-bench-runs.json. The method: docs/exports.md
+("Speed on 2 CPU cores"). Without --run it trains configs/tiny-transformer.yaml on a synthetic corpus.
 """
 
 from __future__ import annotations
@@ -30,7 +24,6 @@ from pathlib import Path
 
 import torch
 
-from benchmarks.argos_offline import harness
 from benchmarks.common import NMT_COMMAND, ROOT, fresh_process, machine, parser, table
 from nmt.data.splits import read_directions
 from nmt.data.synthetic import write_reordering_corpus
@@ -40,6 +33,7 @@ from nmt.evaluate.scores import score
 from nmt.export.argos import export_package
 from nmt.export.ctranslate2 import export_run
 from nmt.export.huggingface import export_run as export_huggingface
+from tests.argos_offline import harness
 
 WARMUP = 20  # sentences translated untimed first
 RUNTIMES = ("int8", "nmt-int8", "nmt-ctranslate2", "huggingface", "argos")  # those --without can leave out

@@ -1,21 +1,16 @@
 """Tags through a translation: are they all kept, and on the right words? Three placements side by side
-(docs/serving.md, "Tags kept and placed, measured").
+(docs/serving.md, "Tags kept and placed, measured", which gives the method).
 
     taskset -c 0 env OMP_NUM_THREADS=1 python -m benchmarks.markup_bench --work /tmp/nmt-align-bench
 
-Two sets prepared as benchmarks/alignment_bench.py prepares them, in its --work (its data, eflomal links and
-en→fr runs are reused, made when absent): the 447 Hansards En–Fr gold pairs and the first --sentences pairs
-of Multi30k test2016. One to three inline tags (`START_TAGS`) go around seeded random spans of 1 to 4 words of
-each source sentence, some nested. Per run and placement (nmt's, the text-node baseline, eflomal's links): the
-pages well-formed with every tag kept; the tags placed on the reference against the span the human links (on
-Multi30k, eflomal's) project their words to, exact and overlapping; BLEU with the tags stripped beside the
-plain translation's. On the Hansards set the human sure links alone place the tags too: the measure's ceiling.
-`--run NAME=RUN_DIR` measures given en→fr runs instead of the alignment benchmark's Transformer and guided
-Transformer. Results go to work/markup.json by run name (a run measured before is not measured again).
+--work is benchmarks/alignment_bench.py's (its data, eflomal links and en→fr runs reused, made when absent).
+`--run NAME=RUN_DIR` measures given en→fr runs instead of its Transformer and guided Transformer; results
+go to work/markup.json by run name (a run measured before is not measured again).
 """
 
 from __future__ import annotations
 
+import argparse
 import html
 import itertools
 import json
@@ -388,14 +383,20 @@ def report(results: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main() -> None:
-    parse = parser(__doc__)
+def command_line(doc: str | None, default_runs: str) -> argparse.ArgumentParser:
+    """The options this benchmark and benchmarks/alignment_reading.py share: alignment_bench's --work and
+    --data, the Multi30k pairs measured, and the runs (`default_runs`: what is measured without --run)."""
+    parse = parser(doc)
     parse.add_argument("--work", type=Path, required=True, help="alignment_bench's work folder (kept)")
     parse.add_argument("--data", type=Path, default=alignment_bench.DATA, help="the shared data")
     parse.add_argument("--sentences", type=int, default=500, help="Multi30k test2016 pairs measured")
-    run = "an en→fr run to measure as NAME (repeat; default: the alignment bench's two)"
+    run = f"an en→fr run to measure as NAME (repeat; default: {default_runs})"
     parse.add_argument("--run", action="append", default=[], metavar="NAME=RUN_DIR", help=run)
-    args = parse.parse_args()
+    return parse
+
+
+def main() -> None:
+    args = command_line(__doc__, "the alignment bench's two").parse_args()
     alignment_bench.ready(args.data, args.work, "markup benchmark")
     paths = named_runs(args.run) or trained_runs(args.work)
     sets, align = load_sets(args.work, args.sentences), eflomal_aligner(args.work)

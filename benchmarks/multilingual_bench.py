@@ -1,15 +1,10 @@
 """One multilingual model against six bilingual ones on Multi30k, and zero-shot de↔fr: the tables of
-docs/multilingual.md ("Measured").
+docs/multilingual.md ("Measured", which gives the method).
 
     taskset -c 1 python -m benchmarks.multilingual_bench --data DIR --work WORK
 
-DIR holds Multi30k's train/val/test2016 files in en, de, fr and cs. Every model is a
-configs/multi30k-cpu-transformer.yaml Transformer trained by `nmt train` in a process of its own on --threads
-threads and scored on test2016 by `nmt evaluate` (beam 5): BLEU, chrF and the off-target rate. Six
-bilinguals at each of --vocab-sizes (each direction keeps its best on validation) against one multilingual
-model with its tags on the encoder and one with them on the decoder; zero-shot de↔fr from both, beside
-`--pivot en` and de↔fr bilinguals; the encoder-tag model continued alone, with --few-pairs de–fr pairs and
-with synthetic ones. Runs and results.json stay in WORK: an interrupted benchmark resumes where it stopped.
+DIR holds Multi30k's train/val/test2016 files in en, de, fr and cs. Runs and results.json stay in WORK: an
+interrupted benchmark resumes where it stopped.
 """
 
 from __future__ import annotations

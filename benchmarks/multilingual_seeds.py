@@ -1,18 +1,13 @@
 """Tag placement, the target-language vocabulary and online back-translation over several seeds: the
-multilingual model of benchmarks/multilingual_bench.py, every figure the mean ± standard deviation over the
-seeds, scored on test2016 (beam 5; docs/multilingual.md).
+multilingual model of benchmarks/multilingual_bench.py, mean ± standard deviation over the seeds, scored on
+test2016 (beam 5; docs/multilingual.md).
 
     python -m benchmarks.multilingual_seeds --data DIR --work WORK --seeds 1 2 3 --updates 1800 --device cuda
-
-trains the model with its tags on the encoder and on the decoder and scores the trained directions with and
-without `--target-vocabulary`, and zero-shot de↔fr with and without the zero-shot vocabulary.
-
     python -m benchmarks.multilingual_seeds --data DIR --work WORK \
         --parents 'SEEDS_WORK/runs/multi-decoder-s{seed}' --updates 800 [--arms robt --share 0.2]
 
-continues each seed's decoder-tag model without (control) and with online back-translation of --share of each
-batch (robt), then scores zero-shot de↔fr, the control's pivot through English, the trained directions, each
-arm's updates per second. Runs and results.json stay in WORK (a bench resumes).
+The first trains both tag placements; the second continues each seed's decoder-tag model without (control)
+and with online back-translation (robt). Runs and results.json stay in WORK (a bench resumes).
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
-"""Running text on a model trained on sentences: paragraphs of consecutive test2016 sentences translated as
-the server and `nmt translate --split-sentences` translate them, beside the same sentences one per line; and
-the sentence splitters, on those paragraphs' known boundaries in every Multi30k language and on hard cases.
+"""Running text: paragraphs translated whole, sentence by sentence and as HTML pages, beside the same
+sentences one per line; and the sentence splitters on those paragraphs' boundaries (docs/running-text.md).
 
     python -m benchmarks.running_text --run RUN_DIR --data DIR [--paragraphs-of 2-5] [--seed 0]
 
-DIR holds Multi30k's test2016.{de,en,fr,cs}; RUN_DIR is a de→en run. The sentences are grouped in order into
-paragraphs of 2 to 5 (sizes drawn with `--seed`); a sentence without final punctuation gets a full stop. Two
-tables (docs/running-text.md): each splitter's share of the known boundaries found (÷ boundaries + wrong
-splits) per language, its HARD_CASES split right and its speed; and the BLEU of the paragraphs translated one
-sentence a line, whole, sentence by sentence as text and as an HTML page with inline tags, with the sentences
-lacking, the pages well-formed and the sentences translated a second.
+DIR holds Multi30k's test2016.{de,en,fr,cs}; RUN_DIR is a de→en run.
 """
 
 from __future__ import annotations

@@ -2,15 +2,10 @@
 `nmt train` does it, up to the first update of the tiny Transformer (docs/benchmarks.md, "Corpora at scale").
 
     python -m benchmarks.scale_bench --pairs 100000 1000000 4500000 --work /tmp/nmt-scale
-
-For each size: a corpus of Zipf-distributed words (50k a side, 5-60 a sentence), then, each in a new process,
-`cold` (an empty cache), `warm` (the cached data) and `resume` runs, and sentencepiece's own encoding of the
-same text, the reference for the preparation's CPU-seconds. `--nproc 2` runs under torchrun; --keep keeps the
-corpus and cache; `--cold-only` measures the cold run alone.
-
     python -m benchmarks.scale_bench --translate 10000 50000 200000 --work /tmp/nmt-scale
 
-times greedy `nmt translate` of that many lines of a synthetic reordering task, each in a fresh process.
+Per size, each in a new process: `cold`, `warm` and `resume` runs, and sentencepiece's own encoding of the
+same text (the reference). --translate times greedy `nmt translate` of that many lines instead.
 """
 
 from __future__ import annotations

@@ -9,13 +9,13 @@ the table reads. `--parallel` trains the seeds at once; `--table-only` rereads O
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
 
 from benchmarks.common import NMT_COMMAND, parser, settings, split_at_dashes, spread
 from benchmarks.common import table as markdown
+from nmt.run.report import read_report
 
 
 def train_command(config: Path, data: Path, run_dir: Path, seed: int, extra: list[str]) -> list[str]:
@@ -74,7 +74,7 @@ def main() -> None:
     reports = {s: d / "report.json" for s, d in run_dirs.items() if (d / "report.json").exists()}
     if not reports:
         sys.exit("no run wrote a report.json")
-    print(table([row(s, json.loads(path.read_text())) for s, path in reports.items()]))
+    print(table([row(s, read_report(path)) for s, path in reports.items()]))
 
 
 if __name__ == "__main__":

@@ -1,18 +1,12 @@
 """Serving at every load: `nmt serve` on a run, `nmt serve` on its CTranslate2 export and LibreTranslate on
-its Argos package, each in a process of its own, at 1, 4 and 16 clients × 1 and 20 sentences a request.
+its Argos package, each in a process of its own (docs/serving.md, "Speed at every load", gives the method).
 
     python -m benchmarks.serve_bench --run RUN_DIR --src FILE [--data DIR] --work DIR [--beam-size 4]
         [--target 200] [--lone 100] [--loads 1x1,4x20] [--memory-requests 100000]
         [--libretranslate-python PYTHON | --no-libretranslate]
 
-Each server runs in a process of its own on a free port of 127.0.0.1, is warmed up, then driven by asyncio +
-httpx clients, each sending its next request once answered; every row sends unseen sentences, then the same
-requests again, at least `--target` sentences and two requests a client. A lone client's requests follow the
-same sentence translated in a process of the same engine and threads; nmt serve's answers are compared with
-those in-process translations. `--memory-requests N` sends N more new texts from 16 clients, resident memory
-read every tenth. LibreTranslate runs from a Python with `libretranslate` (default: a virtual environment
-made once under --work) on the run's Argos package and a reverse tiny run's, offline; without it its columns
-are left out. The method and the figures: docs/serving.md ("Speed at every load").
+LibreTranslate runs offline from a Python with `libretranslate` (default: a virtual environment made once
+under --work); without it its columns are left out.
 """
 
 from __future__ import annotations
@@ -37,8 +31,8 @@ from typing import Any
 
 import httpx
 
-from benchmarks.argos_offline import harness
 from benchmarks.common import ROOT, machine, memory_gib, parser, settings, table
+from tests.argos_offline import harness
 
 LOADS = ((1, 1), (4, 1), (16, 1), (1, 20), (4, 20), (16, 20))  # clients, sentences a request
 NMT, CT2, LT = "nmt serve (run)", "nmt serve (CTranslate2 export)", "LibreTranslate (Argos package)"
@@ -247,16 +241,8 @@ def export(args: argparse.Namespace) -> tuple[Path, list[Path]]:
     if not reverse.is_file():
         src, tgt = args.pair["source"], args.pair["target"]
         config = str(ROOT / "configs" / "tiny-transformer.yaml")
-        train = [
-            "train",
-            config,
-            "--data",
-            str(args.data or args.src.parent),
-            "--src-lang",
-            tgt,
-            "--tgt-lang",
-            src,
-        ]
+        train = ["train", config, "--data", str(args.data or args.src.parent), "--src-lang", tgt]
+        train += ["--tgt-lang", src]
         flags = ["--max-steps", "5", "--device", "cpu", "--out", str(reverse_run)]
         subprocess.run([*nmt, *train, *flags, *settings("train.final_report=false")], check=True)
         subprocess.run([*nmt, "export", str(reverse_run), str(reverse), "--to", "argos"], check=True)

@@ -255,7 +255,7 @@ def test_scripts_holds_only_the_tools_a_user_runs() -> None:
 
 def test_benchmarks_is_a_package_of_measurements_each_run_as_a_module() -> None:
     """benchmarks/ is a package: each module in it says how it runs (`python -m benchmarks.NAME …`) but
-    common.py, the code they all share; a folder in it is a package of code some share (argos_offline/)."""
+    common.py, the code they all share; a folder in it is a package of code some share."""
     folder = ROOT / "benchmarks"
     assert (folder / "__init__.py").is_file()
     for entry in sorted(folder.iterdir()):
@@ -270,7 +270,7 @@ def test_benchmarks_is_a_package_of_measurements_each_run_as_a_module() -> None:
 
 
 # lines of Python in benchmarks/, all of it (the goal: 4,400): lower it as they shrink, never raise it
-BENCHMARKS_BUDGET = 5400
+BENCHMARKS_BUDGET = 5160
 
 
 def test_benchmarks_stay_within_their_budget() -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from nmt.atomic_files import atomic_write_text
 from nmt.config.sections import SearchConfig
 from nmt.decode.trained_run import TrainedRun
 from nmt.rules.registry import active, rule_of
+from nmt.run.report import read_report
 
 OUTPUT_LIMIT = ("max_len_a", "max_len_b")  # read by every search, whatever its rule
 
@@ -61,7 +61,7 @@ def source_tag(path: Path) -> str:
 def reported_files(run: TrainedRun) -> frozenset[str]:
     """The names of the hypothesis files in the run's eval/ that its report (report.json) points to."""
     try:
-        report = json.loads(run.directory.report.read_text(encoding="utf-8"))
+        report = read_report(run.directory.report)
     except (OSError, ValueError):
         return frozenset()
     found: set[str] = set()

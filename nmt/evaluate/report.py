@@ -29,6 +29,7 @@ from nmt.run.average import average_run
 from nmt.run.checkpoint_io import load_checkpoint
 from nmt.run.directory import RunDir
 from nmt.run.metrics import read_metrics
+from nmt.run.report import with_directions
 
 log = logging.getLogger(__name__)
 
@@ -117,9 +118,13 @@ class Splits:
         self.test_lines = split_lines(cfg, "test") or 0  # 0: no test split
 
     def evaluate(self, run: TrainedRun, split: str, progress: Callable[[int], object]) -> dict[str, Any]:
+        """The split's scores in report.json's one shape (nmt/run/report.py): a bilingual run's one
+        direction under `directions` too."""
         scores = evaluate_split(run, split, progress)
-        if "directions" in scores:
-            log.info("final report: %s %s", split, describe_directions(scores))
+        if "directions" not in scores:
+            (direction,) = run.cfg.data.directions.directions
+            return with_directions(scores, direction.name)
+        log.info("final report: %s %s", split, describe_directions(scores))
         return scores
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import os
 import shutil
 from collections.abc import Callable, Iterator
@@ -20,6 +19,7 @@ from pathlib import Path
 
 from nmt.data.tokenizer import tokenizer_files
 from nmt.errors import UserError
+from nmt.run.report import read_report
 
 CHECKPOINTS = ("best", "last", "averaged")
 
@@ -197,7 +197,7 @@ class RunDir:
     def chosen_checkpoint(self) -> str:
         """The checkpoint the run's final report chose ('best' or 'averaged'); 'best' before there is one."""
         try:
-            name = json.loads(self.report.read_text(encoding="utf-8"))["checkpoint"]
+            name = read_report(self.report)["checkpoint"]
         except (OSError, ValueError, KeyError, TypeError):
             return "best"
         return name if name in CHECKPOINTS and self.checkpoint(name).is_file() else "best"

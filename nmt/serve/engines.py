@@ -13,7 +13,6 @@ again.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import os
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ from nmt.decode.trained_run import TrainedRun
 from nmt.decode.translator import Translator
 from nmt.errors import UserError
 from nmt.models.config import ModelConfig
+from nmt.run.report import read_report
 from nmt.serve.answers import ModelFacts, ReportedBleu
 
 log = logging.getLogger(__name__)
@@ -153,7 +153,7 @@ def attention_layout(model: ModelConfig) -> str:
 def _test_bleu(run: TrainedRun) -> ReportedBleu | None:
     """The test BLEU in the run's report.json and the checkpoint it scored, if the report has one."""
     try:
-        report = json.loads(run.directory.report.read_text(encoding="utf-8"))
+        report = read_report(run.directory.report)
         chosen = report["checkpoint"]
         return ReportedBleu(bleu=report["test"][chosen]["bleu"], checkpoint=chosen)
     except (OSError, ValueError, KeyError, TypeError):

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.argos_offline import harness
 from benchmarks.export_bench import (
     ARGOS,
     CT2,
@@ -27,6 +26,7 @@ from benchmarks.export_bench import (
 )
 from benchmarks.export_timing import by_length, openmp_libraries
 from nmt.data.batching import sorted_groups
+from tests.argos_offline import harness
 from tests.conftest import ROOT
 
 

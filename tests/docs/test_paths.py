@@ -51,7 +51,7 @@ def test_the_path_finder_finds_paths_and_nothing_else() -> None:
     text = "Run `python scripts/seeds.py` on configs/tiny-transformer.yaml (docs/images/a.png); runs/x, nmt/"
     assert named_paths(text) == {"scripts/seeds.py", "configs/tiny-transformer.yaml", "docs/images/a.png"}
     assert named_paths("the `configs/tiny-*.yaml` files") == {"configs/tiny-*.yaml"}
-    assert named_paths("`python -m benchmarks.speed_table`, benchmarks/argos_offline/") == {
+    assert named_paths("`python -m benchmarks.speed_table`, tests/argos_offline/") == {
         "benchmarks/speed_table.py",
-        "benchmarks/argos_offline/",
+        "tests/argos_offline/",
     }

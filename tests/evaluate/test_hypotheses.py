@@ -44,9 +44,8 @@ def test_evaluate_states_its_search_and_leaves_the_report_s_hypotheses(
     run = tmp_path / "run"
     shutil.copytree(trained_run, run)
     beam = json.loads((run / "report.json").read_text())["config"]["search"]["beam_size"]
-    reported = (
-        run / "eval" / Path(json.loads((run / "report.json").read_text())["test"]["best"]["hypotheses"]).name
-    )
+    (tested,) = json.loads((run / "report.json").read_text())["test"]["best"]["directions"].values()
+    reported = run / "eval" / Path(tested["hypotheses"]).name
     before = (reported.read_bytes(), reported.stat().st_ino, reported.stat().st_mtime_ns)
     asked = {
         ("--length-penalty", "0.6"): (

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from nmt.run.checkpoint_io import load_checkpoint
+from nmt.run.report import SEARCH_KEYS
 from tests.conftest import ROOT, run_cli, train_args
 
 AVERAGE_5 = ("--set", "train.keep_checkpoints=5", "--set", "train.average_checkpoints=5")
@@ -51,6 +52,18 @@ def test_best_checkpoint_holds_weights_only(trained_run: Path) -> None:
     assert "optimizer" not in best and "optimizer" in last
     assert best["model"].keys() == last["model"].keys() and best["step"] > 0
     assert (trained_run / "best.pt").stat().st_size < 0.6 * (trained_run / "last.pt").stat().st_size
+
+
+def test_a_bilingual_report_has_the_shape_of_a_multilingual_one(trained_run: Path) -> None:
+    """Each split's scores: the means, the search and a `directions` map, here of the run's one direction
+    (a multilingual run's keys: nmt/evaluate/directions.py `direction_scores` and `search_settings`)."""
+    report = json.loads((trained_run / "report.json").read_text())
+    for split in ("valid", "test"):
+        for scores in report[split].values():
+            assert set(scores) == {"bleu", "chrf", "off_target", "directions", *SEARCH_KEYS}
+            assert list(scores["directions"]) == ["src-tgt"]
+            assert scores["bleu"] == scores["directions"]["src-tgt"]["bleu"]
+            assert scores["directions"]["src-tgt"]["metrics"]["BLEU"]["score"] == scores["bleu"]
 
 
 def test_report_names_the_package_version(trained_run: Path) -> None:

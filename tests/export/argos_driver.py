@@ -1,9 +1,9 @@
-"""The Argos tests' driver (tests/export/test_argos.py), run by benchmarks/argos_offline/harness.py with the
+"""The Argos tests' driver (tests/export/test_argos.py), run by tests/argos_offline/harness.py with the
 Python of a virtual environment that holds argos-translate-lt and LibreTranslate: reads a JSON request on
 stdin, writes a JSON answer on stdout; imports nothing from nmt.
 
 The harness sets HOME, XDG_*_HOME and ARGOS_PACKAGES_DIR (argostranslate reads them when imported) and runs
-this under `unshare -n` where it can, with benchmarks/argos_offline/sitecustomize.py refusing any connection
+this under `unshare -n` where it can, with tests/argos_offline/sitecustomize.py refusing any connection
 beyond loopback.
 
 - {"mode": "translate", "packages": [...], "from": "de", "to": "en", "paragraph": "...", "sentences": [...]}

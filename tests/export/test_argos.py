@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.argos_offline import harness  # argostranslate in a venv of its own, offline
 from nmt.data.synthetic import reordering_pairs
+from tests.argos_offline import harness  # argostranslate in a venv of its own, offline
 from tests.conftest import MULTILINGUAL_DIRECTIONS, ROOT, assert_one_line_error, run_cli, train_args
 
 NO_REPORT = ("--set", "train.final_report=false")

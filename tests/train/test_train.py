@@ -113,7 +113,8 @@ def test_final_report_with_checkpoint_averaging(corpus: Path, tmp_path: Path) ->
         torch.testing.assert_close(tensor, (first[name] + second[name]) / 2)
     report = json.loads((run_dir / "report.json").read_text())
     assert set(report["valid"]) == {"best", "averaged"} and report["checkpoint"] in report["valid"]
-    tested = report["test"][report["checkpoint"]]["metrics"]
+    (direction,) = report["test"][report["checkpoint"]]["directions"].values()  # a bilingual run's one
+    tested = direction["metrics"]
     assert list(tested) == ["BLEU", "chrF2", "chrF2++", "TER"]
     assert tested["BLEU"]["signature"].startswith("nrefs:1|bs:1000|seed:12345|case:mixed|eff:no|tok:13a")
     assert report["steps"] == 30 and report["best_step"] in (10, 20, 30) and report["seed"] == cfg.train.seed
