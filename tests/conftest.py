@@ -274,7 +274,9 @@ def copy_corpus(corpus: Path, to: Path, lines: int = 300) -> Path:
     return to
 
 
-FAST = ["--max-steps", "10", "--set", "train.final_report=false"]
+NO_REPORT = ["--set", "train.final_report=false"]  # for tests of training alone: an untrained model's report
+# decodes every sentence to the length limit and draws its heatmaps, most of a short run's time
+FAST = ["--max-steps", "10", *NO_REPORT]
 
 
 @pytest.fixture

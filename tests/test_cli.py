@@ -20,7 +20,7 @@ from nmt.decode.trained_run import load_run
 from nmt.decode.translator import TorchTranslator
 from nmt.evaluate.scores import score
 from nmt.models.build import build_model
-from tests.conftest import ROOT, assert_one_line_error, run_cli
+from tests.conftest import NO_REPORT, ROOT, assert_one_line_error, run_cli
 
 
 def test_training_writes_a_complete_run_directory(trained_run: Path) -> None:
@@ -248,7 +248,7 @@ def test_a_run_directory_works_from_any_working_directory(
     """Trained with relative paths, evaluated from elsewhere; --data points at data that moved."""
     monkeypatch.chdir(small_corpus.parent)
     code, _, err = run_cli(
-        "train", str(tiny), "--data", small_corpus.name, "--out", "run", "--max-steps", "5"
+        "train", str(tiny), "--data", small_corpus.name, "--out", "run", "--max-steps", "5", *NO_REPORT
     )
     assert code == 0, err
     run = small_corpus.parent / "run"

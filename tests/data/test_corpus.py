@@ -22,7 +22,7 @@ from nmt.data.corpus import (
 from nmt.data.splits import language_split, read_directions
 from nmt.data.synthetic import reordering_pairs, write_reordering_corpus
 from nmt.errors import UserError
-from tests.conftest import assert_one_line_error, copy_corpus, run_cli, train_args
+from tests.conftest import NO_REPORT, assert_one_line_error, copy_corpus, run_cli, train_args
 
 
 def write(path: Path, content: str | bytes) -> Path:
@@ -361,6 +361,6 @@ def test_dropped_training_lines_are_counted(
         handle.write(append_src)
     with open(data / "train.tgt", "a") as handle:
         handle.write(append_tgt)
-    code, _, err = run_cli(*train_args(tiny, data, tmp_path / "run", "--max-steps", "1", *flags))
+    code, _, err = run_cli(*train_args(tiny, data, tmp_path / "run", "--max-steps", "1", *NO_REPORT, *flags))
     assert code == 0, err
     assert warning in err

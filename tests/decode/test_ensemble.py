@@ -9,7 +9,7 @@ import torch
 from nmt.decode.trained_run import load_run
 from nmt.decode.translator import TorchTranslator
 from nmt.models.ensemble import Ensemble
-from tests.conftest import ROOT, assert_one_line_error, run_cli, train_args
+from tests.conftest import NO_REPORT, ROOT, assert_one_line_error, run_cli, train_args
 
 
 def bleu(*run_dirs: Path) -> float:
@@ -61,7 +61,7 @@ def test_runs_with_other_vocabularies_are_refused(
 ) -> None:
     other = tmp_path / "other"
     code, _, err = run_cli(
-        *train_args(tiny, corpus, other, "--max-steps", "2", "--set", "train.eval_every=2")
+        *train_args(tiny, corpus, other, "--max-steps", "2", "--set", "train.eval_every=2", *NO_REPORT)
     )
     assert code == 0, err
     result = run_cli("translate", str(trained_run), str(other), input="x\n")

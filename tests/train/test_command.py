@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from nmt.run.checkpoint_io import load_checkpoint
-from tests.conftest import assert_one_line_error, copy_corpus, run_cli, train_args
+from tests.conftest import NO_REPORT, assert_one_line_error, copy_corpus, run_cli, train_args
 
 
 @pytest.mark.parametrize("refusal", ["no data directory", "no valid files"])
@@ -54,11 +54,13 @@ def test_train_log_keeps_every_line_and_continues_across_resume(
     for line in expected:
         assert line in first, (line, first)
     assert json.loads((run / "report.json").read_text())["stop_reason"] == "max steps"
-    code, _, err = run_cli(*train_args(tiny, small_corpus, run, "--max-steps", "15", "--resume"))
+    code, _, err = run_cli(*train_args(tiny, small_corpus, run, "--max-steps", "15", "--resume", *NO_REPORT))
     assert code == 0, err
     resumed = (run / "train.log").read_text()
     assert resumed.startswith(first) and "resuming at step 10" in resumed.removeprefix(first)
-    code, _, err = run_cli(*train_args(tiny, small_corpus, run, "--max-steps", "5", "--overwrite"))
+    code, _, err = run_cli(
+        *train_args(tiny, small_corpus, run, "--max-steps", "5", "--overwrite", *NO_REPORT)
+    )
     assert code == 0, err
     assert "resuming" not in (run / "train.log").read_text()
 

@@ -213,6 +213,7 @@ def test_out_of_memory_in_one_process_ends_the_job(corpus: Path, tmp_path: Path)
     assert load_checkpoint(tmp_path / "run" / "last.pt")["progress"]["step"] == 2
 
 
+@pytest.mark.slow  # starts torchrun
 def test_online_back_translation_runs_in_every_process(three_languages: Path, tmp_path: Path) -> None:
     """Each process re-sources its own part of every update (drawn from its rank); the training records count
     the pairs of both processes."""

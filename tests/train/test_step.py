@@ -10,7 +10,14 @@ import torch
 
 from nmt.models.transformer import TransformerSeq2Seq
 from nmt.run.checkpoint_io import load_checkpoint
-from tests.conftest import assert_error_line_last, finite_weights, run_cli, train_args, train_losses
+from tests.conftest import (
+    NO_REPORT,
+    assert_error_line_last,
+    finite_weights,
+    run_cli,
+    train_args,
+    train_losses,
+)
 
 
 def _fail_training_forward(
@@ -41,7 +48,7 @@ def test_out_of_memory_in_training_skips_the_batch(
     small_corpus: Path, tiny: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _fail_training_forward(monkeypatch, lambda k: k == 3, _out_of_memory)
-    code, _, err = run_cli(*train_args(tiny, small_corpus, tmp_path / "run", "--max-steps", "6"))
+    code, _, err = run_cli(*train_args(tiny, small_corpus, tmp_path / "run", "--max-steps", "6", *NO_REPORT))
     assert code == 0, err
     assert re.search(r"step 2: out of GPU memory on a batch of \d+ sentences, source length \d+", err)
     assert [step for step, _ in train_losses(tmp_path / "run")] == [1, 2, 3, 4, 5, 6]
@@ -94,7 +101,7 @@ def test_a_single_nan_step_is_skipped(
 ) -> None:
     run = tmp_path / "run"
     _fail_training_forward(monkeypatch, lambda k: k == 3, _nan)
-    code, _, err = run_cli("-q", *train_args(tiny, small_corpus, run, "--max-steps", "6"))
+    code, _, err = run_cli("-q", *train_args(tiny, small_corpus, run, "--max-steps", "6", *NO_REPORT))
     assert code == 0, err
     assert "step 3: 1 updates skipped for non-finite loss/gradients" in err
     assert finite_weights(run / "last.pt")
@@ -106,7 +113,9 @@ def test_clip_norm_zero_means_no_clipping(small_corpus: Path, tiny: Path, tmp_pa
     weights = {}
     for clip in ("0", "1.0e+9"):
         run = tmp_path / clip
-        args = train_args(tiny, small_corpus, run, "--max-steps", "3", "--set", f"train.clip_norm={clip}")
+        args = train_args(
+            tiny, small_corpus, run, "--max-steps", "3", "--set", f"train.clip_norm={clip}", *NO_REPORT
+        )
         code, _, err = run_cli("-q", *args)
         assert code == 0, err
         weights[clip] = load_checkpoint(run / "last.pt")["model"]
