@@ -18,6 +18,7 @@ from nmt.serve.glossary import with_server_glossary
 from nmt.serve.requests import Limits
 from tests.conftest import assert_one_line_error, run_cli
 from tests.serve.conftest import make_client
+from tests.serve.test_files import translated_file
 
 MARKERS = ["｟term｠", "｟trans｠", "｟/term｠"]
 
@@ -126,6 +127,8 @@ def test_a_server_glossary_goes_into_every_request(terminology_run: Path, line: 
         assert f"｟term｠ {second} ｟trans｠ ZZ ｟/term｠" in replaced_text
         libre = client.post("/translate", data={"q": line, "source": "src", "target": "tgt"})  # a form
         assert libre.status_code == 200, libre.text
+        v1 = client.post("/v1/translate", json={"q": line}).json()["translations"][0]["translatedText"]
+        assert translated_file(client, "a.txt", line.encode()) == v1  # a file gets the server's terms too
 
 
 def test_a_server_without_a_glossary_leaves_texts_as_they_are(terminology_run: Path, line: str) -> None:
