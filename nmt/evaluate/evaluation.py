@@ -12,7 +12,7 @@ from typing import Any
 
 from nmt.config.multilingual import Direction
 from nmt.data.corpus import SplitFiles, read_files
-from nmt.data.glossary import TermFinder, read_glossary
+from nmt.data.glossary import TermFinder, nfkc, read_glossary
 from nmt.data.splits import language_split, read_direction
 from nmt.decode.languages import Asked, Translates, into_direction
 from nmt.decode.loading import load_trained
@@ -26,7 +26,7 @@ from nmt.evaluate.hypotheses import HypothesisFiles, source_tag
 from nmt.evaluate.off_target import off_target_rate
 from nmt.evaluate.scores import score
 from nmt.evaluate.systems import Judging, TranslateBaseline, baseline_of, judged, read_outputs, score_files
-from nmt.evaluate.term_use import nfkc, term_use
+from nmt.evaluate.term_use import term_use
 
 
 def data_tag(run: TrainedRun, data_dir: Path) -> str:

@@ -11,19 +11,12 @@ inside a longer word). The same count on the references says how closely they fo
 
 from __future__ import annotations
 
-import unicodedata
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from nmt.data.glossary import WORD, Term, TermFinder
-
-
-def nfkc(word: str) -> str:
-    """A word as a sentencepiece model trained by nmt normalises it: what finds terms in the sources of a
-    system's hypotheses file, which comes with no tokenizer."""
-    return unicodedata.normalize("NFKC", word)
+from nmt.data.glossary import Term, TermFinder
 
 
 @dataclass(frozen=True)
@@ -77,17 +70,11 @@ def term_use(
 
 def _held(found: Counter[Term], text: str, finder: TermFinder) -> int:
     """How many of the `found` occurrences `text` holds the target term of."""
-    exact = [finder.normalize(word) for word in WORD.findall(text)]
-    folded = [word.casefold() for word in exact]
+    exact, folded = finder.words(text, True), finder.words(text, False)
     return sum(
-        min(count, _count(_words(term.target, finder, term.match_case), exact if term.match_case else folded))
+        min(count, _count(finder.words(term.target, term.match_case), exact if term.match_case else folded))
         for term, count in found.items()
     )
-
-
-def _words(text: str, finder: TermFinder, match_case: bool) -> list[str]:
-    words = [finder.normalize(word) for word in WORD.findall(text)]
-    return words if match_case else [word.casefold() for word in words]
 
 
 def _count(term: list[str], words: list[str]) -> int:

@@ -15,7 +15,7 @@ import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 
-from nmt.data.glossary import WORD, Term, for_direction, read_glossary
+from nmt.data.glossary import Term, for_direction, read_glossary
 from nmt.data.terminology import AnnotatedLine, TermWriter
 from nmt.decode.decoded import DecodedLine
 from nmt.decode.running_text import TranslatedParagraph
@@ -67,10 +67,10 @@ def request_terms(engine: Engine, glossary: list[tuple[str, str]] | None) -> Ter
     bad = engine.terms.unwritable(terms)
     if bad is not None:
         raise ApiError(400, f"glossary[{bad.line}]: {UNWRITABLE.format(target=bad.target)}")
-    normalize = engine.terms.tokenizer.normalize
+    compared = engine.terms.finder([])  # words compared as terms are found
 
     def key(term: Term) -> tuple[str, ...]:
-        return tuple(normalize(word).casefold() for word in WORD.findall(term.source))
+        return tuple(compared.words(term.source, False))
 
     replaced = {key(term) for term in terms}
     kept = [term for term in engine.glossary if key(term) not in replaced]

@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from nmt.data.glossary import Term, TermFinder
-from nmt.evaluate.term_use import TermUse, nfkc, term_use
+from nmt.data.glossary import Term, TermFinder, nfkc
+from nmt.evaluate.term_use import TermUse, term_use
 from tests.conftest import assert_one_line_error, run_cli
 
 SOURCES = [

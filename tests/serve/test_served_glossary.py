@@ -16,7 +16,7 @@ from starlette.testclient import TestClient
 from nmt.serve.engines import Catalog, load_catalog
 from nmt.serve.glossary import with_server_glossary
 from nmt.serve.requests import Limits
-from tests.conftest import assert_one_line_error, run_cli
+from tests.conftest import assert_error_line_last, assert_one_line_error, run_cli
 from tests.serve.conftest import make_client
 from tests.serve.test_files import translated_file
 
@@ -145,9 +145,9 @@ def test_nmt_serve_refuses_a_bad_glossary_at_startup(
     glossary.write_text("a\tb\nno tab\n")
     result = run_cli("serve", str(terminology_run), "--port", "0", "--glossary", str(glossary))
     assert_one_line_error(result, f"{glossary} line 2: no tab")
-    glossary.write_text("a\t漢字\n")
+    glossary.write_text("a\t漢字\n")  # found once the models are loaded (after their log lines)
     result = run_cli("serve", str(terminology_run), "--port", "0", "--glossary", str(glossary))
-    assert_one_line_error(result, f"{glossary} line 1: the run's vocabulary cannot write the target term")
+    assert_error_line_last(result, f"{glossary} line 1: the run's vocabulary cannot write the target term")
     glossary.write_text("a\tb\n")
     result = run_cli("serve", str(kept_run), "--port", "0", "--glossary", str(glossary))
-    assert_one_line_error(result, "was not trained with terminology annotation")
+    assert_error_line_last(result, "was not trained with terminology annotation")
