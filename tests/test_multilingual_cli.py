@@ -153,7 +153,7 @@ def test_evaluate_scores_the_direction_named(multilingual_run: Path, tmp_path: P
         (["--src-lang", "xb", "--tgt-lang", "xc"], "never trained to translate xb → xc"),
         (
             ["--baseline-hypotheses", "config.yaml"],  # any file: refused before it is read
-            "--baseline and --comet: name the direction with --src-lang and --tgt-lang",
+            "--baseline, --comet and --glossary: name the direction with --src-lang and --tgt-lang",
         ),
     ],
 )

@@ -73,6 +73,14 @@ def evaluate(
     json_path: Annotated[
         Path | None, typer.Option("--json", help="Also write the scores as JSON here.")
     ] = None,
+    glossary: Annotated[
+        Path | None,
+        typer.Option(
+            help="A glossary, SOURCE<TAB>TARGET lines: a run trained with data.terminology translates with "
+            "it, and term use (the share of the glossary terms found in the sources whose target term the "
+            "output holds) is reported; with --hypotheses, of that file (give --source)."
+        ),
+    ] = None,
     src_lang: FromLang = None,
     tgt_lang: IntoLang = None,
     zero_shot: ZeroShot = False,
@@ -91,6 +99,10 @@ def evaluate(
     test (--paired-test) gives the p-value of the difference and both systems' scores with intervals, as
     sacrebleu REF -i BASELINE SYSTEM --paired-bs prints them. --comet PATH adds COMET's score.
 
+    --glossary FILE adds term use: each occurrence of a glossary term in a source counts once, and is used
+    when the output holds its target term (as often as the source holds the term); the same share of the
+    references is printed beside it (docs/terminology.md).
+
     A multilingual run is scored on every direction of the split (each with its off-target rate, then the
     means), or on the one --src-lang → --tgt-lang names (any two of its languages with --zero-shot, through a
     third with --pivot; --src and --ref files, --baseline and --comet need it too).
@@ -105,7 +117,7 @@ def evaluate(
     if hypotheses is not None or references is not None:
         _check_file_mode(run_dirs, hypotheses, references, split, src, ref, data, checkpoint, search)
         assert hypotheses is not None and references is not None
-        report = evaluate_files(hypotheses, references, source, judging, device, asked)
+        report = evaluate_files(hypotheses, references, source, judging, device, asked, glossary)
     else:
         if not run_dirs:
             raise UserError("nothing to score: give a run directory, or --hypotheses FILE --references FILE")
@@ -113,7 +125,9 @@ def evaluate(
             raise UserError("--source goes with --hypotheses; a run translates --src (with --ref)")
         checked_search(run_dirs[0], search)
         flags = search_overrides(**search)
-        report = evaluate_run(run_dirs, split, src, ref, device, checkpoint, data, flags, asked, judging)
+        report = evaluate_run(
+            run_dirs, split, src, ref, device, checkpoint, data, flags, asked, judging, glossary
+        )
         chosen = "" if checkpoint else " (the run's choice)"
         searched = _search_options(report["search"])
         typer.echo(f"checkpoint: {report['checkpoint']}.pt{chosen}, search: {searched}")
@@ -171,6 +185,8 @@ def _score_lines(report: dict[str, Any]) -> list[str]:
             lines.append(MetricScore(**found).line(name.ljust(width)))
         if "comet" in report:
             lines.append(f"COMET = {report['comet']['score']:.4f}  ({report['comet']['model']})")
+        if "term_use" in report:
+            lines.append(_term_use_line(report["term_use"]))
         lines += _baseline_lines(report.get("baseline"), width)
         return [*lines, f"hypotheses: {report['hypotheses']}"]
     from nmt.evaluate.directions import direction_lines
@@ -183,6 +199,16 @@ def _score_lines(report: dict[str, Any]) -> list[str]:
         f"({signatures})",
         f"hypotheses: {Path(first['hypotheses']).parent}",
     ]
+
+
+def _term_use_line(found: dict[str, Any]) -> str:
+    """Term use as printed: `term use = 87.50% (35 of 40 glossary terms in 30 sentences; references:
+    90.00%)`."""
+    if found["rate"] is None:
+        return f"term use: no term of {found['glossary']} is found in the sources"
+    counts = f"{found['used']} of {found['occurrences']} glossary terms in {found['sentences']} sentences"
+    references = f"; references: {found['reference_rate']:.2f}%" if "reference_rate" in found else ""
+    return f"term use = {found['rate']:.2f}% ({counts}{references})"
 
 
 def _baseline_lines(baseline: dict[str, Any] | None, width: int) -> list[str]:

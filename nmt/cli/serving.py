@@ -60,6 +60,14 @@ def serve(
             min=0, max=1024, help="CPU threads of a search (0: one fewer than the cores, at least 1)."
         ),
     ] = 0,
+    glossary: Annotated[
+        Path | None,
+        typer.Option(
+            help="A glossary for every request, SOURCE<TAB>TARGET lines (NAME.SRC-TGT.tsv for a direction "
+            "when there is one), written into the sources of models trained with data.terminology; a "
+            "request's glossary entries replace its entries of the same source term."
+        ),
+    ] = None,
 ) -> None:
     """Serve translation over HTTP: the LibreTranslate API (POST /translate, GET /languages), nmt's own
     (POST /v1/translate, GET /v1/models, GET /health), the attention explorer at / and the OpenAPI
@@ -68,14 +76,20 @@ def serve(
     Runs of the same language pair that share a vocabulary are also served as their ensemble, the pair's
     default unless --default names another. Requests from all clients are decoded together in batches.
     SIGTERM or Ctrl-C answers the requests in flight, then exits with code 0.
+
+    With --glossary every request's texts get the glossary's terms written in (docs/terminology.md); it is
+    checked at startup as `nmt translate --glossary` checks it, and every served model must have been trained
+    with data.terminology.
     """
     from nmt.serve.server import check_installed
 
     check_installed()
+    from nmt.data.glossary import read_glossary
     from nmt.decode.loading import choose_engine
     from nmt.device.choice import resolve_device
     from nmt.serve.cache import CacheLimits
     from nmt.serve.engines import load_catalog
+    from nmt.serve.glossary import with_server_glossary
     from nmt.serve.requests import Limits
     from nmt.serve.server import Settings, listen, read_keys, search_threads
     from nmt.serve.server import serve as run_server
@@ -84,7 +98,11 @@ def serve(
     keys = read_keys(api_key_file) if api_key_file is not None else None
     listen(host, port).close()  # a busy port is reported before the models load
     threads = search_threads(threads)
+    if glossary is not None:
+        read_glossary(glossary)  # a bad file is refused before the models load
     catalog = load_catalog(run_dirs, engine, resolve_device(device), checkpoint, beam_size, default, threads)
+    if glossary is not None:
+        catalog = with_server_glossary(catalog, glossary)
     beams = [e.beam_size for engines in catalog.engines.values() for e in engines.values()]
     limits = Limits(max_texts=max_texts, max_chars=max_chars, max_beam=max(16, *beams))
     memory = CacheLimits(cache_entries if cache else 0, cache_mib)

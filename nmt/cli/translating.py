@@ -30,6 +30,7 @@ from nmt.cli.options import (
 from nmt.errors import UserError
 
 if TYPE_CHECKING:
+    from nmt.data.terminology import TermWriter
     from nmt.decode.languages import Pivot
     from nmt.decode.outputs import OutputFormat
     from nmt.decode.translator import Translator
@@ -122,6 +123,7 @@ def translate(
 
     With --glossary each source gets the glossary's terms written in as the run was trained to read them
     (data.terminology); a run trained without annotation is refused: constrained search is not built yet.
+    In an HTML page a term is written in where no tag begins or ends inside it, so it stays inside its tags.
 
     A multilingual model translates into --tgt-lang: from --src-lang, a direction it was trained on (or any
     of its languages with --zero-shot), or through a third language with --pivot (the scores and n-best
@@ -142,18 +144,19 @@ def translate(
             "--format html writes the page, its tags placed by the word links of one translation: drop "
             "--scores, --alignments, --nbest and --pivot"
         )
-    if glossary is not None and (format == "html" or alignments or pivot):
-        raise UserError("--glossary writes terms into the source: drop --format html, --alignments, --pivot")
+    if glossary is not None and (alignments or pivot):
+        raise UserError("--glossary writes terms into the source: drop --alignments and --pivot")
     style: OutputFormat = "jsonl" if format == "jsonl" else "moses" if scores or nbest > 1 else "text"
     checked_search(run_dirs[0], search)
     check_writable(output)  # before any work: a translation is never lost to a bad --output
     trained = None if glossary is None else TrainedMarkers.of(run_dirs[0])  # refused before loading
     loaded = load_translator(run_dirs, engine, resolve_device(device), checkpoint, search, int8)
     translator = into_direction(loaded, asked_direction(src_lang, tgt_lang, zero_shot, pivot))
+    annotating = None if trained is None or glossary is None else trained.annotating(translator, glossary)
     if format == "html":
-        _translate_page(translator, input, output)
+        _translate_page(translator, input, output, None if annotating is None else annotating.writer)
         return
-    terms = translator if trained is None or glossary is None else trained.annotating(translator, glossary)
+    terms = translator if annotating is None else annotating
     bad = 0
     with read_input(input) as (source, name, terminal):
         if terminal:  # the model is loaded: a user at the keyboard learns when to type, and how to stop
@@ -171,8 +174,11 @@ def translate(
         typer.echo(f"nmt: {bad} lines that are not valid UTF-8 translated as empty lines", err=True)
 
 
-def _translate_page(translator: Translator | Pivot, input: Path | None, output: Path | None) -> None:
-    """The HTML page of `input` (or stdin) translated to `output` (or stdout)."""
+def _translate_page(
+    translator: Translator | Pivot, input: Path | None, output: Path | None, terms: TermWriter | None
+) -> None:
+    """The HTML page of `input` (or stdin) translated to `output` (or stdout), with a glossary's `terms`
+    written into its lines where given."""
     from nmt.atomic_files import write_output
     from nmt.decode.markup import translated_page
     from nmt.decode.outputs import read_input
@@ -183,7 +189,8 @@ def _translate_page(translator: Translator | Pivot, input: Path | None, output: 
         page = data.decode("utf-8-sig")
     except UnicodeDecodeError as err:
         raise UserError(f"{name} is not valid UTF-8 (byte {data[err.start]:#04x} at {err.start})") from err
-    write_output(output, lambda out: out.write(translated_page(translator, page).encode("utf-8")))
+    translated = translated_page(translator, page, terms)
+    write_output(output, lambda out: out.write(translated.encode("utf-8")))
 
 
 def plot_attention(

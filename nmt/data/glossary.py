@@ -18,6 +18,7 @@ there is one (`for_direction`).
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -116,6 +117,12 @@ def unwritable(terms: Sequence[Term], tokenizer: Tokenizer) -> Term | None:
     return None
 
 
+def nfkc(word: str) -> str:
+    """A word as a sentencepiece model trained by nmt normalises it: what finds terms where no tokenizer is at
+    hand (the sources of a system's hypotheses file)."""
+    return unicodedata.normalize("NFKC", word)
+
+
 def for_direction(path: Path, src: str, tgt: str) -> Path:
     """The glossary of direction `src` → `tgt`: `NAME.SRC-TGT.tsv` beside `path` (`NAME.tsv`) when it exists,
     else `path` itself (a bilingual run, whose languages may be unknown, passes "" and reads `path`)."""
@@ -143,6 +150,10 @@ class TermFinder:
             self._keys[word] = self.normalize(word)
         normalized = self._keys[word]
         return normalized if match_case else normalized.casefold()
+
+    def words(self, text: str, match_case: bool) -> list[str]:
+        """The words of `text` as terms are compared: normalised, and case-folded unless `match_case`."""
+        return [self._key(word.group(), match_case) for word in WORD.finditer(text)]
 
     def find(self, text: str) -> list[TermMatch]:
         """The terms found in `text`, in order, none overlapping: of overlapping candidates the one of most

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -61,6 +61,47 @@ def annotate(text: str, annotations: Sequence[Annotation], markers: tuple[str, s
     return "".join([*parts, text[done:]])
 
 
+@dataclass(frozen=True)
+class AnnotatedLine:
+    """A line with terms written in: its text, and for each of its white-space words the words of the line it
+    stands for (a marker: none; a written-in target term: the words of its source term)."""
+
+    text: str
+    origins: list[tuple[int, ...]]
+
+    def plain_links(self, links: Sequence[Link]) -> list[Link]:
+        """Word links (annotated word, output word) as links of the line's own words, each once, sorted."""
+        found = {(i, j) for a, j in links if a < len(self.origins) for i in self.origins[a]}
+        return sorted(found)
+
+
+def annotated_line(
+    line: str, annotations: Sequence[Annotation], markers: tuple[str, str, str]
+) -> AnnotatedLine:
+    """`line` annotated as `annotate` writes it, with where each of its words comes from."""
+    at = [-1] * len(line)  # the word each character of the line is part of (-1: white space)
+    for i, word in enumerate(re.finditer(r"\S+", line)):
+        at[word.start() : word.end()] = [i] * (word.end() - word.start())
+    text = annotate(line, annotations, markers)
+    sources: list[frozenset[int]] = []  # per character of the annotated text, the line's words it stands for
+    done = 0
+    for found in sorted(annotations, key=lambda a: a.start):
+        term = frozenset(at[found.start : found.end]) - {-1}
+        sources += [frozenset({at[c]}) for c in range(done, found.start)]
+        sources += [frozenset()] * (len(markers[0]) + 1)
+        sources += [frozenset({at[c]}) for c in range(found.start, found.end)]
+        sources += [frozenset()] * (1 + len(markers[1]) + 1)
+        sources += [term] * len(found.target)
+        sources += [frozenset()] * (1 + len(markers[2]))
+        done = found.end
+    sources += [frozenset({at[c]}) for c in range(done, len(line))]
+    origins = [
+        tuple(sorted(frozenset().union(*sources[word.start() : word.end()]) - {-1}))
+        for word in re.finditer(r"\S+", text)
+    ]
+    return AnnotatedLine(text, origins)
+
+
 def glossary_annotations(text: str, finder: TermFinder) -> list[Annotation]:
     """The glossary terms `finder` finds in `text`, as annotations."""
     return [Annotation(match.start, match.end, match.term.target) for match in finder.find(text)]
@@ -70,6 +111,25 @@ def with_glossary_terms(text: str, finder: TermFinder, markers: tuple[str, str, 
     """`text` with the glossary terms `finder` finds written in, line by line (a term never spans lines)."""
     lines = text.split("\n")
     return "\n".join(annotate(line, glossary_annotations(line, finder), markers) for line in lines)
+
+
+@dataclass(frozen=True)
+class TermWriter:
+    """Writes the glossary terms `finder` finds into lines, between `markers`."""
+
+    finder: TermFinder
+    markers: tuple[str, str, str]
+
+    def line(self, line: str, boundaries: Collection[int] = ()) -> AnnotatedLine:
+        """`line` with its terms written in, but a term that one of `boundaries` (characters of the line where
+        markup begins or ends: an HTML tag) falls inside, which is left as it is: a term stays inside its
+        tags."""
+        found = [
+            annotation
+            for annotation in glossary_annotations(line, self.finder)
+            if not any(annotation.start < at < annotation.end for at in boundaries)
+        ]
+        return annotated_line(line, found, self.markers)
 
 
 def candidate_terms(src: str, tgt: str, links: Sequence[Link], max_words: int) -> list[Annotation]:

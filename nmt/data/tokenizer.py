@@ -25,11 +25,14 @@ class Tokenizer:
     nmt trained). `MappedTokenizer` is the same with ids of a vocabulary file (an imported model's)."""
 
     specials: tuple[int, ...] = (PAD, BOS, EOS)  # ids that stand for no text: decoding drops them
+    markers: tuple[
+        str, ...
+    ] = ()  # pieces only a source holds (terminology markers): search never outputs them
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, markers: Sequence[str] = ()) -> None:
         if not path.is_file():
             raise UserError(f"sentencepiece model {path} is missing; the run directory is incomplete")
-        self.path = path
+        self.path, self.markers = path, tuple(markers)
         self.sp = processor_of(path.read_bytes(), str(path))
         if (self.sp.pad_id(), self.sp.unk_id(), self.sp.bos_id(), self.sp.eos_id()) != (PAD, UNK, BOS, EOS):
             raise UserError(
@@ -99,8 +102,10 @@ class Tokenizer:
 
     @property
     def banned(self) -> tuple[int, ...]:
-        """The ids search never outputs: the specials but eos."""
-        return tuple(i for i in self.specials if i != EOS)
+        """The ids search never outputs: the specials but eos, and the `markers` the vocabulary holds (a run
+        trained with terminology annotation reads them in its source and was never taught to write them)."""
+        markers = tuple(i for i in self.ids(list(self.markers)) if i != UNK) if self.markers else ()
+        return tuple(i for i in self.specials if i != EOS) + markers
 
     def is_control(self, i: int) -> bool:
         """Whether id `i` stands for no text (a special id, a language tag)."""
@@ -268,16 +273,19 @@ def tokenizer_files(run_dir: Path, joint: bool, vocabulary: str = "sentencepiece
     return list(dict.fromkeys(found))
 
 
-def load_tokenizers(run_dir: Path, joint: bool, vocabulary: str = "sentencepiece") -> Tokenizers:
-    """Load the tokenizers a run directory holds (`vocabulary`: their layout, tokenizer.vocabulary)."""
+def load_tokenizers(
+    run_dir: Path, joint: bool, vocabulary: str = "sentencepiece", markers: Sequence[str] = ()
+) -> Tokenizers:
+    """Load the tokenizers a run directory holds (`vocabulary`: their layout, tokenizer.vocabulary; `markers`:
+    the terminology markers of a run trained with annotation, never output)."""
     src_path, tgt_path = tokenizer_paths(run_dir, joint, vocabulary)
     if vocabulary == "marian":
         src_vocabulary, tgt_vocabulary = vocabulary_paths(run_dir, joint)
         return Tokenizers(
             MappedTokenizer(src_path, src_vocabulary), MappedTokenizer(tgt_path, tgt_vocabulary)
         )
-    src = Tokenizer(src_path)
-    return Tokenizers(src, src if joint else Tokenizer(tgt_path))
+    src = Tokenizer(src_path, markers)
+    return Tokenizers(src, src if joint else Tokenizer(tgt_path, markers))
 
 
 def install_tokenizers(directory: Path, run_dir: Path, joint: bool) -> Tokenizers:

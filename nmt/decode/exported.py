@@ -225,7 +225,8 @@ def load_export(
         )
     except (RuntimeError, ValueError) as err:
         raise UserError(f"CTranslate2 cannot load {path}: {err}") from err
-    tokenizers = load_tokenizers(path, meta["joint_vocabulary"], meta.get("vocabulary", "sentencepiece"))
+    vocabulary, markers = meta.get("vocabulary", "sentencepiece"), meta.get("terminology") or ()
+    tokenizers = load_tokenizers(path, meta["joint_vocabulary"], vocabulary, markers)
     settings = SearchConfig(**meta["search"])
     tags = None if meta.get("tags") is None else LanguageTags(tokenizers.src.tag_ids, meta["tags"])
     alignment = meta.get("alignment")

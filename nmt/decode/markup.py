@@ -34,6 +34,7 @@ from html.parser import HTMLParser
 from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
+    from nmt.data.terminology import TermWriter
     from nmt.decode.languages import Pivot
     from nmt.decode.translator import Translator
 
@@ -90,6 +91,31 @@ class Block:
     def line(self) -> str:
         """The sentence to translate: the block's words, one space apart."""
         return " ".join(self.words)
+
+    def boundaries(self) -> set[int]:
+        """Where its inline tags begin and end, as characters of `line` (a tag between two words: at the end
+        of the first, or at the start of the second when it begins there)."""
+        found = list(WORD.finditer(self.text))
+        starts = [word.start() for word in found]
+        line_starts = [0]
+        for word in found[:-1]:
+            line_starts.append(line_starts[-1] + word.end() - word.start() + 1)
+        at = set()
+        for element in _all(self.elements):
+            for edge in (element.start, element.end):
+                k = bisect.bisect_right(starts, edge) - 1  # the last word that starts at or before it
+                if k < 0:
+                    at.add(0)
+                else:
+                    at.add(line_starts[k] + min(edge - starts[k], found[k].end() - starts[k]))
+        return at
+
+
+def _all(elements: list[Element]) -> Iterator[Element]:
+    """`elements` and every element inside them."""
+    for element in elements:
+        yield element
+        yield from _all(element.children)
 
 
 class _Reader(HTMLParser):
@@ -257,6 +283,11 @@ class Page:
         """The sentence of each block, in order, then each attribute's: what to translate."""
         return [part.line for part in self.parts if isinstance(part, Block)] + self.attributes
 
+    def boundaries(self) -> list[set[int]]:
+        """For each of `lines`, where its inline tags begin and end (Block.boundaries; none in attributes)."""
+        blocks = [part.boundaries() for part in self.parts if isinstance(part, Block)]
+        return blocks + [set() for _ in self.attributes]
+
     def written(self, translations: Iterable[tuple[str, Sequence[Link]]]) -> str:
         """The page with each block written as its translation (text and word links, one per line of
         `lines`) with its tags placed, and each attribute's value as its translation."""
@@ -294,23 +325,35 @@ def read_page(page: str) -> Page:
     return Page(reader.parts, reader.attributes, marker)
 
 
-def translate_page(page: str, translate: Callable[[list[str]], list[tuple[str, Sequence[Link]]]]) -> str:
+def translate_page(
+    page: str,
+    translate: Callable[[list[str]], list[tuple[str, Sequence[Link]]]],
+    terms: TermWriter | None = None,
+) -> str:
     """`page` with the text of its blocks translated by `translate` (lines to their translation and word
-    links) and its inline tags placed on the linked words."""
+    links) and its inline tags placed on the linked words; with `terms`, each line gets a glossary's terms
+    written in first (but a term a tag begins or ends inside: a term stays inside its tags), and the links of
+    the words written in count as links of the term's own words."""
     read = read_page(page)
-    return read.written(translate(read.lines) if read.lines else [])
+    if terms is None:
+        return read.written(translate(read.lines) if read.lines else [])
+    written = [terms.line(line, at) for line, at in zip(read.lines, read.boundaries(), strict=True)]
+    found = translate([line.text for line in written]) if written else []
+    plain = [(text, line.plain_links(links)) for (text, links), line in zip(found, written, strict=True)]
+    return read.written(plain)
 
 
-def translated_page(translator: Translator | Pivot, page: str) -> str:
+def translated_page(translator: Translator | Pivot, page: str, terms: TermWriter | None = None) -> str:
     """`page` translated by `translator`, each block sentence by sentence (nmt/decode/running_text.py), its
-    tags placed by the word links of each best translation, its language the target's (`with_language`)."""
+    tags placed by the word links of each best translation, its language the target's (`with_language`);
+    with `terms`, a glossary's terms written into its lines (`translate_page`)."""
     from nmt.decode.running_text import translate_paragraphs
 
     def aligned(lines: list[str]) -> list[tuple[str, Sequence[Link]]]:
         found = translate_paragraphs(translator, lines, split=True, alignments=True)
         return [(block.joined.best.text, block.joined.best.alignment or []) for block in found]
 
-    return with_language(translate_page(page, aligned), translator.target)
+    return with_language(translate_page(page, aligned, terms), translator.target)
 
 
 @dataclass

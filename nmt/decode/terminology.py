@@ -17,7 +17,7 @@ from typing import Any
 from nmt.config.yaml_file import load_saved_config
 from nmt.data.glossary import Term, TermFinder, for_direction, read_glossary, unwritable
 from nmt.data.special_tokens import UNK
-from nmt.data.terminology import with_glossary_terms
+from nmt.data.terminology import TermWriter, with_glossary_terms
 from nmt.data.tokenizer import Tokenizer, tokenizer_paths
 from nmt.decode.decoded import DecodedLine
 from nmt.decode.exported import META, is_export
@@ -53,6 +53,11 @@ class Annotating:
     @property
     def max_source_len(self) -> int:
         return self.inner.max_source_len
+
+    @property
+    def writer(self) -> TermWriter:
+        """What writes its terms into a line (an HTML page's, keeping each term inside its tags)."""
+        return TermWriter(self.finder, self.markers)
 
     def annotated(self, texts: Sequence[str]) -> list[str]:
         """The texts with their terms written in (a text without a term: itself)."""

@@ -46,7 +46,8 @@ def load_run(
     run_dir = path if isinstance(path, RunDir) else RunDir(Path(path))
     checkpoint_path = run_dir.find_checkpoint(which)
     cfg = load_saved_config(run_dir.config, overrides)
-    tokenizers = load_tokenizers(run_dir.path, cfg.tokenizer.joint, cfg.tokenizer.vocabulary)
+    markers = cfg.data.terminology.markers if cfg.data.terminology is not None else ()
+    tokenizers = load_tokenizers(run_dir.path, cfg.tokenizer.joint, cfg.tokenizer.vocabulary, markers)
     checkpoint = load_checkpoint(checkpoint_path)
     if not same_vocabulary(checkpoint.get("vocab"), tokenizers):
         raise UserError(

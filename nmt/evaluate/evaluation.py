@@ -12,9 +12,11 @@ from typing import Any
 
 from nmt.config.multilingual import Direction
 from nmt.data.corpus import SplitFiles, read_files
+from nmt.data.glossary import TermFinder, nfkc, read_glossary
 from nmt.data.splits import language_split, read_direction
 from nmt.decode.languages import Asked, Translates, into_direction
 from nmt.decode.loading import load_trained
+from nmt.decode.terminology import TrainedMarkers
 from nmt.decode.trained_run import TrainedRun
 from nmt.decode.translator import TorchTranslator
 from nmt.device.choice import resolve_device
@@ -23,7 +25,8 @@ from nmt.evaluate.directions import evaluate_split, search_settings
 from nmt.evaluate.hypotheses import HypothesisFiles, source_tag
 from nmt.evaluate.off_target import off_target_rate
 from nmt.evaluate.scores import score
-from nmt.evaluate.systems import Judging, TranslateBaseline, baseline_of, judged, score_files
+from nmt.evaluate.systems import Judging, TranslateBaseline, baseline_of, judged, read_outputs, score_files
+from nmt.evaluate.term_use import term_use
 
 
 def data_tag(run: TrainedRun, data_dir: Path) -> str:
@@ -45,6 +48,7 @@ def evaluate_run(
     overrides: list[str] | None = None,
     asked: Asked | None = None,
     judging: Judging | None = None,
+    glossary: Path | None = None,
 ) -> dict[str, Any]:
     """`nmt evaluate`: score a split of the (first) run's data (read from `data_dir` when given, else from
     where the run was trained), or --src against --ref, with `<checkpoint>.pt` (best, last or averaged; by
@@ -55,7 +59,8 @@ def evaluate_run(
 
     Every direction of the split is scored, unless `asked` names one (a multilingual run's: zero-shot, or
     through a pivot language, when it says so; with its off-target rate) or files are given, or `judging`
-    asks for a comparison (of one direction).
+    asks for a comparison (of one direction), or a `glossary` is given: the run (trained with terminology
+    annotation) translates with it, and its term use is reported (nmt/evaluate/term_use.py).
     """
     if (src is None) != (ref is None):
         raise UserError("--src and --ref go together: give both files or neither")
@@ -63,6 +68,10 @@ def evaluate_run(
         raise UserError(f"--split {split}: expected valid or test")
     judging = judging or Judging()
     judging.check()
+    trained = None
+    if glossary is not None:  # refused before the model loads: a run trained without annotation, a bad file
+        trained = TrainedMarkers.of(run_dirs[0])
+        read_glossary(glossary)
     run = load_trained(run_dirs, resolve_device(device), checkpoint, overrides or [])
     tag = f".ensemble{len(run_dirs)}" if len(run_dirs) > 1 else ""
     if data_dir is not None:
@@ -73,15 +82,26 @@ def evaluate_run(
     files = HypothesisFiles.of_run(run, tag, protect_report=True)
     runs = {"runs": [str(path) for path in run_dirs]}
     given = SplitFiles(src, ref) if src is not None and ref is not None else None
-    if given is None and asked == Asked() and not judging.anything:
+    if given is None and asked == Asked() and not judging.anything and trained is None:
         return evaluate_split(run, split, files=files) | runs
     if run.cfg.data.directions.tagged and asked == Asked():
         what = (
-            "--src and --ref: name their languages" if given else "--baseline and --comet: name the direction"
+            "--src and --ref: name their languages"
+            if given
+            else "--baseline, --comet and --glossary: name the direction"
         )
         raise UserError(f"{what} with --src-lang and --tgt-lang")
-    translator = into_direction(TorchTranslator.of_run(run), asked)  # checks the direction asked for
-    return _evaluate_direction(run, translator, asked, split, given, files, judging, device) | runs
+    translator: Translates = into_direction(TorchTranslator.of_run(run), asked)  # checks the direction
+    finder = None
+    if trained is not None and glossary is not None:
+        annotating = trained.annotating(translator, glossary)
+        translator, finder = annotating, annotating.finder
+        tag += f".glossary-{source_tag(glossary)}"
+        files = HypothesisFiles.of_run(run, tag, protect_report=True)
+    found = _evaluate_direction(run, translator, asked, split, given, files, judging, device, finder)
+    if finder is not None:
+        found["term_use"] |= {"glossary": str(glossary)}
+    return found | runs
 
 
 def _evaluate_direction(
@@ -93,9 +113,11 @@ def _evaluate_direction(
     files: HypothesisFiles,
     judging: Judging,
     device: str,
+    finder: TermFinder | None = None,
 ) -> dict[str, Any]:
     """One direction: its pairs of `split`, or the `given` files, scored (a multilingual run's with the
-    off-target rate), and compared as `judging` asks (a baseline run translating the same sources)."""
+    off-target rate), compared as `judging` asks (a baseline run translating the same sources), and with the
+    term use of the glossary terms `finder` finds, where given."""
     directions = run.cfg.data.directions
     direction = asked.direction() if directions.tagged else directions.directions[0]
     origin = split if given is None else f"{given.src.name}.{source_tag(given.src)}"
@@ -113,6 +135,8 @@ def _evaluate_direction(
     kept = {"hypotheses": str(files.keep(name, hypotheses)), "source": str(source)}
     found = judged(hypotheses, text.tgt, text.src, judging, baseline)
     found = score(hypotheses, text.tgt).as_dict() | search_settings(run) | kept | found
+    if finder is not None:
+        found["term_use"] = term_use(text.src, hypotheses, finder, text.tgt).as_dict()
     if not directions.tagged:
         return found
     rate = off_target_rate(hypotheses, direction.tgt, directions.languages)
@@ -147,10 +171,20 @@ def evaluate_files(
     judging: Judging,
     device: str,
     asked: Asked | None = None,
+    glossary: Path | None = None,
 ) -> dict[str, Any]:
     """`nmt evaluate --hypotheses FILE --references FILE`: any system's output scored, with no run; a
-    baseline run (`judging.baseline`) translates `source` as `asked` (its own direction by default)."""
+    baseline run (`judging.baseline`) translates `source` as `asked` (its own direction by default); with a
+    `glossary` (and the `source`), the output's term use, terms found on NFKC-normalised words."""
     judging.check()
+    if glossary is not None and source is None:
+        raise UserError("--glossary finds its terms in the sources: give --source with --hypotheses")
+    finder = None if glossary is None else TermFinder(read_glossary(glossary), nfkc)
     name = "" if source is None else f"{source.name}.{source_tag(source)}"
     translate = _baseline_translator(device, None, asked or Asked(), name, None)
-    return score_files(hypotheses, references, source, judging, translate)
+    found = score_files(hypotheses, references, source, judging, translate)
+    if finder is not None and source is not None:
+        hyps, refs = read_outputs(hypotheses, "--hypotheses"), read_outputs(references, "--references")
+        use = term_use(read_outputs(source, "--source"), hyps, finder, refs)
+        found["term_use"] = use.as_dict() | {"glossary": str(glossary)}
+    return found

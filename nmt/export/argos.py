@@ -12,6 +12,12 @@ minisbd/<src>.onnx   the sentence splitter argostranslate runs on each paragraph
 ```
 argostranslate encodes each sentence into sentencepiece pieces and CTranslate2 appends the eos our sources end
 with (`add_source_eos` in model/config.json), as `nmt translate --engine ctranslate2` does.
+
+A run trained with terminology annotation names its markers in metadata.json (`nmt.terminology`: term start,
+translation start, term end; null for other runs), so that a consumer that knows nmt can write a glossary's
+terms into each sentence as `nmt translate --glossary` does. argostranslate itself knows nothing of them: it
+translates plain text as the run does without a glossary, and does not ban the markers from the output
+(the model was never trained to write them).
 """
 
 from __future__ import annotations
@@ -114,7 +120,7 @@ def _write_folder(model: Path, direction: Direction, meta: dict[str, Any], prefi
         "to_name": LANGUAGE_NAMES.get(tgt, tgt),
         "type": "translate",
         "sentence_splitter": description(src),
-        "nmt": {key: meta[key] for key in ("checkpoint", "step", "quantization", "domain")},
+        "nmt": {key: meta[key] for key in ("checkpoint", "step", "quantization", "domain", "terminology")},
     }
     if prefix is not None:
         metadata["target_prefix"] = prefix
@@ -146,5 +152,18 @@ Written by `nmt export --to argos` from the run `{run_name}`: checkpoint {nmt["c
 
 Argos Translate searches with {ARGOS_SEARCH}: `nmt translate model/ {direction}--beam-size 4 \
 --length-penalty 0.2` gives the same translations, sentence by sentence, unless one reaches its length limit \
-(nmt's is search.max_len_a × source length + search.max_len_b).{prefix}
+(nmt's is search.max_len_a × source length + search.max_len_b).{prefix}{_terminology(nmt["terminology"])}
 """
+
+
+def _terminology(markers: list[str] | None) -> str:
+    """What the README says of a run trained with terminology annotation (nothing for another run)."""
+    if markers is None:
+        return ""
+    start, translation, end = markers
+    return f"""
+
+The model was trained to follow terms written into its source: `{start} Fahrrad {translation} bicycle {end}` \
+makes it translate `Fahrrad` as `bicycle` (metadata.json's `nmt.terminology` names the three markers). \
+`nmt translate model/ --glossary terms.tsv` writes a glossary's terms in; Argos Translate translates plain \
+text, as the model does without a glossary."""

@@ -13,6 +13,7 @@ again.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import os
 from dataclasses import dataclass
@@ -22,6 +23,8 @@ import torch
 
 from nmt.config.multilingual import Direction
 from nmt.config.sections import SearchConfig
+from nmt.data.glossary import Term
+from nmt.data.terminology import TermWriter
 from nmt.decode.exported import exported_run
 from nmt.decode.loading import Loaded, ensemble, load_models
 from nmt.decode.search import Hypothesis
@@ -49,6 +52,14 @@ class Engine:
     translator: Translator
     facts: ModelFacts
     terms: TrainedMarkers | None = None  # the markers of a model trained with terminology annotation
+    glossary: tuple[Term, ...] = ()  # the server's glossary (`nmt serve --glossary`), for every request
+
+    @functools.cached_property
+    def glossary_writer(self) -> TermWriter | None:
+        """What writes the server's glossary into a request's lines (None: the server has none)."""
+        if not self.glossary or self.terms is None:
+            return None
+        return TermWriter(self.terms.finder(self.glossary), self.terms.markers)
 
     @property
     def source(self) -> str:

@@ -75,11 +75,13 @@ async def translate_file(request: Request) -> Response:
         [(engine, _)] = await routes(service, [" ".join(page.lines) if page else text], asked.target)
     else:
         engine = service.choose(asked.source, asked.target, None)
-    decoding = service.decoding(engine, {})
-    if page is None:
-        [lines] = await service.translate(engine, [text], decoding)
+    decoding, terms = service.decoding(engine, {}), engine.glossary_writer  # the server's glossary
+    if page is not None:
+        [lines] = await service.translate_pages(engine, [page], decoding, terms=terms)
+    elif terms is not None:
+        [lines] = await service.translate_cached(engine, [text], decoding, terms=terms)
     else:
-        [lines] = await service.translate_pages(engine, [page], decoding)
+        [lines] = await service.translate(engine, [text], decoding)
     translated = TranslatedText(
         filename, joined(lines, 0, page, engine.target).encode("utf-8"), FORMATS[suffix]
     )

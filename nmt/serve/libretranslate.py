@@ -14,6 +14,7 @@ import asyncio
 from starlette.requests import Request
 from starlette.responses import Response
 
+from nmt.data.terminology import TermWriter
 from nmt.decode.markup import Page, read_page
 from nmt.decode.running_text import TranslatedParagraph
 from nmt.serve.answers import (
@@ -30,7 +31,7 @@ from nmt.serve.answers import (
 from nmt.serve.detect import routes
 from nmt.serve.engines import Engine
 from nmt.serve.files import FORMATS
-from nmt.serve.glossary import with_glossary
+from nmt.serve.glossary import request_terms
 from nmt.serve.requests import validated
 from nmt.serve.service import Service, joined
 
@@ -81,11 +82,10 @@ async def translate(request: Request) -> Response:
         detected: list[Detected] | None = list(detections)
     else:
         engines, detected = (service.choose(asked.source, asked.target, None),) * len(found), None
-    if asked.glossary:  # each text for its engine (a source of auto may choose one a text)
-        found = [
-            with_glossary(e, [t], asked.glossary, html, False)[0] for e, t in zip(engines, found, strict=True)
-        ]
-    results = await _translated(service, list(engines), found, pages, asked.alternatives)
+    terms = {
+        engine: request_terms(engine, asked.glossary) for engine in engines
+    }  # a source of auto: per text
+    results = await _translated(service, list(engines), found, pages, asked.alternatives, terms)
     targets = [engine.target for engine in engines]
     best = [joined(lines, 0, page, t) for lines, page, t in zip(results, pages, targets, strict=True)]
     other = [
@@ -112,10 +112,15 @@ def _confidence(lines: list[TranslatedParagraph]) -> TextConfidence:
 
 
 async def _translated(
-    service: Service, engines: list[Engine], texts: list[str], pages: list[Page | None], alternatives: int
+    service: Service,
+    engines: list[Engine],
+    texts: list[str],
+    pages: list[Page | None],
+    alternatives: int,
+    terms: dict[Engine, TermWriter | None],
 ) -> list[list[TranslatedParagraph]]:
     """Each text's lines (or its page's sentences) translated by its engine, with `alternatives` other
-    hypotheses; the texts of every engine are queued at once."""
+    hypotheses and the glossary `terms` of the engine; the texts of every engine are queued at once."""
     groups: dict[Engine, list[int]] = {}
     for i, engine in enumerate(engines):
         groups.setdefault(engine, []).append(i)
@@ -125,9 +130,10 @@ async def _translated(
         decoding = decodings[engine]
         read = [page for i in group if (page := pages[i]) is not None]
         if read:
-            translations.append(service.translate_pages(engine, read, decoding))
+            translations.append(service.translate_pages(engine, read, decoding, terms=terms[engine]))
         else:
-            translations.append(service.translate_cached(engine, [texts[i] for i in group], decoding))
+            own = [texts[i] for i in group]
+            translations.append(service.translate_cached(engine, own, decoding, terms=terms[engine]))
     results: list[list[TranslatedParagraph]] = [[] for _ in texts]
     for group, translated in zip(groups.values(), await asyncio.gather(*translations), strict=True):
         for i, lines in zip(group, translated, strict=True):

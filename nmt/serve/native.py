@@ -24,7 +24,7 @@ from nmt.serve.answers import (
     Weights,
     json_answer,
 )
-from nmt.serve.glossary import with_glossary
+from nmt.serve.glossary import request_terms
 from nmt.serve.requests import validated
 from nmt.serve.service import Service, joined
 
@@ -42,13 +42,15 @@ async def translate(request: Request) -> Response:
     engine = service.choose(asked.source, asked.target, asked.model)
     decoding = service.decoding(engine, asked.search_given(), asked.attention, asked.alignments)
     texts = asked.q if isinstance(asked.q, list) else [asked.q]
-    texts = with_glossary(engine, texts, asked.glossary, asked.format == "html", asked.alignments)
+    terms = request_terms(engine, asked.glossary)
     split = asked.split_sentences
     if asked.format == "html":
         pages: list[Page | None] = [read_page(text) for text in texts]
-        results = await service.translate_pages(engine, [page for page in pages if page], decoding, split)
+        read = [page for page in pages if page]
+        results = await service.translate_pages(engine, read, decoding, split, terms)
     else:
-        pages, results = [None] * len(texts), await service.translate_cached(engine, texts, decoding, split)
+        pages = [None] * len(texts)
+        results = await service.translate_cached(engine, texts, decoding, split, terms)
     answer = V1Translation(
         model=engine.name,
         source=engine.source,

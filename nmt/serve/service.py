@@ -12,6 +12,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from nmt.config import search_flags
+from nmt.data.terminology import AnnotatedLine, TermWriter
 from nmt.decode.markup import Page, with_language
 from nmt.decode.running_text import TranslatedParagraph, segment
 from nmt.decode.search import Hypothesis
@@ -21,6 +22,7 @@ from nmt.rules.sampling import Sampling
 from nmt.serve.batcher import Batcher, Closed, SentenceFailed
 from nmt.serve.cache import TranslationCache
 from nmt.serve.engines import Catalog, Decoding, Engine
+from nmt.serve.glossary import plain_paragraphs
 from nmt.serve.requests import ApiError, Limits, RequestModels, clipped
 
 log = logging.getLogger(__name__)
@@ -113,11 +115,20 @@ class Service:
         return [list(itertools.islice(paragraphs, len(text))) for text in lines]
 
     async def translate_cached(
-        self, engine: Engine, texts: list[str], decoding: Decoding, split: bool = True
+        self,
+        engine: Engine,
+        texts: list[str],
+        decoding: Decoding,
+        split: bool = True,
+        terms: TermWriter | None = None,
     ) -> list[list[TranslatedParagraph]]:
         """`translate`, through the cache: a text translated before as `decoding` and `split` say is not
         translated again (samples are drawn anew where the engine would not draw them alike: a CTranslate2
-        export's)."""
+        export's); with `terms`, a glossary's terms written into each line (nmt/serve/glossary.py)."""
+        if terms is not None:
+            return await self._written(
+                engine, [[terms.line(line) for line in t.split("\n")] for t in texts], decoding, split
+            )
         if isinstance(rule_of(decoding.settings), Sampling) and engine.translator.engine != "torch":
             return await self.translate(engine, texts, decoding, split)
         return await self.cache.translate(
@@ -125,11 +136,34 @@ class Service:
         )
 
     async def translate_pages(
-        self, engine: Engine, pages: list[Page], decoding: Decoding, split: bool = True
+        self,
+        engine: Engine,
+        pages: list[Page],
+        decoding: Decoding,
+        split: bool = True,
+        terms: TermWriter | None = None,
     ) -> list[list[TranslatedParagraph]]:
-        """The sentences of each HTML page's blocks translated, with their word links (to place its tags)."""
+        """The sentences of each HTML page's blocks translated, with their word links (to place its tags);
+        with `terms`, a glossary's terms written into each line where no tag begins or ends inside a term."""
         aligned = dataclasses.replace(decoding, alignments=True)
-        return await self.translate_cached(engine, ["\n".join(page.lines) for page in pages], aligned, split)
+        if terms is None:
+            return await self.translate_cached(
+                engine, ["\n".join(page.lines) for page in pages], aligned, split
+            )
+        written = [
+            [terms.line(line, at) for line, at in zip(page.lines, page.boundaries(), strict=True)]
+            for page in pages
+        ]
+        return await self._written(engine, written, aligned, split)
+
+    async def _written(
+        self, engine: Engine, texts: list[list[AnnotatedLine]], decoding: Decoding, split: bool
+    ) -> list[list[TranslatedParagraph]]:
+        """Texts whose lines hold terms written in, translated through the cache; their word links are links
+        of each line's own words."""
+        joined = ["\n".join(line.text for line in lines) for lines in texts]
+        found = await self.translate_cached(engine, joined, decoding, split)
+        return [plain_paragraphs(paragraphs, lines) for paragraphs, lines in zip(found, texts, strict=True)]
 
     def _count_dropped(self, translated: list[TranslatedParagraph]) -> None:
         """Count (and log) the sentences the best translations lack."""

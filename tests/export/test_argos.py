@@ -61,6 +61,21 @@ def test_package_layout_and_metadata(tiny_run: Path, tmp_path: Path) -> None:
     assert "not a trained model" in readme and "--beam-size 4 --length-penalty 0.2" in readme
     assert metadata["nmt"]["domain"] == "made-up words in reverse order"
     assert "Its training text: made-up words in reverse order." in readme
+    assert metadata["nmt"]["terminology"] is None and "terms written into its source" not in readme
+
+
+def test_a_package_of_an_annotation_run_names_its_markers(terminology_run: Path, tmp_path: Path) -> None:
+    pytest.importorskip("ctranslate2")
+    pytest.importorskip("onnx")
+    out = tmp_path / "src_tgt.argosmodel"
+    code, _, err = run_cli("export", str(terminology_run), str(out), "--to", "argos")
+    assert code == 0, err
+    with zipfile.ZipFile(out) as package:
+        metadata = json.loads(package.read("translate-src_tgt-nmt/metadata.json"))
+        readme = package.read("translate-src_tgt-nmt/README.md").decode()
+        exported = json.loads(package.read("translate-src_tgt-nmt/model/nmt-export.json"))
+    assert metadata["nmt"]["terminology"] == exported["terminology"] == ["｟term｠", "｟trans｠", "｟/term｠"]
+    assert "｟term｠ Fahrrad ｟trans｠ bicycle ｟/term｠" in readme and "--glossary" in readme
 
 
 def test_a_package_names_no_path_of_the_exporting_machine(tiny_run: Path, tmp_path: Path) -> None:

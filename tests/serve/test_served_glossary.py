@@ -1,6 +1,8 @@
 """A request's glossary on /v1/translate and /translate: written into the source of a model trained with
-terminology annotation, no change when absent or empty, described in the OpenAPI document, and each refusal
-(a model trained without annotation, html, alignments, the limits) a 400 naming the problem."""
+terminology annotation (into a text's lines or a page's, a term inside a tag kept inside it), no change when
+absent or empty, described in the OpenAPI document, and each refusal (a model trained without annotation, the
+limits) a 400 naming the problem. A server's glossary (`nmt serve --glossary`) goes into every request, a
+request's entries replacing its entries of the same source term; a bad one stops the server at startup."""
 
 from __future__ import annotations
 
@@ -12,8 +14,11 @@ import torch
 from starlette.testclient import TestClient
 
 from nmt.serve.engines import Catalog, load_catalog
+from nmt.serve.glossary import with_server_glossary
 from nmt.serve.requests import Limits
+from tests.conftest import assert_error_line_last, assert_one_line_error, run_cli
 from tests.serve.conftest import make_client
+from tests.serve.test_files import translated_file
 
 MARKERS = ["｟term｠", "｟trans｠", "｟/term｠"]
 
@@ -61,8 +66,6 @@ def test_an_absent_or_empty_glossary_changes_nothing(terms_client: TestClient, l
         ({"glossary": [["a", "b", "c"]]}, "glossary[0] must be a [source term, target term] pair"),
         ({"glossary": "a b"}, "glossary must be a list of [source term, target term] pairs, not a string"),
         ({"glossary": [["a", "漢字"]]}, "glossary[0]: the run's vocabulary cannot write the target term"),
-        ({"glossary": [["a", "b"]], "alignments": True}, "send format text, without alignments"),
-        ({"glossary": [["a", "b"]], "format": "html"}, "send format text, without alignments"),
     ],
 )
 def test_a_bad_glossary_is_a_400_naming_it(terms_client: TestClient, fields: dict, fragment: str) -> None:
@@ -83,3 +86,68 @@ def test_the_openapi_document_describes_the_glossary(terms_client: TestClient) -
         body = schemas[path]["post"]["requestBody"]["content"]["application/json"]["schema"]
         glossary = body["properties"]["glossary"] if "properties" in body else None
         assert glossary is not None and "at most 2" in glossary["description"], path
+
+
+def source_text(answer: dict) -> str:
+    """The subwords /v1/translate read, as text (markers and written-in terms included)."""
+    pieces = [p for line in answer["translations"][0]["lines"] for p in line["source_pieces"] if p != "</s>"]
+    return "".join(pieces).replace("▁", " ").strip()
+
+
+def test_html_and_alignments_take_a_glossary(terms_client: TestClient, line: str) -> None:
+    words = line.split()
+    page = f"<p>{words[0]} <b>{words[1]}</b> {' '.join(words[2:])}</p>"
+    asked = {"q": page, "format": "html", "glossary": [[words[1], "ZZZ"]]}
+    answer = terms_client.post("/v1/translate", json=asked)
+    assert answer.status_code == 200, answer.text
+    assert f"｟term｠ {words[1]} ｟trans｠ ZZZ ｟/term｠" in source_text(answer.json())
+    page_out = answer.json()["translations"][0]["translatedText"]
+    assert page_out.count("<b>") == page_out.count("</b>") == 1 and "｟" not in page_out
+    libre = terms_client.post("/translate", json=asked | {"source": "src", "target": "tgt"})
+    assert libre.status_code == 200 and libre.json()["translatedText"].count("<b>") == 1, libre.text
+    aligned = terms_client.post(
+        "/v1/translate", json={"q": line, "alignments": True, "glossary": [[words[1], "Z"]]}
+    )
+    assert aligned.status_code == 200, aligned.text
+
+
+def test_a_server_glossary_goes_into_every_request(terminology_run: Path, line: str, tmp_path: Path) -> None:
+    first = line.split()[0]
+    second = next(word for word in line.split() if word != first)
+    glossary = tmp_path / "terms.tsv"
+    glossary.write_text(f"{first}\tZZZ\n{second}\tZZ\n")
+    catalog = load_catalog([terminology_run], "torch", torch.device("cpu"), None, None)
+    with make_client(with_server_glossary(catalog, glossary)) as client:
+        plain = source_text(client.post("/v1/translate", json={"q": line}).json())
+        assert f"｟term｠ {first} ｟trans｠ ZZZ ｟/term｠" in plain
+        assert f"｟term｠ {second} ｟trans｠ ZZ ｟/term｠" in plain
+        replaced = client.post("/v1/translate", json={"q": line, "glossary": [[first.upper(), "Z"]]})
+        replaced_text = source_text(replaced.json())
+        assert f"｟term｠ {first} ｟trans｠ Z ｟/term｠" in replaced_text and "ZZZ" not in replaced_text
+        assert f"｟term｠ {second} ｟trans｠ ZZ ｟/term｠" in replaced_text
+        libre = client.post("/translate", data={"q": line, "source": "src", "target": "tgt"})  # a form
+        assert libre.status_code == 200, libre.text
+        v1 = client.post("/v1/translate", json={"q": line}).json()["translations"][0]["translatedText"]
+        assert translated_file(client, "a.txt", line.encode()) == v1  # a file gets the server's terms too
+
+
+def test_a_server_without_a_glossary_leaves_texts_as_they_are(terminology_run: Path, line: str) -> None:
+    catalog = load_catalog([terminology_run], "torch", torch.device("cpu"), None, None)
+    assert all(engine.glossary_writer is None for engine in catalog.engines["run"].values())
+    with make_client(catalog) as client:
+        assert "｟" not in source_text(client.post("/v1/translate", json={"q": line}).json())
+
+
+def test_nmt_serve_refuses_a_bad_glossary_at_startup(
+    terminology_run: Path, kept_run: Path, tmp_path: Path
+) -> None:
+    glossary = tmp_path / "terms.tsv"
+    glossary.write_text("a\tb\nno tab\n")
+    result = run_cli("serve", str(terminology_run), "--port", "0", "--glossary", str(glossary))
+    assert_one_line_error(result, f"{glossary} line 2: no tab")
+    glossary.write_text("a\t漢字\n")  # found once the models are loaded (after their log lines)
+    result = run_cli("serve", str(terminology_run), "--port", "0", "--glossary", str(glossary))
+    assert_error_line_last(result, f"{glossary} line 1: the run's vocabulary cannot write the target term")
+    glossary.write_text("a\tb\n")
+    result = run_cli("serve", str(kept_run), "--port", "0", "--glossary", str(glossary))
+    assert_error_line_last(result, "was not trained with terminology annotation")
