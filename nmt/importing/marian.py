@@ -96,6 +96,7 @@ def import_model(source: str, out_dir: Path) -> Path:
     weights_path, weights = read_weights(directory)
     cfg = run_config(directory, hf_config, joint, len(src.pieces), weights)
     state = our_weights(weights, weights_path, cfg.model, src, tgt, joint)
+    del weights  # only the renumbered tensors are kept, and the model takes them as they are
     with staged_directory(out_dir) as tmp:
         for name in ("source.spm", "target.spm"):
             shutil.copyfile(directory / name, tmp / name)
@@ -103,9 +104,10 @@ def import_model(source: str, out_dir: Path) -> Path:
         if not joint:
             write_vocabulary(tmp / "target_vocab.json", tgt.ours)
         tokenizers = load_tokenizers(tmp, joint, "marian")
-        model = TransformerSeq2Seq(cfg.model, len(tokenizers.src), len(tokenizers.tgt), joint, PAD)
+        with torch.device("meta"):  # no memory of its own: it takes the renumbered tensors as they are
+            model = TransformerSeq2Seq(cfg.model, len(tokenizers.src), len(tokenizers.tgt), joint, PAD)
         try:
-            model.load_state_dict(state, strict=True)
+            model.load_state_dict(state, strict=True, assign=True)
         except RuntimeError as err:
             raise UserError(
                 f"{directory / 'config.json'} contradicts the weights in {weights_path.name}: "
