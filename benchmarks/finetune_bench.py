@@ -103,27 +103,24 @@ def main(argv: list[str]) -> None:
     stand_in, hf, imported = work / "stand-in", work / "stand-in-hf", work / "imported"
     tuned, scratch = work / "fine-tuned", work / "scratch"
     steps = settings(f"train.max_steps={opts.finetune_steps}")
+    standing = [*STAND_IN, *settings(f"train.max_steps={opts.steps}"), *passed]
+    from_scratch = [*STAND_IN, *SCRATCH, *steps, *passed]
+    tuning = ["--init-from", imported, "--out", tuned, *FINE_TUNE, *steps, *passed]
     seconds = {
-        "stand-in": lambda: nmt(
-            "train", RECIPE, "--data", general, "--out", stand_in,
-            *STAND_IN, *settings(f"train.max_steps={opts.steps}"), *passed,
-        ),
+        "stand-in": lambda: nmt("train", RECIPE, "--data", general, "--out", stand_in, *standing),
         "export": lambda: nmt("export", stand_in, hf, "--to", "huggingface"),
         "import": lambda: nmt("import", hf, "--out", imported),
-        "fine-tuned": lambda: nmt(
-            "train", imported / "config.yaml", "--data", domain, "--init-from", imported, "--out", tuned,
-            *FINE_TUNE, *steps, *passed,
-        ),
-        "scratch": lambda: nmt(
-            "train", RECIPE, "--data", domain, "--out", scratch, *STAND_IN, *SCRATCH, *steps, *passed,
-        ),
-    }  # fmt: skip
+        "fine-tuned": lambda: nmt("train", imported / "config.yaml", "--data", domain, *tuning),
+        "scratch": lambda: nmt("train", RECIPE, "--data", domain, "--out", scratch, *from_scratch),
+    }
     for name, work_out in seconds.items():
         results.step("seconds", name, work_out)
     rows = []
     for label, run in (("stand-in, imported", imported), ("fine-tuned", tuned), ("from scratch", scratch)):
-        got = [results.step("scores", f"{run.name} {data.name}", lambda r=run, d=data: scores(r, d, work))
-               for data in (general, domain)]  # fmt: skip
+        got = [
+            results.step("scores", f"{run.name} {data.name}", lambda r=run, d=data: scores(r, d, work))
+            for data in (general, domain)
+        ]
         rows.append([label, *(f"{g[metric]:.1f}" for g in got for metric in ("bleu", "chrf"))])
     head = ["model", "general BLEU", "general chrF", "domain BLEU", "domain chrF"]
     print(table(head, rows))
