@@ -7,11 +7,14 @@ one package per direction, its metadata.json naming the tag Argos forces as `tar
 metadata.json        language codes and names, package_version, argos_version, type "translate"
 README.md            the run, the checkpoint, the sentence splitter's rules
 model/               the CTranslate2 export (`nmt export --to ctranslate2`: `nmt translate` reads it too)
-sentencepiece.model  the run's joint sentencepiece model
+sentencepiece.model  the run's joint sentencepiece model (an imported Marian model's source.spm)
 minisbd/<src>.onnx   the sentence splitter argostranslate runs on each paragraph (sentence_splitter.py)
 ```
 argostranslate encodes each sentence into sentencepiece pieces and CTranslate2 appends the eos our sources end
-with (`add_source_eos` in model/config.json), as `nmt translate --engine ctranslate2` does.
+with (`add_source_eos` in model/config.json), as `nmt translate --engine ctranslate2` does. CTranslate2's
+vocabularies map the pieces, so an imported Marian model's pieces reach it through vocab.json's mapping;
+argostranslate decodes the output pieces with the same sentencepiece model, which gives the target model's
+text (`_check_marian_decoding` says why).
 
 A run trained with terminology annotation names its markers in metadata.json (`nmt.terminology`: term start,
 translation start, term end; null for other runs), so that a consumer that knows nmt can write a glossary's
@@ -41,6 +44,11 @@ PACKAGE_VERSION = "1.0"
 ARGOS_VERSION = "1.0"
 LANGUAGE_NAMES = {"cs": "Czech", "de": "German", "en": "English", "fr": "French"}
 # argostranslate's own search (translate.py, settings.py): CTranslate2's beam search with these settings.
+MARIAN_MODELS = ("source.spm", "target.spm")  # an imported Marian model's, in its CTranslate2 export
+SOURCE_MODEL = (
+    "the model's source.spm; Argos Translate decodes the output pieces with it, which gives the text its "
+    "target.spm gives (model/ holds both)."
+)
 ARGOS_SEARCH = "beam size ARGOS_BEAM_SIZE (default 4) and length penalty 0.2, at most 256 tokens a sentence"
 
 
@@ -58,7 +66,7 @@ def export_package(run_dir: Path, out: Path, quantization: str = "float32", whic
     with tempfile.TemporaryDirectory(prefix=f".{out.name}.", dir=out.parent) as tmp:
         model = export_run(run_dir, Path(tmp) / "model", "ctranslate2", quantization, which)
         meta = json.loads((model / META).read_text(encoding="utf-8"))
-        _check(run_dir, meta)
+        _check(run_dir, model, meta)
         directions = export_directions(meta)
         if meta["tags"] is None:
             _zip(_write_folder(model, directions[0], meta, None), Path(tmp) / out.name).replace(out)
@@ -73,15 +81,12 @@ def export_package(run_dir: Path, out: Path, quantization: str = "float32", whic
     return out
 
 
-def _check(run_dir: Path, meta: dict[str, Any]) -> None:
-    """Refuse what an Argos package cannot hold: two sentencepiece models, tags on the source side."""
+def _check(run_dir: Path, model: Path, meta: dict[str, Any]) -> None:
+    """Refuse what an Argos package cannot hold: two sentencepiece models (but an imported Marian model's,
+    see `_package_tokenizer`), tags on the source side."""
     if meta.get("vocabulary") == "marian":
-        raise UserError(
-            f"{run_dir} is an imported Marian model with a source and a target sentencepiece model mapped "
-            f"through vocab.json; an Argos package holds one sentencepiece model whose ids are the model's: "
-            f"export it with --to ctranslate2 and serve it with `nmt serve`"
-        )
-    if not meta["joint_vocabulary"]:
+        _check_marian_decoding(run_dir, model)
+    elif not meta["joint_vocabulary"]:
         raise UserError(
             f"{run_dir} has a source and a target sentencepiece model; an Argos package holds one: "
             f"train with tokenizer.joint=true"
@@ -91,6 +96,30 @@ def _check(run_dir: Path, meta: dict[str, Any]) -> None:
             f"{run_dir} puts its language tags on the source (data.multilingual.tags=encoder), and Argos "
             f"Translate 1.x passes no source prefix, only a target_prefix: train with "
             f"data.multilingual.tags=decoder to export to Argos"
+        )
+
+
+def _check_marian_decoding(run_dir: Path, model: Path) -> None:
+    """An imported Marian model's package holds its source sentencepiece model (`_package_tokenizer`), with
+    which argostranslate also decodes the target pieces: `decode_pieces` joins pieces that model lacks as they
+    are, and argostranslate then writes each ▁ as a space and drops the first space, which is what the target
+    model's decoding gives. Byte-fallback pieces (`<0xE3>`) are the exception: only a model that has them
+    turns them into bytes, so a target model with byte pieces the source model lacks is refused."""
+    import sentencepiece as spm
+
+    src, tgt = (spm.SentencePieceProcessor(model_file=str(model / name)) for name in MARIAN_MODELS)
+    src_bytes = {src.id_to_piece(i) for i in range(src.get_piece_size()) if src.is_byte(i)}
+    lacking = [
+        tgt.id_to_piece(i)
+        for i in range(tgt.get_piece_size())
+        if tgt.is_byte(i) and tgt.id_to_piece(i) not in src_bytes
+    ]
+    if lacking:
+        raise UserError(
+            f"{run_dir}'s target.spm has byte-fallback pieces ({lacking[0]}, {len(lacking)} in all) that its "
+            f"source.spm lacks; Argos Translate decodes a translation with the package's one sentencepiece "
+            f"model (the source's), which would leave them as text: export it with --to ctranslate2 and "
+            f"serve it with `nmt serve`"
         )
 
 
@@ -109,7 +138,8 @@ def _write_folder(model: Path, direction: Direction, meta: dict[str, Any], prefi
     folder = model.parent / f"translate-{src}_{tgt}-nmt"
     folder.mkdir()
     shutil.copytree(model, folder / "model")
-    shutil.copyfile(model / "spm.model", folder / "sentencepiece.model")
+    tokenizer = MARIAN_MODELS[0] if meta.get("vocabulary") == "marian" else "spm.model"
+    shutil.copyfile(model / tokenizer, folder / "sentencepiece.model")
     write_splitter(src, folder / "minisbd" / f"{src}.onnx")
     metadata = {
         "package_version": PACKAGE_VERSION,
@@ -125,11 +155,12 @@ def _write_folder(model: Path, direction: Direction, meta: dict[str, Any], prefi
     if prefix is not None:
         metadata["target_prefix"] = prefix
     (folder / "metadata.json").write_text(json.dumps(metadata, indent=2, ensure_ascii=False) + "\n", "utf-8")
-    (folder / "README.md").write_text(_readme(metadata, meta["run"]), encoding="utf-8")
+    readme = _readme(metadata, meta["run"], meta.get("vocabulary") == "marian")
+    (folder / "README.md").write_text(readme, encoding="utf-8")
     return folder
 
 
-def _readme(metadata: dict, run_name: str) -> str:
+def _readme(metadata: dict, run_name: str, marian: bool) -> str:
     src, tgt, nmt = metadata["from_code"], metadata["to_code"], metadata["nmt"]
     multilingual = "target_prefix" in metadata
     direction = f"--src-lang {src} --tgt-lang {tgt} " if multilingual else ""
@@ -147,7 +178,7 @@ Written by `nmt export --to argos` from the run `{run_name}`: checkpoint {nmt["c
 {domain_statement(nmt["domain"])}
 
 - `model/`: the CTranslate2 model (`nmt translate model/` translates with it too).
-- `sentencepiece.model`: the sentencepiece model of source and target.
+- `sentencepiece.model`: {SOURCE_MODEL if marian else "the sentencepiece model of source and target."}
 - `minisbd/{src}.onnx`: the sentence splitter. {metadata["sentence_splitter"]}
 
 Argos Translate searches with {ARGOS_SEARCH}: `nmt translate model/ {direction}--beam-size 4 \

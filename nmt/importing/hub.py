@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from nmt.errors import UserError
-from nmt.importing.origin import READ, Origin
+from nmt.importing.origin import READ, SHARDS, Origin
 
 
 def download(model_id: str) -> tuple[Path, Origin]:
@@ -21,7 +21,7 @@ def download(model_id: str) -> tuple[Path, Origin]:
             f"directory"
         ) from None
     try:
-        path = Path(huggingface_hub.snapshot_download(model_id, allow_patterns=list(READ)))
+        path = Path(huggingface_hub.snapshot_download(model_id, allow_patterns=[*READ, *SHARDS]))
     except (RepositoryNotFoundError, RevisionNotFoundError):
         raise UserError(f"the Hugging Face hub has no model {model_id}; check the id") from None
     except Exception as err:  # offline, unreachable, refused: huggingface_hub and requests raise their own

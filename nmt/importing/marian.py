@@ -3,7 +3,7 @@
 The source is a directory as `MarianMTModel.save_pretrained` and `MarianTokenizer.save_pretrained` write it:
 
 ```
-config.json  model.safetensors (or pytorch_model.bin)  source.spm  target.spm
+config.json  model.safetensors (or pytorch_model.bin; either in shards)  source.spm  target.spm
 vocab.json  (target_vocab.json where the vocabularies are separate)  [tokenizer_config.json,
 generation_config.json, README.md]
 ```
@@ -53,7 +53,12 @@ from nmt.run.directory import RunDir
 
 SUPPORTED = ("marian",)  # the model_type values of config.json that nmt imports
 ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "swish": "swish", "silu": "swish"}
-WEIGHTS = ("model.safetensors", "pytorch_model.bin")  # in order of preference
+WEIGHTS = (
+    "model.safetensors",
+    "model.safetensors.index.json",
+    "pytorch_model.bin",
+    "pytorch_model.bin.index.json",
+)  # in order of preference; an index names the shards of a sharded file
 
 
 @dataclass(frozen=True)
@@ -91,6 +96,7 @@ def import_model(source: str, out_dir: Path) -> Path:
     weights_path, weights = read_weights(directory)
     cfg = run_config(directory, hf_config, joint, len(src.pieces), weights)
     state = our_weights(weights, weights_path, cfg.model, src, tgt, joint)
+    del weights  # only the renumbered tensors are kept, and the model takes them as they are
     with staged_directory(out_dir) as tmp:
         for name in ("source.spm", "target.spm"):
             shutil.copyfile(directory / name, tmp / name)
@@ -98,9 +104,10 @@ def import_model(source: str, out_dir: Path) -> Path:
         if not joint:
             write_vocabulary(tmp / "target_vocab.json", tgt.ours)
         tokenizers = load_tokenizers(tmp, joint, "marian")
-        model = TransformerSeq2Seq(cfg.model, len(tokenizers.src), len(tokenizers.tgt), joint, PAD)
+        with torch.device("meta"):  # no memory of its own: it takes the renumbered tensors as they are
+            model = TransformerSeq2Seq(cfg.model, len(tokenizers.src), len(tokenizers.tgt), joint, PAD)
         try:
-            model.load_state_dict(state, strict=True)
+            model.load_state_dict(state, strict=True, assign=True)
         except RuntimeError as err:
             raise UserError(
                 f"{directory / 'config.json'} contradicts the weights in {weights_path.name}: "
@@ -192,10 +199,34 @@ def vocabulary(
 
 def read_weights(directory: Path) -> tuple[Path, dict[str, Tensor]]:
     """The weights of the model: model.safetensors, else pytorch_model.bin read as weights only (no code of
-    the file's ever runs); a UserError names a missing, truncated or corrupt file."""
+    the file's ever runs), each whole or in the shards its `.index.json` names; a UserError names a missing,
+    truncated or corrupt file."""
     path = next((directory / name for name in WEIGHTS if (directory / name).is_file()), None)
     if path is None:
         raise UserError(f"{directory} holds no weights (model.safetensors or pytorch_model.bin)")
+    found: dict[str, Tensor] = {}
+    for file in shards(path) if path.name.endswith(".index.json") else [path]:
+        found |= read_weight_file(file)
+    return path, found
+
+
+def shards(index: Path) -> list[Path]:
+    """The shard files a transformers `.index.json` names in its weight_map, each checked to be there."""
+    weight_map = read_json(index, "").get("weight_map")
+    if not isinstance(weight_map, dict) or not all(isinstance(name, str) for name in weight_map.values()):
+        raise UserError(f"{index} has no weight_map of shard files; download it again")
+    files = []
+    for name in dict.fromkeys(weight_map.values()):
+        if Path(name).name != name:
+            raise UserError(f"{index} names a shard outside its directory ({name!r}); download it again")
+        if not (index.parent / name).is_file():
+            raise UserError(f"{index.parent / name} is missing: {index.name} names it as a shard")
+        files.append(index.parent / name)
+    return files
+
+
+def read_weight_file(path: Path) -> dict[str, Tensor]:
+    """The tensors of one safetensors or pickled weights file, as float32."""
     try:
         if path.suffix == ".safetensors":
             from safetensors.torch import load_file
@@ -212,7 +243,7 @@ def read_weights(directory: Path) -> tuple[Path, dict[str, Tensor]]:
         raise UserError(f"{path} is truncated or corrupt ({reason}); download it again") from None
     if not isinstance(found, dict) or not all(isinstance(t, Tensor) for t in found.values()):
         raise UserError(f"{path} holds no state dict of tensors; it is not a transformers model's weights")
-    return path, {name: tensor.float() for name, tensor in found.items()}
+    return {name: tensor.float() for name, tensor in found.items()}
 
 
 def run_config(

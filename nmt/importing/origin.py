@@ -15,7 +15,9 @@ READ = (
     "config.json",
     "generation_config.json",
     "model.safetensors",
+    "model.safetensors.index.json",
     "pytorch_model.bin",
+    "pytorch_model.bin.index.json",
     "source.spm",
     "target.spm",
     "vocab.json",
@@ -23,6 +25,7 @@ READ = (
     "tokenizer_config.json",
     "README.md",
 )  # the files `nmt import` reads, where present
+SHARDS = ("model-*-of-*.safetensors", "pytorch_model-*-of-*.bin")  # the shards an index names
 
 
 @dataclass(frozen=True)
@@ -35,7 +38,9 @@ class Origin:
 
     def with_files(self, directory: Path, licence: str | None) -> Origin:
         """This origin with the hashes of the files read from `directory` and the model card's licence."""
-        found = {name: sha256(directory / name) for name in READ if (directory / name).is_file()}
+        names = [name for name in READ if (directory / name).is_file()]
+        names += sorted(path.name for pattern in SHARDS for path in directory.glob(pattern))
+        found = {name: sha256(directory / name) for name in names}
         return dataclasses.replace(self, files=found, licence=licence)
 
     def write(self, path: Path) -> None:

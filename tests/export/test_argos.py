@@ -312,3 +312,29 @@ def test_argostranslate_translates_every_direction_of_a_multilingual_run(
         model = home / "packages" / f"translate-{src}_{tgt}-nmt" / "model"
         expected = nmt_translations(model, sentences, "--src-lang", src, "--tgt-lang", tgt)
         assert answer["sentences"] == expected and sum(bool(line) for line in expected) >= 10
+
+
+@pytest.mark.slow
+def test_argostranslate_translates_an_imported_marian_model_as_nmt_does(
+    argos_python: Path, tmp_path: Path
+) -> None:
+    """A MarianMT model with separate vocabularies, imported and exported to Argos: argostranslate encodes
+    with the package's source.spm and decodes the target pieces with it too, and translates each sentence as
+    `nmt translate` does on the installed model/ (which decodes with target.spm)."""
+    pytest.importorskip("ctranslate2")
+    pytest.importorskip("onnx")
+    from tests.importing.marian_models import Variant, word_pairs, write_marian
+
+    marian = write_marian(tmp_path / "opus-mt-de-en", Variant("swish", separate=True), steps=100)
+    assert run_cli("-q", "import", str(marian), "--out", str(tmp_path / "run"))[0] == 0
+    package = tmp_path / "de_en.argosmodel"
+    assert run_cli("export", str(tmp_path / "run"), str(package), "--to", "argos")[0] == 0
+    sentences = [line.capitalize() + "." for line in word_pairs(12, seed=5)[0]]
+    request = {"mode": "translate", "packages": [str(package)], "from": "de", "to": "en"}
+    answer = drive(
+        argos_python, request | {"paragraph": sentences[0], "sentences": sentences}, tmp_path / "home"
+    )
+    model = tmp_path / "home" / "packages" / "translate-de_en-nmt" / "model"
+    expected = nmt_translations(model, sentences)
+    assert any(line.strip() for line in expected)
+    assert answer["sentences"] == expected

@@ -9,6 +9,7 @@ import pickle
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -190,10 +191,53 @@ def test_neither_a_directory_nor_a_hub_id_is_one_line(tmp_path: Path) -> None:
     )
 
 
-def test_an_argos_package_of_an_imported_run_is_refused(marian: Path, tmp_path: Path) -> None:
+def test_an_argos_package_of_an_imported_run_holds_its_source_model(marian: Path, tmp_path: Path) -> None:
+    """Argos packages hold one sentencepiece model: an imported run's is source.spm, with which argostranslate
+    encodes (CTranslate2's vocabularies map the pieces) and decodes (tests/export/test_argos.py checks)."""
     pytest.importorskip("ctranslate2")
+    pytest.importorskip("onnx")
     assert run_cli("-q", "import", str(marian), "--out", str(tmp_path / "run"))[0] == 0
     out = tmp_path / "de_en.argosmodel"
-    result = run_cli("export", str(tmp_path / "run"), str(out), "--to", "argos")
-    assert_one_line_error(result, "imported Marian model", "--to ctranslate2")
-    assert not out.exists()
+    code, _, err = run_cli("export", str(tmp_path / "run"), str(out), "--to", "argos")
+    assert code == 0, err
+    with zipfile.ZipFile(out) as package:
+        held = package.read("translate-de_en-nmt/sentencepiece.model")
+        readme = package.read("translate-de_en-nmt/README.md").decode()
+    assert held == (marian / "source.spm").read_bytes()
+    assert "source.spm" in readme
+
+
+def sharded(marian: Path, tmp_path: Path) -> Path:
+    """The model saved by transformers in shards of at most 100 kB (model.safetensors.index.json names
+    them), its tokenizer and generation files beside them."""
+    from transformers import MarianMTModel
+
+    model = tmp_path / "sharded"
+    shutil.copytree(marian, model, ignore=shutil.ignore_patterns("model.safetensors"))
+    MarianMTModel.from_pretrained(marian).save_pretrained(model, max_shard_size="100KB")
+    assert (model / "model.safetensors.index.json").is_file() and not (model / "model.safetensors").exists()
+    return model
+
+
+def test_sharded_weights_import_as_the_whole_file(marian: Path, tmp_path: Path) -> None:
+    model = sharded(marian, tmp_path)
+    shards = sorted(path.name for path in model.glob("model-*-of-*.safetensors"))
+    assert len(shards) > 1
+    for source, out in ((marian, "whole"), (model, "from-shards")):
+        code, _, err = run_cli("-q", "import", str(source), "--out", str(tmp_path / out))
+        assert code == 0, err
+    whole, parts = (
+        torch.load(tmp_path / out / "best.pt", weights_only=True) for out in ("whole", "from-shards")
+    )
+    assert whole["model"].keys() == parts["model"].keys()
+    for name, tensor in whole["model"].items():
+        assert torch.equal(tensor, parts["model"][name]), name
+    files = json.loads((tmp_path / "from-shards" / "origin.json").read_text())["files"]
+    assert {"model.safetensors.index.json", *shards} <= set(files)
+
+
+def test_a_missing_shard_is_named(marian: Path, tmp_path: Path) -> None:
+    model = sharded(marian, tmp_path)
+    shard = sorted(model.glob("model-*-of-*.safetensors"))[-1]
+    shard.unlink()
+    import_error(model, tmp_path, shard.name, "is missing", "model.safetensors.index.json")

@@ -142,3 +142,63 @@ def test_serve_answers_with_the_imported_model(imported: Path) -> None:
         assert answer.json()["translatedText"] == out.splitlines()
         page = client.post("/translate", json={"q": f"<p>{lines[0]}</p>", "format": "html", **pair})
         assert page.status_code == 200 and page.json()["translatedText"].startswith("<p>"), page.text
+
+
+def test_guided_alignment_fine_tunes_an_imported_run(imported: Path, corpus: Path, tmp_path: Path) -> None:
+    """`nmt train --init-from` with train.alignment: the imported model's attention learns given word links
+    (each source word links its partner, in reverse order) for a few steps, the alignment loss logged."""
+    lines = (corpus / "train.de").read_text(encoding="utf-8").splitlines()
+    links = [" ".join(f"{i}-{len(line.split()) - 1 - i}" for i in range(len(line.split()))) for line in lines]
+    (tmp_path / "train.links").write_text("\n".join(links) + "\n", encoding="utf-8")
+    config = yaml.safe_load((imported / "config.yaml").read_text())
+    config["train"] |= {"device": "cpu", "lr": 1e-4, "warmup_steps": 2, "batch_tokens": 400, "eval_every": 5}
+    config["train"] |= {
+        "eval_max_sentences": 10,
+        "schedule": "constant",
+        "pad_to_multiple": 1,
+        "log_every": 1,
+    }
+    config["train"]["alignment"] = {"links": str(tmp_path / "train.links"), "weight": 0.5}
+    (tmp_path / "guided.yaml").write_text(yaml.safe_dump(config))
+    child = tmp_path / "guided"
+    args = ["--data", str(corpus), "--out", str(child), "--init-from", str(imported), "--max-steps", "6"]
+    code, _, err = run_cli(
+        "-q", "train", str(tmp_path / "guided.yaml"), *args, "--set", "train.final_report=false"
+    )
+    assert code == 0, err
+    records = [json.loads(line) for line in (child / "metrics.jsonl").read_text().splitlines()]
+    assert [r["align_loss"] for r in records if "align_loss" in r]
+    code, out, err = run_cli(
+        "-q", "align", str(child), "--src", str(corpus / "valid.de"), "--tgt", str(corpus / "valid.en")
+    )
+    assert code == 0 and len(out.splitlines()) == 20, err
+
+
+def test_the_explorer_shows_an_imported_models_attention(imported: Path) -> None:
+    """The explorer's page is served, and the API it draws from answers every layer and head of the imported
+    model's attention, rows and columns ending with </s>."""
+    from starlette.testclient import TestClient
+
+    from nmt.serve.app import create_app
+    from nmt.serve.engines import load_catalog
+    from nmt.serve.requests import Limits
+
+    cfg = load_saved_config(imported / "config.yaml")
+    catalog = load_catalog([imported], "torch", torch.device("cpu"), None, None)
+    with TestClient(create_app(catalog, Limits(), None, 4096, 0.005)) as client:
+        assert client.get("/").status_code == 200
+        body = {"q": "haus katze hund", "source": "de", "target": "en", "attention": True}
+        answer = client.post("/v1/translate", json=body)
+    assert answer.status_code == 200, answer.text
+    line = answer.json()["translations"][0]["lines"][0]
+    best = line["hypotheses"][0]
+    weights = torch.tensor(best["attention"])  # (layers, heads, tgt, src)
+    heads = cfg.model.transformer_settings.heads
+    assert weights.shape == (
+        cfg.model.decoder_layers,
+        heads,
+        len(best["target_pieces"]),
+        len(line["source_pieces"]),
+    )
+    assert line["source_pieces"][-1] == best["target_pieces"][-1] == "</s>"
+    torch.testing.assert_close(weights.sum(dim=-1), torch.ones(weights.shape[:-1]), atol=1e-3, rtol=0)

@@ -1,0 +1,133 @@
+"""What fine-tuning a published model gains and forgets, measured offline with a stand-in (docs/import.md):
+
+    nice python -m benchmarks.finetune_bench --general /work/shared/data/multi30k \\
+        --domain /work/shared/data/alignment/gold/enfr.src-tgt --work /tmp/finetune
+
+1. the stand-in: an en→fr Transformer in Marian's layout (post-norm, swish, decoding started from pad)
+   trained by nmt on --general (Multi30k image captions) for --steps updates, exported with `nmt export
+   --to huggingface` and read back with `nmt import`, as a downloaded OPUS-MT model would be;
+2. --domain, `English ||| French` lines (the Canadian Hansards), split in line order: the first 247 lines
+   to fine-tune on, the next 50 to validate, the last 150 held out;
+3. the imported run fine-tuned on the domain for --finetune-steps updates, and a model of the stand-in's
+   recipe trained from scratch on the domain alone for as many updates (its own sentencepiece model); each
+   keeps its checkpoint of best validation BLEU;
+4. BLEU and chrF (sacreBLEU) of the three runs' translations (each run's own search) of --general's test
+   split and of the domain's held-out lines.
+
+Arguments after `--` go to every `nmt train` (e.g. `-- --set model.transformer.d_model=64`). Each step is
+kept in WORK/results.json, which a rerun resumes from.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from sacrebleu.metrics import BLEU, CHRF
+
+from benchmarks.common import NMT_COMMAND, ROOT, Results, fresh_process, machine, parser, settings, table
+
+RECIPE = ROOT / "configs" / "multi30k-cpu-transformer.yaml"
+STAND_IN = settings(  # the CPU recipe, en→fr, in the layout a MarianMT model has
+    "data.src_lang=en",
+    "data.tgt_lang=fr",
+    "model.transformer.norm=post",
+    "model.transformer.activation=swish",
+    "model.transformer.decoder_start=pad",
+    "train.lr=1.5e-3",
+    "train.warmup_steps=400",
+    "train.max_time=0.0",
+    "train.eval_every=350",
+)
+FINE_TUNE = settings(  # a low constant learning rate after a short warm-up
+    "train.lr=1.0e-4",
+    "train.batch_tokens=3000",
+    "train.pad_to_multiple=1",
+    "train.schedule=constant",
+    "train.warmup_steps=30",
+    "train.max_time=0.0",
+    "train.eval_every=50",
+    "train.eval_max_sentences=0",
+)
+SCRATCH = settings("train.max_time=0.0", "train.eval_every=50", "train.eval_max_sentences=0")
+SPLITS = {"train": (0, 247), "valid": (247, 297), "test": (297, 447)}  # line ranges of --domain
+
+
+def split_domain(pairs: Path, out: Path) -> Path:
+    """--domain's `English ||| French` lines as train/valid/test.en and .fr in `out` (SPLITS)."""
+    lines = [line.split(" ||| ") for line in pairs.read_text(encoding="utf-8").splitlines()]
+    out.mkdir(parents=True, exist_ok=True)
+    for split, (start, end) in SPLITS.items():
+        for side, lang in enumerate(("en", "fr")):
+            text = "".join(pair[side].strip() + "\n" for pair in lines[start:end])
+            (out / f"{split}.{lang}").write_text(text, encoding="utf-8")
+    return out
+
+
+def nmt(*args: str | Path) -> float:
+    """Run an nmt command in a process of its own; its wall seconds."""
+    return fresh_process([*NMT_COMMAND, *map(str, args)]).seconds
+
+
+def test_file(data: Path, lang: str) -> Path:
+    return next(
+        data / f"{name}.{lang}" for name in ("test", "test2016") if (data / f"{name}.{lang}").exists()
+    )
+
+
+def scores(run: Path, data: Path, work: Path) -> dict[str, float]:
+    """BLEU and chrF of `run`'s translations of `data`'s test split (en→fr)."""
+    out = work / f"{run.name}.{data.name}.fr"
+    nmt("translate", run, "--input", test_file(data, "en"), "--output", out)
+    hypotheses = out.read_text(encoding="utf-8").splitlines()
+    references = [test_file(data, "fr").read_text(encoding="utf-8").splitlines()]
+    bleu = BLEU().corpus_score(hypotheses, references).score
+    return {"bleu": round(bleu, 2), "chrf": round(CHRF().corpus_score(hypotheses, references).score, 2)}
+
+
+def main(argv: list[str]) -> None:
+    split = argv.index("--") if "--" in argv else len(argv)
+    own, passed = argv[:split], argv[split + 1 :]
+    args = parser(__doc__)
+    args.add_argument("--general", type=Path, required=True, help="train/val/test2016.en|fr (Multi30k)")
+    args.add_argument("--domain", type=Path, required=True, help="`English ||| French` lines (447)")
+    args.add_argument("--work", type=Path, required=True, help="runs, translations and results.json")
+    args.add_argument("--steps", type=int, default=700, help="the stand-in's updates")
+    args.add_argument("--finetune-steps", type=int, default=200, help="updates on the domain")
+    opts = args.parse_args(own)
+    work = opts.work.resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    results = Results(work / "results.json")
+    domain = split_domain(opts.domain, work / "domain")
+    general = opts.general.resolve()
+    stand_in, hf, imported = work / "stand-in", work / "stand-in-hf", work / "imported"
+    tuned, scratch = work / "fine-tuned", work / "scratch"
+    steps = settings(f"train.max_steps={opts.finetune_steps}")
+    standing = [*STAND_IN, *settings(f"train.max_steps={opts.steps}"), *passed]
+    from_scratch = [*STAND_IN, *SCRATCH, *steps, *passed]
+    tuning = ["--init-from", imported, "--out", tuned, *FINE_TUNE, *steps, *passed]
+    seconds = {
+        "stand-in": lambda: nmt("train", RECIPE, "--data", general, "--out", stand_in, *standing),
+        "export": lambda: nmt("export", stand_in, hf, "--to", "huggingface"),
+        "import": lambda: nmt("import", hf, "--out", imported),
+        "fine-tuned": lambda: nmt("train", imported / "config.yaml", "--data", domain, *tuning),
+        "scratch": lambda: nmt("train", RECIPE, "--data", domain, "--out", scratch, *from_scratch),
+    }
+    for name, work_out in seconds.items():
+        results.step("seconds", name, work_out)
+    rows = []
+    for label, run in (("stand-in, imported", imported), ("fine-tuned", tuned), ("from scratch", scratch)):
+        got = [
+            results.step("scores", f"{run.name} {data.name}", lambda r=run, d=data: scores(r, d, work))
+            for data in (general, domain)
+        ]
+        rows.append([label, *(f"{g[metric]:.1f}" for g in got for metric in ("bleu", "chrf"))])
+    head = ["model", "general BLEU", "general chrF", "domain BLEU", "domain chrF"]
+    print(table(head, rows))
+    minutes = ", ".join(f"{name} {s / 60:.1f}" for name, s in results.results["seconds"].items())
+    print(f"\nminutes: {minutes}\nupdates: stand-in {opts.steps}, domain {opts.finetune_steps} each")
+    print(f"machine: {machine('torch', 'sacrebleu', 'transformers')}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
