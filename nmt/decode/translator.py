@@ -49,6 +49,8 @@ from nmt.device.choice import autocast
 from nmt.errors import UserError
 from nmt.models.base import Seq2Seq
 from nmt.models.ensemble import Ensemble
+from nmt.rules.beam import BeamSearch, Greedy
+from nmt.rules.constrained import ConstrainedBeamSearch, TargetTerm, unmet
 from nmt.rules.contract import Processor, SearchRule
 from nmt.rules.registry import processors_of, rule_of
 from nmt.rules.target_vocabulary import TargetVocabulary
@@ -56,6 +58,7 @@ from nmt.rules.target_vocabulary import TargetVocabulary
 log = logging.getLogger(__name__)
 
 Progress = Callable[[int], object]  # told how many sentences each batch held
+SourceTerms = Sequence[Sequence[TargetTerm]]  # each source's target terms, for constrained search
 T = TypeVar("T", bound="Translator")
 
 
@@ -105,6 +108,7 @@ class Translator(ABC):
         self.zero_shot = False  # whether `toward` named a direction the model was never trained on
 
     has_attention = True  # whether `search` can return attention
+    constrains = True  # whether `search` takes target terms (constrained search)
     has_alignments = True  # whether `search` can return alignments
     engine = "torch"
 
@@ -177,6 +181,7 @@ class Translator(ABC):
         attention: bool = False,
         alignments: bool = False,
         one_batch: bool = False,
+        terms: SourceTerms | None = None,
         **settings: Any,
     ) -> list[list[Hypothesis]]:
         """The hypotheses of each source (same order), best first, under the translator's search settings and
@@ -187,9 +192,14 @@ class Translator(ABC):
         (score 0). Batches of `batch_size` sentences of similar length are searched in turn (`progress`
         told the size of each); one that runs out of memory, in halves. With `one_batch`, all are searched
         as one batch that is never retried, for a caller that isolates failures itself (the server's
-        batcher), so that one policy alone splits a batch."""
+        batcher), so that one policy alone splits a batch.
+
+        `terms`: each source's target terms, which its outputs must hold (lexically constrained beam search,
+        nmt/rules/constrained.py; a beam of 1 searches greedily under the same rule): each hypothesis then
+        names those it lacks (`unmet_terms`). A batch without terms is searched as without them."""
         chosen = dataclasses.replace(self.settings, **settings) if settings else self.settings
         rule, options = rule_of(chosen), self._options(chosen, attention, alignments)
+        wanted = self._checked_terms(terms, rule, len(sources))
         cut = self._cut(sources)
         outputs = [
             [Hypothesis([], 0.0, alignment=[] if alignments else None, mean_log_prob=0.0)] for _ in cut
@@ -198,12 +208,50 @@ class Translator(ABC):
         size = max(1, len(nonempty)) if one_batch else chosen.batch_size
         for group in sorted_groups([len(cut[i]) for i in nonempty], size):
             batch = [cut[nonempty[g]] for g in group]
-            searched = self.search_batch if one_batch else self._fitting
-            for g, hyps in zip(group, searched(batch, rule, options), strict=True):
+            batch_terms = [wanted[nonempty[g]] for g in group]
+            if one_batch:
+                found = self.search_batch(batch, constrained(rule, batch_terms), options)
+            else:
+                found = self._fitting(batch, rule, options, batch_terms)
+            for g, hyps in zip(group, found, strict=True):
                 outputs[nonempty[g]] = hyps
             if progress is not None:
                 progress(len(group))
-        return outputs
+        if terms is None:
+            return outputs
+        return [
+            [dataclasses.replace(h, unmet_terms=_unmet(h, own)) for h in hyps]
+            for hyps, own in zip(outputs, wanted, strict=True)
+        ]
+
+    def _checked_terms(
+        self, terms: SourceTerms | None, rule: SearchRule, count: int
+    ) -> list[Sequence[TargetTerm]]:
+        """Each source's terms (none where `terms` is None); a UserError where this engine or rule cannot
+        search under them, a warning for sentences with more terms than the beam has hypotheses."""
+        if terms is None:
+            return [() for _ in range(count)]
+        if len(terms) != count:
+            raise ValueError(f"{len(terms)} lists of terms for {count} sources")
+        if any(terms) and not self.constrains:
+            raise UserError(
+                f"constrained search (a glossary for a run trained without annotation) runs on the torch "
+                f"engine, not the {self.engine} one: translate with the run directory"
+            )
+        if any(terms) and type(rule) not in (BeamSearch, Greedy):
+            raise UserError(
+                f"a glossary's constrained search is beam search, not {rule.title}: drop --sampling and "
+                f"--diverse-groups"
+            )
+        crowded = sum(len(own) > rule.width for own in terms)
+        if crowded:
+            log.warning(
+                "%d sentences hold more glossary terms than the beam's %d hypotheses: some of their terms "
+                "may go unmet (a wider --beam-size holds more)",
+                crowded,
+                rule.width,
+            )
+        return list(terms)
 
     def _options(self, settings: SearchConfig, attention: bool, alignments: bool) -> SearchOptions:
         """The options of a search under `settings`: a multilingual model's tags banned from the output but
@@ -252,11 +300,16 @@ class Translator(ABC):
         return tuple(kept)
 
     def _fitting(
-        self, sources: list[list[int]], rule: SearchRule, options: SearchOptions
+        self,
+        sources: list[list[int]],
+        rule: SearchRule,
+        options: SearchOptions,
+        terms: list[Sequence[TargetTerm]],
     ) -> list[list[Hypothesis]]:
-        """Search one batch; when it runs out of memory, search each half of it instead (recursively)."""
+        """Search one batch (under its `terms`); when it runs out of memory, search each half of it instead
+        (recursively)."""
         try:
-            return self.search_batch(sources, rule, options)
+            return self.search_batch(sources, constrained(rule, terms), options)
         except (torch.cuda.OutOfMemoryError, MemoryError) as err:
             memory = "GPU memory" if isinstance(err, torch.cuda.OutOfMemoryError) else "memory"
             if len(sources) == 1:
@@ -268,7 +321,8 @@ class Translator(ABC):
             torch.cuda.empty_cache()  # outside the except block, where the failed batch's tensors are freed
         half = len(sources) // 2
         log.warning("out of %s decoding %d sentences; retrying in batches of %d", memory, len(sources), half)
-        return self._fitting(sources[:half], rule, options) + self._fitting(sources[half:], rule, options)
+        first = self._fitting(sources[:half], rule, options, terms[:half])
+        return first + self._fitting(sources[half:], rule, options, terms[half:])
 
     @abstractmethod
     def search_batch(
@@ -297,6 +351,7 @@ class Translator(ABC):
                     self._links(src_words, h),
                     h.mean_log_prob,
                     tuple(suspicions(searched, h.tokens, h.alignment)),
+                    h.unmet_terms,
                 )
                 for h, text in zip(hyps, texts, strict=True)
             ]
@@ -417,6 +472,24 @@ class TorchTranslator(Translator):
                 [dataclasses.replace(h, alignment=a) for h, a in zip(hyps, alignments, strict=True)]
             )
         return aligned
+
+
+def constrained(rule: SearchRule, terms: Sequence[Sequence[TargetTerm]]) -> SearchRule:
+    """The rule that searches a batch whose sentences must hold `terms`: `rule` itself where none does,
+    else constrained beam search of its width and length penalty."""
+    if not any(terms):
+        return rule
+    return ConstrainedBeamSearch(
+        beam_size=rule.width,
+        length_penalty=rule.length_penalty,
+        length_normalization=rule.length_normalization,
+        terms=tuple(tuple(term.ids for term in own) for own in terms),
+    )
+
+
+def _unmet(hypothesis: Hypothesis, terms: Sequence[TargetTerm]) -> tuple[str, ...]:
+    """The texts of the `terms` the hypothesis lacks."""
+    return tuple(terms[i].text for i in unmet(hypothesis.tokens, tuple(term.ids for term in terms)))
 
 
 def _one_layer_one_head(hypothesis: Hypothesis) -> Hypothesis:
