@@ -162,7 +162,7 @@ def translate(
     check_writable(output)  # before any work: a translation is never lost to a bad --output
     mode = None
     if glossary is not None:  # refused before loading
-        mode = chosen_mode(run_dirs[0], glossary_mode, choose_engine(engine, run_dirs, checkpoint))
+        mode = chosen_mode(run_dirs[0], glossary_mode, choose_engine(engine, run_dirs, checkpoint), glossary)
         if mode == "annotated" and alignments:
             raise UserError("--glossary-mode annotated writes terms into the source: drop --alignments")
     loaded = load_translator(run_dirs, engine, resolve_device(device), checkpoint, search, int8)

@@ -198,14 +198,18 @@ class Constraining:
         return cls(translator, TermFinder(terms, translator.tokenizers.src.normalize))
 
 
-def glossary_mode(path: Path, mode: str, engine: str) -> Mode:
+def glossary_mode(path: Path, mode: str, engine: str, glossary: Path) -> Mode | None:
     """The glossary mode `mode` (auto, constrained or annotated) asks for with the run or export `path`
     translated by `engine` (torch or ctranslate2): auto is annotated where `path` was trained with
-    annotation, else constrained; a mode it cannot take is a one-line UserError, before any model loads."""
+    annotation, else constrained, and None (nothing to do) for an empty `glossary`; a mode it cannot take is
+    a one-line UserError, before any model loads."""
     if mode not in MODES:
         raise UserError(f"--glossary-mode {mode}: expected {', '.join(MODES)}")
     trained = TrainedMarkers.find(path) is not None
     if mode == "auto":
+        directions = glossary.parent.glob(f"{glossary.stem}.*-*{glossary.suffix}")  # for_direction's files
+        if not read_glossary(glossary) and not any(directions):
+            return None
         mode = "annotated" if trained else "constrained"
     if mode == "annotated" and not trained:
         raise UserError(NOT_TRAINED.format(path=path))

@@ -10,10 +10,12 @@ nmt/serve/files.py. Not served: /suggest.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 from starlette.requests import Request
 from starlette.responses import Response
 
+from nmt.data.glossary import Term
 from nmt.decode.markup import Page, read_page
 from nmt.decode.running_text import TranslatedParagraph
 from nmt.serve.answers import (
@@ -30,7 +32,7 @@ from nmt.serve.answers import (
 from nmt.serve.detect import routes
 from nmt.serve.engines import Engine
 from nmt.serve.files import FORMATS
-from nmt.serve.glossary import with_glossary
+from nmt.serve.glossary import constrained_terms, with_glossary
 from nmt.serve.requests import validated
 from nmt.serve.service import Service, joined
 
@@ -85,7 +87,8 @@ async def translate(request: Request) -> Response:
         found = [
             with_glossary(e, [t], asked.glossary, html, False)[0] for e, t in zip(engines, found, strict=True)
         ]
-    results = await _translated(service, list(engines), found, pages, asked.alternatives)
+    glossary = [constrained_terms(e, asked.glossary, html, False) for e in engines]
+    results = await _translated(service, list(engines), found, pages, asked.alternatives, glossary)
     targets = [engine.target for engine in engines]
     best = [joined(lines, 0, page, t) for lines, page, t in zip(results, pages, targets, strict=True)]
     other = [
@@ -112,14 +115,25 @@ def _confidence(lines: list[TranslatedParagraph]) -> TextConfidence:
 
 
 async def _translated(
-    service: Service, engines: list[Engine], texts: list[str], pages: list[Page | None], alternatives: int
+    service: Service,
+    engines: list[Engine],
+    texts: list[str],
+    pages: list[Page | None],
+    alternatives: int,
+    glossary: list[tuple[Term, ...]],
 ) -> list[list[TranslatedParagraph]]:
     """Each text's lines (or its page's sentences) translated by its engine, with `alternatives` other
-    hypotheses; the texts of every engine are queued at once."""
+    hypotheses (and the `glossary` terms constrained search honours for its engine); the texts of every
+    engine are queued at once."""
     groups: dict[Engine, list[int]] = {}
     for i, engine in enumerate(engines):
         groups.setdefault(engine, []).append(i)
-    decodings = {engine: service.decoding(engine, {"nbest": alternatives + 1}) for engine in groups}
+    decodings = {
+        engine: dataclasses.replace(
+            service.decoding(engine, {"nbest": alternatives + 1}), glossary=glossary[group[0]]
+        )
+        for engine, group in groups.items()
+    }
     translations = []
     for engine, group in groups.items():
         decoding = decodings[engine]

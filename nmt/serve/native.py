@@ -3,6 +3,8 @@ layer and head and the word alignment), GET /v1/models and GET /health."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from starlette.requests import Request
 from starlette.responses import Response
 from torch import Tensor
@@ -24,7 +26,7 @@ from nmt.serve.answers import (
     Weights,
     json_answer,
 )
-from nmt.serve.glossary import with_glossary
+from nmt.serve.glossary import constrained_terms, with_glossary
 from nmt.serve.requests import validated
 from nmt.serve.service import Service, joined
 
@@ -42,7 +44,11 @@ async def translate(request: Request) -> Response:
     engine = service.choose(asked.source, asked.target, asked.model)
     decoding = service.decoding(engine, asked.search_given(), asked.attention, asked.alignments)
     texts = asked.q if isinstance(asked.q, list) else [asked.q]
-    texts = with_glossary(engine, texts, asked.glossary, asked.format == "html", asked.alignments)
+    html, glossary = asked.format == "html", asked.glossary
+    texts = with_glossary(engine, texts, glossary, html, asked.alignments)
+    decoding = dataclasses.replace(
+        decoding, glossary=constrained_terms(engine, glossary, html, asked.alignments)
+    )
     split = asked.split_sentences
     if asked.format == "html":
         pages: list[Page | None] = [read_page(text) for text in texts]
@@ -97,6 +103,7 @@ def _line(index: int, line: DecodedLine) -> LineAnswer:
                 target_pieces=found.pieces,
                 attention=None if found.attention is None else _rounded(found.attention),
                 alignment=None if found.alignment is None else [list(link) for link in found.alignment],
+                unmet_terms=None if found.unmet_terms is None else list(found.unmet_terms),
             )
             for found in line.hypotheses
         ],

@@ -1,6 +1,7 @@
 """A request's glossary on /v1/translate and /translate: written into the source of a model trained with
-terminology annotation, no change when absent or empty, described in the OpenAPI document, and each refusal
-(a model trained without annotation, html, alignments, the limits) a 400 naming the problem."""
+terminology annotation, honoured by constrained search for one trained without, no change when absent or
+empty, described in the OpenAPI document, and each refusal (html, alignments, the limits) a 400 naming the
+problem."""
 
 from __future__ import annotations
 
@@ -70,10 +71,33 @@ def test_a_bad_glossary_is_a_400_naming_it(terms_client: TestClient, fields: dic
     assert answer.status_code == 400 and fragment in answer.json()["error"], answer.text
 
 
-def test_a_model_trained_without_annotation_refuses_a_glossary(catalog: Catalog) -> None:
-    with make_client(catalog) as client:
-        answer = client.post("/v1/translate", json={"q": "a b", "glossary": [["a", "b"]]})
-        assert answer.status_code == 400 and "constrained search" in answer.json()["error"]
+def test_a_model_trained_without_annotation_searches_under_the_glossary(
+    catalog: Catalog, corpus: Path, tmp_path: Path
+) -> None:
+    """Constrained search: each hypothesis holds the target term and names none unmet, on both APIs; the
+    source is left as it is; a term the length limit leaves no room for is named; the limits still hold."""
+    source = corpus.joinpath("valid.src").read_text().splitlines()[0]
+    target = corpus.joinpath("valid.tgt").read_text().splitlines()[40].split()[0]
+    entry = [[source.split()[0], target]]
+    with make_client(catalog, Limits(max_terms=2)) as client:
+        answer = client.post(
+            "/v1/translate", json={"q": source, "glossary": entry, "beam_size": 3, "nbest": 2}
+        )
+        assert answer.status_code == 200, answer.text
+        line = answer.json()["translations"][0]["lines"][0]
+        assert "｟term｠" not in line["source_pieces"]
+        for hypothesis in line["hypotheses"]:
+            assert target in hypothesis["text"].split() and hypothesis["unmet_terms"] == []
+        plain = client.post("/v1/translate", json={"q": source}).json()["translations"][0]["lines"][0]
+        assert "unmet_terms" not in plain["hypotheses"][0]
+        fields = {"q": source, "source": "src", "target": "tgt", "glossary": entry}
+        assert target in client.post("/translate", json=fields).json()["translatedText"].split()
+        long = " ".join([target] * 15)  # more words than the output length limit of a 3-to-7-word source
+        answer = client.post("/v1/translate", json={"q": source, "glossary": [[source.split()[0], long]]})
+        assert answer.status_code == 200, answer.text
+        assert long in answer.json()["translations"][0]["lines"][0]["hypotheses"][0]["unmet_terms"]
+        answer = client.post("/v1/translate", json={"q": source, "glossary": entry * 3})
+        assert answer.status_code == 400 and "at most 2" in answer.json()["error"]
         assert client.post("/v1/translate", json={"q": "a b", "glossary": []}).status_code == 200
 
 
