@@ -126,3 +126,16 @@ def test_impossible_modes_are_one_line(trained_run: Path, tmp_path: Path) -> Non
     assert_one_line_error(result, "--glossary-mode both: expected auto, constrained, annotated")
     result = run_cli("translate", str(trained_run), *ask, "--sampling", input="a b\n")
     assert_one_line_error(result, "constrained search is beam search")
+
+
+def test_more_terms_than_the_beam_holds_is_one_warning(
+    trained_run: Path, lines: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    translator = load_translator([trained_run], "torch", torch.device("cpu"), None, {"beam_size": 2})
+    texts = lines.read_text().splitlines()[:2]
+    terms = [Term(word, word.upper()) for word in texts[0].split()[:3]]
+    with caplog.at_level("WARNING"):
+        found = Constraining.of(translator, terms, "terms").translated(texts)
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1 and "more glossary terms than the beam's 2 hypotheses" in warnings[0]
+    assert found[0].best.unmet_terms is not None
