@@ -167,12 +167,12 @@ class Constraining:
 
     def terms(self, texts: Sequence[str]) -> list[list[TargetTerm]]:
         """Each text's target terms, in the order their source terms are found: each the subwords the target
-        tokenizer writes for it after a space (as mid-sentence)."""
+        tokenizer writes for it after a space (as mid-sentence; a term it writes as nothing is left out)."""
         found = [[match.term.target for match in self.finder.find(text)] for text in texts]
         new = sorted({target for targets in found for target in targets} - set(self._ids))
         for target, ids in zip(new, self.inner.tokenizers.tgt.encode(new), strict=True):
             self._ids[target] = tuple(ids)
-        return [[TargetTerm(target, self._ids[target]) for target in targets] for targets in found]
+        return [[TargetTerm(t, self._ids[t]) for t in targets if self._ids[t]] for targets in found]
 
     def encode(self, texts: Sequence[str]) -> list[list[int]]:
         return self.inner.encode(texts)
