@@ -170,8 +170,8 @@ class Constraining:
         tokenizer writes for it after a space (as mid-sentence; a term it writes as nothing is left out)."""
         found = [[match.term.target for match in self.finder.find(text)] for text in texts]
         new = sorted({target for targets in found for target in targets} - set(self._ids))
-        for target, ids in zip(new, self.inner.tokenizers.tgt.encode(new), strict=True):
-            self._ids[target] = tuple(ids)
+        for target, ids in zip(new, self.inner.encode_terms(new), strict=True):
+            self._ids[target] = ids
         return [[TargetTerm(t, self._ids[t]) for t in targets if self._ids[t]] for targets in found]
 
     def encode(self, texts: Sequence[str]) -> list[list[int]]:

@@ -49,8 +49,7 @@ from nmt.device.choice import autocast
 from nmt.errors import UserError
 from nmt.models.base import Seq2Seq
 from nmt.models.ensemble import Ensemble
-from nmt.rules.beam import BeamSearch, Greedy
-from nmt.rules.constrained import ConstrainedBeamSearch, TargetTerm, unmet
+from nmt.rules.constrained import TargetTerm, checked_terms, constrained, unmet_texts
 from nmt.rules.contract import Processor, SearchRule
 from nmt.rules.registry import processors_of, rule_of
 from nmt.rules.target_vocabulary import TargetVocabulary
@@ -162,6 +161,10 @@ class Translator(ABC):
         ids = self.tokenizers.src.encode([normalize(text) for text in texts])
         return [self.tags.source(sentence, self.target_language()) for sentence in ids]
 
+    def encode_terms(self, targets: Sequence[str]) -> list[tuple[int, ...]]:
+        """Target terms as the target tokenizer writes them after a space (nmt/rules/constrained.py)."""
+        return [tuple(ids) for ids in self.tokenizers.tgt.encode(list(targets))]
+
     def encode_words(self, texts: Sequence[str], side: Literal["source", "target"]) -> list[WordPieces]:
         """Whitespace-tokenized texts of one side, every word encoded on its own and its subwords kept (the
         joined text is never tokenized again), for word alignment; no language tag (teacher forcing adds
@@ -194,12 +197,11 @@ class Translator(ABC):
         as one batch that is never retried, for a caller that isolates failures itself (the server's
         batcher), so that one policy alone splits a batch.
 
-        `terms`: each source's target terms, which its outputs must hold (lexically constrained beam search,
-        nmt/rules/constrained.py; a beam of 1 searches greedily under the same rule): each hypothesis then
-        names those it lacks (`unmet_terms`). A batch without terms is searched as without them."""
+        `terms`: each source's target terms, which its outputs must hold (nmt/rules/constrained.py); each
+        hypothesis then names those it lacks (`unmet_terms`)."""
         chosen = dataclasses.replace(self.settings, **settings) if settings else self.settings
         rule, options = rule_of(chosen), self._options(chosen, attention, alignments)
-        wanted = self._checked_terms(terms, rule, len(sources))
+        wanted = checked_terms(terms, rule, len(sources), self.engine if not self.constrains else None)
         cut = self._cut(sources)
         outputs = [
             [Hypothesis([], 0.0, alignment=[] if alignments else None, mean_log_prob=0.0)] for _ in cut
@@ -220,38 +222,9 @@ class Translator(ABC):
         if terms is None:
             return outputs
         return [
-            [dataclasses.replace(h, unmet_terms=_unmet(h, own)) for h in hyps]
+            [dataclasses.replace(h, unmet_terms=unmet_texts(h.tokens, own)) for h in hyps]
             for hyps, own in zip(outputs, wanted, strict=True)
         ]
-
-    def _checked_terms(
-        self, terms: SourceTerms | None, rule: SearchRule, count: int
-    ) -> list[Sequence[TargetTerm]]:
-        """Each source's terms (none where `terms` is None); a UserError where this engine or rule cannot
-        search under them, a warning for sentences with more terms than the beam has hypotheses."""
-        if terms is None:
-            return [() for _ in range(count)]
-        if len(terms) != count:
-            raise ValueError(f"{len(terms)} lists of terms for {count} sources")
-        if any(terms) and not self.constrains:
-            raise UserError(
-                f"constrained search (a glossary for a run trained without annotation) runs on the torch "
-                f"engine, not the {self.engine} one: translate with the run directory"
-            )
-        if any(terms) and type(rule) not in (BeamSearch, Greedy):
-            raise UserError(
-                f"a glossary's constrained search is beam search, not {rule.title}: drop --sampling and "
-                f"--diverse-groups"
-            )
-        crowded = sum(len(own) > rule.width for own in terms)
-        if crowded:
-            log.warning(
-                "%d sentences hold more glossary terms than the beam's %d hypotheses: some of their terms "
-                "may go unmet (a wider --beam-size holds more)",
-                crowded,
-                rule.width,
-            )
-        return list(terms)
 
     def _options(self, settings: SearchConfig, attention: bool, alignments: bool) -> SearchOptions:
         """The options of a search under `settings`: a multilingual model's tags banned from the output but
@@ -300,14 +273,9 @@ class Translator(ABC):
         return tuple(kept)
 
     def _fitting(
-        self,
-        sources: list[list[int]],
-        rule: SearchRule,
-        options: SearchOptions,
-        terms: list[Sequence[TargetTerm]],
+        self, sources: list[list[int]], rule: SearchRule, options: SearchOptions, terms: list[Any]
     ) -> list[list[Hypothesis]]:
-        """Search one batch (under its `terms`); when it runs out of memory, search each half of it instead
-        (recursively)."""
+        """Search one batch (under its `terms`); out of memory, search each half instead (recursively)."""
         try:
             return self.search_batch(sources, constrained(rule, terms), options)
         except (torch.cuda.OutOfMemoryError, MemoryError) as err:
@@ -472,24 +440,6 @@ class TorchTranslator(Translator):
                 [dataclasses.replace(h, alignment=a) for h, a in zip(hyps, alignments, strict=True)]
             )
         return aligned
-
-
-def constrained(rule: SearchRule, terms: Sequence[Sequence[TargetTerm]]) -> SearchRule:
-    """The rule that searches a batch whose sentences must hold `terms`: `rule` itself where none does,
-    else constrained beam search of its width and length penalty."""
-    if not any(terms):
-        return rule
-    return ConstrainedBeamSearch(
-        beam_size=rule.width,
-        length_penalty=rule.length_penalty,
-        length_normalization=rule.length_normalization,
-        terms=tuple(tuple(term.ids for term in own) for own in terms),
-    )
-
-
-def _unmet(hypothesis: Hypothesis, terms: Sequence[TargetTerm]) -> tuple[str, ...]:
-    """The texts of the `terms` the hypothesis lacks."""
-    return tuple(terms[i].text for i in unmet(hypothesis.tokens, tuple(term.ids for term in terms)))
 
 
 def _one_layer_one_head(hypothesis: Hypothesis) -> Hypothesis:

@@ -19,15 +19,19 @@ captured graph.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from nmt.rules.beam import BeamSearch
-from nmt.rules.contract import Extensions, StepView
+from nmt.errors import UserError
+from nmt.rules.beam import BeamSearch, Greedy
+from nmt.rules.contract import Extensions, SearchRule, StepView
 
 if TYPE_CHECKING:
     from torch import Tensor
+
+log = logging.getLogger(__name__)
 
 Terms = tuple[tuple[int, ...], ...]  # one sentence's target terms, as subword ids, in the order found
 
@@ -205,3 +209,51 @@ def unmet(output: Sequence[int], terms: Terms) -> list[int]:
         else:
             missing.append(i)
     return missing
+
+
+def unmet_texts(output: Sequence[int], terms: Sequence[TargetTerm]) -> tuple[str, ...]:
+    """The texts of the `terms` an output lacks."""
+    return tuple(terms[i].text for i in unmet(output, tuple(term.ids for term in terms)))
+
+
+def constrained(rule: SearchRule, terms: Sequence[Sequence[TargetTerm]]) -> SearchRule:
+    """The rule that searches a batch whose sentences must hold `terms`: `rule` itself where none does,
+    else constrained beam search of its width and length penalty."""
+    if not any(terms):
+        return rule
+    ids = tuple(tuple(term.ids for term in own) for own in terms)
+    penalty, normalization = rule.length_penalty, rule.length_normalization
+    return ConstrainedBeamSearch(
+        beam_size=rule.width, length_penalty=penalty, length_normalization=normalization, terms=ids
+    )
+
+
+def checked_terms(
+    terms: Sequence[Sequence[TargetTerm]] | None, rule: SearchRule, count: int, refused: str | None
+) -> list[Sequence[TargetTerm]]:
+    """Each of `count` sources' terms (none where `terms` is None); a UserError where the engine (`refused`
+    names one without constrained search) or the rule cannot search under them, a warning for sentences
+    with more terms than the beam has hypotheses."""
+    if terms is None:
+        return [() for _ in range(count)]
+    if len(terms) != count:
+        raise ValueError(f"{len(terms)} lists of terms for {count} sources")
+    if any(terms) and refused:
+        raise UserError(
+            f"constrained search (a glossary for a run trained without annotation) runs on the torch "
+            f"engine, not the {refused} one: translate with the run directory"
+        )
+    if any(terms) and type(rule) not in (BeamSearch, Greedy):
+        raise UserError(
+            f"a glossary's constrained search is beam search, not {rule.title}: drop --sampling and "
+            f"--diverse-groups"
+        )
+    crowded = sum(len(own) > rule.width for own in terms)
+    if crowded:
+        log.warning(
+            "%d sentences hold more glossary terms than the beam's %d hypotheses: some of their terms may go "
+            "unmet (a wider --beam-size holds more)",
+            crowded,
+            rule.width,
+        )
+    return list(terms)
