@@ -76,9 +76,10 @@ def evaluate(
     glossary: Annotated[
         Path | None,
         typer.Option(
-            help="A glossary, SOURCE<TAB>TARGET lines: a run trained with data.terminology translates with "
-            "it, and term use (the share of the glossary terms found in the sources whose target term the "
-            "output holds) is reported; with --hypotheses, of that file (give --source)."
+            help="A glossary, SOURCE<TAB>TARGET lines: the run translates with it (terms written in for a "
+            "run trained with data.terminology, else constrained search), and term use (the share of the "
+            "glossary terms found in the sources whose target term the output holds) is reported; with "
+            "--hypotheses, of that file (give --source)."
         ),
     ] = None,
     src_lang: FromLang = None,

@@ -68,7 +68,8 @@ Glossary = Annotated[
     typer.Option(
         help="A glossary, SOURCE<TAB>TARGET lines (a multilingual run reads NAME.SRC-TGT.tsv for its "
         "direction when there is one): its terms are written into each source between the markers of a run "
-        "trained with data.terminology (docs/terminology.md)."
+        "trained with data.terminology, or made to appear by constrained search (--glossary-mode; "
+        "docs/terminology.md)."
     ),
 ]
 TrainDevice = Annotated[str | None, typer.Option(help=f"{DEVICES} (train.device).")]

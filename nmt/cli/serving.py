@@ -64,8 +64,9 @@ def serve(
         Path | None,
         typer.Option(
             help="A glossary for every request, SOURCE<TAB>TARGET lines (NAME.SRC-TGT.tsv for a direction "
-            "when there is one), written into the sources of models trained with data.terminology; a "
-            "request's glossary entries replace its entries of the same source term."
+            "when there is one), written into the sources of models trained with data.terminology, the "
+            "constraints of constrained search for other torch models; a request's glossary entries replace "
+            "its entries of the same source term."
         ),
     ] = None,
 ) -> None:
@@ -77,9 +78,10 @@ def serve(
     default unless --default names another. Requests from all clients are decoded together in batches.
     SIGTERM or Ctrl-C answers the requests in flight, then exits with code 0.
 
-    With --glossary every request's texts get the glossary's terms written in (docs/terminology.md); it is
-    checked at startup as `nmt translate --glossary` checks it, and every served model must have been trained
-    with data.terminology.
+    With --glossary every request's texts get the glossary's terms written in, for a model trained with
+    data.terminology, or are translated by constrained search that makes each output hold them, for any
+    other torch model (docs/terminology.md); it is checked at startup as `nmt translate --glossary` checks
+    it, and a CTranslate2 export trained without data.terminology is refused.
     """
     from nmt.serve.server import check_installed
 

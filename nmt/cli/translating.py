@@ -31,9 +31,8 @@ from nmt.errors import UserError
 
 if TYPE_CHECKING:
     from nmt.data.terminology import TermWriter
-    from nmt.decode.languages import Pivot
+    from nmt.decode.languages import Translates
     from nmt.decode.outputs import OutputFormat
-    from nmt.decode.translator import Translator
     from nmt.evaluate.plots import Scale
 
 
@@ -83,6 +82,15 @@ def translate(
     ] = "auto",
     int8: Int8 = False,
     glossary: Glossary = None,
+    glossary_mode: Annotated[
+        str,
+        typer.Option(
+            "--glossary-mode",
+            help="auto: annotated for a run trained with data.terminology, else constrained; constrained: "
+            "constrained beam search makes each output hold the glossary's target terms (torch engine, any "
+            "run); annotated: terms written into the source (a run trained with data.terminology).",
+        ),
+    ] = "auto",
     interactive: Annotated[
         bool | None,
         typer.Option(
@@ -121,9 +129,12 @@ def translate(
     words its subwords attended most (with --format jsonl: an "alignment" field of [i, j] pairs); an empty
     translation, which has no links, stays an empty line.
 
-    With --glossary each source gets the glossary's terms written in as the run was trained to read them
-    (data.terminology); a run trained without annotation is refused: constrained search is not built yet.
-    In an HTML page a term is written in where no tag begins or ends inside it, so it stays inside its tags.
+    With --glossary each source's glossary terms are translated as the glossary says: written into the source
+    as the run was trained to read them (--glossary-mode annotated, for a run trained with data.terminology),
+    or by constrained beam search, which makes each output hold the target terms (--glossary-mode
+    constrained, torch engine); auto chooses annotated where the run was trained so. With --format jsonl each
+    hypothesis then names the target terms it lacks ("unmet_terms"). In an HTML page a term is written in
+    where no tag begins or ends inside it, so it stays inside its tags.
 
     A multilingual model translates into --tgt-lang: from --src-lang, a direction it was trained on (or any
     of its languages with --zero-shot), or through a third language with --pivot (the scores and n-best
@@ -131,9 +142,10 @@ def translate(
     """
     from nmt.atomic_files import check_writable, write_output
     from nmt.decode.languages import into_direction
-    from nmt.decode.loading import load_translator
+    from nmt.decode.loading import choose_engine, load_translator
     from nmt.decode.outputs import read_input, stream_translations
-    from nmt.decode.terminology import TrainedMarkers
+    from nmt.decode.terminology import Annotating, glossary_translator
+    from nmt.decode.terminology import glossary_mode as chosen_mode
     from nmt.device.choice import resolve_device
 
     if format not in ("text", "jsonl", "html"):
@@ -144,19 +156,29 @@ def translate(
             "--format html writes the page, its tags placed by the word links of one translation: drop "
             "--scores, --alignments, --nbest and --pivot"
         )
-    if glossary is not None and (alignments or pivot):
-        raise UserError("--glossary writes terms into the source: drop --alignments and --pivot")
+    if glossary is not None and pivot:
+        raise UserError("--glossary translates in one step: drop --pivot")
     style: OutputFormat = "jsonl" if format == "jsonl" else "moses" if scores or nbest > 1 else "text"
     checked_search(run_dirs[0], search)
     check_writable(output)  # before any work: a translation is never lost to a bad --output
-    trained = None if glossary is None else TrainedMarkers.of(run_dirs[0])  # refused before loading
+    mode = None
+    if glossary is not None:  # refused before loading
+        mode = chosen_mode(run_dirs[0], glossary_mode, choose_engine(engine, run_dirs, checkpoint), glossary)
+        if mode == "annotated" and alignments:
+            raise UserError("--glossary-mode annotated writes terms into the source: drop --alignments")
     loaded = load_translator(run_dirs, engine, resolve_device(device), checkpoint, search, int8)
     translator = into_direction(loaded, asked_direction(src_lang, tgt_lang, zero_shot, pivot))
-    annotating = None if trained is None or glossary is None else trained.annotating(translator, glossary)
+    terms = (
+        translator
+        if mode is None or glossary is None
+        else glossary_translator(translator, run_dirs[0], glossary, mode)
+    )
     if format == "html":
-        _translate_page(translator, input, output, None if annotating is None else annotating.writer)
+        if isinstance(terms, Annotating):  # terms written into the lines, each inside its tags
+            _translate_page(translator, input, output, terms.writer)
+        else:  # under constraints, or without a glossary
+            _translate_page(terms, input, output, None)
         return
-    terms = translator if annotating is None else annotating
     bad = 0
     with read_input(input) as (source, name, terminal):
         if terminal:  # the model is loaded: a user at the keyboard learns when to type, and how to stop
@@ -175,7 +197,7 @@ def translate(
 
 
 def _translate_page(
-    translator: Translator | Pivot, input: Path | None, output: Path | None, terms: TermWriter | None
+    translator: Translates, input: Path | None, output: Path | None, terms: TermWriter | None
 ) -> None:
     """The HTML page of `input` (or stdin) translated to `output` (or stdout), with a glossary's `terms`
     written into its lines where given."""

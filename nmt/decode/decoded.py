@@ -19,7 +19,8 @@ class DecodedHypothesis:
     subword it attended most under the translator's `reading` (`SearchOptions.alignments`); the words are
     those of the source line and `text`. `mean_log_prob` and `suspect`: how far to trust it
     (nmt/decode/confidence.py: its mean log-probability per token, and why it looks degenerate, if it
-    does)."""
+    does). `unmet_terms`: under constrained search, the glossary's target terms it lacks (None: searched
+    without a glossary's terms)."""
 
     text: str
     score: float
@@ -29,6 +30,7 @@ class DecodedHypothesis:
     alignment: list[Link] | None = None
     mean_log_prob: float | None = None
     suspect: tuple[Suspicion, ...] = ()
+    unmet_terms: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)

@@ -77,6 +77,7 @@ class ExportedTranslator(Translator):
 
     has_attention = False
     engine = "ctranslate2"
+    constrains = False  # CTranslate2 has no lexically constrained search
 
     def __init__(
         self,

@@ -35,8 +35,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     from nmt.data.terminology import TermWriter
-    from nmt.decode.languages import Pivot
-    from nmt.decode.translator import Translator
+    from nmt.decode.languages import Translates
 
 
 def _names(text: str) -> frozenset[str]:
@@ -343,7 +342,7 @@ def translate_page(
     return read.written(plain)
 
 
-def translated_page(translator: Translator | Pivot, page: str, terms: TermWriter | None = None) -> str:
+def translated_page(translator: Translates, page: str, terms: TermWriter | None = None) -> str:
     """`page` translated by `translator`, each block sentence by sentence (nmt/decode/running_text.py), its
     tags placed by the word links of each best translation, its language the target's (`with_language`);
     with `terms`, a glossary's terms written into its lines (`translate_page`)."""

@@ -51,6 +51,7 @@ def format_translations(
     """Output lines for input lines `first`, `first + 1`, … (0-based): `text` is the best translation alone;
     `moses` is one `i ||| translation ||| score` line per hypothesis, best first; `jsonl` is one
     `{"line": i, "hypotheses": [{"text": …, "score": …, "mean_log_prob": …, "suspect": […]}, …],
+    (with a glossary translated by constrained search, each hypothesis' "unmet_terms": […] too)
     "source_sentences": n, "translated_sentences": m}` object per input line (m < n: the best translation
     lacks a sentence). With `alignments` each translation's links follow as ` ||| 0-0 1-2` (jsonl: an
     `"alignment": [[0, 0], [1, 2]]` field), but in `text` an empty translation (a blank line's, which has no
@@ -84,6 +85,8 @@ def _hypothesis(translation: DecodedHypothesis, alignments: bool) -> dict[str, o
     if translation.mean_log_prob is not None:
         found["mean_log_prob"] = round(translation.mean_log_prob, 4)
     found["suspect"] = list(translation.suspect)
+    if translation.unmet_terms is not None:
+        found["unmet_terms"] = list(translation.unmet_terms)
     if alignments:
         found["alignment"] = [list(link) for link in translation.alignment or []]
     return found

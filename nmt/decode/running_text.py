@@ -233,6 +233,13 @@ def _least_sure(hypotheses: list[DecodedHypothesis]) -> float | None:
     return min((h.mean_log_prob for h in hypotheses if h.mean_log_prob is not None), default=None)
 
 
+def _unmet_terms(hypotheses: list[DecodedHypothesis]) -> tuple[str, ...] | None:
+    """The glossary terms the pieces' `hypotheses` lack, piece after piece (None: searched without terms)."""
+    if all(h.unmet_terms is None for h in hypotheses):
+        return None
+    return tuple(term for h in hypotheses for term in h.unmet_terms or ())
+
+
 def _joined(paragraph: Paragraph, found: list[DecodedLine]) -> DecodedLine:
     """The paragraph's translation: for each rank, its pieces' hypotheses joined by the paragraph's own white
     space between them, a cut piece's followed by CUT_MARK; its confidence its least sure piece's mean
@@ -263,6 +270,7 @@ def _joined(paragraph: Paragraph, found: list[DecodedLine]) -> DecodedLine:
                     (h.mean_log_prob for h in chosen if h.mean_log_prob is not None), default=None
                 ),
                 suspect=tuple(sorted({reason for h in chosen for reason in h.suspect})),
+                unmet_terms=_unmet_terms(chosen),
             )
         )
     source = [piece for p in found for piece in p.source_pieces if piece != "</s>"]

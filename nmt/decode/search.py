@@ -56,13 +56,15 @@ class Hypothesis:
     alignment: for each token, the source position (from 0) it attended most of those that hold a word's
     subword (not eos, nor an `unaligned` id), or None where a reading's null slot leaves it unaligned
     (nmt/align/reading.py). `mean_log_prob`: the mean log-probability of its tokens and eos, the length
-    penalty undone (nmt/decode/confidence.py; set by the translator that searched it)."""
+    penalty undone (nmt/decode/confidence.py; set by the translator that searched it). `unmet_terms`: under
+    constrained search, the target terms it lacks (set by the translator; None: searched without terms)."""
 
     tokens: list[int]
     score: float
     attention: Tensor | None = None
     alignment: list[int | None] | None = None
     mean_log_prob: float | None = None
+    unmet_terms: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)

@@ -49,6 +49,7 @@ from nmt.device.choice import autocast
 from nmt.errors import UserError
 from nmt.models.base import Seq2Seq
 from nmt.models.ensemble import Ensemble
+from nmt.rules.constrained import TargetTerm, checked_terms, constrained, unmet_texts
 from nmt.rules.contract import Processor, SearchRule
 from nmt.rules.registry import processors_of, rule_of
 from nmt.rules.target_vocabulary import TargetVocabulary
@@ -56,6 +57,7 @@ from nmt.rules.target_vocabulary import TargetVocabulary
 log = logging.getLogger(__name__)
 
 Progress = Callable[[int], object]  # told how many sentences each batch held
+SourceTerms = Sequence[Sequence[TargetTerm]]  # each source's target terms, for constrained search
 T = TypeVar("T", bound="Translator")
 
 
@@ -105,6 +107,7 @@ class Translator(ABC):
         self.zero_shot = False  # whether `toward` named a direction the model was never trained on
 
     has_attention = True  # whether `search` can return attention
+    constrains = True  # whether `search` takes target terms (constrained search)
     has_alignments = True  # whether `search` can return alignments
     engine = "torch"
 
@@ -158,6 +161,10 @@ class Translator(ABC):
         ids = self.tokenizers.src.encode([normalize(text) for text in texts])
         return [self.tags.source(sentence, self.target_language()) for sentence in ids]
 
+    def encode_terms(self, targets: Sequence[str]) -> list[tuple[int, ...]]:
+        """Target terms as the target tokenizer writes them after a space (nmt/rules/constrained.py)."""
+        return [tuple(ids) for ids in self.tokenizers.tgt.encode(list(targets))]
+
     def encode_words(self, texts: Sequence[str], side: Literal["source", "target"]) -> list[WordPieces]:
         """Whitespace-tokenized texts of one side, every word encoded on its own and its subwords kept (the
         joined text is never tokenized again), for word alignment; no language tag (teacher forcing adds
@@ -177,6 +184,7 @@ class Translator(ABC):
         attention: bool = False,
         alignments: bool = False,
         one_batch: bool = False,
+        terms: SourceTerms | None = None,
         **settings: Any,
     ) -> list[list[Hypothesis]]:
         """The hypotheses of each source (same order), best first, under the translator's search settings and
@@ -187,9 +195,13 @@ class Translator(ABC):
         (score 0). Batches of `batch_size` sentences of similar length are searched in turn (`progress`
         told the size of each); one that runs out of memory, in halves. With `one_batch`, all are searched
         as one batch that is never retried, for a caller that isolates failures itself (the server's
-        batcher), so that one policy alone splits a batch."""
+        batcher), so that one policy alone splits a batch.
+
+        `terms`: each source's target terms, which its outputs must hold (nmt/rules/constrained.py); each
+        hypothesis then names those it lacks (`unmet_terms`)."""
         chosen = dataclasses.replace(self.settings, **settings) if settings else self.settings
         rule, options = rule_of(chosen), self._options(chosen, attention, alignments)
+        wanted = checked_terms(terms, rule, len(sources), self.engine if not self.constrains else None)
         cut = self._cut(sources)
         outputs = [
             [Hypothesis([], 0.0, alignment=[] if alignments else None, mean_log_prob=0.0)] for _ in cut
@@ -198,12 +210,21 @@ class Translator(ABC):
         size = max(1, len(nonempty)) if one_batch else chosen.batch_size
         for group in sorted_groups([len(cut[i]) for i in nonempty], size):
             batch = [cut[nonempty[g]] for g in group]
-            searched = self.search_batch if one_batch else self._fitting
-            for g, hyps in zip(group, searched(batch, rule, options), strict=True):
+            batch_terms = [wanted[nonempty[g]] for g in group]
+            if one_batch:
+                found = self.search_batch(batch, constrained(rule, batch_terms), options)
+            else:
+                found = self._fitting(batch, rule, options, batch_terms)
+            for g, hyps in zip(group, found, strict=True):
                 outputs[nonempty[g]] = hyps
             if progress is not None:
                 progress(len(group))
-        return outputs
+        if terms is None:
+            return outputs
+        return [
+            [dataclasses.replace(h, unmet_terms=unmet_texts(h.tokens, own)) for h in hyps]
+            for hyps, own in zip(outputs, wanted, strict=True)
+        ]
 
     def _options(self, settings: SearchConfig, attention: bool, alignments: bool) -> SearchOptions:
         """The options of a search under `settings`: a multilingual model's tags banned from the output but
@@ -252,11 +273,11 @@ class Translator(ABC):
         return tuple(kept)
 
     def _fitting(
-        self, sources: list[list[int]], rule: SearchRule, options: SearchOptions
+        self, sources: list[list[int]], rule: SearchRule, options: SearchOptions, terms: list[Any]
     ) -> list[list[Hypothesis]]:
-        """Search one batch; when it runs out of memory, search each half of it instead (recursively)."""
+        """Search one batch (under its `terms`); out of memory, search each half instead (recursively)."""
         try:
-            return self.search_batch(sources, rule, options)
+            return self.search_batch(sources, constrained(rule, terms), options)
         except (torch.cuda.OutOfMemoryError, MemoryError) as err:
             memory = "GPU memory" if isinstance(err, torch.cuda.OutOfMemoryError) else "memory"
             if len(sources) == 1:
@@ -268,7 +289,8 @@ class Translator(ABC):
             torch.cuda.empty_cache()  # outside the except block, where the failed batch's tensors are freed
         half = len(sources) // 2
         log.warning("out of %s decoding %d sentences; retrying in batches of %d", memory, len(sources), half)
-        return self._fitting(sources[:half], rule, options) + self._fitting(sources[half:], rule, options)
+        first = self._fitting(sources[:half], rule, options, terms[:half])
+        return first + self._fitting(sources[half:], rule, options, terms[half:])
 
     @abstractmethod
     def search_batch(
@@ -297,6 +319,7 @@ class Translator(ABC):
                     self._links(src_words, h),
                     h.mean_log_prob,
                     tuple(suspicions(searched, h.tokens, h.alignment)),
+                    h.unmet_terms,
                 )
                 for h, text in zip(hyps, texts, strict=True)
             ]

@@ -12,13 +12,13 @@ from typing import Any
 
 from nmt.config.multilingual import Direction
 from nmt.data.corpus import SplitFiles, read_files
-from nmt.data.glossary import TermFinder, nfkc, read_glossary
+from nmt.data.glossary import TermFinder, for_direction, nfkc, read_glossary
 from nmt.data.splits import language_split, read_direction
 from nmt.decode.languages import Asked, Translates, into_direction
 from nmt.decode.loading import load_trained
-from nmt.decode.terminology import TrainedMarkers
+from nmt.decode.terminology import Constraining, TrainedMarkers
 from nmt.decode.trained_run import TrainedRun
-from nmt.decode.translator import TorchTranslator
+from nmt.decode.translator import TorchTranslator, Translator
 from nmt.device.choice import resolve_device
 from nmt.errors import UserError
 from nmt.evaluate.directions import evaluate_split, search_settings
@@ -59,8 +59,9 @@ def evaluate_run(
 
     Every direction of the split is scored, unless `asked` names one (a multilingual run's: zero-shot, or
     through a pivot language, when it says so; with its off-target rate) or files are given, or `judging`
-    asks for a comparison (of one direction), or a `glossary` is given: the run (trained with terminology
-    annotation) translates with it, and its term use is reported (nmt/evaluate/term_use.py).
+    asks for a comparison (of one direction), or a `glossary` is given: the run translates with it (its
+    terms written in for a run trained with terminology annotation, else by constrained search), and its term
+    use is reported (nmt/evaluate/term_use.py).
     """
     if (src is None) != (ref is None):
         raise UserError("--src and --ref go together: give both files or neither")
@@ -69,8 +70,8 @@ def evaluate_run(
     judging = judging or Judging()
     judging.check()
     trained = None
-    if glossary is not None:  # refused before the model loads: a run trained without annotation, a bad file
-        trained = TrainedMarkers.of(run_dirs[0])
+    if glossary is not None:  # a bad file is refused before the model loads
+        trained = TrainedMarkers.find(run_dirs[0])
         read_glossary(glossary)
     run = load_trained(run_dirs, resolve_device(device), checkpoint, overrides or [])
     tag = f".ensemble{len(run_dirs)}" if len(run_dirs) > 1 else ""
@@ -82,7 +83,7 @@ def evaluate_run(
     files = HypothesisFiles.of_run(run, tag, protect_report=True)
     runs = {"runs": [str(path) for path in run_dirs]}
     given = SplitFiles(src, ref) if src is not None and ref is not None else None
-    if given is None and asked == Asked() and not judging.anything and trained is None:
+    if given is None and asked == Asked() and not judging.anything and glossary is None:
         return evaluate_split(run, split, files=files) | runs
     if run.cfg.data.directions.tagged and asked == Asked():
         what = (
@@ -93,15 +94,29 @@ def evaluate_run(
         raise UserError(f"{what} with --src-lang and --tgt-lang")
     translator: Translates = into_direction(TorchTranslator.of_run(run), asked)  # checks the direction
     finder = None
-    if trained is not None and glossary is not None:
-        annotating = trained.annotating(translator, glossary)
-        translator, finder = annotating, annotating.finder
+    if glossary is not None:
+        translator, finder = _with_glossary(translator, trained, glossary)
         tag += f".glossary-{source_tag(glossary)}"
         files = HypothesisFiles.of_run(run, tag, protect_report=True)
     found = _evaluate_direction(run, translator, asked, split, given, files, judging, device, finder)
     if finder is not None:
         found["term_use"] |= {"glossary": str(glossary)}
     return found | runs
+
+
+def _with_glossary(
+    translator: Translates, trained: TrainedMarkers | None, glossary: Path
+) -> tuple[Translates, TermFinder]:
+    """`translator` translating with `glossary` (its direction's own file where there is one): its terms
+    written in for a run `trained` with annotation, else by constrained search; and what finds its terms."""
+    if trained is not None:
+        annotating = trained.annotating(translator, glossary)
+        return annotating, annotating.finder
+    if not isinstance(translator, Translator):
+        raise UserError("--glossary: constrained search translates in one step; drop --pivot")
+    own = for_direction(glossary, translator.source, translator.target)
+    constraining = Constraining.of(translator, read_glossary(own), own)
+    return constraining, constraining.finder
 
 
 def _evaluate_direction(

@@ -138,6 +138,12 @@ class HypothesisAnswer(Answer):
         description="With attention: (layers, heads, target_pieces, source_pieces) weights, each row "
         "summing to 1, rounded to 5 decimals.",
     )
+    unmet_terms: list[str] | None = Field(
+        None,
+        description="With a glossary, for a model trained without terminology annotation (translated by "
+        "constrained search): the glossary's target terms the hypothesis lacks, where the length limit ended "
+        "its search first.",
+    )
     alignment: list[list[int]] | None = Field(
         None,
         description="With alignments: [source word, output word] links, from 0, the words of the line and of "

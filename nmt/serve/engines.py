@@ -23,12 +23,12 @@ import torch
 
 from nmt.config.multilingual import Direction
 from nmt.config.sections import SearchConfig
-from nmt.data.glossary import Term
+from nmt.data.glossary import Term, TermFinder
 from nmt.data.terminology import TermWriter
 from nmt.decode.exported import exported_run
 from nmt.decode.loading import Loaded, ensemble, load_models
 from nmt.decode.search import Hypothesis
-from nmt.decode.terminology import TrainedMarkers
+from nmt.decode.terminology import Constraining, TrainedMarkers
 from nmt.decode.trained_run import TrainedRun
 from nmt.decode.translator import Translator
 from nmt.errors import UserError
@@ -79,8 +79,13 @@ class Engine:
         capturing CUDA graphs would cost more than it saves."""
         settings = dataclasses.asdict(decoding.settings) | {"cuda_graphs": False}
         attention, alignments = decoding.attention, decoding.alignments
+        terms = None
+        if decoding.glossary:  # found in the sources as the tokenizer writes them back
+            finder = TermFinder(decoding.glossary, self.translator.tokenizers.src.normalize)
+            texts = self.translator.tokenizers.src.decode(sources)
+            terms = Constraining(self.translator, finder).terms(texts)
         return self.translator.search(
-            sources, attention=attention, alignments=alignments, one_batch=True, **settings
+            sources, attention=attention, alignments=alignments, one_batch=True, terms=terms, **settings
         )
 
 
@@ -90,13 +95,16 @@ Engines = dict[Direction, Engine]  # a served model's engine in each of its dire
 @dataclass(frozen=True)
 class Decoding:
     """What to decode and how: the engine a request chose, the search settings (the model's, changed by the
-    request's) and whether each hypothesis' attention and word alignment come with it. The batcher's key:
-    sentences batch only with others decoded alike (a sampled line draws the same whatever its batch)."""
+    request's) and whether each hypothesis' attention and word alignment come with it; `glossary`: the terms
+    constrained search makes each output hold, where found in its source (nmt/serve/glossary.py). The
+    batcher's key: sentences batch only with others decoded alike (a sampled line draws the same whatever its
+    batch)."""
 
     engine: Engine
     settings: SearchConfig
     attention: bool = False
     alignments: bool = False
+    glossary: tuple[Term, ...] = ()
 
 
 def decode(decoding: Decoding, sources: list[list[int]]) -> list[list[Hypothesis]]:

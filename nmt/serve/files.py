@@ -7,6 +7,7 @@ request)."""
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from starlette.responses import Response
 from nmt.decode.markup import read_page
 from nmt.serve.answers import TranslatedFile, error_answer, json_answer
 from nmt.serve.detect import routes
+from nmt.serve.glossary import constrained_terms, request_terms
 from nmt.serve.requests import KEY, ApiError, TranslateFileRequest, utf8_text, validated
 from nmt.serve.service import Service, joined
 
@@ -75,7 +77,8 @@ async def translate_file(request: Request) -> Response:
         [(engine, _)] = await routes(service, [" ".join(page.lines) if page else text], asked.target)
     else:
         engine = service.choose(asked.source, asked.target, None)
-    decoding, terms = service.decoding(engine, {}), engine.glossary_writer  # the server's glossary
+    decoding = dataclasses.replace(service.decoding(engine, {}), glossary=constrained_terms(engine, None))
+    terms = request_terms(engine, None)  # the server's glossary: written in, or constraints in `decoding`
     if page is not None:
         [lines] = await service.translate_pages(engine, [page], decoding, terms=terms)
     elif terms is not None:

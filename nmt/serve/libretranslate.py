@@ -10,10 +10,12 @@ nmt/serve/files.py. Not served: /suggest.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 from starlette.requests import Request
 from starlette.responses import Response
 
+from nmt.data.glossary import Term
 from nmt.data.terminology import TermWriter
 from nmt.decode.markup import Page, read_page
 from nmt.decode.running_text import TranslatedParagraph
@@ -31,7 +33,7 @@ from nmt.serve.answers import (
 from nmt.serve.detect import routes
 from nmt.serve.engines import Engine
 from nmt.serve.files import FORMATS
-from nmt.serve.glossary import request_terms
+from nmt.serve.glossary import constrained_terms, request_terms
 from nmt.serve.requests import validated
 from nmt.serve.service import Service, joined
 
@@ -82,9 +84,10 @@ async def translate(request: Request) -> Response:
         detected: list[Detected] | None = list(detections)
     else:
         engines, detected = (service.choose(asked.source, asked.target, None),) * len(found), None
-    terms = {
-        engine: request_terms(engine, asked.glossary) for engine in engines
-    }  # a source of auto: per text
+    terms = {  # a source of auto: per text
+        engine: (request_terms(engine, asked.glossary), constrained_terms(engine, asked.glossary))
+        for engine in engines
+    }
     results = await _translated(service, list(engines), found, pages, asked.alternatives, terms)
     targets = [engine.target for engine in engines]
     best = [joined(lines, 0, page, t) for lines, page, t in zip(results, pages, targets, strict=True)]
@@ -117,23 +120,26 @@ async def _translated(
     texts: list[str],
     pages: list[Page | None],
     alternatives: int,
-    terms: dict[Engine, TermWriter | None],
+    terms: dict[Engine, tuple[TermWriter | None, tuple[Term, ...]]],
 ) -> list[list[TranslatedParagraph]]:
     """Each text's lines (or its page's sentences) translated by its engine, with `alternatives` other
-    hypotheses and the glossary `terms` of the engine; the texts of every engine are queued at once."""
+    hypotheses and the glossary `terms` of the engine (what writes them into the lines, and the terms
+    constrained search honours); the texts of every engine are queued at once."""
     groups: dict[Engine, list[int]] = {}
     for i, engine in enumerate(engines):
         groups.setdefault(engine, []).append(i)
-    decodings = {engine: service.decoding(engine, {"nbest": alternatives + 1}) for engine in groups}
     translations = []
     for engine, group in groups.items():
-        decoding = decodings[engine]
+        writer, constrained = terms[engine]
+        decoding = dataclasses.replace(
+            service.decoding(engine, {"nbest": alternatives + 1}), glossary=constrained
+        )
         read = [page for i in group if (page := pages[i]) is not None]
         if read:
-            translations.append(service.translate_pages(engine, read, decoding, terms=terms[engine]))
+            translations.append(service.translate_pages(engine, read, decoding, terms=writer))
         else:
             own = [texts[i] for i in group]
-            translations.append(service.translate_cached(engine, own, decoding, terms=terms[engine]))
+            translations.append(service.translate_cached(engine, own, decoding, terms=writer))
     results: list[list[TranslatedParagraph]] = [[] for _ in texts]
     for group, translated in zip(groups.values(), await asyncio.gather(*translations), strict=True):
         for i, lines in zip(group, translated, strict=True):

@@ -3,6 +3,8 @@ layer and head and the word alignment), GET /v1/models and GET /health."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from starlette.requests import Request
 from starlette.responses import Response
 from torch import Tensor
@@ -24,7 +26,7 @@ from nmt.serve.answers import (
     Weights,
     json_answer,
 )
-from nmt.serve.glossary import request_terms
+from nmt.serve.glossary import constrained_terms, request_terms
 from nmt.serve.requests import validated
 from nmt.serve.service import Service, joined
 
@@ -43,6 +45,8 @@ async def translate(request: Request) -> Response:
     decoding = service.decoding(engine, asked.search_given(), asked.attention, asked.alignments)
     texts = asked.q if isinstance(asked.q, list) else [asked.q]
     terms = request_terms(engine, asked.glossary)
+    glossary = constrained_terms(engine, asked.glossary)
+    decoding = dataclasses.replace(decoding, glossary=glossary)
     split = asked.split_sentences
     if asked.format == "html":
         pages: list[Page | None] = [read_page(text) for text in texts]
@@ -99,6 +103,7 @@ def _line(index: int, line: DecodedLine) -> LineAnswer:
                 target_pieces=found.pieces,
                 attention=None if found.attention is None else _rounded(found.attention),
                 alignment=None if found.alignment is None else [list(link) for link in found.alignment],
+                unmet_terms=None if found.unmet_terms is None else list(found.unmet_terms),
             )
             for found in line.hypotheses
         ],

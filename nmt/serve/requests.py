@@ -343,7 +343,9 @@ def bounded(limits: Limits) -> RequestModels:
         None,
         description=f"[source term, target term] pairs, at most {limits.max_terms}, each term at most "
         f"{limits.max_term_chars} characters: written into each line's source for a model trained with "
-        "terminology annotation (an HTML page's: where no tag cuts a term), beside the server's glossary "
+        "terminology annotation (an HTML page's: where no tag cuts a term), else the constraints of the "
+        "torch engine's constrained search (each hypothesis names its unmet_terms), beside the server's "
+        "glossary "
         "(an entry replaces the server's of the same source term; absent or empty: the server's alone).",
     )
     terms = Annotated[list[tuple[term, term]] | None, Field(max_length=limits.max_terms)]

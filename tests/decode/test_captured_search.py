@@ -25,6 +25,7 @@ from nmt.device.capture import Recorder, emulating
 from nmt.models.base import Memory, Seq2Seq, State, Step, hypothesis_rows
 from nmt.models.ensemble import Ensemble
 from nmt.rules.beam import BeamSearch, Greedy
+from nmt.rules.constrained import ConstrainedBeamSearch
 from nmt.rules.contract import Extensions, SearchRule, StepView
 from nmt.rules.diverse_beam import DiverseBeamSearch
 from nmt.rules.min_length import MinLength
@@ -101,6 +102,9 @@ class Case:
 
 
 LIMITS = {"max_len_a": 1.5, "max_len_b": 4, "cuda_graphs": True}
+TERMS = tuple(  # each sentence's terms for constrained search: none, one, a term twice, two of two subwords
+    ((), ((7,),), ((9, 5),), ((10,), (10,)), ((4, 6), (8, 11)))[i % 5] for i in range(SENTENCES)
+)
 CASES = {
     "greedy": Case(Greedy, SearchOptions(**LIMITS)),
     "greedy, alignments and attention": Case(
@@ -132,6 +136,14 @@ CASES = {
     "beam 3, a target-language vocabulary": Case(
         lambda: BeamSearch(beam_size=3),
         SearchOptions(processors=(TargetVocabulary().forbidding((5, 6, 8, 11), 12),), nbest=3, **LIMITS),
+    ),
+    "constrained beam 3, 2-best": Case(
+        lambda: ConstrainedBeamSearch(beam_size=3, terms=TERMS),
+        SearchOptions(nbest=2, attention=True, **LIMITS),
+    ),
+    "constrained greedy, n-gram blocking": Case(
+        lambda: ConstrainedBeamSearch(beam_size=1, terms=TERMS),
+        SearchOptions(processors=(NoRepeatNGram(no_repeat_ngram_size=3),), **LIMITS),
     ),
     "sampling, 2 samples": Case(
         lambda: Sampling(samples=2, top_k=5, seed=3), SearchOptions(nbest=2, **LIMITS)

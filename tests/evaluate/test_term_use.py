@@ -1,6 +1,7 @@
 """`nmt evaluate --glossary`: term use counted on occurrences (worked out by hand), printed beside BLEU and
-written into the JSON report, for a file of any system's output and for a run trained with annotation; a run
-trained without it and a hypotheses file without its sources are refused in one line."""
+written into the JSON report, for a file of any system's output, for a run trained with annotation (terms
+written in) and for one trained without (constrained search); a hypotheses file without its sources is refused
+in one line."""
 
 from __future__ import annotations
 
@@ -115,8 +116,19 @@ def test_a_run_trained_with_annotation_reports_term_use(
     assert ".glossary-" in hypotheses  # kept apart from the translations without the glossary
 
 
-def test_a_run_trained_without_annotation_is_refused(kept_run: Path, tmp_path: Path) -> None:
-    glossary = tmp_path / "terms.tsv"
-    glossary.write_text("a\tb\n")
-    result = run_cli("evaluate", str(kept_run), "--device", "cpu", "--glossary", str(glossary))
-    assert_one_line_error(result, "was not trained with terminology annotation")
+def test_a_run_trained_without_annotation_translates_by_constrained_search(
+    trained_run: Path, corpus: Path, tmp_path: Path
+) -> None:
+    sources = corpus.joinpath("valid.src").read_text().splitlines()[:8]
+    target = corpus.joinpath("valid.tgt").read_text().splitlines()[40].split()[0]
+    src, ref, glossary, report = (tmp_path / name for name in ("in.src", "in.ref", "terms.tsv", "r.json"))
+    src.write_text("".join(line + "\n" for line in sources))
+    references = corpus.joinpath("valid.tgt").read_text().splitlines()[:8]
+    ref.write_text("".join(line + "\n" for line in references))
+    glossary.write_text(f"{sources[0].split()[0]}\t{target}\n")
+    given = ("--src", str(src), "--ref", str(ref), "--device", "cpu", "--glossary", str(glossary))
+    code, out, err = run_cli("evaluate", str(trained_run), *given, "--beam-size", "5", "--json", str(report))
+    assert code == 0, err
+    found = json.loads(report.read_text())["term_use"]
+    assert found["occurrences"] >= 1 and found["rate"] == 100.0, found  # each output holds its terms
+    assert f"term use = {found['rate']:.2f}%" in out

@@ -86,6 +86,7 @@ def test_the_answers_are_described(spec: dict) -> None:
         "target_pieces",
         "attention",
         "alignment",
+        "unmet_terms",
     }
     assert set(schemas["Health"]["required"]) == {
         "status",

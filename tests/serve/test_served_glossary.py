@@ -1,11 +1,16 @@
 """A request's glossary on /v1/translate and /translate: written into the source of a model trained with
-terminology annotation (into a text's lines or a page's, a term inside a tag kept inside it), no change when
-absent or empty, described in the OpenAPI document, and each refusal (a model trained without annotation, the
-limits) a 400 naming the problem. A server's glossary (`nmt serve --glossary`) goes into every request, a
-request's entries replacing its entries of the same source term; a bad one stops the server at startup."""
+terminology annotation (into a text's lines or a page's, a term inside a tag kept inside it), honoured by
+constrained search for a torch model trained without (text and HTML), no change when absent or empty,
+described in the OpenAPI document, and each refusal (a CTranslate2 export trained without annotation, the
+limits) a 400 naming the problem. A
+server's glossary (`nmt serve --glossary`) goes into every request, written in or searched under, a request's
+entries replacing its entries of the same source term; a bad one, or one for a CTranslate2 export trained
+without annotation, stops the server at startup."""
 
 from __future__ import annotations
 
+import json
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,7 +22,7 @@ from nmt.serve.engines import Catalog, load_catalog
 from nmt.serve.glossary import with_server_glossary
 from nmt.serve.requests import Limits
 from tests.conftest import assert_error_line_last, assert_one_line_error, run_cli
-from tests.serve.conftest import make_client
+from tests.serve.conftest import make_client, start
 from tests.serve.test_files import translated_file
 
 MARKERS = ["｟term｠", "｟trans｠", "｟/term｠"]
@@ -73,11 +78,66 @@ def test_a_bad_glossary_is_a_400_naming_it(terms_client: TestClient, fields: dic
     assert answer.status_code == 400 and fragment in answer.json()["error"], answer.text
 
 
-def test_a_model_trained_without_annotation_refuses_a_glossary(catalog: Catalog) -> None:
-    with make_client(catalog) as client:
-        answer = client.post("/v1/translate", json={"q": "a b", "glossary": [["a", "b"]]})
-        assert answer.status_code == 400 and "constrained search" in answer.json()["error"]
+def test_a_model_trained_without_annotation_searches_under_the_glossary(
+    catalog: Catalog, corpus: Path, tmp_path: Path
+) -> None:
+    """Constrained search: each hypothesis holds the target term and names none unmet, on both APIs; the
+    source is left as it is; a term the length limit leaves no room for is named; the limits still hold."""
+    source = corpus.joinpath("valid.src").read_text().splitlines()[0]
+    target = corpus.joinpath("valid.tgt").read_text().splitlines()[40].split()[0]
+    entry = [[source.split()[0], target]]
+    with make_client(catalog, Limits(max_terms=2)) as client:
+        answer = client.post(
+            "/v1/translate", json={"q": source, "glossary": entry, "beam_size": 3, "nbest": 2}
+        )
+        assert answer.status_code == 200, answer.text
+        line = answer.json()["translations"][0]["lines"][0]
+        assert "｟term｠" not in line["source_pieces"]
+        for hypothesis in line["hypotheses"]:
+            assert target in hypothesis["text"].split() and hypothesis["unmet_terms"] == []
+        plain = client.post("/v1/translate", json={"q": source}).json()["translations"][0]["lines"][0]
+        assert "unmet_terms" not in plain["hypotheses"][0]
+        fields = {"q": source, "source": "src", "target": "tgt", "glossary": entry}
+        assert target in client.post("/translate", json=fields).json()["translatedText"].split()
+        long = " ".join([target] * 15)  # more words than the output length limit of a 3-to-7-word source
+        answer = client.post("/v1/translate", json={"q": source, "glossary": [[source.split()[0], long]]})
+        assert answer.status_code == 200, answer.text
+        assert long in answer.json()["translations"][0]["lines"][0]["hypotheses"][0]["unmet_terms"]
+        answer = client.post("/v1/translate", json={"q": source, "glossary": entry * 3})
+        assert answer.status_code == 400 and "at most 2" in answer.json()["error"]
         assert client.post("/v1/translate", json={"q": "a b", "glossary": []}).status_code == 200
+        aligned = client.post("/v1/translate", json={"q": source, "glossary": entry, "alignments": True})
+        assert aligned.status_code == 200, aligned.text
+        assert target in aligned.json()["translations"][0]["translatedText"].split()
+        words = source.split()
+        page = f"<p>{words[0]} <b>{words[1]}</b> {' '.join(words[2:])}</p>"
+        for path, fields in (("/v1/translate", {}), ("/translate", {"source": "src", "target": "tgt"})):
+            answer = client.post(path, json={"q": page, "format": "html", "glossary": entry, **fields})
+            assert answer.status_code == 200, answer.text
+            found = answer.json()
+            out = found.get("translatedText") or found["translations"][0]["translatedText"]
+            assert out.count("<b>") == out.count("</b>") == 1 and target in out, out
+
+
+def test_a_server_glossary_constrains_a_model_trained_without_annotation(
+    catalog: Catalog, corpus: Path, tmp_path: Path
+) -> None:
+    """`nmt serve --glossary` on a torch run trained without annotation: every request searches under the
+    server's terms, a request's entry of the same source term replacing the server's."""
+    source = corpus.joinpath("valid.src").read_text().splitlines()[0]
+    targets = corpus.joinpath("valid.tgt").read_text().splitlines()[40].split()[:2]
+    glossary = tmp_path / "terms.tsv"
+    glossary.write_text(f"{source.split()[0]}\t{targets[0]}\n")
+    with make_client(with_server_glossary(catalog, glossary)) as client:
+        hypothesis = client.post("/v1/translate", json={"q": source}).json()["translations"][0]["lines"][0]
+        best = hypothesis["hypotheses"][0]
+        assert targets[0] in best["text"].split() and best["unmet_terms"] == []
+        replaced = [[source.split()[0].upper(), targets[1]]]
+        answer = client.post("/v1/translate", json={"q": source, "glossary": replaced}).json()
+        assert answer["translations"][0]["lines"][0]["hypotheses"][0]["unmet_terms"] == []
+        assert targets[1] in answer["translations"][0]["translatedText"].split()
+        fields = {"q": source, "source": "src", "target": "tgt"}
+        assert targets[0] in client.post("/translate", data=fields).json()["translatedText"].split()
 
 
 def test_the_openapi_document_describes_the_glossary(terms_client: TestClient) -> None:
@@ -139,7 +199,7 @@ def test_a_server_without_a_glossary_leaves_texts_as_they_are(terminology_run: P
 
 
 def test_nmt_serve_refuses_a_bad_glossary_at_startup(
-    terminology_run: Path, kept_run: Path, tmp_path: Path
+    terminology_run: Path, trained_run: Path, tmp_path: Path
 ) -> None:
     glossary = tmp_path / "terms.tsv"
     glossary.write_text("a\tb\nno tab\n")
@@ -149,5 +209,23 @@ def test_nmt_serve_refuses_a_bad_glossary_at_startup(
     result = run_cli("serve", str(terminology_run), "--port", "0", "--glossary", str(glossary))
     assert_error_line_last(result, f"{glossary} line 1: the run's vocabulary cannot write the target term")
     glossary.write_text("a\tb\n")
-    result = run_cli("serve", str(kept_run), "--port", "0", "--glossary", str(glossary))
-    assert_error_line_last(result, "was not trained with terminology annotation")
+    export = tmp_path / "ct2"
+    assert run_cli("export", str(trained_run), str(export), "--to", "ctranslate2")[0] == 0
+    result = run_cli("serve", str(export), "--port", "0", "--glossary", str(glossary))
+    assert_error_line_last(result, "is a CTranslate2 export trained without terminology annotation")
+
+
+def test_nmt_serve_takes_a_glossary_for_a_run_trained_without_annotation(
+    trained_run: Path, corpus: Path, tmp_path: Path
+) -> None:
+    source = corpus.joinpath("valid.src").read_text().splitlines()[0]
+    target = corpus.joinpath("valid.tgt").read_text().splitlines()[40].split()[0]
+    glossary = tmp_path / "terms.tsv"
+    glossary.write_text(f"{source.split()[0]}\t{target}\n")
+    served = start(trained_run, "--glossary", str(glossary))  # constrained search: no refusal
+    body = json.dumps({"q": source}).encode()
+    request = urllib.request.Request(f"{served.url}/v1/translate", body, {"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=60) as response:
+        answer = json.load(response)
+    assert target in answer["translations"][0]["translatedText"].split(), answer
+    assert served.stop() == 0, served.stderr()

@@ -1,6 +1,7 @@
 """A tiny run trained with terminology annotation, end to end: its vocabulary holds the markers as whole
 pieces, `nmt translate --glossary` writes a glossary's terms into the source on both engines (an empty
-glossary changes no output), and a run trained without annotation is refused in one line."""
+glossary changes no output), and a run trained without annotation is refused annotation in one line (it
+translates a glossary by constrained search: tests/decode/test_constrained_translation.py)."""
 
 from __future__ import annotations
 
@@ -59,11 +60,14 @@ def test_translate_with_a_glossary_on_both_engines(
         assert len(translate(model, lines, "--glossary", str(terms)).splitlines()) == 6
 
 
-def test_a_run_trained_without_annotation_is_refused(kept_run: Path, tmp_path: Path) -> None:
+def test_a_run_trained_without_annotation_is_refused_annotation(kept_run: Path, tmp_path: Path) -> None:
     glossary = tmp_path / "terms.tsv"
     glossary.write_text("a\tb\n")
-    result = run_cli("translate", str(kept_run), "--glossary", str(glossary), input="a b\n")
-    assert_one_line_error(result, "was not trained with terminology annotation", "constrained search")
+    asked = ("--glossary", str(glossary), "--glossary-mode", "annotated")
+    result = run_cli("translate", str(kept_run), *asked, input="a b\n")
+    assert_one_line_error(
+        result, "was not trained with terminology annotation", "--glossary-mode constrained"
+    )
 
 
 def test_a_bad_glossary_is_one_line(terminology_run: Path, tmp_path: Path) -> None:
