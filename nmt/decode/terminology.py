@@ -19,7 +19,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 
 from nmt.config.yaml_file import load_saved_config
 from nmt.data.glossary import Term, TermFinder, for_direction, read_glossary, unwritable
@@ -34,6 +34,7 @@ from nmt.errors import UserError
 from nmt.rules.constrained import TargetTerm
 
 Mode = Literal["annotated", "constrained"]
+Inner = TypeVar("Inner", bound=Translates)
 MODES = ("auto", "constrained", "annotated")
 NOT_TRAINED = (
     "--glossary-mode annotated: {path} was not trained with terminology annotation (data.terminology); use "
@@ -48,12 +49,19 @@ NOT_CONSTRAINED = (
 UNWRITABLE = "the run's vocabulary cannot write the target term {target!r} (it holds characters it lacks)"
 
 
-class Annotating:
-    """A translator (`inner`) whose source texts first get the terms `finder` finds written in, between
-    `markers` (term start, translation start, term end)."""
+def check_writable(terms: Sequence[Term], tokenizer: Tokenizer, path: Path | str) -> None:
+    """A UserError naming the line of `path` (the glossary `terms` come from) whose target term `tokenizer`
+    cannot write, if one is."""
+    bad = unwritable(terms, tokenizer)
+    if bad is not None:
+        raise UserError(f"{path} line {bad.line}: {UNWRITABLE.format(target=bad.target)}")
 
-    def __init__(self, inner: Translates, finder: TermFinder, markers: tuple[str, str, str]) -> None:
-        self.inner, self.finder, self.markers = inner, finder, markers
+
+class _Wrapping(Generic[Inner]):
+    """A translator around `inner`, translating between its languages within its source limit."""
+
+    def __init__(self, inner: Inner) -> None:
+        self.inner = inner
 
     @property
     def source(self) -> str:
@@ -66,6 +74,15 @@ class Annotating:
     @property
     def max_source_len(self) -> int:
         return self.inner.max_source_len
+
+
+class Annotating(_Wrapping[Translates]):
+    """A translator (`inner`) whose source texts first get the terms `finder` finds written in, between
+    `markers` (term start, translation start, term end)."""
+
+    def __init__(self, inner: Translates, finder: TermFinder, markers: tuple[str, str, str]) -> None:
+        super().__init__(inner)
+        self.finder, self.markers = finder, markers
 
     @property
     def writer(self) -> TermWriter:
@@ -136,9 +153,7 @@ class TrainedMarkers:
         when there is one: nmt/data/glossary.py `for_direction`)."""
         path = for_direction(glossary, translator.source, translator.target)
         terms = read_glossary(path)
-        bad = self.unwritable(terms)
-        if bad is not None:
-            raise UserError(f"{path} line {bad.line}: {UNWRITABLE.format(target=bad.target)}")
+        check_writable(terms, self.tokenizer, path)
         return Annotating(translator, self.finder(terms), self.markers)
 
     def finder(self, terms: Sequence[Term]) -> TermFinder:
@@ -150,25 +165,14 @@ class TrainedMarkers:
         return unwritable(terms, self.tokenizer)
 
 
-class Constraining:
+class Constraining(_Wrapping[Translator]):
     """A torch translator (`inner`) whose outputs must hold the target terms of the glossary terms `finder`
     finds in each source text (lexically constrained search; a term found twice must appear twice)."""
 
     def __init__(self, inner: Translator, finder: TermFinder) -> None:
-        self.inner, self.finder = inner, finder
+        super().__init__(inner)
+        self.finder = finder
         self._ids: dict[str, tuple[int, ...]] = {}  # a target term → its subword ids, as computed so far
-
-    @property
-    def source(self) -> str:
-        return self.inner.source
-
-    @property
-    def target(self) -> str:
-        return self.inner.target
-
-    @property
-    def max_source_len(self) -> int:
-        return self.inner.max_source_len
 
     def terms(self, texts: Sequence[str]) -> list[list[TargetTerm]]:
         """Each text's target terms, in the order their source terms are found: each the subwords the target
@@ -197,9 +201,7 @@ class Constraining:
     def of(cls, translator: Translator, terms: Sequence[Term], path: Path | str) -> Constraining:
         """`translator` constrained by `terms` (read from `path`, which names it in errors); a UserError
         for a term the target vocabulary cannot write."""
-        bad = unwritable(terms, translator.tokenizers.tgt)
-        if bad is not None:
-            raise UserError(f"{path} line {bad.line}: {UNWRITABLE.format(target=bad.target)}")
+        check_writable(terms, translator.tokenizers.tgt, path)
         return cls(translator, TermFinder(terms, translator.tokenizers.src.normalize))
 
 
