@@ -108,9 +108,8 @@ def splitters() -> dict[str, Splitter]:
     if importlib.util.find_spec("sentencex"):
         import sentencex
 
-        found[f"sentencex {importlib.metadata.version('sentencex')}"] = lambda text, lang: list(
-            sentencex.segment(lang, text)
-        )
+        name = f"sentencex {importlib.metadata.version('sentencex')}"
+        found[name] = lambda text, lang: list(sentencex.segment(lang, text))
     if importlib.util.find_spec("pysbd"):
         import pysbd
 
@@ -300,12 +299,9 @@ def main() -> None:
     rows = []
     for name, result in found.items():
         bleu = sacrebleu.corpus_bleu(result.texts, [references]).score
-        rows.append([name, f"{bleu:.2f}", f"{bleu - base_bleu:+.2f}", f"{result.lacking} of {count}"])
-        rows[-1] += [
-            result.well_formed,
-            f"{count / result.seconds:.1f}",
-            f"{base.seconds / result.seconds:.2f}×",
-        ]
+        cells = [f"{bleu:.2f}", f"{bleu - base_bleu:+.2f}", f"{result.lacking} of {count}"]
+        speed = [f"{count / result.seconds:.1f}", f"{base.seconds / result.seconds:.2f}×"]
+        rows.append([name, *cells, result.well_formed, *speed])
     print(table([*head, "vs one a line"], rows))
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"\npeak resident memory {peak:.0f} MiB")
