@@ -39,6 +39,8 @@ from nmt.decode.loading import load_trained
 from nmt.decode.trained_run import TrainedRun
 from nmt.decode.translator import TorchTranslator
 from nmt.evaluate.evaluation import evaluate_run
+from nmt.run.directory import RunDir
+from nmt.run.metrics import read_metrics
 
 EFLOMAL_OPTIONS = ("--model", "3", "--n-samplers", "3")  # IBM1+HMM+fertility, 3 samplers
 DATA = ROOT.parent / "shared" / "data"
@@ -262,13 +264,8 @@ def every_reading(run: TrainedRun) -> list[Reading]:
     choices: list[tuple[int, ...] | None] = [(h,) for h in range(heads)] + ([None] if heads > 1 else [])
     supervised = default_reading(run.cfg, None, None, "run").heads  # None: no guided heads (an RNN's one)
     choices += [supervised] if supervised is not None and supervised not in choices else []
-    return [
-        Reading(layer, h, rule, null=null)
-        for rule in LINK_RULES
-        for null in (False, True)
-        for layer in range(layers)
-        for h in choices
-    ]
+    found = itertools.product(LINK_RULES, (False, True), range(layers), choices)
+    return [Reading(layer, h, rule, null=null) for rule, null, layer, h in found]
 
 
 def measure_run(run_dir: Path, src: str, gold: dict[str, list[str]], links: list[SentenceLinks]) -> Directed:
@@ -283,9 +280,8 @@ def measure_run(run_dir: Path, src: str, gold: dict[str, list[str]], links: list
         with_threshold = dataclasses.replace(best, threshold=threshold)
         every[with_threshold] = english_first(forced.links(with_threshold), src)
     grid = {r: scored(found, links) for r, found in every.items()}
-    chosen = min(
-        (dataclasses.replace(best, threshold=t) for t in THRESHOLDS), key=lambda r: grid[r]["first 100"].aer
-    )
+    thresholds = (dataclasses.replace(best, threshold=t) for t in THRESHOLDS)
+    chosen = min(thresholds, key=lambda r: grid[r]["first 100"].aer)
     return Directed(run_dir, chosen, every, grid)
 
 
@@ -374,10 +370,7 @@ def choose_guided(work: Path) -> tuple[str, dict[str, dict[str, float]]]:
     for name in GUIDED:
         aer = {}
         for src, tgt in DIRECTIONS:
-            records = (
-                json.loads(line)
-                for line in (work / "runs" / run_name(name, src, tgt) / "metrics.jsonl").open()
-            )
+            records = read_metrics(RunDir(work / "runs" / run_name(name, src, tgt)))
             aer[f"{src}-{tgt}"] = 100 * [r["aer"] for r in records if r["kind"] == "valid"][-1]
         found[name] = aer
     return min(found, key=lambda name: sum(found[name].values())), found
