@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from benchmarks.common import NMT_COMMAND, ROOT, Results, parser, spread
+from benchmarks.common import NMT_COMMAND, ROOT, Results, fastest, parser, settings, spread, table
 from nmt.align.eflomal import align_with_eflomal
 from nmt.align.pharaoh import Link, SentenceLinks, pharaoh_text, read_lines, read_links
 from nmt.align.reading import Reading, attention_layout, default_reading
@@ -39,6 +39,8 @@ from nmt.decode.loading import load_trained
 from nmt.decode.trained_run import TrainedRun
 from nmt.decode.translator import TorchTranslator
 from nmt.evaluate.evaluation import evaluate_run
+from nmt.run.directory import RunDir
+from nmt.run.metrics import read_metrics
 
 EFLOMAL_OPTIONS = ("--model", "3", "--n-samplers", "3")  # IBM1+HMM+fertility, 3 samplers
 DATA = ROOT.parent / "shared" / "data"
@@ -187,23 +189,13 @@ def run_name(kind: str, src: str, tgt: str) -> str:
 
 
 def guided_settings(
-    work: Path, src: str, tgt: str, candidate: tuple[str, ...], labels: Path | None = None
+    work: Path, src: str, tgt: str, candidate: tuple[str, ...], links: Path | None = None
 ) -> tuple[str, ...]:
-    """train.alignment for one direction: `labels` (default: eflomal's grow-diag-final-and links of the
+    """train.alignment for one direction: `links` (default: eflomal's grow-diag-final-and links of the
     training text), the first 100 gold pairs as the validation gold set, then the candidate's settings."""
-    if labels is None:
-        labels = (
-            work / "eflomal" / ("grow-diag-final-and.links" if src == "en" else "grow-diag-final-and.fr-en")
-        )
-    if not labels.exists():
-        swapped = [
-            {(j, i) for i, j in line.possible}
-            for line in read_links(work / "eflomal" / "grow-diag-final-and.links")
-        ]
-        labels.write_text(pharaoh_text(swapped))
     gold = work / "gold"
     return (
-        f"train.alignment.links={labels}",
+        f"train.alignment.links={links or labels(work, 'grow-diag-final-and', 1, src)}",
         f"train.alignment.gold_src={gold / f'first100.{src}'}",
         f"train.alignment.gold_tgt={gold / f'first100.{tgt}'}",
         f"train.alignment.gold_links={gold / 'first100.links'}",
@@ -221,18 +213,11 @@ def train(work: Path, kind: Kind, src: str, tgt: str, data: Path | None = None) 
         return out
     if out.exists():
         shutil.rmtree(out)
-    settings = (
-        f"train.max_steps={kind.steps}",
-        "train.max_time=0",
-        f"train.eval_every={kind.steps}",
-        "train.final_report=false",
-        *kind.settings,
-    )
-    command = [*NMT_COMMAND, "train", str(ROOT / "configs" / kind.config)]
-    command += ["--data", str(data or work / "data"), "--src-lang", src, "--tgt-lang", tgt, "--out", str(out)]
-    command += [f"--set={setting}" for setting in settings]
+    limits = [f"train.max_steps={kind.steps}", "train.max_time=0", f"train.eval_every={kind.steps}"]
+    command = [*NMT_COMMAND, "train", str(ROOT / "configs" / kind.config), "--out", str(out)]
+    command += ["--data", str(data or work / "data"), "--src-lang", src, "--tgt-lang", tgt]
     started = time.perf_counter()
-    subprocess.run(command, check=True)
+    subprocess.run([*command, *settings(*limits, "train.final_report=false", *kind.settings)], check=True)
     done.write_text(f"{time.perf_counter() - started:.1f}\n")
     return out
 
@@ -279,13 +264,8 @@ def every_reading(run: TrainedRun) -> list[Reading]:
     choices: list[tuple[int, ...] | None] = [(h,) for h in range(heads)] + ([None] if heads > 1 else [])
     supervised = default_reading(run.cfg, None, None, "run").heads  # None: no guided heads (an RNN's one)
     choices += [supervised] if supervised is not None and supervised not in choices else []
-    return [
-        Reading(layer, h, rule, null=null)
-        for rule in LINK_RULES
-        for null in (False, True)
-        for layer in range(layers)
-        for h in choices
-    ]
+    found = itertools.product(LINK_RULES, (False, True), range(layers), choices)
+    return [Reading(layer, h, rule, null=null) for rule, null, layer, h in found]
 
 
 def measure_run(run_dir: Path, src: str, gold: dict[str, list[str]], links: list[SentenceLinks]) -> Directed:
@@ -300,9 +280,8 @@ def measure_run(run_dir: Path, src: str, gold: dict[str, list[str]], links: list
         with_threshold = dataclasses.replace(best, threshold=threshold)
         every[with_threshold] = english_first(forced.links(with_threshold), src)
     grid = {r: scored(found, links) for r, found in every.items()}
-    chosen = min(
-        (dataclasses.replace(best, threshold=t) for t in THRESHOLDS), key=lambda r: grid[r]["first 100"].aer
-    )
+    thresholds = (dataclasses.replace(best, threshold=t) for t in THRESHOLDS)
+    chosen = min(thresholds, key=lambda r: grid[r]["first 100"].aer)
     return Directed(run_dir, chosen, every, grid)
 
 
@@ -356,10 +335,8 @@ def speed(found: Directed, work: Path, src: str) -> tuple[float, float]:
         lambda n: force(run, text[src][:n], text[tgt][:n]).links(found.chosen),
         lambda n: translator.translate(text[src][:n]),
     ):
-        task(50)
-        started = time.perf_counter()
-        task(AGREEMENT_PAIRS)
-        rates.append(AGREEMENT_PAIRS / (time.perf_counter() - started))
+        task(50)  # warm-up
+        rates.append(AGREEMENT_PAIRS / fastest(lambda task=task: task(AGREEMENT_PAIRS), 1)[1])
     return rates[0], rates[1]
 
 
@@ -393,10 +370,7 @@ def choose_guided(work: Path) -> tuple[str, dict[str, dict[str, float]]]:
     for name in GUIDED:
         aer = {}
         for src, tgt in DIRECTIONS:
-            records = (
-                json.loads(line)
-                for line in (work / "runs" / run_name(name, src, tgt) / "metrics.jsonl").open()
-            )
+            records = read_metrics(RunDir(work / "runs" / run_name(name, src, tgt)))
             aer[f"{src}-{tgt}"] = 100 * [r["aer"] for r in records if r["kind"] == "valid"][-1]
         found[name] = aer
     return min(found, key=lambda name: sum(found[name].values())), found
@@ -409,48 +383,41 @@ def measure(work: Path, data: Path) -> dict:
     guided, candidates = choose_guided(work)
     results: dict = {"guided_choice": guided, "guided_candidates": candidates, "kinds": {}}
     for kind in [k.name for k in KINDS] + [guided]:
-        pair = {
-            src: measure_run(work / "runs" / run_name(kind, src, tgt), src, text, gold)
-            for src, tgt in DIRECTIONS
-        }
+        runs = {src: work / "runs" / run_name(kind, src, tgt) for src, tgt in DIRECTIONS}
+        pair = {src: measure_run(runs[src], src, text, gold) for src in runs}
         readings = joint_readings(pair, gold)
         entry: dict = {
             "symmetrized": symmetrized(pair["en"].every[readings[0]], pair["fr"].every[readings[1]], gold),
             "symmetrized_readings": [describe(reading) for reading in readings],
         }
         for src, tgt in DIRECTIONS:
-            found, name = pair[src], f"{src}-{tgt}"
-            run_dir = work / "runs" / run_name(kind, src, tgt)
-            entry[name] = {
+            found = pair[src]
+            entry[f"{src}-{tgt}"] = {
                 "chosen": describe(found.chosen),
                 "scores": by_split(found.grid[found.chosen]),
                 "grid": [{**describe(r), **by_split(g)} for r, g in found.grid.items()],
                 "speed": speed(found, work, src),
-                "bleu": evaluate_run([run_dir], "test", None, None, "cpu")["bleu"],
-                "train_seconds": float((run_dir / "trained").read_text()),
+                "bleu": evaluate_run([runs[src]], "test", None, None, "cpu")["bleu"],
+                "train_seconds": float((runs[src] / "trained").read_text()),
             }
         entry["agreement"] = percent(agreement(work, pair, readings))
         results["kinds"][kind] = entry
-    results["diagonal"] = {
-        f"{src}-{tgt}": by_split(scored(diagonal(text["en"], text["fr"], src), gold))
-        for src, tgt in DIRECTIONS
-    }
-    results["diagonal"]["symmetrized"] = symmetrized(
-        diagonal(text["en"], text["fr"], "en"), diagonal(text["en"], text["fr"], "fr"), gold
-    )
-    eflomal = {name: linked(work / "eflomal" / f"{name}.links")[-447:] for name in ("forward", "reverse")}
-    results["eflomal"] = {
-        "en-fr": by_split(scored(eflomal["forward"], gold)),
-        "fr-en": by_split(scored(eflomal["reverse"], gold)),
-        "symmetrized": symmetrized(eflomal["forward"], eflomal["reverse"], gold),
-        "seconds": float((work / "eflomal" / "seconds").read_text()),
-    }
+    results["diagonal"] = both_ways(*(diagonal(text["en"], text["fr"], src) for src, _ in DIRECTIONS), gold)
+    eflomal = [linked(work / "eflomal" / f"{name}.links")[-447:] for name in ("forward", "reverse")]
+    seconds = float((work / "eflomal" / "seconds").read_text())
+    results["eflomal"] = both_ways(*eflomal, gold) | {"seconds": seconds}
     fixtures = data / "alignment" / "reference-outputs"
     results["fixtures"] = {
         name: by_split(scored(linked(fixtures / folder / "test.enfr.grow-diagonal.talp"), gold))
         for name, folder in (("fast_align", "fast_align"), ("GIZA++", "giza"))
     }
     return results
+
+
+def both_ways(forward: Sequence[set[Link]], reverse: Sequence[set[Link]], gold: list[SentenceLinks]) -> dict:
+    """The scores of links from English and from French (English word first), and symmetrized."""
+    found = {"en-fr": by_split(scored(forward, gold)), "fr-en": by_split(scored(reverse, gold))}
+    return found | {"symmetrized": symmetrized(forward, reverse, gold)}
 
 
 def linked(path: Path) -> list[set[Link]]:
@@ -460,118 +427,98 @@ def linked(path: Path) -> list[set[Link]]:
 
 def report(results: dict) -> str:
     """The benchmark's tables in Markdown."""
-    kinds, guided = results["kinds"], results["guided_choice"]
-    rows = [("diagonal (position only)", results["diagonal"], None)]
-    rows += [(GUIDED_NAME if kind == guided else kind, kinds[kind], kind) for kind in kinds]
-    rows += [("eflomal (this text, 3 samplers)", results["eflomal"], None)]
-    lines = [
-        "AER (%) on the 347 gold pairs after the first 100 (every choice was made on the first 100); "
-        "symmetrized with lilt's strict grow-diag.",
-        "",
-        "| system | en→fr | fr→en | symmetrized | precision | recall | symmetrized, all 447 | "
-        "agreement with eflomal, 1,000 Multi30k pairs | test BLEU en→fr / fr→en |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    for name, entry, kind in rows:
+    kinds, guided, directions = results["kinds"], results["guided_choice"], ("en-fr", "fr-en")
+    named = {kind: GUIDED_NAME if kind == guided else kind for kind in kinds}
+    systems = [("diagonal (position only)", results["diagonal"], None)]
+    systems += [(named[kind], kinds[kind], kind) for kind in kinds]
+    systems += [("eflomal (this text, 3 samplers)", results["eflomal"], None)]
+
+    def tail(found: dict) -> list[str]:  # precision and recall on the 347, AER on all 447
+        return [f"{found['347'][k]:.1f}" for k in ("precision", "recall")] + [f"{found['447']['aer']:.1f}"]
+
+    overall = []
+    for name, entry, kind in systems:
         sym = entry["symmetrized"]["grow-diag"]
+        directed = [f"{(entry[d]['scores'] if kind else entry[d])['347']['aer']:.1f}" for d in directions]
         agree = f"{entry['agreement']['aer']:.1f}" if kind else "–"
         bleu = f"{entry['en-fr']['bleu']:.1f} / {entry['fr-en']['bleu']:.1f}" if kind else "–"
-        directed = [
-            entry[d]["scores"]["347"]["aer"] if kind else entry[d]["347"]["aer"] for d in ("en-fr", "fr-en")
-        ]
-        lines.append(
-            f"| {name} | {directed[0]:.1f} | {directed[1]:.1f} | **{sym['347']['aer']:.1f}** | "
-            f"{sym['347']['precision']:.1f} | {sym['347']['recall']:.1f} | {sym['447']['aer']:.1f} | "
-            f"{agree} | {bleu} |"
-        )
+        overall.append([name, *directed, f"**{sym['347']['aer']:.1f}**", *tail(sym), agree, bleu])
     for name, found in results["fixtures"].items():
-        lines.append(
-            f"| {name} (1.1M Hansards pairs: context) | | | {found['347']['aer']:.1f} | "
-            f"{found['347']['precision']:.1f} | {found['347']['recall']:.1f} | {found['447']['aer']:.1f} | "
-            "– | – |"
-        )
-    lines += [
-        "",
-        "The reading of each model's attention, chosen by AER on the first 100 pairs (for the symmetrized "
-        "links: the two readings whose grow-diag is best there):",
-        "",
-    ]
-    lines += [
-        "| model | direction | rule | layer | head | threshold | AER first 100 | AER 347 | "
-        "best on the 347 (hindsight) |",
-        "|---|---|---|---:|---|---:|---:|---:|---:|",
-    ]
+        context = f"{name} (1.1M Hansards pairs: context)"
+        overall.append([context, "", "", f"{found['347']['aer']:.1f}", *tail(found), "–", "–"])
+    readings, rules, speeds = [], [], []
     for kind, entry in kinds.items():
-        for direction in ("en-fr", "fr-en"):
+        for direction in directions:
             found, chosen = entry[direction], entry[direction]["chosen"]
-            hindsight = min(g["347"]["aer"] for g in found["grid"])
             threshold = "–" if chosen["threshold"] is None else chosen["threshold"]
-            lines.append(
-                f"| {GUIDED_NAME if kind == guided else kind} | {direction} | {chosen['rule']} | "
-                f"{chosen['layer']} | {chosen['head']} | {threshold} | "
-                f"{found['scores']['first 100']['aer']:.1f} | {found['scores']['347']['aer']:.1f} | "
-                f"{hindsight:.1f} |"
-            )
-        both = entry["symmetrized_readings"]
-        cells = [" / ".join(str(r[key] if r[key] is not None else "–") for r in both) for key in READING]
-        sym = entry["symmetrized"]["grow-diag"]
-        lines.append(
-            f"| {GUIDED_NAME if kind == guided else kind} | grow-diag of both (en→fr / fr→en) | "
-            + " | ".join(cells)
-            + f" | {sym['first 100']['aer']:.1f} | {sym['347']['aer']:.1f} | |"
-        )
-    lines += ["", "Each rule, its layer and head chosen on the first 100 (no threshold), AER on the 347:", ""]
-    lines += ["| model | direction | argmax | shift |", "|---|---|---:|---:|"]
-    for kind, entry in kinds.items():
-        for direction in ("en-fr", "fr-en"):
+            hindsight = min(g["347"]["aer"] for g in found["grid"])
+            aer = [f"{found['scores'][split]['aer']:.1f}" for split in ("first 100", "347")]
+            readings.append([named[kind], direction, *[chosen[k] for k in READING[:3]], threshold, *aer])
+            readings[-1].append(f"{hindsight:.1f}")
             best = []
             for rule in LINK_RULES:
-                grid = [g for g in entry[direction]["grid"] if g["rule"] == rule and g["threshold"] is None]
-                chosen = min(grid, key=lambda g: g["first 100"]["aer"])
-                best.append(f"{chosen['347']['aer']:.1f} (layer {chosen['layer']}, head {chosen['head']})")
-            name = GUIDED_NAME if kind == guided else kind
-            lines.append(f"| {name} | {direction} | {best[0]} | {best[1]} |")
-    lines += ["", "Symmetrization methods, AER on the 347:", ""]
-    lines += ["| system | " + " | ".join(METHODS) + " |", "|---|" + "---:|" * len(METHODS)]
-    for name, entry, _ in rows:
-        lines.append(
-            f"| {name} | "
-            + " | ".join(f"{entry['symmetrized'][m]['347']['aer']:.1f}" for m in METHODS)
-            + " |"
-        )
-    lines += ["", "Guided candidates: validation AER of the supervised attention on the first 100 pairs:", ""]
-    lines += ["| candidate | en→fr | fr→en | chosen |", "|---|---:|---:|---|"]
-    for name, aer in results["guided_candidates"].items():
-        lines.append(
-            f"| {name} | {aer['en-fr']:.1f} | {aer['fr-en']:.1f} | {'yes' if name == guided else ''} |"
-        )
-    lines += [
-        "",
-        f"Speed on {AGREEMENT_PAIRS:,} Multi30k training pairs, sentence pairs a second (one CPU thread):",
-        "",
+                grid = [g for g in found["grid"] if g["rule"] == rule and g["threshold"] is None]
+                g = min(grid, key=lambda g: g["first 100"]["aer"])
+                best.append(f"{g['347']['aer']:.1f} (layer {g['layer']}, head {g['head']})")
+            rules.append([named[kind], direction, *best])
+            align, translate = found["speed"]
+            speeds.append([named[kind], direction, f"{align:.0f}", f"{translate:.0f}"])
+            speeds[-1].append(f"{align / translate:.1f}×")
+        both, sym = entry["symmetrized_readings"], entry["symmetrized"]["grow-diag"]
+        cells = [" / ".join(str(r[key] if r[key] is not None else "–") for r in both) for key in READING]
+        aer = [f"{sym[split]['aer']:.1f}" for split in ("first 100", "347")]
+        readings.append([named[kind], "grow-diag of both (en→fr / fr→en)", *cells, *aer, ""])
+    methods = [
+        [name, *(f"{e['symmetrized'][m]['347']['aer']:.1f}" for m in METHODS)] for name, e, _ in systems
     ]
-    lines += [
-        "| model | direction | nmt align | greedy nmt translate | align ÷ translate |",
-        "|---|---|---:|---:|---:|",
+    candidates = [
+        [name, f"{aer['en-fr']:.1f}", f"{aer['fr-en']:.1f}", "yes" if name == guided else ""]
+        for name, aer in results["guided_candidates"].items()
     ]
-    for kind, entry in kinds.items():
-        for direction in ("en-fr", "fr-en"):
-            align, translate = entry[direction]["speed"]
-            name = GUIDED_NAME if kind == guided else kind
-            lines.append(
-                f"| {name} | {direction} | {align:.0f} | {translate:.0f} | {align / translate:.1f}× |"
-            )
-    seconds = {k: [e[d]["train_seconds"] for d in ("en-fr", "fr-en")] for k, e in kinds.items()}
-    lines += [
-        "",
-        "Training (one CPU thread), seconds per direction, updates: "
-        + "; ".join(
-            f"{GUIDED_NAME if k == guided else k} {s[0]:.0f} / {s[1]:.0f} s ({STEPS[k]} updates)"
-            for k, s in seconds.items()
-        )
-        + f"; eflomal {results['eflomal']['seconds']:.0f} s (both directions).",
+    sections = [
+        (
+            "AER (%) on the 347 gold pairs after the first 100 (every choice was made on the first 100); "
+            "symmetrized with lilt's strict grow-diag.",
+            "system | en→fr | fr→en | symmetrized | precision | recall | symmetrized, all 447 | agreement "
+            "with eflomal, 1,000 Multi30k pairs | test BLEU en→fr / fr→en",
+            overall,
+            1,
+        ),
+        (
+            "The reading of each model's attention, chosen by AER on the first 100 pairs (for the "
+            "symmetrized links: the two readings whose grow-diag is best there):",
+            "model | direction | rule | layer | head | threshold | AER first 100 | AER 347 | "
+            "best on the 347 (hindsight)",
+            readings,
+            3,
+        ),
+        (
+            "Each rule, its layer and head chosen on the first 100 (no threshold), AER on the 347:",
+            "model | direction | argmax | shift",
+            rules,
+            2,
+        ),
+        ("Symmetrization methods, AER on the 347:", " | ".join(("system", *METHODS)), methods, 1),
+        (
+            "Guided candidates: validation AER of the supervised attention on the first 100 pairs:",
+            "candidate | en→fr | fr→en | chosen",
+            candidates,
+            1,
+        ),
+        (
+            f"Speed on {AGREEMENT_PAIRS:,} Multi30k training pairs, "
+            "sentence pairs a second (one CPU thread):",
+            "model | direction | nmt align | greedy nmt translate | align ÷ translate",
+            speeds,
+            2,
+        ),
     ]
-    return "\n".join(lines) + "\n"
+    tables = (f"{intro}\n\n{table(head.split(' | '), rows, left)}" for intro, head, rows, left in sections)
+    text = "\n\n".join(tables)
+    seconds = {k: [e[d]["train_seconds"] for d in directions] for k, e in kinds.items()}
+    each = "; ".join(f"{named[k]} {s[0]:.0f} / {s[1]:.0f} s ({STEPS[k]} updates)" for k, s in seconds.items())
+    eflomal = f"eflomal {results['eflomal']['seconds']:.0f} s (both directions)"
+    return f"{text}\n\nTraining (one CPU thread), seconds per direction, updates: {each}; {eflomal}.\n"
 
 
 def figure(results: dict, path: Path) -> None:
@@ -684,17 +631,12 @@ def train_step(work: Path, step: str, src: str, tgt: str) -> Path:
     return train(work, kind, src, tgt, with_copies(work, copies))
 
 
-def unguided(work: Path, copies: int, src: str, tgt: str) -> Path:
-    """The alignment bench's plain Transformer (no guided alignment) trained on the text with `copies` of the
-    gold text (once: the bench's own run): the BLEU a guided step's compares with."""
+def unguided(work: Path, copies: int) -> dict[str, Path]:
+    """The alignment bench's plain Transformer (no guided alignment) trained both ways on the text with
+    `copies` of the gold text (once: the bench's own runs): the BLEU a guided step's compares with."""
     plain = next(kind for kind in KINDS if kind.name == "Transformer")
-    name = plain.name if copies == 1 else f"{plain.name}, gold text ×{copies}"
-    return train(work, dataclasses.replace(plain, name=name), src, tgt, with_copies(work, copies))
-
-
-def unguided_bleu(work: Path, copies: int) -> dict[str, float]:
-    """Each direction's test BLEU of `unguided` (beam 5, as the steps')."""
-    return test_bleu({src: unguided(work, copies, src, tgt) for src, tgt in DIRECTIONS})
+    kind = dataclasses.replace(plain, name=f"{plain.name}, gold text ×{copies}" if copies > 1 else plain.name)
+    return {src: train(work, kind, src, tgt, with_copies(work, copies)) for src, tgt in DIRECTIONS}
 
 
 def test_bleu(runs: dict[str, Path]) -> dict[str, float]:
@@ -740,25 +682,19 @@ def measure_step(work: Path, step: str, text: dict[str, list[str]], gold: list[S
 
 def steps_table(results: dict, eflomal: dict) -> str:
     """Markdown: a row per step (AER, precision, recall on the 347; BLEU), eflomal beside them."""
-    lines = [
-        "| step | grow-diag AER | precision | recall | soft AER (threshold) | precision | recall | "
-        "test BLEU en→fr / fr→en |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
-    ]
+    rows = []
     for step, found in results.items():
         hard, soft = found["grow-diag"]["347"], found["soft"]["scores"]["347"]
+        soft_aer = f"{soft['aer']:.1f} ({found['soft']['threshold']})"
         bleu = " / ".join(f"{found['bleu'][f'{s}-{t}']:.2f}" for s, t in DIRECTIONS)
-        lines.append(
-            f"| {step} | {hard['aer']:.1f} | {hard['precision']:.1f} | {hard['recall']:.1f} "
-            f"| {soft['aer']:.1f} ({found['soft']['threshold']}) | {soft['precision']:.1f} "
-            f"| {soft['recall']:.1f} | {bleu} |"
-        )
-    teacher = eflomal["347"]
-    lines.append(
-        f"| eflomal, the teacher (grow-diag) | {teacher['aer']:.1f} | {teacher['precision']:.1f} "
-        f"| {teacher['recall']:.1f} | | | | |"
-    )
-    return "\n".join(lines)
+        rows.append([step, *aer_precision_recall(hard), soft_aer, *aer_precision_recall(soft)[1:], bleu])
+    rows.append(["eflomal, the teacher (grow-diag)", *aer_precision_recall(eflomal["347"]), "", "", "", ""])
+    head = "step | grow-diag AER | precision | recall | soft AER (threshold) | precision | recall | test BLEU"
+    return table(f"{head} en→fr / fr→en".split(" | "), rows)
+
+
+def aer_precision_recall(found: dict[str, float]) -> list[str]:
+    return [f"{found[key]:.1f}" for key in ("aer", "precision", "recall")]
 
 
 SEED = ", seed "  # a step trained again with another seed: "STEP, seed N"
@@ -767,10 +703,7 @@ SEED = ", seed "  # a step trained again with another seed: "STEP, seed N"
 def seed_table(results: dict) -> str:
     """Markdown: for each step also trained with other seeds (STEP, seed N), the mean ± standard deviation
     over all its seeds of AER, precision and recall on the 347, AER on the first 100, and BLEU."""
-    lines = [
-        "| step (seeds) | grow-diag AER | precision | recall | AER first 100 | test BLEU en→fr / fr→en |",
-        "|---|---:|---:|---:|---:|---:|",
-    ]
+    rows = []
     for step in results:
         seeds = [results[name] for name in results if name == step or name.startswith(step + SEED)]
         if SEED in step or len(seeds) < 2:
@@ -779,8 +712,9 @@ def seed_table(results: dict) -> str:
         cells = [spread([h[key] for h in hard]) for key in ("aer", "precision", "recall")]
         cells.append(spread([found["grow-diag"]["first 100"]["aer"] for found in seeds]))
         bleu = [spread([found["bleu"][f"{s}-{t}"] for found in seeds]) for s, t in DIRECTIONS]
-        lines.append(f"| {step} ({len(seeds)}) | {' | '.join(cells)} | {' / '.join(bleu)} |")
-    return "\n".join(lines)
+        rows.append([f"{step} ({len(seeds)})", *cells, " / ".join(bleu)])
+    head = "step (seeds) | grow-diag AER | precision | recall | AER first 100 | test BLEU en→fr / fr→en"
+    return table(head.split(" | "), rows)
 
 
 def steps(work: Path, names: list[str]) -> str:
@@ -792,7 +726,7 @@ def steps(work: Path, names: list[str]) -> str:
     teacher = by_split(scored(linked(work / "eflomal" / "grow-diag.links")[-GOLD_PAIRS:], gold))
     lines = [steps_table(results, teacher), seed_table(results)]
     for n in sorted({copies_of(step) for step in names}):
-        bleu = saved.step("unguided", f"gold text ×{n}", lambda n=n: unguided_bleu(work, n))
+        bleu = saved.step("unguided", f"gold text ×{n}", lambda n=n: test_bleu(unguided(work, n)))
         each = " / ".join(f"{bleu[f'{s}-{t}']:.2f}" for s, t in DIRECTIONS)
         lines.append(f"unguided Transformer, gold text ×{n}: test BLEU en→fr / fr→en {each}")
     return "\n".join(lines)
@@ -803,9 +737,7 @@ def main() -> None:
     parse.add_argument("--work", type=Path, required=True, help="data, runs and results (kept for reruns)")
     parse.add_argument("--data", type=Path, default=DATA, help="the shared data (multi30k/, alignment/)")
     parse.add_argument("--figure", type=Path, help="also draw the layer × head figure into this PNG")
-    parse.add_argument(
-        "--steps", nargs="*", choices=CHANGES, help="guided alignment's changes (default: all)"
-    )
+    parse.add_argument("--steps", nargs="*", choices=CHANGES, help="guided alignment's changes (default all)")
     args = parse.parse_args()
     ready(args.data, args.work)
     run_eflomal(args.work)

@@ -11,12 +11,12 @@ with search's and with the run's reading.
 from __future__ import annotations
 
 import copy
-import time
 from collections.abc import Sequence
 
 import torch
 
 from benchmarks import alignment_bench, markup_bench
+from benchmarks.common import fastest, table
 from nmt.align.pharaoh import Link, SentenceLinks
 from nmt.align.reading import Reading, attention_layout
 from nmt.align.score import score_alignments
@@ -118,31 +118,26 @@ def seconds(run: TrainedRun, sources: Sequence[str]) -> dict[str, dict[str, floa
 
 def best_of_three(translator: TorchTranslator, ids: list[list[int]], links: bool) -> float:
     translator.search(ids[:20], alignments=links)  # warm-up
-    times = []
-    for _ in range(3):
-        started = time.perf_counter()
-        translator.decode(ids, translator.search(ids, alignments=links))
-        times.append(time.perf_counter() - started)
-    return min(times)
+    return fastest(lambda: translator.decode(ids, translator.search(ids, alignments=links)), 3)[1]
 
 
 def timing_report(runs: dict[str, TrainedRun], sources: Sequence[str]) -> str:
     """The seconds of each run in Markdown ("(search's)" where the run's reading is search's own)."""
-    lines = ["| model | search | " + " | ".join(TIMED) + " |", "|---|---|---:|---:|---:|"]
-    for run_name, run in runs.items():
-        for search, ways in seconds(run, sources).items():
-            cells = [f"{ways[way]:.2f} s" if way in ways else "(search's)" for way in TIMED]
-            lines.append(f"| {run_name} | {search} | " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+    rows = [
+        [run_name, search, *(f"{ways[way]:.2f} s" if way in ways else "(search's)" for way in TIMED)]
+        for run_name, run in runs.items()
+        for search, ways in seconds(run, sources).items()
+    ]
+    return table(["model", "search", *TIMED], rows, left=2) + "\n"
 
 
 def report(results: dict) -> str:
     """The table in Markdown: per run and reading, AER and the tags on each set."""
     sets = [key for key in next(iter(next(iter(results.values())).values())) if key != "aer"]
     places = [(key, where) for key in sets for where in ("reference", "translation")]
-    header = " | ".join(f"{key}: {where}, exact / overlap ≥ ½ / unlinked / empty" for key, where in places)
-    lines = [f"| model | reading | AER first 100 | AER 347 | AER 447 | {header} |"]
-    lines.append("|---|---|" + "---:|" * (3 + len(places)))
+    head = ["model", "reading", *(f"AER {split}" for split in alignment_bench.SPLITS)]
+    head += [f"{key}: {where}, exact / overlap ≥ ½ / unlinked / empty" for key, where in places]
+    rows = []
     for run_name, found in results.items():
         for reading, entry in found.items():
             aer = entry.get("aer") or {}
@@ -152,8 +147,8 @@ def report(results: dict) -> str:
                 shares = [(spans[n], spans["projectable"]) for n in ("exact", "overlap")]
                 shares += [(spans[n], spans["tags"]) for n in ("unlinked", "empty")]
                 cells.append(" / ".join(markup_bench.percent(part, whole) for part, whole in shares))
-            lines.append(f"| {run_name} | {reading} | " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+            rows.append([run_name, reading, *cells])
+    return table(head, rows, left=2) + "\n"
 
 
 def main() -> None:

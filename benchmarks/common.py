@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import fcntl
 import json
+import math
 import os
 import platform
 import statistics
@@ -20,10 +21,11 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 ROOT = Path(__file__).resolve().parents[1]
 NMT_COMMAND = [sys.executable, "-m", "nmt", "-q"]  # an nmt command, in a process of its own
+T = TypeVar("T")
 
 
 def parser(doc: str | None) -> argparse.ArgumentParser:
@@ -99,6 +101,21 @@ class Results:
             self.path.write_text(json.dumps(self.results, indent=2) + "\n")
 
 
+def nmt(*args: str | Path, env: dict[str, str] | None = None) -> Finished:
+    """`nmt ARGS` in a process of its own (`fresh_process`)."""
+    return fresh_process([*NMT_COMMAND, *map(str, args)], env)
+
+
+def fastest(work: Callable[[], T], repeats: int) -> tuple[T, float]:
+    """The result of `work()` and the wall seconds of its fastest of `repeats` runs (warm it up before)."""
+    seconds = math.inf
+    for _ in range(repeats):
+        started = time.perf_counter()
+        result = work()
+        seconds = min(seconds, time.perf_counter() - started)
+    return result, seconds
+
+
 def memory_gib(key: str = "VmRSS", pid: int | str = "self") -> float:
     """One memory figure of a process from /proc/PID/status (VmRSS, RssAnon, RssFile, …), in GiB."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -120,11 +137,11 @@ def spread(values: Sequence[float], bold: bool = False) -> str:
 def table(head: Sequence[str], rows: Iterable[Sequence[object]], left: int = 1) -> str:
     """A Markdown table: the column names, then a line per row; the first `left` columns aligned left, the
     others right."""
-    lines = [cells(head), "|" + "---|" * left + "---:|" * (len(head) - left)]
-    return "\n".join(lines + [cells(row) for row in rows])
+    lines = [cells(*head), "|" + "---|" * left + "---:|" * (len(head) - left)]
+    return "\n".join(lines + [cells(*row) for row in rows])
 
 
-def cells(row: Iterable[object]) -> str:
+def cells(*row: object) -> str:
     """A line of a Markdown table."""
     return "| " + " | ".join(map(str, row)) + " |"
 

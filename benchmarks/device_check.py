@@ -26,30 +26,16 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from benchmarks.common import ROOT, parser, settings
+from benchmarks.common import ROOT, parser, settings, table
 
 RECORD = ROOT / ".ci" / "device-check.json"
 GPU_PATHS = [  # code that only a GPU runs, or that decides what a GPU runs
-    "nmt/device",
-    "nmt/models",
-    "nmt/train/step.py",
-    "nmt/train/step_graphs.py",
-    "nmt/train/token_budget.py",
-    "nmt/train/update_stream.py",
+    *("nmt/device", "nmt/models", "nmt/rules", "nmt/bench", "configs", "tests/test_gpu.py"),
+    *(f"nmt/train/{name}.py" for name in ("step", "step_graphs", "token_budget", "update_stream")),
     "nmt/train/distributed.py",
-    "nmt/decode/search.py",
-    "nmt/decode/step_graphs.py",
-    "nmt/rules",
-    "nmt/data/batching.py",
-    "nmt/data/buckets.py",
-    "nmt/data/loader.py",
-    "nmt/bench",
-    "configs",
-    "benchmarks/device_check.py",
-    "benchmarks/gpu_profile.py",
-    "benchmarks/speed_table.py",
-    "benchmarks/ceiling_bench.py",
-    "tests/test_gpu.py",
+    *(f"nmt/decode/{name}.py" for name in ("search", "step_graphs")),
+    *(f"nmt/data/{name}.py" for name in ("batching", "buckets", "loader")),
+    *(f"benchmarks/{name}.py" for name in ("device_check", "gpu_profile", "speed_table", "ceiling_bench")),
 ]
 OFF_THE_ROAD = re.compile(
     r"without a CUDA graph|without CUDA graphs|fits no planned static shape|out of GPU memory|Traceback"
@@ -163,11 +149,8 @@ def gpu_config(name: str) -> Callable[[Check], dict]:
     steps, every = GPU_CONFIGS[name]
 
     def stage(check: Check) -> dict:
-        sets = [
-            f"train.eval_every={check.steps(every)}",
-            "train.keep_checkpoints=0",
-            "train.average_checkpoints=0",
-        ]
+        sets = ["train.keep_checkpoints=0", "train.average_checkpoints=0"]
+        sets.append(f"train.eval_every={check.steps(every)}")
         return check.train(name, f"configs/{name}.yaml", check.data, steps, *sets, limit=240)
 
     return stage
@@ -188,18 +171,11 @@ def reordering(check: Check) -> Path:
 
 def guided(check: Check) -> dict:
     data = reordering(check)
-    sets = [
-        f"train.alignment.links={data / 'train.links'}",
-        f"train.alignment.gold_src={data / 'valid.src'}",
-        f"train.alignment.gold_tgt={data / 'valid.tgt'}",
-        f"train.alignment.gold_links={data / 'valid.links'}",
-        "train.alignment.full_context=true",
-        "train.batch_tokens=auto",
-        "train.cuda_graphs=true",
-        "train.amp=true",
-        "search.cuda_graphs=true",
-        f"train.eval_every={check.steps(200)}",
-    ]
+    files = {"links": "train.links", "gold_src": "valid.src", "gold_tgt": "valid.tgt"}
+    files["gold_links"] = "valid.links"
+    sets = [f"train.alignment.{key}={data / name}" for key, name in files.items()]
+    sets += ["train.alignment.full_context=true", "train.batch_tokens=auto", "train.cuda_graphs=true"]
+    sets += ["train.amp=true", "search.cuda_graphs=true", f"train.eval_every={check.steps(200)}"]
     return check.train("guided", "configs/tiny-transformer.yaml", data, 400, *sets, limit=180)
 
 
@@ -254,22 +230,17 @@ def align(check: Check) -> dict:
     """`nmt align` of the guided run on its gold pairs on the GPU and on the CPU: the same links (float32
     without TF32 on both), and each one's AER."""
     data, figures, links = reordering(check), {}, {}
+    run, gold = str(check.work / "guided"), str(data / "valid.links")
+    pairs = ["--src", str(data / "valid.src"), "--tgt", str(data / "valid.tgt")]
     for device in dict.fromkeys((check.device, "cpu")):
-        pairs = ["--src", str(data / "valid.src"), "--tgt", str(data / "valid.tgt")]
-        links[device] = check.nmt(
-            "align", "-q", "align", str(check.work / "guided"), *pairs, limit=90, device=device
-        )
+        links[device] = check.nmt("align", "-q", "align", run, *pairs, limit=90, device=device)
         found = check.work / f"links.{device}"
         found.write_text(links[device])
-        score = check.python(
-            "align", "-m", "nmt", "score-alignments", str(found), str(data / "valid.links"), limit=60
-        )
+        score = check.python("align", "-m", "nmt", "score-alignments", str(found), gold, limit=60)
         figures[f"AER {device}"] = float(re.findall(r"AER ([\d.]+)", score)[0])
-    figures["identical lines"] = identical(links[check.device], links["cpu"])
+    figures["identical lines"] = same = identical(links[check.device], links["cpu"])
     if links[check.device] != links["cpu"]:
-        raise RuntimeError(
-            f"the GPU's links differ from the CPU's ({figures['identical lines']} lines alike)"
-        )
+        raise RuntimeError(f"the GPU's links differ from the CPU's ({same} lines alike)")
     return figures
 
 
@@ -294,9 +265,8 @@ def profile(check: Check) -> dict:
 
 def ceiling(check: Check) -> dict:
     result = check.work / "ceiling.json"
-    check.python(
-        "ceiling", "-m", "benchmarks.ceiling_bench", "--time-budget", "40", "--json", str(result), limit=150
-    )
+    args = ["-m", "benchmarks.ceiling_bench", "--time-budget", "40", "--json", str(result)]
+    check.python("ceiling", *args, limit=150)
     found = json.loads(result.read_text())
     figures = {}
     for r in found["train"]:
@@ -365,13 +335,11 @@ def summary(env: dict, outcomes: list[Outcome]) -> str:
     """The Markdown summary: the environment, then a row per stage."""
     ran = [o for o in outcomes if o.result != "skipped"]
     verdict = "passed" if ran and all(o.result == "passed" for o in ran) else "failed"
-    lines = [f"# Device check: {verdict}", ""]
-    lines += [f"- {key}: {value}" for key, value in env.items()]
-    lines += ["", "| stage | result | s | figures / reason |", "|---|---|---:|---|"]
-    for o in outcomes:
-        shown = "; ".join(f"{k} {v}" for k, v in o.figures.items())
-        lines.append(f"| {o.stage} | {o.result} | {o.seconds:.0f} | {o.reason or shown} |")
-    return "\n".join(lines) + "\n"
+    listed = "".join(f"- {key}: {value}\n" for key, value in env.items())
+    shown = [o.reason or "; ".join(f"{k} {v}" for k, v in o.figures.items()) for o in outcomes]
+    rows = [[o.stage, o.result, f"{o.seconds:.0f}", why] for o, why in zip(outcomes, shown, strict=True)]
+    head = ["stage", "result", "s", "figures / reason"]
+    return f"# Device check: {verdict}\n\n{listed}\n{table(head, rows, left=2)}\n"
 
 
 def debt() -> str:

@@ -16,7 +16,7 @@ from pathlib import Path
 import sacrebleu
 import torch
 
-from benchmarks.common import parser, table
+from benchmarks.common import machine, parser, table
 from nmt.decode.loading import load_translator
 from nmt.decode.translator import Translator
 
@@ -66,24 +66,14 @@ def main() -> None:
     refs = args.ref.read_text(encoding="utf-8").splitlines()
     search = {"beam_size": args.beam, "nbest": args.nbest}
     translator = load_translator([args.run], "torch", torch.device("cpu"), None, search)
-    print(
-        f"{len(sources)} sentences of {args.src.name}, {args.nbest}-best lists; torch {torch.__version__}\n"
-    )
+    print(f"{len(sources)} sentences of {args.src.name}, {args.nbest}-best lists; {machine('torch')}\n")
     rows = [row(f"beam {args.beam}", lists(translator, sources, args.nbest), refs)]
     for strength in args.strengths:
         diverse = translator.with_search(diverse_groups=args.groups, diversity_strength=strength)
         name = f"diverse {args.groups}×{args.beam // args.groups}, strength {strength:g}"
         rows.append(row(name, lists(diverse, sources, args.nbest), refs))
-    head = [
-        "search",
-        "distinct",
-        "all distinct",
-        "self-BLEU",
-        "BLEU of the first",
-        "mean BLEU",
-        "oracle BLEU",
-    ]
-    print(table(head, rows))
+    head = "search | distinct | all distinct | self-BLEU | BLEU of the first | mean BLEU | oracle BLEU"
+    print(table(head.split(" | "), rows))
 
 
 if __name__ == "__main__":

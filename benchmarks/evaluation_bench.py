@@ -8,7 +8,6 @@ degenerate outputs.
 
 from __future__ import annotations
 
-import argparse
 import re
 import subprocess
 import sys
@@ -22,7 +21,7 @@ import numpy as np
 import torch
 from sacrebleu.metrics import CHRF
 
-from benchmarks.common import machine
+from benchmarks.common import cells, machine, parser
 from nmt.data.corpus import read_lines
 from nmt.decode.aligner import teacher_forced
 from nmt.decode.confidence import suspicions
@@ -81,10 +80,6 @@ def spearman(a: list[float], b: list[float]) -> float:
     return float(np.corrcoef(ranks(a), ranks(b))[0, 1])
 
 
-def row(*cells: object) -> str:
-    return "| " + " | ".join(str(cell) for cell in cells) + " |"
-
-
 def sacrebleu_table(args: list[str]) -> dict[str, list[str]]:
     """sacreBLEU's paired-test table (`-f text -w 10`): each metric's cells, baseline then system then p."""
     command = [sys.executable, "-m", "sacrebleu", *args, "-f", "text", "-w", "10", "--no-color"]
@@ -118,7 +113,7 @@ def agreement(system: list[str], baseline: list[str], references: list[str]) -> 
             ours = paired_test(system, baseline, references, test)
             same = "yes" if printed(ours, test) == theirs else "NO"
             p = ", ".join(f"{n} {c.p_value:.4f}" for n, c in ours.items())
-            rows.append(row(f"paired test {test}, equal to sacreBLEU's command line", same, f"p: {p}"))
+            rows.append(cells(f"paired test {test}, equal to sacreBLEU's command line", same, f"p: {p}"))
     return rows
 
 
@@ -128,7 +123,7 @@ def timed(hypotheses: list[str], references: list[str], repeats: int) -> str:
     timers = [timeit.Timer(lambda: score(hypotheses, references), timer=clock) for clock in clocks]
     wall, cpu = (min(timer.repeat(repeats, number=1)) for timer in timers)
     intervals = ", ".join(f"{n} {m.score:.2f} ± {m.ci:.2f}" for n, m in found.metrics.items())
-    return row("four metrics with intervals, seconds on one core", f"{wall:.2f} (CPU {cpu:.2f})", intervals)
+    return cells("four metrics with intervals, seconds on one core", f"{wall:.2f} (CPU {cpu:.2f})", intervals)
 
 
 def correlation(name: str, lines: list[DecodedLine], references: list[str]) -> str:
@@ -136,7 +131,7 @@ def correlation(name: str, lines: list[DecodedLine], references: list[str]) -> s
     chrf = [CHRF().sentence_score(t.best.text, [r]).score for t, r in zip(lines, references, strict=True)]
     confidence = spearman([line.best.mean_log_prob or 0.0 for line in lines], chrf)
     raw = spearman([line.best.score for line in lines], chrf)
-    return row(f"Spearman, confidence vs sentence chrF ({name})", f"{confidence:.3f}", f"score: {raw:.3f}")
+    return cells(f"Spearman, confidence vs sentence chrF ({name})", f"{confidence:.3f}", f"score: {raw:.3f}")
 
 
 def flag_rows(
@@ -148,14 +143,14 @@ def flag_rows(
     looped = [bool(line.best.suspect) for line in stress if LOOPED.search(line.best.text)]
     found = recall(run, sources, references) | {"its translations of words": (sum(looped), len(looped))}
     found["every degenerate output"] = (sum(h for h, _ in found.values()), sum(n for _, n in found.values()))
-    rows = [row(f"flag recall: {k}", f"{h / max(n, 1):.1%}", f"{h} of {n}") for k, (h, n) in found.items()]
+    rows = [cells(f"flag recall: {k}", f"{h / max(n, 1):.1%}", f"{h} of {n}") for k, (h, n) in found.items()]
     encoded, targets = run.encode(sources), run.tokenizers.tgt.encode(references)
     paid = teacher_forced(run, encoded, targets)
     aligned = [w[-1].mean(dim=0)[:-1, :-1].argmax(dim=-1).tolist() for w in paid]  # as search aligns
     false = sum(bool(suspicions(s, t, a)) for s, t, a in zip(encoded, targets, aligned, strict=True))
-    rows.append(row("flagged: the references (false positives)", f"{false / len(targets):.1%}", false))
-    rows.append(row("flagged: the run's translations", *flagged(ours)))
-    rows.append(row("flagged: its translations of words of --src, once, 3 and 8 times", *flagged(stress)))
+    rows.append(cells("flagged: the references (false positives)", f"{false / len(targets):.1%}", false))
+    rows.append(cells("flagged: the run's translations", *flagged(ours)))
+    rows.append(cells("flagged: its translations of words of --src, once, 3 and 8 times", *flagged(stress)))
     return rows
 
 
@@ -167,11 +162,11 @@ def flagged(lines: list[DecodedLine]) -> tuple[str, str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parse = parser(__doc__)
     for name in ("--run", "--export", "--src", "--ref"):
-        parser.add_argument(name, type=Path, required=True)
-    parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
+        parse.add_argument(name, type=Path, required=True)
+    parse.add_argument("--repeats", type=int, default=3)
+    args = parse.parse_args()
     torch.set_num_threads(1)
     sources, references = read_lines(args.src), read_lines(args.ref)
     run = TorchTranslator.of_run(load_trained([args.run], torch.device("cpu")))

@@ -112,9 +112,8 @@ def prepare_runtimes(args: argparse.Namespace, run: TrainedRun, tmp: Path) -> li
         runtimes.append(Runtime("CTranslate2 int8", "ctranslate2", int8, ("greedy", "beam")))
     if "huggingface" not in left_out:
         huggingface = export_huggingface(run_dir, tmp / "huggingface", which=which)
-        runtimes.append(
-            Runtime("transformers generate (Hugging Face export)", "transformers", huggingface, ("greedy",))
-        )
+        name = "transformers generate (Hugging Face export)"
+        runtimes.append(Runtime(name, "transformers", huggingface, ("greedy",)))
     if "argos" not in left_out:
         package = export_package(run_dir, tmp / "package.argosmodel", which=which)
         runtimes.append(Runtime(ARGOS, "argos", package, ("argos",)))
@@ -145,14 +144,10 @@ def measure(jobs: list[Job], rounds: int, child: Child) -> tuple[dict[Job, list[
         for job in jobs:
             answer = child(job)
             answers[job].append(answer)
-            record.append(
-                {"round": round_, "runtime": job.runtime.name, "search": job.search, "pid": answer.pid}
-                | {"seconds": answer.seconds, "modules": answer.modules, "openmp": answer.openmp}
-            )
-            print(
-                f"round {round_ + 1}/{rounds}: {job.runtime.name}, {job.search}: {answer.seconds:.3f} s",
-                file=sys.stderr,
-            )
+            record.append({"round": round_, "runtime": job.runtime.name, "search": job.search})
+            record[-1] |= {key: value for key, value in vars(answer).items() if key != "translations"}
+            done = f"round {round_ + 1}/{rounds}: {job.runtime.name}, {job.search}: {answer.seconds:.3f} s"
+            print(done, file=sys.stderr)
     return answers, record
 
 
@@ -174,20 +169,11 @@ def child_process(
 
     def run_child(job: Job) -> Answer:
         search = found[job.search]
-        request = {
-            "runtime": job.runtime.child,
-            "path": str(job.runtime.path),
-            "checkpoint": run.checkpoint_name,
-            "sentences": str(sentences),
-            "beam_size": search.beam_size,
-            "length_penalty": search.length_penalty,
-            "batch_size": run.cfg.search.batch_size,
-            "threads": args.threads,
-            "warmup": WARMUP,
-            "repeats": args.repeats,
-            "from": run.cfg.data.src_lang,
-            "to": run.cfg.data.tgt_lang,
-        }
+        request = {"runtime": job.runtime.child, "path": str(job.runtime.path), "sentences": str(sentences)}
+        request |= {"beam_size": search.beam_size, "length_penalty": search.length_penalty, "warmup": WARMUP}
+        request |= {"checkpoint": run.checkpoint_name, "batch_size": run.cfg.search.batch_size}
+        request |= {"threads": args.threads, "repeats": args.repeats}
+        request |= {"from": run.cfg.data.src_lang, "to": run.cfg.data.tgt_lang}
         (tmp / "request.json").write_text(json.dumps(request), encoding="utf-8")
         (tmp / "answer.json").unlink(missing_ok=True)  # never the answer of the child before
         timing = ["-m", "benchmarks.export_timing", str(tmp / "request.json"), str(tmp / "answer.json")]

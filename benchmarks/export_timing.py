@@ -15,10 +15,11 @@ import importlib.metadata
 import json
 import os
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from benchmarks.common import fastest
 
 Translate = Callable[[list[str]], list[str]]  # one pass over the sentences, in batches
 RUNTIME_MODULES = ("torch", "ctranslate2", "transformers", "sentencepiece")
@@ -152,24 +153,13 @@ def openmp_libraries() -> list[str]:
     return sorted(path for path in paths if path.startswith("/") and ".so" in path)
 
 
-def timed(translate: Translate, sentences: list[str], warmup: int, repeats: int) -> tuple[list[str], float]:
-    """The translations, and the seconds of the fastest of `repeats` passes after an untimed warm-up on the
-    first `warmup` sentences."""
-    translate(sentences[:warmup])
-    fastest = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        translations = translate(sentences)
-        fastest = min(fastest, time.perf_counter() - start)
-    return translations, fastest
-
-
 def main() -> None:
     request_path, answer_path = (Path(arg) for arg in sys.argv[1:3])
     request = json.loads(request_path.read_text(encoding="utf-8"))
     sentences = json.loads(Path(request["sentences"]).read_text(encoding="utf-8"))
     translate = RUNTIMES[request["runtime"]](request)
-    translations, seconds = timed(translate, sentences, request["warmup"], request["repeats"])
+    translate(sentences[: request["warmup"]])  # untimed
+    translations, seconds = fastest(lambda: translate(sentences), request["repeats"])
     answer = {
         "translations": translations,
         "seconds": seconds,

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from sacrebleu.metrics import BLEU, CHRF
 
-from benchmarks.common import NMT_COMMAND, ROOT, Results, fresh_process, machine, parser, settings, table
+from benchmarks.common import ROOT, Results, machine, nmt, parser, settings, split_at_dashes, table
 
 RECIPE = ROOT / "configs" / "multi30k-cpu-transformer.yaml"
 STAND_IN = settings(  # the CPU recipe, en→fr, in the layout a MarianMT model has
@@ -64,11 +64,6 @@ def split_domain(pairs: Path, out: Path) -> Path:
     return out
 
 
-def nmt(*args: str | Path) -> float:
-    """Run an nmt command in a process of its own; its wall seconds."""
-    return fresh_process([*NMT_COMMAND, *map(str, args)]).seconds
-
-
 def test_file(data: Path, lang: str) -> Path:
     return next(
         data / f"{name}.{lang}" for name in ("test", "test2016") if (data / f"{name}.{lang}").exists()
@@ -86,8 +81,7 @@ def scores(run: Path, data: Path, work: Path) -> dict[str, float]:
 
 
 def main(argv: list[str]) -> None:
-    split = argv.index("--") if "--" in argv else len(argv)
-    own, passed = argv[:split], argv[split + 1 :]
+    own, passed = split_at_dashes(argv)
     args = parser(__doc__)
     args.add_argument("--general", type=Path, required=True, help="train/val/test2016.en|fr (Multi30k)")
     args.add_argument("--domain", type=Path, required=True, help="`English ||| French` lines (447)")
@@ -106,15 +100,15 @@ def main(argv: list[str]) -> None:
     standing = [*STAND_IN, *settings(f"train.max_steps={opts.steps}"), *passed]
     from_scratch = [*STAND_IN, *SCRATCH, *steps, *passed]
     tuning = ["--init-from", imported, "--out", tuned, *FINE_TUNE, *steps, *passed]
-    seconds = {
-        "stand-in": lambda: nmt("train", RECIPE, "--data", general, "--out", stand_in, *standing),
-        "export": lambda: nmt("export", stand_in, hf, "--to", "huggingface"),
-        "import": lambda: nmt("import", hf, "--out", imported),
-        "fine-tuned": lambda: nmt("train", imported / "config.yaml", "--data", domain, *tuning),
-        "scratch": lambda: nmt("train", RECIPE, "--data", domain, "--out", scratch, *from_scratch),
+    commands = {
+        "stand-in": ("train", RECIPE, "--data", general, "--out", stand_in, *standing),
+        "export": ("export", stand_in, hf, "--to", "huggingface"),
+        "import": ("import", hf, "--out", imported),
+        "fine-tuned": ("train", imported / "config.yaml", "--data", domain, *tuning),
+        "scratch": ("train", RECIPE, "--data", domain, "--out", scratch, *from_scratch),
     }
-    for name, work_out in seconds.items():
-        results.step("seconds", name, work_out)
+    for name, args in commands.items():
+        results.step("seconds", name, lambda args=args: nmt(*args).seconds)
     rows = []
     for label, run in (("stand-in, imported", imported), ("fine-tuned", tuned), ("from scratch", scratch)):
         got = [

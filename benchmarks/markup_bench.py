@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 
 from benchmarks import alignment_bench
-from benchmarks.common import parser
+from benchmarks.common import parser, table
 from nmt.align.eflomal import align_with_eflomal
 from nmt.align.pharaoh import Link, SentenceLinks, read_lines, read_links
 from nmt.align.reading import default_reading
@@ -231,34 +231,27 @@ def measure_set(
     plain_bleu = score(translations.plain, list(references)).bleu
     results = {}
     for placement in PLACEMENTS:
-        pages = translations.pages[placement]
+        pages, reference = translations.pages[placement], on_reference.get(placement)
         stripped = [" ".join(read_tags(page).words) for page in pages]
-        written = [pages, on_reference.get(placement, [])]
-        results[placement] = {
-            "pages": sum(map(len, written)),
-            "kept": sum(
-                keeps_every_tag(s.page, p)
-                for found in written
-                if found
-                for s, p in zip(samples, found, strict=True)
-            ),
+        results[placement] = well_formed(samples, *(w for w in (pages, reference) if w)) | {
             "bleu_stripped": score(stripped, list(references)).bleu,
             "bleu_plain": plain_bleu,
-            "on_reference": span_scores(samples, on_reference[placement], truth)
-            if placement in on_reference
-            else None,
+            "on_reference": span_scores(samples, reference, truth) if reference else None,
         }
     if pairs.human:
-        sure = [set(links.sure) for links in truth]
-        pages = placed_pages(samples, references, sure)
-        results[CEILING] = {
-            "pages": len(pages),
-            "kept": sum(keeps_every_tag(s.page, p) for s, p in zip(samples, pages, strict=True)),
+        pages = placed_pages(samples, references, [set(links.sure) for links in truth])
+        results[CEILING] = well_formed(samples, pages) | {
             "bleu_stripped": None,
             "bleu_plain": None,
             "on_reference": span_scores(samples, pages, truth),
         }
     return results
+
+
+def well_formed(samples: Sequence[Sample], *written: list[str]) -> dict[str, int]:
+    """How many pages were written, and how many keep every tag of their sample, well-formed."""
+    found = [keeps_every_tag(s.page, p) for pages in written for s, p in zip(samples, pages, strict=True)]
+    return {"pages": len(found), "kept": sum(found)}
 
 
 def eflomal_aligner(work: Path) -> Aligner:
@@ -348,39 +341,34 @@ def percent(part: int, whole: int) -> str:
     return f"{100 * part / whole:.1f}" if whole else "–"
 
 
+def placement_cells(name: str, placement: str, found: dict) -> list[str]:
+    """A placement's cells: pages keeping every tag, tags on their projected span, BLEU stripped and plain."""
+    spans, stripped, plain = found["on_reference"], found["bleu_stripped"], found["bleu_plain"]
+    on_span = ["n/a", "n/a"]
+    if spans is not None:
+        on_span = [percent(spans[key], spans["projectable"]) for key in ("exact", "overlap")]
+    if spans is not None and name == MULTI30K and placement == PLACEMENTS[2]:
+        on_span = ["(its own links)"] * 2
+    bleu = ["n/a"] * 3 if plain is None else [f"{stripped:.2f}", f"{plain:.2f}", f"{stripped - plain:+.2f}"]
+    return [f"{found['kept']} / {found['pages']}", *on_span, *bleu]
+
+
 def report(results: dict) -> str:
-    """The table in Markdown: per set, run and placement."""
-    lines = [
-        "| set | model | placement | well-formed, every tag kept | tags on the projected span: exact | "
-        "overlap ≥ ½ | BLEU, tags stripped | BLEU, plain | difference |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|",
+    """The table in Markdown: per set, run and placement; then the tags injected in each set."""
+    rows = [
+        [name, run_name, placement, *placement_cells(name, placement, found)]
+        for run_name, sets in results.items()
+        for name, placements in sets.items()
+        for placement, found in placements.items()
     ]
-    for run_name, sets in results.items():
-        for name, placements in sets.items():
-            for placement, found in placements.items():
-                spans = found["on_reference"]
-                exact = "n/a" if spans is None else percent(spans["exact"], spans["projectable"])
-                overlap = "n/a" if spans is None else percent(spans["overlap"], spans["projectable"])
-                if spans is not None and name == MULTI30K and placement == PLACEMENTS[2]:
-                    exact = overlap = "(its own links)"
-                stripped, plain = found["bleu_stripped"], found["bleu_plain"]
-                bleu = (
-                    "n/a | n/a | n/a"
-                    if plain is None
-                    else f"{stripped:.2f} | {plain:.2f} | {stripped - plain:+.2f}"
-                )
-                lines.append(
-                    f"| {name} | {run_name} | {placement} | {found['kept']} / {found['pages']} | {exact} | "
-                    f"{overlap} | {bleu} |"
-                )
-    first = next(iter(results.values()))
-    counts = [
-        f"{name} {spans['tags']:,} ({spans['projectable']:,} with a projected span)"
-        for name, placements in first.items()
-        for spans in [placements[PLACEMENTS[0]]["on_reference"]]
-    ]
-    lines += ["", f"Tags injected: {'; '.join(counts)}."]
-    return "\n".join(lines) + "\n"
+    head = "set | model | placement | well-formed, every tag kept | tags on the projected span: exact | "
+    head += "overlap ≥ ½ | BLEU, tags stripped | BLEU, plain | difference"
+    first = next(iter(results.values())).items()
+    spans = [(name, placements[PLACEMENTS[0]]["on_reference"]) for name, placements in first]
+    counts = "; ".join(
+        f"{name} {s['tags']:,} ({s['projectable']:,} with a projected span)" for name, s in spans
+    )
+    return f"{table(head.split(' | '), rows, left=3)}\n\nTags injected: {counts}.\n"
 
 
 def command_line(doc: str | None, default_runs: str) -> argparse.ArgumentParser:

@@ -17,7 +17,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import NMT_COMMAND, ROOT, Results, fresh_process, machine, parser, settings
+from benchmarks.common import ROOT, Results, machine, nmt, parser, settings
 from nmt.evaluate.off_target import off_target_rate
 from nmt.run.directory import RunDir
 from nmt.run.metrics import read_metrics
@@ -43,7 +43,7 @@ class Bench(Results):
 
     def nmt(self, *args: str) -> str:
         """`nmt ARGS` in a process of its own; its stdout. `self.cpu_seconds`: the CPU time it took."""
-        finished = fresh_process([*NMT_COMMAND, *args], self.env)
+        finished = nmt(*args, env=self.env)
         self.cpu_seconds = finished.cpu_seconds
         return finished.stdout
 

@@ -16,7 +16,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import parser, settings, spread
+from benchmarks.common import parser, settings, spread, table
 from benchmarks.multilingual_bench import CONFIG, MULTILINGUAL, TRAINED, ZERO_SHOT, Bench, direction_flags
 from nmt.run.directory import RunDir
 from nmt.run.metrics import read_metrics
@@ -105,7 +105,7 @@ def evaluate(bench: Bench, run: str, *flags: str) -> dict[str, Any]:
     }
 
 
-def rows(bench: Bench, trained: bool) -> list[tuple[str, list[str], str]]:
+def table_rows(bench: Bench, trained: bool) -> list[tuple[str, list[str], str]]:
     """The tables' rows: their first cells, their runs (one per seed) and a search."""
     seeds, searches = bench.args.seeds, TRAINED_SEARCHES if trained else ZERO_SHOT_SEARCHES
     if not bench.args.parents:
@@ -123,33 +123,32 @@ def trained_table(bench: Bench) -> str:
     """Per row: each trained direction's BLEU and the means (BLEU, chrF, off-target), and a continued run's
     updates per second."""
     found, runs = bench.results.get("trained scores", {}), bench.results.get("trained", {})
-    first = "continued" if bench.args.parents else "tags | search"
-    continued = " updates/s |" if bench.args.parents else ""
-    head = f"| {first} | " + " | ".join(TRAINED) + f" | mean BLEU | mean chrF | off-target % |{continued}"
-    lines = [head, "|---" * (first.count("|") + 1) + "|" + "---:|" * (len(TRAINED) + 3 + bool(continued))]
-    for label, names, search in rows(bench, trained=True):
+    parents = bench.args.parents
+    first, continued = (["continued"], ["updates/s"]) if parents else (["tags", "search"], [])
+    rows = []
+    for label, names, search in table_rows(bench, trained=True):
         keys = [f"{name}/{search}" if search else name for name in names]
         scored = [found[key] for key in keys if key in found]
         cells = [spread([r[d]["bleu"] for r in scored]) for d in TRAINED]
         cells += [spread([r[key] for r in scored]) for key in SCORES]
-        cells += [spread([runs[name]["updates_per_s"] for name in names if name in runs])] * bool(continued)
-        lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+        cells += [spread([runs[name]["updates_per_s"] for name in names if name in runs])] * bool(parents)
+        rows.append([label, *cells])
+    return table([*first, *TRAINED, "mean BLEU", "mean chrF", "off-target %", *continued], rows, len(first))
 
 
 def zero_shot_table(bench: Bench) -> str:
     """Per row: de→fr and fr→de BLEU, chrF and off-target rate."""
     found = bench.results.get("scores", {})
     first = "continued" if bench.args.parents else "tags"
-    head = f"| {first} | search | de→fr BLEU | chrF | off-target % | fr→de BLEU | chrF | off-target % |"
-    lines = [head, "|---|---|" + "---:|" * 6]
-    for label, names, search in rows(bench, trained=False):
+    head = f"{first} | search | de→fr BLEU | chrF | off-target % | fr→de BLEU | chrF | off-target %"
+    rows = []
+    for label, names, search in table_rows(bench, trained=False):
         cells = []
         for direction in ZERO_SHOT:
             scored = [found[key] for name in names if (key := f"{name}/{direction}/{search}") in found]
             cells += [spread([r[key] for r in scored]) for key in SCORES]
-        lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+        rows.append([label, *cells])
+    return table(head.split(" | "), rows, left=2)
 
 
 def parse_args() -> argparse.Namespace:

@@ -108,9 +108,8 @@ def splitters() -> dict[str, Splitter]:
     if importlib.util.find_spec("sentencex"):
         import sentencex
 
-        found[f"sentencex {importlib.metadata.version('sentencex')}"] = lambda text, lang: list(
-            sentencex.segment(lang, text)
-        )
+        name = f"sentencex {importlib.metadata.version('sentencex')}"
+        found[name] = lambda text, lang: list(sentencex.segment(lang, text))
     if importlib.util.find_spec("pysbd"):
         import pysbd
 
@@ -235,12 +234,9 @@ def translations(
         found = translator.translate(sentences)
         return Translated(paragraphs.texts(found), sum(not sentence_spans(t, "en") for t in found))
 
-    def whole_or_split(split: bool) -> Callable[[], Translated]:
-        def work() -> Translated:
-            found = translate_paragraphs(translator, texts, split)
-            return Translated([p.joined.best.text for p in found], sum(p.dropped for p in found))
-
-        return work
+    def paragraph_by_paragraph(split: bool) -> Translated:
+        found = translate_paragraphs(translator, texts, split)
+        return Translated([p.joined.best.text for p in found], sum(p.dropped for p in found))
 
     def html() -> Translated:
         recording = Recording(translator)
@@ -248,14 +244,13 @@ def translations(
         whole = keeps_every_tag(page, written)
         blocks = [" ".join(read_tags(b).words) for b in re.findall(r"<p>(.*?)</p>", written, re.DOTALL)]
         pieces = segment(read_page(page).lines, translator, split=True).translations(recording.found, "en")
-        return Translated(
-            blocks, sum(p.dropped for p in pieces), f"{int(whole)} / 1 page ({crossing} tags across)"
-        )
+        well_formed = f"{int(whole)} / 1 page ({crossing} tags across)"
+        return Translated(blocks, sum(p.dropped for p in pieces), well_formed)
 
     ways = {
         "one sentence a line": one_per_line,
-        "each paragraph whole (one line)": whole_or_split(False),
-        "each paragraph sentence by sentence (text)": whole_or_split(True),
+        "each paragraph whole (one line)": lambda: paragraph_by_paragraph(False),
+        "each paragraph sentence by sentence (text)": lambda: paragraph_by_paragraph(True),
         "each paragraph sentence by sentence (html, inline tags)": html,
     }
     warm = texts[:8]
@@ -304,12 +299,9 @@ def main() -> None:
     rows = []
     for name, result in found.items():
         bleu = sacrebleu.corpus_bleu(result.texts, [references]).score
-        rows.append([name, f"{bleu:.2f}", f"{bleu - base_bleu:+.2f}", f"{result.lacking} of {count}"])
-        rows[-1] += [
-            result.well_formed,
-            f"{count / result.seconds:.1f}",
-            f"{base.seconds / result.seconds:.2f}×",
-        ]
+        cells = [f"{bleu:.2f}", f"{bleu - base_bleu:+.2f}", f"{result.lacking} of {count}"]
+        speed = [f"{count / result.seconds:.1f}", f"{base.seconds / result.seconds:.2f}×"]
+        rows.append([name, *cells, result.well_formed, *speed])
     print(table([*head, "vs one a line"], rows))
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"\npeak resident memory {peak:.0f} MiB")

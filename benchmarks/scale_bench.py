@@ -27,7 +27,7 @@ from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from benchmarks.common import NMT_COMMAND, ROOT, fresh_process, memory_gib, parser, settings  # noqa: E402
+from benchmarks.common import ROOT, fresh_process, memory_gib, nmt, parser, settings  # noqa: E402
 from benchmarks.common import table as markdown  # noqa: E402
 
 CONFIG = ROOT / "configs" / "tiny-transformer.yaml"
@@ -208,8 +208,8 @@ def measure(pairs: int, work: Path, nproc: int, keep: bool, cold_only: bool = Fa
     data, cache, runs = work / f"corpus-{pairs}", work / f"cache-{pairs}", work / f"runs-{pairs}"
     if not (data / "train.tgt").is_file():
         write_corpus(data, pairs)
-    shutil.rmtree(cache, ignore_errors=True)
-    shutil.rmtree(runs, ignore_errors=True)
+    for path in (cache, runs):
+        shutil.rmtree(path, ignore_errors=True)
     env = os.environ | {"NMT_CACHE": str(cache), "PYTHONPATH": str(ROOT)}
     rows, spm = [], []
     kinds = [("cold", runs / "a", 1, False), ("warm", runs / "b", 1, False)]
@@ -226,10 +226,8 @@ def measure(pairs: int, work: Path, nproc: int, keep: bool, cold_only: bool = Fa
         spm.append(run_child("spm", data, runs / "a", work / "spm.json", env)[0]["spm_cpu"])
         paused = run_child("spm", data, runs / "a", work / "spm.json", env, "--gc-paused")[0]["spm_cpu"]
         rows[0] |= {"spm_cpu": sum(spm) / len(spm), "spm_runs": spm, "spm_paused_cpu": paused}
-    if not keep:
-        shutil.rmtree(data, ignore_errors=True)
-        shutil.rmtree(cache, ignore_errors=True)
-        shutil.rmtree(runs, ignore_errors=True)
+    for path in [] if keep else [data, cache, runs]:
+        shutil.rmtree(path, ignore_errors=True)
     return rows
 
 
@@ -283,14 +281,14 @@ def measure_translate(counts: list[int], work: Path) -> str:
     data, run = work / "reorder", work / "reorder-run"
     write_reordering_corpus(data)
     env = os.environ | {"NMT_CACHE": str(work / "reorder-cache")}
-    train = [*NMT_COMMAND, "train", str(CONFIG), "--data", str(data), "--out", str(run), "--device", "cpu"]
-    fresh_process([*train, "--max-steps", "300", "--overwrite", *settings("train.final_report=false")], env)
+    train = ["train", CONFIG, "--data", data, "--out", run, "--device", "cpu", "--max-steps", "300"]
+    nmt(*train, "--overwrite", *settings("train.final_report=false"), env=env)
     rows = []
     for count in counts:
         source = work / f"translate-{count}.txt"
         source.write_text("".join(line + "\n" for line in reordering_pairs(count, 300, 3, 10, seed=5)[0]))
-        command = [sys.executable, "-m", "nmt", "translate", str(run), "-i", str(source)]
-        done = fresh_process([*command, "-o", f"{source}.out", "--beam-size", "1", "--device", "cpu"], env)
+        greedy = ["-o", f"{source}.out", "--beam-size", "1", "--device", "cpu"]
+        done = nmt("translate", run, "-i", source, *greedy, env=env)
         rows.append([f"{count:,}", f"{done.seconds:.0f}", f"{done.cpu_seconds:.0f}", f"{done.peak_mib:.0f}"])
     return markdown(["lines", "wall s", "CPU-s", "peak RSS MiB"], rows, left=0)
 
@@ -301,9 +299,7 @@ def main() -> None:
     parse.add_argument("--work", type=Path, default=Path("/tmp/nmt-scale"))
     parse.add_argument("--nproc", type=int, default=1)
     parse.add_argument("--keep", action="store_true", help="Keep corpora, caches and runs.")
-    parse.add_argument(
-        "--cold-only", action="store_true", help="The cold run alone (no sentencepiece reference)."
-    )
+    parse.add_argument("--cold-only", action="store_true", help="The cold run alone (no spm reference).")
     parse.add_argument("--translate", type=int, nargs="+", help="Time `nmt translate` on these line counts.")
     parse.add_argument("--child", choices=["train", "spm"], help=argparse.SUPPRESS)
     for name in ("--data", "--out", "--json"):

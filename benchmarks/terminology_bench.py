@@ -22,7 +22,7 @@ from typing import Any
 import sacrebleu
 import torch
 
-from benchmarks.common import NMT_COMMAND, fresh_process, machine, parser, table
+from benchmarks.common import machine, nmt, parser, table
 from nmt.data.glossary import Term, TermFinder
 from nmt.decode.languages import Translates
 from nmt.decode.loading import load_translator
@@ -77,7 +77,7 @@ def row(name: str, translator: Translates, found: list[list[Term]], glossed: Spl
 def annotated(run: Path, glossary: Path, beam: int) -> list[tuple[str, Translates]]:
     """Annotation with `glossary` on the torch engine and on the run's CTranslate2 export (beside it)."""
     cpu, export = torch.device("cpu"), glossary.with_name("export")
-    fresh_process([*NMT_COMMAND, "export", str(run), str(export)])
+    nmt("export", run, export)
     found = []
     for name, path, engine in (("torch", run, "torch"), ("CTranslate2", export, "ctranslate2")):
         translator = load_translator([path], engine, cpu, None, {"beam_size": beam})
