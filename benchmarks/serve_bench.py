@@ -370,14 +370,13 @@ def report(
         "cache\n"
     )
     servers = list(results)
-    ratio = [f"{NMT} ÷ LibreTranslate"] if LT in results and NMT in results else []
+    compared = [name for name in (NMT, CT2) if name in results and LT in results]
     rows = []
     for key in results[servers[0]]:
         rows.append([NAMES.get(key, key), *(_cell(results[name][key]) for name in servers)])
-        if ratio:
-            rows[-1].append(f"{results[NMT][key].rate / results[LT][key].rate:.2f}×")
+        rows[-1] += [f"{results[name][key].rate / results[LT][key].rate:.2f}×" for name in compared]
     head = ["clients × sentences a request", *(f"{name}: sent/s, p50, p95 ms" for name in servers)]
-    print(table([*head, *ratio], rows))
+    print(table([*head, *(f"{name} ÷ LibreTranslate" for name in compared)], rows))
     print()
     for name, seconds in in_process.items():
         search, served = 1000 * statistics.median(seconds), results[name]["lone"]

@@ -26,6 +26,7 @@ from nmt.serve.glossary import plain_paragraphs
 from nmt.serve.requests import ApiError, Limits, RequestModels, clipped
 
 log = logging.getLogger(__name__)
+DECODINGS_KEPT = 256  # the decodings of the last settings requests gave: clients send a few alike again
 
 
 class Service:
@@ -44,6 +45,7 @@ class Service:
         self.catalog, self.batcher, self.limits, self.requests = catalog, batcher, limits, requests
         self.cache = cache
         self.dropped_sentences = 0
+        self._decodings: dict[tuple[Any, ...], Decoding] = {}
 
     def choose(self, source: str | None, target: str | None, model: str | None) -> Engine:
         """The engine of the model named `model`, else of the default model of the served direction that
@@ -75,7 +77,20 @@ class Service:
     ) -> Decoding:
         """How to decode a request: with `engine`, its search settings changed by those the request `given`
         (a beam search widened to `nbest`); a value out of range, a setting the search does not read or
-        settings that do not go together are a 400 naming the field."""
+        settings that do not go together are a 400 naming the field. The decodings of the last
+        `DECODINGS_KEPT` settings are kept: checking settings costs more than answering from the cache."""
+        key = (engine, tuple(sorted(given.items())), attention, alignments)
+        found = self._decodings.get(key)
+        if found is None:
+            found = self._checked_decoding(engine, given, attention, alignments)
+            if len(self._decodings) >= DECODINGS_KEPT:
+                del self._decodings[next(iter(self._decodings))]
+            self._decodings[key] = found
+        return found
+
+    def _checked_decoding(
+        self, engine: Engine, given: dict[str, Any], attention: bool, alignments: bool
+    ) -> Decoding:
         settings = engine.translator.settings
         wanted = SimpleNamespace(**(dataclasses.asdict(settings) | given))
         if "beam_size" in chosen_rule(wanted).reads() and wanted.nbest > wanted.beam_size:

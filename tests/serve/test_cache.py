@@ -162,6 +162,29 @@ def test_no_cache_translates_every_text_again(catalog: Catalog, corpus: Path) ->
     }
 
 
+def test_the_settings_of_the_last_requests_are_remembered_within_a_bound(
+    catalog: Catalog, corpus: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Requests of more distinct search settings than the server keeps the checked settings of: each answer is
+    the one a server without a cache gives, the kept settings stay within their bound, and a setting out of
+    range is refused every time it is sent, never remembered."""
+    monkeypatch.setattr("nmt.serve.service.DECODINGS_KEPT", 3)
+    sentence = sentences_of(corpus, 1)[0]
+    requests = [("/v1/translate", {"q": sentence, "min_length": n}) for n in (0, 4, 8, 12, 16, 0, 12)]
+    with TestClient(_app(catalog, NO_CACHE)) as client:
+        assert len(set(answers(client, requests[:5]))) > 1, "the settings translate alike: nothing to see"
+        fresh = answers(client, requests)
+        service = client.app.state.service  # type: ignore[attr-defined]
+        assert len(service._decodings) == 3
+        for _ in range(2):
+            refused = client.post("/v1/translate", json={"q": sentence, "beam_size": 10_000})
+            assert refused.status_code == 400 and "beam" in refused.json()["error"]
+    with TestClient(_app(catalog, NO_CACHE)) as client:
+        for request, expected in zip(requests, fresh, strict=True):
+            assert answers(client, [request]) == [expected]
+            client.app.state.service._decodings.clear()  # type: ignore[attr-defined]
+
+
 def translated(text: str, words: int) -> list[DecodedLine]:
     """A line's translation as the server holds it: its subwords and one hypothesis, `words` long."""
     pieces = [f"▁{text[:8]}{i}" for i in range(words)]
