@@ -282,14 +282,21 @@ NO_REPORT = ["--set", "train.final_report=false"]  # for tests of training alone
 FAST = ["--max-steps", "10", *NO_REPORT]
 
 
-@pytest.fixture
-def kept_run(tiny: Path, small_corpus: Path, tmp_path: Path) -> Path:
-    """10 steps validated every 5, both validations kept as snapshots and averaged."""
-    run = tmp_path / "kept"
+@pytest.fixture(scope="session")
+def kept_master(tiny: Path, small_corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """10 steps validated every 5, both validations kept as snapshots and averaged: trained once, read only
+    through `kept_run`'s copies."""
+    run = tmp_path_factory.mktemp("kept") / "kept"
     keep = ["--set", "train.keep_checkpoints=2", "--set", "train.average_checkpoints=2"]
     code, _, err = run_cli(*train_args(tiny, small_corpus, run, *FAST, *keep))
     assert code == 0, err
     return run
+
+
+@pytest.fixture
+def kept_run(kept_master: Path, tmp_path: Path) -> Path:
+    """A test's own copy of `kept_master`, to resume, damage or overwrite."""
+    return Path(shutil.copytree(kept_master, tmp_path / "kept"))
 
 
 def train_losses(run_dir: Path) -> list[tuple[int, float]]:
