@@ -39,6 +39,10 @@ def test_benchmark_reports_training_and_decoding_figures(small_corpus: Path, tmp
         "train.static_shapes=true",
         "--set",
         "train.max_shapes=4",
+        "--set",
+        "search.max_len_a=1.0",  # an untrained model decodes to the limit: each step is profiled, one step
+        "--set",
+        "search.max_len_b=2",  # is as good as the next, and half as many halve the profiler's work
     )
     assert code == 0, err
     result = json.loads(out.read_text())
