@@ -2,10 +2,13 @@
 few modules directly in nmt/, and translating a sentence loads no training code."""
 
 import ast
+import json
 import re
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from tests.conftest import ROOT
 
@@ -178,34 +181,39 @@ def python(code: str) -> str:
     return subprocess.run(command, capture_output=True, text=True, cwd=ROOT, check=True).stdout.strip()
 
 
-def test_translating_a_sentence_loads_no_training_code(trained_run: Path, corpus: Path) -> None:
-    """The translate path of the CLI, run in a fresh process: no module of nmt.train is ever imported."""
+@pytest.fixture(scope="module")
+def training_modules_loaded(trained_run: Path, corpus: Path) -> dict[str, list[str]]:
+    """The modules of nmt.train loaded in one fresh process after the CLI's translate path translated a
+    sentence, and then after the server's app was built over the run (one process: each start costs
+    seconds)."""
     probe = (
-        "import sys, torch\n"
+        "import json, sys, torch\n"
+        "from pathlib import Path\n"
         "from nmt.cli import app\n"
         "from nmt.decode.trained_run import load_run\n"
         "from nmt.decode.translator import TorchTranslator\n"
+        "def training(): return sorted(m for m in sys.modules if m.startswith('nmt.train'))\n"
         f"translator = TorchTranslator.of_run(load_run({str(trained_run)!r}, torch.device('cpu')))\n"
         f"assert translator.translate([{(corpus / 'test.src').read_text().splitlines()[0]!r}])[0]\n"
-        "print(sorted(m for m in sys.modules if m.startswith('nmt.train')))\n"
-    )
-    assert python(probe) == "[]"
-
-
-def test_serving_loads_no_training_code(trained_run: Path) -> None:
-    """The server's app over a loaded run, in a fresh process: no module of nmt.train is ever imported."""
-    probe = (
-        "import sys, torch\n"
-        "from pathlib import Path\n"
-        "from nmt.cli import app\n"
+        "loaded = {'translate': training()}\n"
         "from nmt.serve.app import create_app\n"
         "from nmt.serve.engines import load_catalog\n"
         "from nmt.serve.requests import Limits\n"
         f"catalog = load_catalog([Path({str(trained_run)!r})], 'torch', torch.device('cpu'), None, None)\n"
         "create_app(catalog, Limits(), None, 1000, 0.01)\n"
-        "print(sorted(m for m in sys.modules if m.startswith('nmt.train')))\n"
+        "print(json.dumps(loaded | {'serve': training()}))\n"
     )
-    assert python(probe) == "[]"
+    return json.loads(python(probe))
+
+
+def test_translating_a_sentence_loads_no_training_code(training_modules_loaded: dict[str, list[str]]) -> None:
+    """The translate path of the CLI, run in a fresh process: no module of nmt.train is ever imported."""
+    assert training_modules_loaded["translate"] == []
+
+
+def test_serving_loads_no_training_code(training_modules_loaded: dict[str, list[str]]) -> None:
+    """The server's app over a loaded run, in a fresh process: no module of nmt.train is ever imported."""
+    assert training_modules_loaded["serve"] == []
 
 
 def test_the_run_directory_needs_no_torch() -> None:

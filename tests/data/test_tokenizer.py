@@ -170,22 +170,24 @@ def test_trained_pieces_do_not_depend_on_the_machine(
 def test_training_after_torch_ran_openmp_work_finishes(tmp_path: Path) -> None:
     """sentencepiece's trainer runs OpenMP, whose runtime torch shares: after torch has run OpenMP work in the
     process (two threads), training a unigram model still finishes (in a forked child it hung). Run in a
-    process of its own with a timeout, so that a hang fails the test."""
+    process of its own with a timeout, so that a hang fails the test; the sentences come in a file (importing
+    this module there would import the whole CLI through tests/conftest.py, most of the test's time)."""
     script = (
         "import sys, torch\n"
         "from pathlib import Path\n"
         "from nmt.config.schema import TokenizerConfig\n"
         "from nmt.data.tokenizer import Tokenizer\n"
         "from nmt.data.tokenizer_training import train_sentencepiece\n"
-        "from tests.data.test_tokenizer import zipf_sentences\n"
         "torch.set_num_threads(2)\n"
         "assert torch.rand(4_000_000).exp().sum() > 0\n"
-        "path = Path(sys.argv[1])\n"
+        "path, text = Path(sys.argv[1]), Path(sys.argv[2])\n"
         "cfg = TokenizerConfig(vocab_size=500, model_type='unigram')\n"
-        "train_sentencepiece(cfg, zipf_sentences(3000), path)\n"
+        "train_sentencepiece(cfg, text.read_text(encoding='utf-8').splitlines(), path)\n"
         "print(len(Tokenizer(path)))\n"
     )
-    command = [sys.executable, "-c", script, str(tmp_path / "spm.model")]
+    text = tmp_path / "sentences.txt"
+    text.write_text("".join(line + "\n" for line in zipf_sentences(3000)), encoding="utf-8")
+    command = [sys.executable, "-c", script, str(tmp_path / "spm.model"), str(text)]
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["500"]

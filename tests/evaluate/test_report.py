@@ -3,14 +3,14 @@
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from nmt.evaluate import report as report_module
 from nmt.run.checkpoint_io import load_checkpoint
 from nmt.run.report import SEARCH_KEYS
-from tests.conftest import ROOT, run_cli, train_args
+from tests.conftest import run_cli, train_args
 
 AVERAGE_5 = ("--set", "train.keep_checkpoints=5", "--set", "train.average_checkpoints=5")
 
@@ -74,14 +74,17 @@ def test_report_names_the_package_version(trained_run: Path) -> None:
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
-def test_git_revision_is_not_taken_from_an_unrelated_repository(tmp_path: Path) -> None:
-    """nmt installed inside another git repository (as a venv's site-packages can be) records no revision."""
+def test_git_revision_is_not_taken_from_an_unrelated_repository(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """nmt installed inside another git repository (as a venv's site-packages can be), one with a commit,
+    records no revision: the package's module is placed there (its __file__), in-process."""
     other = tmp_path / "other-repo"
-    shutil.copytree(ROOT / "nmt", other / "site-packages" / "nmt")
+    module = other / "site-packages" / "nmt" / "evaluate" / "report.py"
+    module.parent.mkdir(parents=True)
+    module.write_text("")
+    git = ["git", "-C", str(other), "-c", "user.name=nmt", "-c", "user.email=nmt@example.com"]
     subprocess.run(["git", "init", "-q", str(other)], check=True)
-    probe = "from nmt.evaluate.report import git_revision; print(git_revision())"
-    env = {"PYTHONPATH": str(other / "site-packages"), "PATH": "/usr/bin:/bin"}
-    result = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, env=env, cwd=tmp_path, check=True
-    )
-    assert result.stdout.strip() == "None"
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "unrelated"], check=True)
+    monkeypatch.setattr(report_module, "__file__", str(module))
+    assert report_module.git_revision() is None

@@ -212,19 +212,19 @@ def test_the_least_recently_used_text_leaves_first() -> None:
 
 
 def test_a_cache_full_of_long_texts_stays_within_its_memory_bound() -> None:
-    """40 texts of 20,000 characters with 3,000-subword translations (~0.6 MB each) into a cache of 4 MiB: it
+    """20 texts of 5,000 characters with 750-subword translations (~0.15 MB each) into a cache of 1 MiB: it
     keeps as many as fit (about 6), and what it holds (traced by tracemalloc) stays within the bound."""
-    limits = CacheLimits(entries=1_000_000, mib=4)
-    texts = [f"{i:04d} " + "Wörter " * 2856 for i in range(40)]
+    limits = CacheLimits(entries=1_000_000, mib=1)
+    texts = [f"{i:04d} " + "Wörter " * 714 for i in range(20)]
     cache: TranslationCache[list[DecodedLine]] = TranslationCache(limits)
     tracemalloc.start()
     try:
         before = tracemalloc.get_traced_memory()[0]
-        fill(cache, texts, 3000)
+        fill(cache, texts, 750)
         held = tracemalloc.get_traced_memory()[0] - before
     finally:
         tracemalloc.stop()
-    assert 0 < len(cache) < 40 and cache.stats.evictions == 40 - len(cache)
+    assert 0 < len(cache) < 20 and cache.stats.evictions == 20 - len(cache)
     assert 0.8 * limits.max_bytes < cache.bytes <= limits.max_bytes
     assert held <= limits.max_bytes
 
