@@ -239,6 +239,23 @@ def test_an_argos_package_of_an_imported_run_holds_its_source_model(marian: Path
     assert "source.spm" in readme
 
 
+def test_an_argos_export_of_a_target_model_with_byte_fallback_is_refused(tmp_path: Path) -> None:
+    """Argos decodes with the package's one sentencepiece model, the source's, which would leave the target
+    model's byte pieces (<0xE3>) as text: one line names them and the export that keeps them."""
+    pytest.importorskip("ctranslate2")
+    pytest.importorskip("onnx")
+    marian = write_marian(tmp_path / "opus-mt-de-en", Variant(target_bytes=True), steps=0)
+    assert run_cli("-q", "import", str(marian), "--out", str(tmp_path / "run"))[0] == 0
+    out = tmp_path / "de_en.argosmodel"
+    assert_one_line_error(
+        run_cli("export", str(tmp_path / "run"), str(out), "--to", "argos"),
+        "target.spm has byte-fallback pieces (<0x00>, 256 in all)",
+        "source.spm lacks",
+        "--to ctranslate2",
+    )
+    assert not out.exists() and not [path for path in tmp_path.iterdir() if path.name.startswith(".")]
+
+
 def sharded(marian: Path, tmp_path: Path) -> Path:
     """The model saved by transformers in shards of at most 100 kB (model.safetensors.index.json names
     them), its tokenizer and generation files beside them."""
