@@ -5,9 +5,10 @@
 A MarianMT model of opus-mt-de-en's config (OPUS_MT: d_model 512, 6 + 6 layers; MarianConfig's defaults are
 larger), random weights, saved with save_pretrained beside sentencepiece models and a vocab.json; loaded by
 `MarianMTModel.from_pretrained` and by `nmt import` (which also writes the run), each in a fresh process with
-its libraries imported first (the fastest of --repeats: seconds, resident memory's growth to its peak); then
-the median seconds of a training update (forward, backward, AdamW) of the imported model and of nmt's own
-Transformer of its shape (pre-norm, relu) on the same random batch, alternating, after two warm-up rounds.
+its libraries imported first (the fastest of --repeats: seconds, resident memory's growth to its peak; the
+file transformers maps is read as the weights are first used, after the load); then the median seconds of a
+training update (forward, backward, AdamW) of the imported model and of nmt's own Transformer of its shape
+(pre-norm, relu) on the same random batch, alternating, after two warm-up rounds.
 """
 
 from __future__ import annotations
@@ -55,7 +56,8 @@ def write_model(directory: Path, vocab: int, shape: dict[str, int]) -> Path:
 
 
 def child(task: str, source: str, out: str) -> None:
-    """One measured load in this fresh process: its seconds and resident memory before it, as JSON."""
+    """One measured load in this fresh process: its seconds, resident memory before it and this process's
+    peak (VmHWM: since exec; the ru_maxrss of a child starts at its parent's resident memory), as JSON."""
     import torch  # noqa: F401  (imported before the clock starts, as every library below)
 
     if task == "transformers":
@@ -68,15 +70,15 @@ def child(task: str, source: str, out: str) -> None:
 
         before, started = memory_gib(), time.perf_counter()
         import_model(source, Path(out))
-    print(json.dumps({"seconds": time.perf_counter() - started, "before_mib": before * 1024}))
+    seconds, peak = time.perf_counter() - started, memory_gib("VmHWM")
+    print(json.dumps({"seconds": seconds, "before_mib": before * 1024, "peak_mib": peak * 1024}))
 
 
 def measured(task: str, source: Path, out: Path) -> tuple[float, float]:
     """Seconds and the growth of resident memory (MiB) of one load in a fresh process."""
     command = [sys.executable, "-m", "benchmarks.import_speed", "--child", task, str(source), str(out)]
-    done = fresh_process(command)
-    found = json.loads(done.stdout)
-    return found["seconds"], done.peak_mib - found["before_mib"]
+    found = json.loads(fresh_process(command).stdout)
+    return found["seconds"], found["peak_mib"] - found["before_mib"]
 
 
 def seconds_per_update(run: Path, steps: int, batch: int, length: int) -> tuple[dict[str, float], int]:
@@ -147,6 +149,8 @@ def main(argv: list[str]) -> None:
     ratio = [loads["nmt import"][i] / loads["transformers"][i] for i in (0, 1)]
     rows.append(["nmt import ÷ transformers", f"{ratio[0]:.2f}×", f"{ratio[1]:.2f}×"])
     rows.append(["weights (model.safetensors)", "", f"{weights:.0f} MiB"])
+    grown = ", ".join(f"{loads[task][1] / weights:.2f}×" for task in ("transformers", "nmt import"))
+    rows.append(["memory growth ÷ weights (transformers, nmt import)", "", grown])
     print(table(["loading a model of OPUS-MT's size", "seconds", "memory growth to peak"], rows))
     updates, parameters = seconds_per_update(opts.work / "run0", opts.steps, *opts.batch)
     (imported, ours) = updates.values()

@@ -121,29 +121,30 @@ def hf_state_dict(
     return {name: tensor.contiguous() for name, tensor in hf.items()}
 
 
-def our_state_dict(hf: Mapping[str, Tensor], model: ModelConfig, joint: bool) -> dict[str, Tensor]:
+def our_state_dict(hf: dict[str, Tensor], model: ModelConfig, joint: bool) -> dict[str, Tensor]:
     """A Marian model's weights `hf` under our names (a Transformer of `model`'s settings; `joint`: one
-    vocabulary for both sides), the stream's permutation undone. Of tied names one is enough (save_pretrained
-    keeps one), and those given must hold one matrix (else ValueError naming two); a weight none of whose
-    names is given raises KeyError naming one."""
+    vocabulary for both sides), the stream's permutation undone. Each weight placed leaves `hf`, so that it
+    is freed once moved (the import holds about one copy of the weights, not three); what has no place (the
+    positions) stays. Of tied names one is enough (save_pretrained keeps one), and those given must hold one
+    matrix (else ValueError naming two); a weight none of whose names is given raises KeyError naming one."""
     inverse = torch.argsort(hidden_order(model))
-    blocks: dict[str, dict[int, tuple[str, Tensor]]] = {}
     wanted: dict[str, list[Place]] = {}
     for place in places(model, joint):
         wanted.setdefault(place.ours, []).append(place)
-        if place.hf not in hf:
-            continue
-        tensor = moved(hf[place.hf].squeeze(0) if place.row else hf[place.hf], place.move, inverse)
-        first, kept = blocks.setdefault(place.ours, {}).setdefault(place.part, (place.hf, tensor))
-        if not (kept.shape == tensor.shape and torch.equal(kept, tensor)):
-            raise ValueError(f"{place.hf} differs from {first}, which the config ties it to")
     ours = {}
     for name, group in wanted.items():
-        found = blocks.get(name, {})
+        found: dict[int, tuple[str, Tensor]] = {}  # part → its first transformers name, the tensor
+        for place in (place for place in group if place.hf in hf):
+            tensor = hf.pop(place.hf)
+            tensor = moved(tensor.squeeze(0) if place.row else tensor, place.move, inverse)
+            first, kept = found.setdefault(place.part, (place.hf, tensor))
+            if kept is not tensor and not (kept.shape == tensor.shape and torch.equal(kept, tensor)):
+                raise ValueError(f"{place.hf} differs from {first}, which the config ties it to")
         missing = [place.hf for place in group if place.part not in found]
         if missing:
             raise KeyError(missing[0])
-        ours[name] = torch.cat([found[i][1] for i in range(group[0].parts)])
+        parts = [found.pop(i)[1] for i in range(group[0].parts)]
+        ours[name] = torch.cat(parts) if len(parts) > 1 else parts[0]
     if model.shares_embeddings(joint):
         ours[TGT] = ours[SRC]
     return ours
@@ -156,9 +157,9 @@ def hidden_order(model: ModelConfig) -> Tensor:
 
 
 def moved(tensor: Tensor, move: Move, order: Tensor) -> Tensor:
-    """`tensor` with the hidden dimensions its `move` names put in `order`."""
+    """`tensor` with the hidden dimensions its `move` names put in `order` (a new tensor; "none": itself)."""
     if move == "columns":
-        return tensor[:, order]
+        return tensor.index_select(1, order)  # a quarter of the time of tensor[:, order]
     if move == "rows":
-        return tensor[order]
+        return tensor.index_select(0, order)
     return tensor

@@ -25,10 +25,12 @@ RUN_DIR/config.yaml  best.pt  source.spm  target.spm  vocab.json  [target_vocab.
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
 import shutil
 from collections.abc import Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,6 +47,7 @@ from nmt.errors import UserError
 from nmt.export.directories import check_out_dir, staged_directory
 from nmt.export.hf_names import our_state_dict, places
 from nmt.importing.origin import Origin
+from nmt.models.build import shapes_only
 from nmt.models.config import ModelConfig, TransformerConfig
 from nmt.models.transformer import TransformerSeq2Seq
 from nmt.run.checkpoint import weights_checkpoint
@@ -82,6 +85,14 @@ def import_model(source: str, out_dir: Path) -> Path:
     returns `out_dir`."""
     check_out_dir(out_dir)
     directory, origin = locate(source)
+    with ThreadPoolExecutor(max_workers=1) as pool:  # hashlib frees the GIL: the hashes cost no time
+        hashed = pool.submit(origin.with_files, directory, licence(directory))
+        return write_run(directory, hashed, out_dir)
+
+
+def write_run(directory: Path, origin: Future[Origin], out_dir: Path) -> Path:
+    """The run directory `out_dir` of the MarianMT model in `directory`, with its `origin` (whose files are
+    being hashed meanwhile)."""
     hf_config = read_json(directory / "config.json", "a transformers model directory needs one")
     check_model_type(directory, hf_config)
     joint = not (directory / "target_vocab.json").exists()
@@ -95,8 +106,8 @@ def import_model(source: str, out_dir: Path) -> Path:
             )
     weights_path, weights = read_weights(directory)
     cfg = run_config(directory, hf_config, joint, len(src.pieces), weights)
-    state = our_weights(weights, weights_path, cfg.model, src, tgt, joint)
-    del weights  # only the renumbered tensors are kept, and the model takes them as they are
+    state = our_weights(weights, weights_path, cfg.model, src, tgt, joint)  # empties `weights` as it goes
+    del weights  # what had no place (the positions Marian rebuilds); the model takes `state` as it is
     with staged_directory(out_dir) as tmp:
         for name in ("source.spm", "target.spm"):
             shutil.copyfile(directory / name, tmp / name)
@@ -104,7 +115,7 @@ def import_model(source: str, out_dir: Path) -> Path:
         if not joint:
             write_vocabulary(tmp / "target_vocab.json", tgt.ours)
         tokenizers = load_tokenizers(tmp, joint, "marian")
-        with torch.device("meta"):  # no memory of its own: it takes the renumbered tensors as they are
+        with shapes_only():  # no memory or initial weights of its own: it takes the renumbered tensors
             model = TransformerSeq2Seq(cfg.model, len(tokenizers.src), len(tokenizers.tgt), joint, PAD)
         try:
             model.load_state_dict(state, strict=True, assign=True)
@@ -115,7 +126,7 @@ def import_model(source: str, out_dir: Path) -> Path:
             ) from None
         save_config(cfg, RunDir(tmp).config)
         save_checkpoint(RunDir(tmp).checkpoint("best"), weights_checkpoint(model, cfg, tokenizers, 0))
-        origin.with_files(directory, licence(directory)).write(tmp / "origin.json")
+        origin.result().write(tmp / "origin.json")
     return out_dir
 
 
@@ -226,12 +237,14 @@ def shards(index: Path) -> list[Path]:
 
 
 def read_weight_file(path: Path) -> dict[str, Tensor]:
-    """The tensors of one safetensors or pickled weights file, as float32."""
+    """The tensors of one safetensors or pickled weights file, as float32, each in memory of its own (freed
+    as soon as the import has placed it; safetensors' memory map would keep the whole file resident)."""
     try:
         if path.suffix == ".safetensors":
             from safetensors.torch import load_file
 
-            found = load_file(path)
+            own_memory = {"backend": "pread"} if "backend" in inspect.signature(load_file).parameters else {}
+            found = load_file(path, **own_memory)  # safetensors before 0.8 maps the file
         else:
             found = torch.load(path, map_location="cpu", weights_only=True)
     except ImportError:
@@ -243,7 +256,9 @@ def read_weight_file(path: Path) -> dict[str, Tensor]:
         raise UserError(f"{path} is truncated or corrupt ({reason}); download it again") from None
     if not isinstance(found, dict) or not all(isinstance(t, Tensor) for t in found.values()):
         raise UserError(f"{path} holds no state dict of tensors; it is not a transformers model's weights")
-    return {name: tensor.float() for name, tensor in found.items()}
+    for name, tensor in found.items():
+        found[name] = tensor.float()  # in place: a half-precision tensor is freed once converted
+    return found
 
 
 def run_config(
@@ -345,7 +360,7 @@ def tokenizer_languages(directory: Path) -> tuple[str, str]:
 
 
 def our_weights(
-    weights: Mapping[str, Tensor],
+    weights: dict[str, Tensor],
     path: Path,
     model: ModelConfig,
     src: Vocabulary,
@@ -354,37 +369,37 @@ def our_weights(
 ) -> dict[str, Tensor]:
     """The Marian `weights` (read from `path`) under nmt's names, their vocabulary rows renumbered; a weight
     the config wants but the file lacks, or one the config has no place for, is a UserError naming the
-    file."""
+    file. `weights` is emptied as its tensors are renumbered and placed, each freed once copied."""
     rows = {
         "model.shared.weight": src,
         "model.encoder.embed_tokens.weight": src,
         "model.decoder.embed_tokens.weight": tgt,
         "lm_head.weight": tgt,
     }
-    renumbered = {}
-    for name, tensor in weights.items():
-        side = rows.get(name)
-        if side is not None:
-            if tensor.size(0) != len(side.pieces):
-                raise UserError(
-                    f"{side.path} has {len(side.pieces)} pieces but {path.name}'s {name} has "
-                    f"{tensor.size(0)} rows; the files are of different models"
-                )
-            tensor = tensor[side.order]
-        elif name == "final_logits_bias":
-            tensor = tensor[:, tgt.order] if tensor.size(-1) == len(tgt.pieces) else tensor
-        renumbered[name] = tensor
     known = {place.hf for place in places(model, joint)} | set(rows) | {"final_logits_bias"}
     extra = sorted(
-        name for name in renumbered if name not in known and not name.endswith("embed_positions.weight")
+        name for name in weights if name not in known and not name.endswith("embed_positions.weight")
     )
     if extra:
         raise UserError(
             f"{path} has weights config.json's model has no place for ({extra[0]}, {len(extra)} in all); "
             f"the config and the weights are of different models"
         )
+    for name, side in rows.items():
+        if name not in weights:
+            continue
+        if weights[name].size(0) != len(side.pieces):
+            raise UserError(
+                f"{side.path} has {len(side.pieces)} pieces but {path.name}'s {name} has "
+                f"{weights[name].size(0)} rows; the files are of different models"
+            )
+        order = torch.tensor(side.order)
+        weights[name] = weights[name].index_select(0, order)  # the file's matrix is freed: replaced
+    bias = weights.get("final_logits_bias")
+    if bias is not None and bias.size(-1) == len(tgt.pieces):
+        weights["final_logits_bias"] = bias.index_select(1, torch.tensor(tgt.order))
     try:
-        return our_state_dict(renumbered, model, joint)
+        return our_state_dict(weights, model, joint)
     except KeyError as err:
         raise UserError(
             f"{path} lacks the weight {err.args[0]} that config.json's model has; the config and the "

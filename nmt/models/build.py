@@ -3,7 +3,12 @@ and `nmt benchmark` make before any data work."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
 import torch
+from torch.overrides import TorchFunctionMode
 
 from nmt.errors import ConfigError
 from nmt.limits import MAX_PARAMETERS
@@ -24,11 +29,42 @@ def build_model(cfg: ModelConfig, src_vocab: int, tgt_vocab: int, joint_vocab: b
     raise ValueError(f"unknown model type {cfg.type!r}")
 
 
+class _NoInitOnMeta(TorchFunctionMode):
+    """Makes torch.nn.init's functions (which every module's `reset_parameters` and `make_embeddings` call,
+    and which announce themselves through `__torch_function__`) leave a meta tensor as it is; every other
+    call, and every init of a real tensor, goes on as usual."""
+
+    def __torch_function__(
+        self,
+        func: Callable[..., Any],
+        types: Any,
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
+        kwargs = kwargs or {}
+        if getattr(func, "__module__", None) == "torch.nn.init":
+            tensor = args[0] if args else kwargs["tensor"]
+            if tensor.is_meta:
+                return tensor
+        return func(*args, **kwargs)
+
+
+@contextmanager
+def shapes_only() -> Iterator[None]:
+    """Modules built inside have their tensors on the meta device (shapes, no memory) and draw no initial
+    weights: to count parameters, or to build a model whose weights are assigned next (`load_state_dict(...,
+    assign=True)`). Initialising meta tensors does nothing useful and costs seconds: meta `normal_` runs
+    torch's Python reference, whose first call imports torch._dynamo. Models built elsewhere (training on a
+    real device) are initialised as ever, the same seed giving the same weights."""
+    with torch.device("meta"), _NoInitOnMeta():
+        yield
+
+
 def check_model_size(cfg: ModelConfig, vocab_size: int, joint_vocab: bool) -> None:
     """Refuse a model whose weights could not be allocated (counted on the meta device: nothing allocated),
     for vocabularies of at most `vocab_size` pieces."""
     try:
-        with torch.device("meta"):
+        with shapes_only():
             model = build_model(cfg, vocab_size, vocab_size, joint_vocab, pad=0)  # the count ignores the pad
         count = sum(p.numel() for p in model.parameters())
     except (RuntimeError, ValueError, OverflowError, TypeError) as err:  # sizes past what torch can index

@@ -30,13 +30,16 @@ from nmt.models.config import ModelConfig, TransformerConfig
 
 
 def sinusoidal_positions(length: int, d_model: int) -> Tensor:
-    """(length, d_model) float32 table: sin on even dimensions, cos on odd ones. Computed in float64 as
-    transformers computes its own (pos / 10000^(2i/d)), so that the two agree bit for bit: transformers'
-    Marian rebuilds its table when loading a model exported by `nmt export --to huggingface`."""
-    position = torch.arange(length, dtype=torch.float64).unsqueeze(1)  # (length, 1)
-    exponent = torch.arange(0, d_model, 2, dtype=torch.float64) / d_model  # (d_model / 2,)
+    """(length, d_model) float32 table on the CPU: sin on even dimensions, cos on odd ones. Computed in
+    float64 as transformers computes its own (pos / 10000^(2i/d)), so that the two agree bit for bit:
+    transformers' Marian rebuilds its table when loading a model exported by `nmt export --to huggingface`.
+    On the CPU also inside a device context (a model built on the meta device, whose `arange` runs torch's
+    Python reference and imports torch._dynamo: seconds)."""
+    cpu = torch.device("cpu")
+    position = torch.arange(length, dtype=torch.float64, device=cpu).unsqueeze(1)  # (length, 1)
+    exponent = torch.arange(0, d_model, 2, dtype=torch.float64, device=cpu) / d_model  # (d_model / 2,)
     angle = position / 10000.0**exponent  # (length, d_model / 2)
-    table = torch.zeros(length, d_model)
+    table = torch.zeros(length, d_model, device=cpu)
     table[:, 0::2] = torch.sin(angle)
     table[:, 1::2] = torch.cos(angle)
     return table
@@ -63,9 +66,8 @@ class Embedder(nn.Module):
         super().__init__()
         self.embedding, self.start = embedding, start
         self.scale = math.sqrt(embedding.embedding_dim) if scale else 1.0
-        self.register_buffer(
-            "positions", sinusoidal_positions(max_positions, embedding.embedding_dim), persistent=False
-        )
+        table = sinusoidal_positions(max_positions, embedding.embedding_dim)
+        self.register_buffer("positions", table.to(embedding.weight.device), persistent=False)
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, tokens: Tensor, offset: int = 0) -> Tensor:

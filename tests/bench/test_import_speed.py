@@ -23,6 +23,7 @@ def test_the_tables_have_their_rows(tmp_path, capsys: pytest.CaptureFixture[str]
         "nmt import",
         "nmt import ÷ transformers",
         "weights (model.safetensors)",
+        "memory growth ÷ weights (transformers, nmt import)",
         "update, batch 2×6 tokens, cpu",
         "imported (post-norm, swish, logits bias)",
         "nmt Transformer (pre-norm, relu)",

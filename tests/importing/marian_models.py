@@ -46,6 +46,7 @@ class Variant:
     tied: bool = True  # lm_head is the decoder's embedding
     scale: bool = True
     seed: int = 0
+    target_bytes: bool = False  # target.spm falls back to byte pieces (<0xE3>), source.spm does not
 
     @property
     def name(self) -> str:
@@ -59,7 +60,7 @@ def sentences(count: int, words: list[str], seed: int) -> list[str]:
     return [" ".join(draw.choices(words, k=draw.randint(2, 7))) for _ in range(count)]
 
 
-def train_spm(lines: list[str], size: int) -> bytes:
+def train_spm(lines: list[str], size: int, byte_fallback: bool = False) -> bytes:
     model = io.BytesIO()
     spm.SentencePieceTrainer.train(
         sentence_iterator=iter(lines),
@@ -68,6 +69,7 @@ def train_spm(lines: list[str], size: int) -> bytes:
         model_type="unigram",
         character_coverage=1.0,
         hard_vocab_limit=False,
+        byte_fallback=byte_fallback,
         num_threads=1,
         minloglevel=2,
     )
@@ -120,7 +122,10 @@ def write_marian(directory: Path, variant: Variant = Variant(), steps: int = STE
     """A MarianMT model directory of `variant`, trained for `steps` with a non-zero final logits bias."""
     directory.mkdir(parents=True)
     (directory / "source.spm").write_bytes(train_spm(sentences(300, SOURCE_WORDS, 1), 40))
-    (directory / "target.spm").write_bytes(train_spm(sentences(300, TARGET_WORDS, 2), 40))
+    target = train_spm(
+        sentences(300, TARGET_WORDS, 2), 300 if variant.target_bytes else 40, variant.target_bytes
+    )
+    (directory / "target.spm").write_bytes(target)
     if variant.separate:
         src_vocab, tgt_vocab = vocab_of(directory / "source.spm"), vocab_of(directory / "target.spm")
         src_vocab, tgt_vocab = (

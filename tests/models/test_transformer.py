@@ -2,11 +2,12 @@
 
 import pytest
 import torch
+from torch import nn
 
 from nmt.data.special_tokens import PAD
 from nmt.errors import ConfigError
 from nmt.models.attention import SelfAttention
-from nmt.models.build import build_model
+from nmt.models.build import build_model, shapes_only
 from nmt.models.config import ModelConfig, TransformerConfig
 from nmt.models.transformer import TransformerSeq2Seq, sinusoidal_positions
 
@@ -139,3 +140,27 @@ def test_the_residual_free_layer_is_the_one_named_and_must_exist() -> None:
     assert all(layer.ff_block.residual for layer in model.encoder_layers)
     with pytest.raises(ConfigError, match=r"residual_free_layer=3 is no encoder layer"):
         ModelConfig(encoder_layers=3, transformer=TransformerConfig(residual_free_layer=3))
+
+
+def test_the_same_seed_draws_the_same_initial_weights_as_nn_modules_do() -> None:
+    """A model built for training draws its weights as nn's modules draw them, in the order it builds them:
+    the embedding (nn.Embedding's own draw, then Normal(0, d^-1/2) with a zero pad row), then the first
+    encoder layer's fused q/k/v projection (nn.Linear's); a build with `shapes_only` before it (an import's,
+    a size check's) draws nothing, so the seed gives the same weights after it."""
+    arch = TransformerConfig(d_model=16, heads=4, ff_dim=32)
+    cfg = ModelConfig(encoder_layers=2, decoder_layers=2, transformer=arch)
+    torch.manual_seed(7)
+    with shapes_only():
+        shapes = TransformerSeq2Seq(cfg, 30, 30, joint_vocab=True, pad=PAD)
+    model = TransformerSeq2Seq(cfg, 30, 30, joint_vocab=True, pad=PAD)
+    torch.manual_seed(7)
+    embedding = nn.Embedding(30, 16, padding_idx=PAD)
+    nn.init.normal_(embedding.weight, std=16**-0.5)
+    with torch.no_grad():
+        embedding.weight[PAD].zero_()
+    qkv = nn.Linear(16, 48)
+    assert torch.equal(model.src_embed.embedding.weight, embedding.weight)
+    assert torch.equal(model.encoder_layers[0].self_attn.qkv_proj.weight, qkv.weight)
+    assert torch.equal(model.encoder_layers[0].self_attn.qkv_proj.bias, qkv.bias)
+    assert all(tensor.is_meta for tensor in shapes.state_dict().values())
+    assert shapes.state_dict().keys() == model.state_dict().keys()
