@@ -99,7 +99,11 @@ class ExportedTranslator(Translator):
         self, sources: list[list[int]], rule: SearchRule, options: SearchOptions
     ) -> list[list[Hypothesis]]:
         """A decoder tag is CTranslate2's `target_prefix`: forced, counted in its length limit and returned
-        with each hypothesis, from which it is cut."""
+        with each hypothesis, from which it is cut. The batch is nmt's (Translator.search, the server's
+        batcher: `search_cost` within `search.batch_tokens`), handed over whole (`max_batch_size` examples).
+        CTranslate2's own unit, `batch_type="tokens"`, counts examples × the longest source as given (no
+        eos, no beam); a batch of width w within nmt's budget B (count × (L + 1) × w ≤ B) is within
+        CTranslate2's ⌊B / w⌋ tokens (count × L < ⌊B / w⌋), so that budget would never split it further."""
         settings = ctranslate2_search(rule, options)
         if isinstance(rule, Sampling):
             import_ctranslate2().set_random_seed(rule.seed)
