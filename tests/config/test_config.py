@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from nmt.config.schema import Config, replace
+from nmt.config.sections import SearchConfig
 from nmt.config.yaml_file import (
     apply_override,
     from_dict,
@@ -17,6 +19,7 @@ from nmt.config.yaml_file import (
     saved_model_config,
     to_dict,
 )
+from nmt.decode.exported import exported_search
 from nmt.errors import ConfigError, UserError
 from nmt.models.config import ModelConfig, RNNConfig, TransformerConfig
 from tests.conftest import assert_one_line_error, run_cli
@@ -340,6 +343,17 @@ def test_search_batch_size_is_refused_in_one_line_naming_search_batch_tokens(tmp
     saved.write_text("search: {batch_size: 100}\n")
     with pytest.raises(UserError, match=expected):
         load_saved_config(saved)
+
+
+def test_an_export_holding_search_batch_size_is_one_line_naming_the_fix(tmp_path: Path) -> None:
+    """An export's nmt-export.json written before search.batch_tokens: one line, not a traceback."""
+    search = {**dataclasses.asdict(SearchConfig()), "batch_size": 100}
+    del search["batch_tokens"]
+    expected = r"nmt-export.json: unknown key 'search.batch_size'; did you mean 'search.batch_tokens'\?"
+    with pytest.raises(UserError, match=expected) as info:
+        exported_search(tmp_path, {"search": search})
+    assert str(info.value).endswith("export the run again with this nmt")
+    assert exported_search(tmp_path, {"search": dataclasses.asdict(SearchConfig())}) == SearchConfig()
 
 
 def test_flat_model_keys_are_unknown_keys_that_name_their_section(tmp_path: Path) -> None:
