@@ -142,12 +142,10 @@ def serve(catalog: Catalog, settings: Settings) -> None:
     )
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
+    budget = settings.max_batch_tokens
+    log.info("batches of at most %d tokens (sentences × (longest source + eos) × beam)", budget)
     log.info(
-        "serving %s on http://%s:%d, batches within %d tokens (Ctrl-C or SIGTERM to stop)",
-        ", ".join(catalog.engines),
-        shown,
-        port,
-        settings.max_batch_tokens,
+        "serving %s on http://%s:%d (Ctrl-C or SIGTERM to stop)", ", ".join(catalog.engines), shown, port
     )
     if settings.keys is None and not _loopback(host):
         log.warning("listening on %s without --api-key-file: anyone who reaches it can use it", host)
