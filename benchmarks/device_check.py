@@ -186,7 +186,7 @@ tokenizer: {vocab_size: 300}
 model: {encoder_layers: 2, decoder_layers: 2, dropout: 0.1, transformer: {d_model: 64, heads: 4, ff_dim: 128}}
 train: {batch_tokens: 2000, lr: 3.0e-3, warmup_steps: 100, eval_every: 200, eval_max_sentences: 50,
         cuda_graphs: true, amp: true}
-search: {beam_size: 1, batch_size: 100, cuda_graphs: true}
+search: {beam_size: 1, batch_tokens: 4096, cuda_graphs: true}
 """
 
 

@@ -171,7 +171,7 @@ def child_process(
         search = found[job.search]
         request = {"runtime": job.runtime.child, "path": str(job.runtime.path), "sentences": str(sentences)}
         request |= {"beam_size": search.beam_size, "length_penalty": search.length_penalty, "warmup": WARMUP}
-        request |= {"checkpoint": run.checkpoint_name, "batch_size": run.cfg.search.batch_size}
+        request |= {"checkpoint": run.checkpoint_name, "batch_tokens": run.cfg.search.batch_tokens}
         request |= {"threads": args.threads, "repeats": args.repeats}
         request |= {"from": run.cfg.data.src_lang, "to": run.cfg.data.tgt_lang}
         (tmp / "request.json").write_text(json.dumps(request), encoding="utf-8")
@@ -306,7 +306,7 @@ def header(
     cpu = f"{machine()}, {args.threads} threads a runtime"
     load = f"load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after"
     model = f"{run.directory.path} ({run.checkpoint_name}.pt, step {run.checkpoint.get('step')})"
-    batches = f"the first {n} sentences of {source}, batches of {run.cfg.search.batch_size} sorted by length"
+    batches = f"the first {n} sentences of {source}, batches within {run.cfg.search.batch_tokens} tokens"
     software = ", ".join(f"{name} {version}" for name, version in versions.items())
     date = f"{datetime.datetime.now():%Y-%m-%d %H:%M}"
     return f"{model}, {batches}; {cpu} ({load}); {software}; {date}.\n"
@@ -318,8 +318,8 @@ def method(args: argparse.Namespace, run: TrainedRun, rows: int) -> str:
         f"Method: each row (runtime and search) in a fresh process of its own that loads only its runtime; "
         f"an untimed warm-up on {WARMUP} sentences, then the fastest of {args.repeats} passes; {args.rounds} "
         f"interleaved rounds over the {rows} rows, each row its fastest round; {args.threads} threads a "
-        f"runtime; batches of {run.cfg.search.batch_size} sorted by length (Argos Translate: a sentence a "
-        f"call)."
+        f"runtime; batches within {run.cfg.search.batch_tokens} tokens sorted by length (Argos Translate: a "
+        f"sentence a call)."
     )
 
 

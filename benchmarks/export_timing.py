@@ -3,7 +3,7 @@ by the Python of its virtual environment, offline).
 
     python -m benchmarks.export_timing REQUEST.json ANSWER.json
 
-The request names the runtime (`RUNTIMES`), what it loads, the sentences, the search, batch size, threads,
+The request names the runtime (`RUNTIMES`), what it loads, the sentences, the search, batch budget, threads,
 warm-up and repeats; the answer holds the translations, the seconds of the fastest pass, the pid, the runtimes
 imported and the OpenMP libraries mapped. Only the standard library is imported at the top: the CTranslate2
 runtime called directly never loads torch, and Argos Translate's environment holds neither torch nor nmt.
@@ -26,11 +26,16 @@ RUNTIME_MODULES = ("torch", "ctranslate2", "transformers", "sentencepiece")
 VERSIONS = {"argos": ("argos-translate-lt", "ctranslate2")}  # what a runtime's answer names the versions of
 
 
-def by_length(lengths: list[int], batch_size: int) -> list[list[int]]:
-    """Indices `batch_size` at a time in order of length, longest first (nmt.data.batching.sorted_groups,
-    without importing nmt, which imports torch)."""
-    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
-    return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+def by_length(lengths: list[int], batch_tokens: int, beam: int) -> list[list[int]]:
+    """Indices in order of length, longest first, in batches of sentences × (longest + eos) × beam within
+    `batch_tokens` (nmt.data.batching.search_groups, without importing nmt, which imports torch)."""
+    groups: list[list[int]] = []
+    for i in sorted(range(len(lengths)), key=lambda i: -lengths[i]):
+        if groups and (len(groups[-1]) + 1) * (lengths[groups[-1][0]] + 1) * beam <= batch_tokens:
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    return groups
 
 
 def nmt_translator(request: dict[str, Any], engine: str, int8: bool = False) -> Translate:
@@ -52,7 +57,7 @@ def nmt_translator(request: dict[str, Any], engine: str, int8: bool = False) -> 
         beam_size=request["beam_size"],
         length_penalty=request["length_penalty"],
         nbest=1,
-        batch_size=request["batch_size"],
+        batch_tokens=request["batch_tokens"],
     )
     return translator.translate
 
@@ -79,7 +84,7 @@ def ctranslate2_translator(request: dict[str, Any]) -> Translate:
     def translate(sentences: list[str]) -> list[str]:
         pieces = src.encode(sentences, out_type=str)
         outputs = [""] * len(sentences)
-        for group in by_length([len(p) for p in pieces], request["batch_size"]):
+        for group in by_length([len(p) for p in pieces], request["batch_tokens"], request["beam_size"]):
             limits = [max(1, int(np.float32(len(pieces[i]) + 1) * a + b)) for i in group]
             results = translator.translate_batch(
                 [pieces[i] for i in group],
@@ -110,7 +115,7 @@ def transformers_translator(request: dict[str, Any]) -> Translate:
     def translate(sentences: list[str]) -> list[str]:
         ids = tokenizer(sentences, truncation=True)["input_ids"]
         outputs = [""] * len(sentences)
-        for group in by_length([len(i) for i in ids], request["batch_size"]):
+        for group in by_length([len(i) - 1 for i in ids], request["batch_tokens"], request["beam_size"]):
             batch = tokenizer.pad({"input_ids": [ids[i] for i in group]}, return_tensors="pt")
             with torch.inference_mode():
                 generated = model.generate(**batch, num_beams=request["beam_size"])  # (batch, out_len)

@@ -30,6 +30,7 @@ from nmt.data.prepare import prepare_data
 from nmt.data.splits import read_directions
 from nmt.decode.translator import TorchTranslator
 from nmt.device.choice import resolve_device
+from nmt.limits import MAX_SIZE
 from nmt.run.directory import RunDir
 from nmt.train.loop import Trainer
 
@@ -118,7 +119,7 @@ def main() -> None:
             next(iter(read_directions(cfg.data, "test").values())).src[: args.sentences]
         )
         for beam in (1, 5):
-            one_batch = translator.with_search(beam_size=beam, nbest=1, batch_size=len(sources))
+            one_batch = translator.with_search(beam_size=beam, nbest=1, batch_tokens=MAX_SIZE)
             steps = decoding_steps(one_batch, sources)
             for graphs in (False, True):
                 searching = one_batch.with_search(cuda_graphs=graphs)

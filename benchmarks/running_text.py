@@ -294,7 +294,7 @@ def main() -> None:
     found = translations(translator, sources, paragraphs, args.seed, args.repeats)
     base = found["one sentence a line"]
     base_bleu = sacrebleu.corpus_bleu(base.texts, [references]).score
-    print(f"\nbeam {translator.settings.beam_size}, batch {translator.settings.batch_size} sentences")
+    print(f"\nbeam {translator.settings.beam_size}, batches within {translator.settings.batch_tokens} tokens")
     head = ["de→en", "BLEU", "vs one a line", "sentences lacking", "well-formed, every tag", "sentences/s"]
     rows = []
     for name, result in found.items():

@@ -167,7 +167,7 @@ tokenizer: {vocab_size: 200}
 model: {encoder_layers: 1, decoder_layers: 1, dropout: 0.1, transformer: {d_model: 32, heads: 2, ff_dim: 64}}
 train: {device: cpu, batch_tokens: 600, pad_to_multiple: 1, lr: 2.0e-3, warmup_steps: 20, eval_every: 5,
         eval_max_sentences: 20, log_every: 1, max_time: 0.0}
-search: {beam_size: 1, batch_size: 50}
+search: {beam_size: 1, batch_tokens: 1000}
 """
 
 
@@ -192,7 +192,7 @@ tokenizer: {vocab_size: 200}
 model: {encoder_layers: 1, decoder_layers: 1, dropout: 0.1, transformer: {d_model: 32, heads: 2, ff_dim: 64}}
 train: {device: cpu, batch_tokens: 600, pad_to_multiple: 1, lr: 2.0e-3, warmup_steps: 20, eval_every: 5,
         eval_max_sentences: 8, log_every: 5, max_time: 0.0}
-search: {beam_size: 2, batch_size: 50, max_len_a: 1.0, max_len_b: 4}
+search: {beam_size: 2, batch_tokens: 2000, max_len_a: 1.0, max_len_b: 4}
 """
 
 
@@ -227,7 +227,7 @@ tokenizer: {vocab_size: 300}
 model: {encoder_layers: 2, decoder_layers: 2, dropout: 0.0, transformer: {d_model: 64, heads: 4, ff_dim: 128}}
 train: {device: cpu, batch_tokens: 2000, pad_to_multiple: 1, lr: 3.0e-3, warmup_steps: 100, eval_every: 400,
         eval_max_sentences: 50, log_every: 100, max_time: 0.0}
-search: {beam_size: 1, batch_size: 100}
+search: {beam_size: 1, batch_tokens: 2000}
 """
 
 

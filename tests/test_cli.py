@@ -71,8 +71,8 @@ def test_translate_file_to_file_with_beam(trained_run: Path, corpus: Path, tmp_p
         str(out_file),
         "--beam-size",
         "4",
-        "--batch-size",
-        "7",
+        "--batch-tokens",
+        "100",
     )
     assert code == 0, err
     assert len(out_file.read_text().splitlines()) == 100
@@ -346,7 +346,7 @@ def test_translate_with_stdin_closed_or_stdout_full_is_one_line(trained_run: Pat
     [
         (["--beam-size", "0"], ["--beam-size"]),
         (["--beam-size", "1000000"], ["--beam-size", "256"]),
-        (["--batch-size", "0"], ["--batch-size"]),
+        (["--batch-tokens", "0"], ["--batch-tokens"]),
         (["--bogus"], ["--bogus"]),
         (["--device", "mps"], ["unknown device 'mps'"]),
         (["--device", "cuda:99"], ["cuda:99"]),
@@ -439,12 +439,12 @@ def test_search_options_show_their_ranges_and_help_shows_brackets() -> None:
 
 
 def test_a_line_samples_the_same_output_wherever_it_stands(trained_run: Path, corpus: Path) -> None:
-    """The same line and seed: the same sample alone, among others, at the end of a file, at batch size 1
-    and 64, and with the default seed (0) as with --seed 0."""
+    """The same line and seed: the same sample alone, among others, at the end of a file, in a batch of its
+    own (a budget of 1) and of many, and with the default seed (0) as with --seed 0."""
     lines = (corpus / "test.src").read_text().splitlines()[:16]
     sampled = ["translate", str(trained_run), "--sampling", "--temperature", "2.0"]
     alone = run_cli(*sampled, "--seed", "5", input=lines[7] + "\n")[1].splitlines()
-    for extra in (["--batch-size", "1"], ["--batch-size", "64"]):
+    for extra in (["--batch-tokens", "1"], ["--batch-tokens", "4096"]):
         together = run_cli(*sampled, "--seed", "5", *extra, input="".join(f"{x}\n" for x in lines))[1]
         assert together.splitlines()[7] == alone[0]
     moved = "".join(f"{x}\n" for x in [*lines[8:], lines[7]])

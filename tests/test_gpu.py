@@ -170,7 +170,7 @@ def test_decoding_from_cuda_graphs_gives_the_eager_hypotheses(family: str, case:
 
 @pytest.fixture(scope="module")
 def gpu_translator(trained_run: Path) -> TorchTranslator:
-    return TorchTranslator.of_run(load_run(trained_run, CUDA)).with_search(batch_size=64)
+    return TorchTranslator.of_run(load_run(trained_run, CUDA)).with_search(batch_tokens=2048)
 
 
 @pytest.mark.parametrize(

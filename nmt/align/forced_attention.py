@@ -13,7 +13,7 @@ from torch import Tensor
 
 from nmt.align.attention import attended_subwords, layer_attention
 from nmt.align.reading import Reading
-from nmt.data.batching import IntSequence, collate, sorted_groups
+from nmt.data.batching import IntSequence, collate, search_groups
 from nmt.data.language_tags import LanguageTags
 from nmt.device.choice import full_precision
 from nmt.errors import UserError
@@ -64,20 +64,22 @@ def hypotheses_attention(
     model: Seq2Seq,
     sources: Sequence[IntSequence],
     outputs: Sequence[Sequence[IntSequence]],
-    batch_size: int,
+    batch_tokens: int,
     prefix: Sequence[int] = (),
     full_context_layer: int | None = None,
 ) -> list[list[Tensor]]:
     """The attention paid producing each output of each source (its hypotheses' tokens) as
-    `teacher_forced_attention` returns it, teacher-forced after the forced `prefix`, `batch_size` outputs a
-    pass."""
+    `teacher_forced_attention` returns it, teacher-forced after the forced `prefix`, in passes over outputs
+    in their order within `batch_tokens` (nmt/data/batching.py `search_cost`: a pair counts its source and
+    its prefixed output)."""
     srcs = [src for src, found in zip(sources, outputs, strict=True) for _ in found]
     flat = [tokens for found in outputs for tokens in found]
+    lengths = [len(src) + len(prefix) + len(tokens) for src, tokens in zip(srcs, flat, strict=True)]
     paid = iter(
         weights
-        for at in range(0, len(flat), batch_size)
+        for group in search_groups(lengths, batch_tokens, 1, by_length=False)
         for weights in teacher_forced_attention(
-            model, srcs[at : at + batch_size], flat[at : at + batch_size], full_context_layer, prefix
+            model, [srcs[i] for i in group], [flat[i] for i in group], full_context_layer, prefix
         )
     )
     return [[next(paid) for _ in found] for found in outputs]
@@ -98,19 +100,20 @@ def forced_pairs(
     model: Seq2Seq,
     sources: Sequence[IntSequence],
     targets: Sequence[IntSequence],
-    batch_size: int,
+    batch_tokens: int,
     tags: LanguageTags,
     target_language: str,
     full_context_layer: int | None = None,
     progress: Callable[[int], object] | None = None,
 ) -> list[Tensor]:
     """The attention of every layer and head `model` pays producing each target (ids without bos/eos) from its
-    source, teacher-forced in batches of `batch_size` pairs of similar length (`progress` told the size of
-    each): per pair (layers, heads, len(target) + 1, len(source) + 1), rows and columns ending with eos;
-    `full_context_layer` as `teacher_forced_attention` takes it. In float32 on every device. A multilingual
-    model's language tag (of `target_language`) is added where it was trained (the first source token, or the
-    first target token after bos) and its row or column left out: the attention is the words'. Not for an
-    ensemble, which has no teacher-forced pass."""
+    source, teacher-forced in batches of pairs of similar length within `batch_tokens` (nmt/data/batching.py
+    `search_cost`: a pair counts its source and target; `progress` told the size of each): per pair (layers,
+    heads, len(target) + 1, len(source) + 1), rows and columns ending with eos; `full_context_layer` as
+    `teacher_forced_attention` takes it. In float32 on every device. A multilingual model's language tag (of
+    `target_language`) is added where it was trained (the first source token, or the first target token after
+    bos) and its row or column left out: the attention is the words'. Not for an ensemble, which has no
+    teacher-forced pass."""
     if isinstance(model, Ensemble):
         raise UserError("an ensemble has no teacher-forced pass; give one run")
     tagged_sources, tagged_targets, prefix, column = sources, targets, [], 0
@@ -122,7 +125,7 @@ def forced_pairs(
     found: list[Tensor] = []
     order: list[int] = []
     lengths = [len(s) + len(t) for s, t in zip(tagged_sources, tagged_targets, strict=True)]
-    for group in sorted_groups(lengths, batch_size):
+    for group in search_groups(lengths, batch_tokens, 1):
         src, tgt = [tagged_sources[i] for i in group], [tagged_targets[i] for i in group]
         found += teacher_forced_attention(model, src, tgt, full_context_layer)
         order += group

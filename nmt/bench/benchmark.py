@@ -27,6 +27,7 @@ from nmt.data.synthetic import write_reordering_corpus
 from nmt.decode.search import Hypothesis
 from nmt.decode.translator import TorchTranslator
 from nmt.device.choice import resolve_device
+from nmt.limits import MAX_SIZE
 from nmt.run.directory import RunDir
 from nmt.run.metrics import read_metrics
 from nmt.train.loop import Trainer
@@ -164,7 +165,7 @@ def measure_decoding(
     """Decode all `sources` in one batch (after one untimed warm-up run), with or without CUDA graphs; the
     keys of the figures with graphs end in `_graphs`. Without graphs, also the costs of a step."""
     searching = translator.with_search(
-        cuda_graphs=cuda_graphs, beam_size=beam_size, nbest=1, batch_size=len(sources)
+        cuda_graphs=cuda_graphs, beam_size=beam_size, nbest=1, batch_tokens=MAX_SIZE
     )
 
     def run() -> list[list[Hypothesis]]:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 import typer
 
 from nmt.cli.options import (
-    BatchSize,
+    BatchTokens,
     Checkpoint,
     Device,
     RunDirArgument,
@@ -81,7 +81,7 @@ def align(
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Output file (default stdout).")] = None,
     src_lang: SrcLang = None,
     tgt_lang: TgtLang = None,
-    batch_size: BatchSize = None,
+    batch_tokens: BatchTokens = None,
     device: Device = "auto",
     checkpoint: Checkpoint = None,
 ) -> None:
@@ -99,7 +99,7 @@ def align(
 
     if symmetrize is not None and reverse_run is None:
         raise UserError("--symmetrize combines two directions: give the other one's run with --reverse-run")
-    overrides = search_overrides(batch_size=batch_size)
+    overrides = search_overrides(batch_tokens=batch_tokens)
 
     def load(path: Path) -> TrainedRun:
         return load_trained([path], resolve_device(device), checkpoint, overrides)

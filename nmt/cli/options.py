@@ -114,7 +114,7 @@ Checkpoint = Annotated[
     str | None,
     typer.Option(help="best, last or averaged; default: the one the run's report chose (else best)."),
 ]
-BatchSize = Annotated[int | None, search_option("batch_size")]
+BatchTokens = Annotated[int | None, search_option("batch_tokens")]
 RunDirs = Annotated[
     list[Path], typer.Argument(help="Run directories written by `nmt train`; several decode as an ensemble.")
 ]

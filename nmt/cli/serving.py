@@ -26,9 +26,14 @@ def serve(
     beam_size: BeamSize = None,
     checkpoint: Checkpoint = None,
     max_batch_tokens: Annotated[
-        int,
-        typer.Option(min=1, max=MAX_SIZE, help="A batch closes at sentences × longest source × beam size."),
-    ] = 8192,
+        int | None,
+        typer.Option(
+            min=1,
+            max=MAX_SIZE,
+            help="A batch closes at sentences × (longest source + eos) × beam size; default: the served "
+            "models' search.batch_tokens (the smallest).",
+        ),
+    ] = None,
     max_delay_ms: Annotated[
         float,
         typer.Option(min=0, max=60_000, help="… or this long after the last batch, for its clients."),
@@ -108,5 +113,6 @@ def serve(
     beams = [e.beam_size for engines in catalog.engines.values() for e in engines.values()]
     limits = Limits(max_texts=max_texts, max_chars=max_chars, max_beam=max(16, *beams))
     memory = CacheLimits(cache_entries if cache else 0, cache_mib)
-    settings = Settings(host, port, max_batch_tokens, max_delay_ms, limits, keys, access_log, memory)
+    budget = max_batch_tokens or catalog.batch_tokens()
+    settings = Settings(host, port, budget, max_delay_ms, limits, keys, access_log, memory)
     run_server(catalog, settings)

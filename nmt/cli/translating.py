@@ -96,7 +96,7 @@ def translate(
         typer.Option(
             "--interactive/--no-interactive",
             help="Answer each line as soon as it is read (default: when standard input is a terminal); "
-            "otherwise input is read 10,000 lines at a time, whatever --batch-size.",
+            "otherwise input is read 10,000 lines at a time, whatever --batch-tokens.",
         ),
     ] = None,
     *,

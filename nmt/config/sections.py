@@ -376,7 +376,13 @@ class SearchLimits:
         1.5, "output length limit: a × source length + b; this is a", low=0.0, high=1000.0
     )
     max_len_b: int = setting(10, "output length limit: a × source length + b; this is b", low=0, high=100_000)
-    batch_size: int = setting(256, "sentences per decoding batch", low=1, high=MAX_SIZE)
+    batch_tokens: int = setting(
+        16384,
+        "a decoding batch's budget: its sentences × (longest source in subwords + eos) × beam size (a "
+        "sentence over it is searched alone; teacher forcing counts a pair's source and target, beam 1)",
+        low=1,
+        high=MAX_SIZE,
+    )
     cuda_graphs: bool = setting(False, "replay each decoding step from a CUDA graph (CUDA only)", flag=False)
     nbest: int = setting(
         1,

@@ -99,7 +99,8 @@ def from_dict(cls: type[T], raw: Mapping[str, Any], prefix: str = "") -> T:
 
 
 # Names other toolkits (fairseq, Joey NMT, OpenNMT, Hugging Face) give settings of ours, too far from ours in
-# spelling for difflib to find: each → our names for it, the first one among a section's keys is suggested
+# spelling for difflib to find, and our own former names (`search.batch_size`, sentences, became
+# `search.batch_tokens`): each → our names for it, the first one among a section's keys is suggested
 KNOWN_ALIASES = {
     "learning_rate": ("lr",),
     "batch_size": ("batch_tokens",),

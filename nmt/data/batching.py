@@ -225,7 +225,29 @@ def iterate_batches(
         yield collate([corpus.src[i] for i in group], [corpus.tgt[i] for i in group], group, multiple, links)
 
 
-def sorted_groups(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
-    """Indices grouped `batch_size` at a time in order of length (longest first), for decoding."""
-    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
-    return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+def search_cost(sentences: int, longest: int, width: int) -> int:
+    """What a decoding batch costs against a search budget (`search.batch_tokens`, `nmt serve
+    --max-batch-tokens`): its sentences × (the longest source in subwords + eos) × the hypotheses searched
+    per sentence (`width`: the beam). Teacher forcing counts a pair as a sentence of width 1 whose source is
+    the pair's source and target together."""
+    return sentences * (longest + 1) * width
+
+
+def search_groups(
+    lengths: Sequence[int], budget: int | None, width: int, by_length: bool = True
+) -> list[list[int]]:
+    """Indices in order of length, longest first (ties in their order; with `by_length` false, in their own
+    order), cut into batches that each cost at most `budget` (`search_cost` of sentences of these
+    `lengths`): a sentence over the budget alone is a batch of its own. `budget` None: one batch."""
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i]) if by_length else range(len(lengths))
+    groups: list[list[int]] = []
+    longest = 0
+    for i in order:
+        grown = max(longest, lengths[i])
+        if groups and (budget is None or search_cost(len(groups[-1]) + 1, grown, width) <= budget):
+            groups[-1].append(i)
+            longest = grown
+        else:
+            groups.append([i])
+            longest = lengths[i]
+    return groups

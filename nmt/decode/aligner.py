@@ -91,7 +91,7 @@ def force(
     direction: tuple[str | None, str | None] = (None, None),
 ) -> Forced:
     """Teacher-force each target line on its source line (every word encoded on its own) through the run's
-    model, in batches of its `search.batch_size` pairs, in `direction` (source and target language: a
+    model, in batches within its `search.batch_tokens`, in `direction` (source and target language: a
     multilingual run's needs the target); a pair longer than a Transformer's positions is a UserError naming
     its line (the first pair's: `first_line`). The layer that guided alignment trained with full context
     attends with full context here too."""
@@ -117,13 +117,13 @@ def teacher_forced(
     progress: Progress | None = None,
 ) -> list[Tensor]:
     """The attention the translator's model pays producing each target from its source, in its direction and
-    batch size (nmt/align/forced_attention.py `forced_pairs`): per pair (layers, heads, len(target) + 1,
+    batch budget (nmt/align/forced_attention.py `forced_pairs`): per pair (layers, heads, len(target) + 1,
     len(source) + 1)."""
     return forced_pairs(
         translator.model,
         sources,
         targets,
-        translator.settings.batch_size,
+        translator.settings.batch_tokens,
         translator.tags,
         translator.target_language(),
         translator.full_context_layer,

@@ -34,6 +34,7 @@ from nmt.align.attention import attended_subwords
 from nmt.align.reading import SEARCH_READING, Reading
 from nmt.config.multilingual import Direction
 from nmt.config.sections import SearchConfig
+from nmt.config.yaml_file import from_dict
 from nmt.data.language_tags import LanguageTags
 from nmt.data.special_tokens import EOS
 from nmt.data.target_vocabulary import load_target_vocabularies
@@ -41,7 +42,7 @@ from nmt.data.tokenizer import Tokenizers, load_tokenizers
 from nmt.decode.confidence import mean_log_prob
 from nmt.decode.search import Hypothesis, SearchOptions
 from nmt.decode.translator import Translator
-from nmt.errors import UserError
+from nmt.errors import ConfigError, UserError
 from nmt.rules.beam import BeamSearch, Greedy
 from nmt.rules.contract import Part, SearchRule
 from nmt.rules.diverse_beam import DiverseBeamSearch
@@ -99,7 +100,11 @@ class ExportedTranslator(Translator):
         self, sources: list[list[int]], rule: SearchRule, options: SearchOptions
     ) -> list[list[Hypothesis]]:
         """A decoder tag is CTranslate2's `target_prefix`: forced, counted in its length limit and returned
-        with each hypothesis, from which it is cut."""
+        with each hypothesis, from which it is cut. The batch is nmt's (Translator.search, the server's
+        batcher: `search_cost` within `search.batch_tokens`), handed over whole (`max_batch_size` examples).
+        CTranslate2's own unit, `batch_type="tokens"`, counts examples × the longest source as given (no
+        eos, no beam); a batch of width w within nmt's budget B (count × (L + 1) × w ≤ B) is within
+        CTranslate2's ⌊B / w⌋ tokens (count × L < ⌊B / w⌋), so that budget would never split it further."""
         settings = ctranslate2_search(rule, options)
         if isinstance(rule, Sampling):
             import_ctranslate2().set_random_seed(rule.seed)
@@ -228,7 +233,7 @@ def load_export(
         raise UserError(f"CTranslate2 cannot load {path}: {err}") from err
     vocabulary, markers = meta.get("vocabulary", "sentencepiece"), meta.get("terminology") or ()
     tokenizers = load_tokenizers(path, meta["joint_vocabulary"], vocabulary, markers)
-    settings = SearchConfig(**meta["search"])
+    settings = exported_search(path, meta)
     tags = None if meta.get("tags") is None else LanguageTags(tokenizers.src.tag_ids, meta["tags"])
     alignment = meta.get("alignment")
     reading = exported_reading(alignment) if isinstance(alignment, dict) else None
@@ -244,6 +249,15 @@ def load_export(
         vocabularies,
         reading,
     )
+
+
+def exported_search(path: Path, meta: dict[str, Any]) -> SearchConfig:
+    """The search settings an export's META holds; one this nmt does not know (`search.batch_size`, which
+    `search.batch_tokens` replaced) is a one-line UserError naming the fix."""
+    try:
+        return from_dict(SearchConfig, meta["search"], "search.")
+    except ConfigError as err:
+        raise UserError(f"{path / META}: {err}; export the run again with this nmt") from err
 
 
 def export_directions(meta: dict[str, Any]) -> tuple[Direction, ...]:

@@ -20,7 +20,7 @@ import torch
 
 from nmt.config.sections import SearchConfig
 from nmt.config.yaml_file import load_saved_config
-from nmt.decode.exported import META, export_meta, is_export, load_export
+from nmt.decode.exported import META, export_meta, exported_search, is_export, load_export
 from nmt.decode.trained_run import TrainedRun, load_run
 from nmt.decode.translator import TorchTranslator, Translator
 from nmt.errors import UserError
@@ -70,7 +70,7 @@ def choose_engine(engine: str, paths: list[Path], checkpoint: str | None) -> str
 def saved_search(path: Path) -> tuple[SearchConfig, Path]:
     """The search settings of a run directory or an export, and the file that holds them."""
     if is_export(path):
-        return SearchConfig(**json.loads((path / META).read_text(encoding="utf-8"))["search"]), path / META
+        return exported_search(path, export_meta(path)), path / META
     return load_saved_config(path / "config.yaml").search, path / "config.yaml"
 
 

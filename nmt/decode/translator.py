@@ -35,7 +35,7 @@ from nmt.align.subwords import attended_links
 from nmt.config.multilingual import Direction
 from nmt.config.schema import Config, max_source_len
 from nmt.config.sections import SearchConfig
-from nmt.data.batching import IntSequence, collate, sorted_groups
+from nmt.data.batching import IntSequence, collate, search_groups
 from nmt.data.corpus import normalize
 from nmt.data.language_tags import NO_TAGS, LanguageTags
 from nmt.data.target_vocabulary import load_target_vocabularies
@@ -192,10 +192,11 @@ class Translator(ABC):
         `generate` and CTranslate2's `translate_batch` take them; a value out of range is a ConfigError), each
         with its `attention` and word `alignments` when asked. A source longer than `max_source_len` is cut
         to it, with a warning (the one policy: docs/guide.md); an empty source gives one empty hypothesis
-        (score 0). Batches of `batch_size` sentences of similar length are searched in turn (`progress`
-        told the size of each); one that runs out of memory, in halves. With `one_batch`, all are searched
-        as one batch that is never retried, for a caller that isolates failures itself (the server's
-        batcher), so that one policy alone splits a batch.
+        (score 0). Batches of sentences of similar length within `batch_tokens` (nmt/data/batching.py
+        `search_cost`; a sentence over it alone) are searched in turn (`progress` told the size of each);
+        one that runs out of memory, in halves. With `one_batch`, all are searched as one batch that is never
+        retried, for a caller that isolates failures itself (the server's batcher, which closes its batches
+        within its budget), so that one policy alone splits a batch.
 
         `terms`: each source's target terms, which its outputs must hold (nmt/rules/constrained.py); each
         hypothesis then names those it lacks (`unmet_terms`)."""
@@ -207,8 +208,8 @@ class Translator(ABC):
             [Hypothesis([], 0.0, alignment=[] if alignments else None, mean_log_prob=0.0)] for _ in cut
         ]
         nonempty = [i for i, s in enumerate(cut) if s]
-        size = max(1, len(nonempty)) if one_batch else chosen.batch_size
-        for group in sorted_groups([len(cut[i]) for i in nonempty], size):
+        budget = None if one_batch else chosen.batch_tokens
+        for group in search_groups([len(cut[i]) for i in nonempty], budget, rule.width):
             batch = [cut[nonempty[g]] for g in group]
             batch_terms = [wanted[nonempty[g]] for g in group]
             if one_batch:
@@ -424,7 +425,7 @@ class TorchTranslator(Translator):
         target context where guided alignment trained it, if `context`."""
         outputs = [[h.tokens for h in hyps] for hyps in found]
         layer = self.full_context_layer if context else None
-        return hypotheses_attention(self.model, sources, outputs, self.settings.batch_size, prefix, layer)
+        return hypotheses_attention(self.model, sources, outputs, self.settings.batch_tokens, prefix, layer)
 
     def _aligned(
         self, sources: list[list[int]], found: list[list[Hypothesis]], options: SearchOptions

@@ -1,16 +1,16 @@
 """Dynamic batching: the sentences of many requests are queued and decoded together by one task that owns the
 model (Triton's and vLLM's pattern, at the scale of one process).
 
-A batch is closed when its sentences reach the token budget (sentences × longest source, eos included, × beam
-size), or once every client that the previous batch answered is back (as many requests have arrived since it
-was decoded as it answered), or `max_delay` seconds after the previous batch was decoded, whichever comes
-first: the clients just answered send their next sentences within that time and join the ones that queued
-during the decoding, rather than waiting for them to be decoded first; a lone client's next request, or a
-request to an idle server, is decoded at once. It then decodes in the batcher's one thread while new requests
-queue. Sentences batch only with those of the same key (model and search options). A batch takes one sentence
-of each waiting request in turn, so a request of many lines shares every batch with the others rather than
-holding them up. A batch that fails (out of memory above all) is split in halves and retried, so a sentence
-that cannot be decoded fails its own request alone.
+A batch is closed when its sentences reach the token budget (nmt/data/batching.py `search_cost`: sentences ×
+(longest source + eos) × beam size, the unit of `search.batch_tokens`), or once every client that the previous
+batch answered is back (as many requests have arrived since it was decoded as it answered), or `max_delay`
+seconds after the previous batch was decoded, whichever comes first: the clients just answered send their next
+sentences within that time and join the ones that queued during the decoding, rather than waiting for them to
+be decoded first; a lone client's next request, or a request to an idle server, is decoded at once. It then
+decodes in the batcher's one thread while new requests queue. Sentences batch only with those of the same key
+(model and search options). A batch takes one sentence of each waiting request in turn, so a request of many
+lines shares every batch with the others rather than holding them up. A batch that fails (out of memory above
+all) is split in halves and retried, so a sentence that cannot be decoded fails its own request alone.
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 import torch
+
+from nmt.data.batching import search_cost
 
 log = logging.getLogger(__name__)
 
@@ -163,20 +165,21 @@ class Batcher(Generic[K, R]):
         for request in self._queue:
             if request.key == key:
                 left = request.sources[request.handed :]
-                count, longest = count + len(left), max([longest, *(len(s) + 1 for s in left)])
+                count, longest = count + len(left), max([longest, *(len(s) for s in left)])
                 beam = request.beam
-        return count * longest * beam >= self.max_tokens
+        return search_cost(count, longest, beam) >= self.max_tokens
 
     def _take(self, key: K) -> list[tuple[_Request[K, R], int]]:
         """Sentences of `key` for one batch, one from each waiting request in turn, within the budget (at
-        least one sentence); requests whose every sentence is taken leave the queue."""
+        least one sentence: one over the budget is a batch of its own, as everywhere nmt searches);
+        requests whose every sentence is taken leave the queue."""
         requests = [r for r in self._queue if r.key == key]
         batch: list[tuple[_Request[K, R], int]] = []
         longest = 0
         while requests:
             for request in list(requests):
-                length = max(longest, len(request.sources[request.handed]) + 1)
-                if batch and (len(batch) + 1) * length * request.beam > self.max_tokens:
+                length = max(longest, len(request.sources[request.handed]))
+                if batch and search_cost(len(batch) + 1, length, request.beam) > self.max_tokens:
                     return batch
                 batch.append((request, request.handed))
                 longest, request.handed = length, request.handed + 1

@@ -187,6 +187,12 @@ class Catalog:
     engines: dict[str, Engines]
     defaults: dict[Direction, str]
 
+    def batch_tokens(self) -> int:
+        """The batcher's budget unless `nmt serve --max-batch-tokens` gives one: the served models'
+        `search.batch_tokens`, the smallest where they differ."""
+        served = [engine for engines in self.engines.values() for engine in engines.values()]
+        return min(engine.translator.settings.batch_tokens for engine in served)
+
 
 def load_catalog(
     paths: list[Path],

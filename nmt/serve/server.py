@@ -19,6 +19,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from nmt.config.sections import SearchLimits
 from nmt.errors import UserError
 from nmt.serve.cache import CacheLimits
 from nmt.serve.engines import Catalog
@@ -51,7 +52,7 @@ class Settings:
 
     host: str = "127.0.0.1"
     port: int = 8000
-    max_batch_tokens: int = 8192
+    max_batch_tokens: int = SearchLimits.batch_tokens  # nmt/data/batching.py `search_cost`
     max_delay_ms: float = 10.0
     limits: Limits = field(default_factory=Limits)
     keys: frozenset[str] | None = None
@@ -141,6 +142,8 @@ def serve(catalog: Catalog, settings: Settings) -> None:
     )
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
+    budget = settings.max_batch_tokens
+    log.info("batches of at most %d tokens (sentences × (longest source + eos) × beam)", budget)
     log.info(
         "serving %s on http://%s:%d (Ctrl-C or SIGTERM to stop)", ", ".join(catalog.engines), shown, port
     )

@@ -15,7 +15,7 @@ from nmt.align.pharaoh import Link
 from nmt.align.score import AlignmentScores, score_alignments
 from nmt.config.schema import Config
 from nmt.config.sections import AlignmentConfig
-from nmt.data.batching import collate, iterate_batches, sorted_groups
+from nmt.data.batching import collate, iterate_batches, search_groups
 from nmt.data.loader import prefetch
 from nmt.data.prepare import PreparedData
 from nmt.data.tokenizer import Tokenizers
@@ -101,7 +101,7 @@ def alignment_scores(
     assert align is not None
     found: list[set[Link]] = [set() for _ in range(len(gold))]
     lengths = [len(s.ids) + len(t.ids) for s, t in zip(gold.src, gold.tgt, strict=True)]
-    for group in sorted_groups(lengths, cfg.search.batch_size):
+    for group in search_groups(lengths, cfg.search.batch_tokens, 1):
         src, tgt = [gold.src[i] for i in group], [gold.tgt[i] for i in group]
         batch = collate([s.ids for s in src], [t.ids for t in tgt], group).to(device)
         with full_precision(device):
@@ -121,7 +121,7 @@ def _validation_loss(model: Seq2Seq, data: PreparedData, cfg: Config, device: to
     """Per-token cross-entropy (without label smoothing) on the whole validation split."""
     corpus, total, tokens = data.valid_ids, 0.0, 0
     src_len, tgt_len = corpus.lengths()
-    groups = sorted_groups((src_len + tgt_len).tolist(), cfg.search.batch_size)
+    groups = search_groups((src_len + tgt_len).tolist(), cfg.search.batch_tokens, 1)
     for batch in prefetch(iterate_batches(corpus, groups), device):
         with autocast(device, cfg.train.amp):
             logits = model(batch.src, batch.src_mask, batch.tgt_in).logits

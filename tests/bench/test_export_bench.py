@@ -25,7 +25,7 @@ from benchmarks.export_bench import (
     measure,
 )
 from benchmarks.export_timing import by_length, openmp_libraries
-from nmt.data.batching import sorted_groups
+from nmt.data.batching import search_groups
 from tests.argos_offline import harness
 from tests.conftest import ROOT
 
@@ -53,7 +53,7 @@ def test_rounds_are_interleaved_and_each_row_keeps_its_fastest() -> None:
 
 def test_the_childs_batches_are_nmts() -> None:
     lengths = [3, 9, 1, 9, 4, 7, 2]
-    assert by_length(lengths, 3) == sorted_groups(lengths, 3)
+    assert by_length(lengths, 30, 2) == search_groups(lengths, 30, 2)
 
 
 def test_the_openmp_libraries_of_a_process_show_torchs() -> None:

@@ -16,7 +16,7 @@ def test_decoding_steps_are_counted_eagerly_where_steps_are_captured(trained_run
     as the search with graphs takes (on the recorder, whose capture runs a step, a count with graphs on would
     count the captures too)."""
     run = load_run(trained_run, torch.device("cpu"))
-    translator = TorchTranslator.of_run(run).with_search(cuda_graphs=True, beam_size=1, batch_size=64)
+    translator = TorchTranslator.of_run(run).with_search(cuda_graphs=True, beam_size=1, batch_tokens=100_000)
     sources = translator.encode((corpus / "test.src").read_text().splitlines()[:40])
     recorder = Recorder()
     with emulating(recorder):

@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from nmt.config.schema import Config, replace
+from nmt.config.sections import SearchConfig
 from nmt.config.yaml_file import (
     apply_override,
     from_dict,
     load_config,
+    load_saved_config,
     save_config,
     saved_model_config,
     to_dict,
 )
+from nmt.decode.exported import exported_search
 from nmt.errors import ConfigError, UserError
 from nmt.models.config import ModelConfig, RNNConfig, TransformerConfig
 from tests.conftest import assert_one_line_error, run_cli
@@ -135,8 +139,8 @@ def test_overrides_set_nested_values_over_the_file(tmp_path: Path) -> None:
 def test_overrides_create_missing_sections() -> None:
     raw: dict[str, Any] = {}
     apply_override(raw, "search.beam_size=3")
-    apply_override(raw, "search.batch_size = 16")
-    assert raw == {"search": {"beam_size": 3, "batch_size": 16}}
+    apply_override(raw, "search.batch_tokens = 16")
+    assert raw == {"search": {"beam_size": 3, "batch_tokens": 16}}
     assert load_config(None, ["search.beam_size=3"]).search.beam_size == 3
 
 
@@ -186,7 +190,7 @@ def test_d_model_must_divide_by_heads_for_the_transformer() -> None:
         ("train.batch_tokens=0", "train.batch_tokens=0 must be at least 1"),
         ("train.pad_to_multiple=0", "train.pad_to_multiple=0 must be at least 1"),
         ("train.lr=0.0", "train.lr=0.0 must be positive"),
-        ("search.batch_size=0", "search.batch_size=0 must be at least 1"),
+        ("search.batch_tokens=0", "search.batch_tokens=0 must be at least 1"),
         ("search.beam_size=0", "search.beam_size=0 must be at least 1"),
         ("tokenizer.max_sentences=50", "tokenizer.max_sentences=50 must be 0 (all) or over 100"),
         ("train.max_shapes=0", "train.max_shapes=0 must be at least 1"),
@@ -323,6 +327,33 @@ def test_unknown_keys_are_looked_for_in_the_sections() -> None:
 def test_other_toolkits_names_suggest_ours(raw: dict, suggested: str) -> None:
     """Names too far from ours for difflib (learning_rate → lr) come from a table of known aliases."""
     assert f"did you mean '{suggested}'?" in config_error(raw)
+
+
+def test_search_batch_size_is_refused_in_one_line_naming_search_batch_tokens(tmp_path: Path) -> None:
+    """`search.batch_size` (sentences) became `search.batch_tokens` (sentences × longest source × beam): in a
+    config, an override and a run directory's config.yaml, it is an unknown key naming the new one."""
+    expected = r"unknown key 'search.batch_size'; did you mean 'search.batch_tokens'\?"
+    with pytest.raises(ConfigError, match=expected) as info:
+        load_yaml(tmp_path, "search:\n  beam_size: 5\n  batch_size: 100\n")
+    assert len(str(info.value).splitlines()) == 1
+    with pytest.raises(ConfigError, match=expected):
+        load_config(None, ["search.batch_size=100"])
+    saved = tmp_path / "run" / "config.yaml"
+    saved.parent.mkdir()
+    saved.write_text("search: {batch_size: 100}\n")
+    with pytest.raises(UserError, match=expected):
+        load_saved_config(saved)
+
+
+def test_an_export_holding_search_batch_size_is_one_line_naming_the_fix(tmp_path: Path) -> None:
+    """An export's nmt-export.json written before search.batch_tokens: one line, not a traceback."""
+    search = {**dataclasses.asdict(SearchConfig()), "batch_size": 100}
+    del search["batch_tokens"]
+    expected = r"nmt-export.json: unknown key 'search.batch_size'; did you mean 'search.batch_tokens'\?"
+    with pytest.raises(UserError, match=expected) as info:
+        exported_search(tmp_path, {"search": search})
+    assert str(info.value).endswith("export the run again with this nmt")
+    assert exported_search(tmp_path, {"search": dataclasses.asdict(SearchConfig())}) == SearchConfig()
 
 
 def test_flat_model_keys_are_unknown_keys_that_name_their_section(tmp_path: Path) -> None:

@@ -31,7 +31,7 @@ def kept(key: str, value: Any) -> str:
 
 def effect(settings: Any) -> tuple:
     """What a search config changes in a translation: its rule, its options and its batches."""
-    return rule_of(settings), search_options(settings), settings.batch_size
+    return rule_of(settings), search_options(settings), settings.batch_tokens
 
 
 def given_pairs() -> list[dict[str, Any]]:

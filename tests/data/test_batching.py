@@ -16,7 +16,8 @@ from nmt.data.batching import (
     iterate_batches,
     length_order,
     round_up,
-    sorted_groups,
+    search_cost,
+    search_groups,
     token_budget_groups,
 )
 from nmt.data.special_tokens import BOS, EOS, PAD
@@ -159,9 +160,20 @@ def test_iterate_batches_yields_the_grouped_examples(reordering_corpus: EncodedC
     assert sorted(seen) == list(range(len(reordering_corpus)))
 
 
-def test_sorted_groups_go_longest_first() -> None:
-    assert sorted_groups([3, 9, 1, 5, 7], batch_size=2) == [[1, 4], [3, 0], [2]]
-    assert sorted_groups([], batch_size=4) == []
+def test_search_groups_go_longest_first_within_the_budget() -> None:
+    """Sentences × (longest + eos) × width at most the budget: 2 × 10 fits 20, 3 × 10 does not."""
+    assert search_groups([3, 9, 1, 5, 7], 20, 1) == [[1, 4], [3, 0, 2]]
+    assert search_groups([3, 3, 3], 16, 2) == [[0, 1], [2]]  # 2 × 4 × 2 = 16 fits, 3 × 4 × 2 does not
+    assert search_groups([2, 9, 2], 12, 1) == [[1], [0, 2]]
+    assert search_groups([2, 9, 2], 12, 1, by_length=False) == [[0], [1], [2]]  # in their order
+    assert search_groups([4, 4, 4], None, 5) == [[0, 1, 2]]  # no budget: one batch
+    assert search_groups([], 8, 1) == []
+
+
+def test_a_sentence_over_the_budget_is_a_batch_of_its_own() -> None:
+    assert search_groups([50, 2, 2], 10, 1) == [[0], [1, 2]]
+    assert search_groups([4, 4], 1, 5) == [[0], [1]]
+    assert search_cost(2, 4, 5) == 2 * (4 + 1) * 5
 
 
 def budget_groups_loop(corpus: EncodedCorpus, batch_tokens: int, seed: int, multiple: int) -> list[list[int]]:

@@ -191,7 +191,7 @@ def test_out_of_memory_in_translation_retries_in_halves(
     trained_run: Path, corpus: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     translator = TorchTranslator.of_run(load_run(trained_run, torch.device("cpu")))
-    translator = translator.with_search(beam_size=1, nbest=1, batch_size=12)
+    translator = translator.with_search(beam_size=1, nbest=1, batch_tokens=100_000)  # one batch
     sources = translator.encode((corpus / "test.src").read_text().splitlines()[:12])
     expected = translator.search(sources)
     real_search, sizes = nmt.decode.translator.search, []

@@ -20,7 +20,7 @@ def test_the_search_label_states_every_setting_the_search_reads_off_its_default(
     assert search_label(SearchConfig(sampling=True, top_k=10, beam_size=1)) == "sampling.top_k=10"
     diverse = SearchConfig(beam_size=3, diverse_groups=3, no_repeat_ngram_size=2)
     assert search_label(diverse) == "beam3.diverse_groups=3.no_repeat_ngram_size=2"
-    assert search_label(SearchConfig(nbest=3, batch_size=8)) == "beam5"  # the best hypothesis is the same
+    assert search_label(SearchConfig(nbest=3, batch_tokens=8)) == "beam5"  # the best hypothesis is the same
     assert search_record(SearchConfig(sampling=True, beam_size=1)) == {"rule": "sampling", "sampling": True}
 
 

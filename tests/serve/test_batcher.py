@@ -82,6 +82,22 @@ def test_the_token_budget_closes_batches() -> None:
     assert [len(b) for b in script.batches] == [3, 3, 3, 3]
 
 
+def test_a_sentence_over_the_budget_is_decoded_alone() -> None:
+    """The policy of every search (nmt/data/batching.py `search_groups`): a sentence that alone costs more
+    than the budget is a batch of its own, and the next batch takes the sentences after it."""
+    script = Script()
+
+    async def main() -> list[Any]:
+        batcher = Batcher(script, max_tokens=10, max_delay=10.0)
+        task = await started(batcher)
+        found = await batcher.translate("k", [[1] * 20, [2], [3]], 1)
+        await stop(batcher, task)
+        return found
+
+    assert run(main) == [("k", 20), ("k", 2), ("k", 3)]
+    assert script.batches == [[[1] * 20], [[2], [3]]]  # 2 × (1 + 1) × 1 = 4 within 10
+
+
 def test_clients_answered_together_join_those_that_queued_meanwhile() -> None:
     """Three clients start; three more come while the first batch decodes. Each client sends its next
     sentence once answered: after the first batch, every batch holds all six, instead of two groups of three

@@ -126,7 +126,7 @@ def test_rnn_trains_with_nproc(corpus: Path, tmp_path: Path) -> None:
         model={"rnn": {"embedding_size": 32, "hidden_size": 32}},
         tokenizer={"vocab_size": 200},
         train={"device": "cpu", "max_time": 0.0, "log_every": 1, "batch_tokens": 600, "accumulate": 2},
-        search={"batch_size": 100},
+        search={"batch_tokens": 2000},
     )
     config = write_config(fast(cfg), tmp_path / "rnn.yaml")
     result = nmt_train(

@@ -158,7 +158,7 @@ tokenizer: {vocab_size: 300}
 model: {encoder_layers: 2, decoder_layers: 2, dropout: 0.0, transformer: {d_model: 64, heads: 4, ff_dim: 128}}
 train: {device: cpu, batch_tokens: 2000, pad_to_multiple: 1, lr: 3.0e-3, warmup_steps: 100, eval_every: 200,
         eval_max_sentences: 50, log_every: 100, max_time: 0.0}
-search: {beam_size: 1, batch_size: 100}
+search: {beam_size: 1, batch_tokens: 2000}
 """
 
 

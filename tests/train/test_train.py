@@ -51,7 +51,7 @@ def tiny_config(corpus: Path, **train_fields: object) -> Config:
         },
         tokenizer={"vocab_size": 200},
         train=fields,
-        search={"batch_size": 100},
+        search={"batch_tokens": 2000},
     )
 
 
