@@ -402,10 +402,10 @@ def measure(work: Path, data: Path) -> dict:
             }
         entry["agreement"] = percent(agreement(work, pair, readings))
         results["kinds"][kind] = entry
-    results["diagonal"] = both_ways(*(diagonal(text["en"], text["fr"], src) for src, _ in DIRECTIONS), gold)
+    results["diagonal"] = both_ways([diagonal(text["en"], text["fr"], src) for src, _ in DIRECTIONS], gold)
     eflomal = [linked(work / "eflomal" / f"{name}.links")[-447:] for name in ("forward", "reverse")]
     seconds = float((work / "eflomal" / "seconds").read_text())
-    results["eflomal"] = both_ways(*eflomal, gold) | {"seconds": seconds}
+    results["eflomal"] = both_ways(eflomal, gold) | {"seconds": seconds}
     fixtures = data / "alignment" / "reference-outputs"
     results["fixtures"] = {
         name: by_split(scored(linked(fixtures / folder / "test.enfr.grow-diagonal.talp"), gold))
@@ -414,10 +414,10 @@ def measure(work: Path, data: Path) -> dict:
     return results
 
 
-def both_ways(forward: Sequence[set[Link]], reverse: Sequence[set[Link]], gold: list[SentenceLinks]) -> dict:
-    """The scores of links from English and from French (English word first), and symmetrized."""
-    found = {"en-fr": by_split(scored(forward, gold)), "fr-en": by_split(scored(reverse, gold))}
-    return found | {"symmetrized": symmetrized(forward, reverse, gold)}
+def both_ways(links: Sequence[Sequence[set[Link]]], gold: list[SentenceLinks]) -> dict:
+    """The scores of links from English and from French (`links`, English word first), and symmetrized."""
+    found = {"en-fr": by_split(scored(links[0], gold)), "fr-en": by_split(scored(links[1], gold))}
+    return found | {"symmetrized": symmetrized(links[0], links[1], gold)}
 
 
 def linked(path: Path) -> list[set[Link]]:
