@@ -21,9 +21,7 @@ from benchmarks.common import table as markdown
 
 ROWS = [  # (key in nmt benchmark's JSON, row label, format)
     ("train_target_tokens_per_s", "training target tok/s", "{:,.0f}"),
-    ("train_tokens_per_s", "training source+target tok/s", "{:,.0f}"),
     ("ms_per_step", "ms per update", "{:.1f}"),
-    ("epoch_seconds", "epoch (s)", "{:.1f}"),
     ("peak_memory_allocated_gib", "peak memory allocated (GiB)", "{:.2f}"),
     ("seconds_to_bleu", "seconds to validation BLEU target", "{:.1f}"),
     ("beam1_sent_per_s", "greedy decoding sent/s", "{:,.0f}"),
@@ -31,11 +29,10 @@ ROWS = [  # (key in nmt benchmark's JSON, row label, format)
     ("beam1_sent_per_s_graphs", "greedy decoding sent/s, CUDA graphs", "{:,.0f}"),
     ("beam5_sent_per_s_graphs", "beam-5 decoding sent/s, CUDA graphs", "{:,.0f}"),
     ("kernel_launches_per_update", "kernel launches per update", "{:,.0f}"),
-    ("operators_per_update", "operators per update", "{:,.0f}"),
     ("host_syncs_per_update", "host syncs per update", "{:.1f}"),
     ("gpu_busy_fraction", "GPU busy (kernel time ÷ wall time)", "{:.0%}"),
     ("shapes_captured_or_compiled", "step shapes captured / compiled", "{}"),
-    ("peak_resident_memory_gib", "peak resident host memory (GiB)", "{:.2f}"),
+    ("capture_or_compile_seconds", "capture / compile seconds", "{:.1f}"),
 ]
 
 
@@ -46,33 +43,20 @@ def parse_variant(text: str) -> tuple[str, Path, list[str]]:
     return name or Path(config).stem, Path(config), overrides
 
 
-def ceiling_figures(ceiling: dict) -> dict[str, float]:
-    """The ceiling's eager and compiled target tok/s at its first (reference) batch shape without a source
-    mask, and its greedy sent/s."""
-    runs = ceiling.get("train", [])
-    shape = (runs[0]["B"], runs[0]["S"], runs[0]["T"]) if runs else None
-    reference = [r for r in runs if (r["B"], r["S"], r["T"]) == shape]
-    unmasked = [r for r in reference if not r["src_pad_mask"]]
-    figures = {"compiled" if r["compiled"] else "eager": r["tgt_tok_per_s"] for r in reversed(unmasked)}
-    if "greedy_kvcache" in ceiling.get("decode", {}):
-        figures["greedy"] = ceiling["decode"]["greedy_kvcache"]["sent_per_s"]
-    return figures
-
-
 def table(results: dict[str, dict], ceiling: dict) -> str:
-    """Markdown: one column per benchmarked config, then the ceiling; a last row of ratios to its compiled
-    training speed."""
-    names = list(results)
-    limits = ceiling_figures(ceiling)
-    shown = {"eager": "—", "compiled": "—", "greedy": "—"} | {k: f"{v:,.0f}" for k, v in limits.items()}
+    """Markdown: one column per benchmarked config, then the ceiling's eager and compiled target tok/s at its
+    first batch shape without a source mask; a last row of ratios to its compiled training speed."""
+    runs = ceiling.get("train", [])
+    shape = [(r["B"], r["S"], r["T"]) for r in runs[:1]]
+    unmasked = [r for r in runs if [(r["B"], r["S"], r["T"])] == shape and not r["src_pad_mask"]]
+    limits = {"compiled" if r["compiled"] else "eager": r["tgt_tok_per_s"] for r in reversed(unmasked)}
+    shown = {"eager": "—", "compiled": "—"} | {k: f"{v:,.0f}" for k, v in limits.items()}
+    greedy = ceiling.get("decode", {}).get("greedy_kvcache", {}).get("sent_per_s")
     ceiling_cells = {
         "train_target_tokens_per_s": f"eager {shown['eager']} / compiled {shown['compiled']}",
-        "beam1_sent_per_s": shown["greedy"],
+        "beam1_sent_per_s": "—" if greedy is None else f"{greedy:,.0f}",
     }
-    first_run = next(iter(ceiling.get("train", [])), None)
-    batch = (
-        f"fixed {first_run['B']}×{first_run['S']}×{first_run['T']} batch" if first_run else "no training run"
-    )
+    batch = f"fixed {'×'.join(map(str, shape[0]))} batch" if shape else "no training run"
     rows = []
     for key, label, fmt in ROWS:
         found = [fmt.format(r[key]) if r.get(key) is not None else "—" for r in results.values()]
@@ -80,18 +64,14 @@ def table(results: dict[str, dict], ceiling: dict) -> str:
     if "compiled" in limits:
         ratios = [f"{r['train_target_tokens_per_s'] / limits['compiled']:.2f}×" for r in results.values()]
         rows.append(["training tok/s ÷ compiled ceiling", *ratios, "1.00×"])
-    lines = [markdown(["figure", *names, f"ceiling ({batch})"], rows)]
     first = next(iter(results.values()), {})
-    lines.append(
-        f"\ndevice: {first.get('device', '?')}, torch {first.get('torch', '?')}, {first.get('dtype', '?')}"
-    )
-    return "\n".join(lines)
+    device = f"device: {first.get('device', '?')}, torch {first.get('torch', '?')}, {first.get('dtype', '?')}"
+    return f"{markdown(['figure', *results, f'ceiling ({batch})'], rows)}\n\n{device}"
 
 
 def main() -> None:
     parse = parser(__doc__)
     parse.add_argument("configs", nargs="+", help="CONFIG or NAME=CONFIG+KEY=VALUE+…")
-    parse.add_argument("--ceiling", type=Path, default=Path(__file__).with_name("ceiling_bench.py"))
     parse.add_argument("--ceiling-budget", type=float, default=120.0, help="seconds for ceiling_bench.py")
     parse.add_argument("--smoke", action="store_true", help="ceiling_bench.py at its tiny CPU sizes")
     parse.add_argument("--data", type=Path, help="corpus directory (default: nmt benchmark's synthetic one)")
@@ -102,19 +82,15 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     ceiling_json = args.out / "ceiling.json"
     if not args.table_only:
+        ceiling = ["-m", "benchmarks.ceiling_bench", "--json", str(ceiling_json)]
         smoke = ["--smoke"] if args.smoke else []
-        budget = ["--time-budget", str(args.ceiling_budget)]
-        run([sys.executable, str(args.ceiling), "--json", str(ceiling_json), *budget, *smoke])
+        run([sys.executable, *ceiling, "--time-budget", str(args.ceiling_budget), *smoke])
         data = ["--data", str(args.data)] if args.data else []
         for name, config, overrides in map(parse_variant, args.configs):
             benchmark = [sys.executable, "-m", "nmt", "benchmark", str(config), *data, *benchmark_options]
             run([*benchmark, *settings(*overrides), "--json", str(args.out / f"{name}.json")], fatal=False)
-    names = [parse_variant(text)[0] for text in args.configs]
-    results = {
-        name: json.loads((args.out / f"{name}.json").read_text())
-        for name in names
-        if (args.out / f"{name}.json").exists()
-    }
+    found = {name: args.out / f"{name}.json" for name, _, _ in map(parse_variant, args.configs)}
+    results = {name: json.loads(path.read_text()) for name, path in found.items() if path.exists()}
     print(table(results, json.loads(ceiling_json.read_text())))
 
 
