@@ -4,8 +4,7 @@ called directly (float32 and int8), nmt's own CTranslate2 engine, Argos Translat
     python -m benchmarks.export_bench --run RUN_DIR --data DIR --work /tmp/nmt-export-bench --threads 2
 
 Each runtime and search is timed in a fresh process loading only that runtime (benchmarks/export_timing.py),
-in interleaved rounds; each child's run goes to --work/export-bench-runs.json. The method: docs/exports.md
-("Speed on 2 CPU cores"). Without --run it trains configs/tiny-transformer.yaml on a synthetic corpus.
+in interleaved rounds; the method: docs/exports.md ("Speed on 2 CPU cores").
 """
 
 from __future__ import annotations
@@ -15,7 +14,6 @@ import datetime
 import importlib.metadata
 import json
 import os
-import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
@@ -24,9 +22,8 @@ from pathlib import Path
 
 import torch
 
-from benchmarks.common import NMT_COMMAND, ROOT, fresh_process, machine, parser, table
+from benchmarks.common import fresh_process, machine, parser, table
 from nmt.data.splits import read_directions
-from nmt.data.synthetic import write_reordering_corpus
 from nmt.decode.loading import load_trained
 from nmt.decode.trained_run import TrainedRun
 from nmt.evaluate.scores import score
@@ -36,7 +33,6 @@ from nmt.export.huggingface import export_run as export_huggingface
 from tests.argos_offline import harness
 
 WARMUP = 20  # sentences translated untimed first
-RUNTIMES = ("int8", "nmt-int8", "nmt-ctranslate2", "huggingface", "argos")  # those --without can leave out
 NMT = "nmt translate (PyTorch)"
 NMT_INT8 = "nmt translate --int8 (PyTorch, int8 linear layers)"
 CT2 = "CTranslate2 float32"
@@ -54,8 +50,8 @@ class Search:
 
 @dataclass(frozen=True)
 class Runtime:
-    """A row's runtime: how its child loads it (a key of benchmarks/export_timing.py RUNTIMES, or 'argos'),
-    from which directory or package, and the keys of the searches it runs (greedy, beam, argos)."""
+    """A row's runtime: its child's key in benchmarks/export_timing.py RUNTIMES, what that loads, and the keys
+    of the searches it runs (greedy, beam, argos)."""
 
     name: str
     child: str
@@ -73,8 +69,7 @@ class Job:
 
 @dataclass(frozen=True)
 class Answer:
-    """What one child reports: the translations, the seconds of its fastest pass, its pid, the runtimes it
-    imported and the OpenMP libraries it mapped."""
+    """What one child reports (its pid, the runtimes it imported and the OpenMP libraries it mapped)."""
 
     translations: list[str]
     seconds: float
@@ -86,35 +81,20 @@ class Answer:
 Child = Callable[[Job], Answer]
 
 
-def train_run(work: Path, steps: int) -> Path:
-    """The tiny Transformer trained on a fresh Multi30k-sized synthetic corpus in `work`."""
-    data = write_reordering_corpus(work / "data", train=29_000, valid=1_014, test=1_000, vocab=300)
-    run_dir = work / "run"
-    command = [*NMT_COMMAND, "train", str(ROOT / "configs" / "tiny-transformer.yaml"), "--data", str(data)]
-    command += ["--out", str(run_dir), "--device", "cpu", "--max-steps", str(steps), "--max-time", "0"]
-    subprocess.run([*command, "--overwrite"], check=True)
-    return run_dir
-
-
-def prepare_runtimes(args: argparse.Namespace, run: TrainedRun, tmp: Path) -> list[Runtime]:
-    """The runtimes that --without leaves in, in the table's order, their exports written in `tmp`."""
-    run_dir, which, left_out = run.directory.path, run.checkpoint_name, set(args.without)
-    all_three = ("greedy", "beam", "argos")
-    float32 = export_run(run_dir, tmp / "ctranslate2-float32", quantization="float32", which=which)
-    runtimes = [Runtime(NMT, "nmt", run_dir, all_three)]
-    if "nmt-int8" not in left_out:
-        runtimes.append(Runtime(NMT_INT8, "nmt-int8", run_dir, ("greedy", "beam")))
-    runtimes.append(Runtime(CT2, "ctranslate2", float32, all_three))
-    if "nmt-ctranslate2" not in left_out:
-        runtimes.append(Runtime(ENGINE, "nmt-ctranslate2", float32, all_three))
-    if "int8" not in left_out:
-        int8 = export_run(run_dir, tmp / "ctranslate2-int8", quantization="int8", which=which)
-        runtimes.append(Runtime("CTranslate2 int8", "ctranslate2", int8, ("greedy", "beam")))
-    if "huggingface" not in left_out:
-        huggingface = export_huggingface(run_dir, tmp / "huggingface", which=which)
-        name = "transformers generate (Hugging Face export)"
-        runtimes.append(Runtime(name, "transformers", huggingface, ("greedy",)))
-    if "argos" not in left_out:
+def prepare_runtimes(run: TrainedRun, tmp: Path, argos: bool) -> list[Runtime]:
+    """The runtimes in the table's order, their exports written in `tmp`."""
+    run_dir, which, all_three = run.directory.path, run.checkpoint_name, ("greedy", "beam", "argos")
+    float32, int8 = (export_run(run_dir, tmp / q, quantization=q, which=which) for q in ("float32", "int8"))
+    huggingface = export_huggingface(run_dir, tmp / "huggingface", which=which)
+    runtimes = [
+        Runtime(NMT, "nmt", run_dir, all_three),
+        Runtime(NMT_INT8, "nmt-int8", run_dir, ("greedy", "beam")),
+        Runtime(CT2, "ctranslate2", float32, all_three),
+        Runtime(ENGINE, "nmt-ctranslate2", float32, all_three),
+        Runtime("CTranslate2 int8", "ctranslate2", int8, ("greedy", "beam")),
+        Runtime("transformers generate (Hugging Face export)", "transformers", huggingface, ("greedy",)),
+    ]
+    if argos:
         package = export_package(run_dir, tmp / "package.argosmodel", which=which)
         runtimes.append(Runtime(ARGOS, "argos", package, ("argos",)))
     return runtimes
@@ -128,11 +108,6 @@ def searches(run: TrainedRun) -> dict[str, Search]:
         "beam": Search(f"beam {beam}, lp {alpha}", beam, alpha),
         "argos": Search("beam 4, lp 0.2 (Argos)", 4, 0.2),
     }
-
-
-def jobs_of(runtimes: list[Runtime], searches: dict[str, Search]) -> list[Job]:
-    """A job per row, search by search, in the runtimes' order (nmt first)."""
-    return [Job(r, key) for key in searches for r in runtimes if key in r.searches]
 
 
 def measure(jobs: list[Job], rounds: int, child: Child) -> tuple[dict[Job, list[Answer]], list[dict]]:
@@ -191,25 +166,16 @@ def child_process(
     return run_child
 
 
-def sentence_pairs(args: argparse.Namespace, run: TrainedRun) -> tuple[list[str], list[str]]:
-    """The first --sentences source sentences of the test split and their references."""
-    (text,) = read_directions(
-        replace(run.cfg.data, dir=str(args.data or args.work / "data")), "test"
-    ).values()
-    return text.src[: args.sentences], text.tgt[: args.sentences]
-
-
 def parse_args() -> argparse.Namespace:
     parse = parser(__doc__)
-    parse.add_argument("--work", type=Path, required=True, help=f"Argos venv (kept), exports, a run, {LOG}")
-    parse.add_argument("--run", type=Path, help="A trained Transformer run (default: train one in --work).")
-    parse.add_argument("--data", type=Path, help="Corpus with test.L or test2016.L (default: --work/data).")
-    parse.add_argument("--steps", type=int, default=1000, help="Training updates when training.")
+    parse.add_argument("--work", type=Path, default=Path("/tmp/nmt-export-bench"), help=f"Argos venv, {LOG}")
+    parse.add_argument("--run", type=Path, required=True, help="A trained Transformer run.")
+    parse.add_argument("--data", type=Path, required=True, help="Corpus with test.L or test2016.L.")
     parse.add_argument("--sentences", type=int, default=1000, help="Test sentences translated.")
     parse.add_argument("--threads", type=int, default=2, help="CPU threads of each runtime.")
     parse.add_argument("--repeats", type=int, default=3, help="Timed passes in a child; the fastest counts.")
     parse.add_argument("--rounds", type=int, default=3, help="Interleaved rounds; the fastest counts.")
-    parse.add_argument("--without", nargs="*", default=[], choices=RUNTIMES, help="Runtimes left out.")
+    parse.add_argument("--without", nargs="*", default=[], choices=["argos"], help="Argos left out.")
     args = parse.parse_args()
     if min(args.repeats, args.rounds, args.sentences, args.threads) < 1:
         parse.error("--repeats, --rounds, --sentences and --threads must be at least 1")
@@ -220,30 +186,24 @@ def main() -> None:
     args = parse_args()
     load_before = os.getloadavg()[0]
     args.work.mkdir(parents=True, exist_ok=True)
-    run = load_trained([args.run or train_run(args.work, args.steps)], torch.device("cpu"))
-    sources, references = sentence_pairs(args, run)
+    run = load_trained([args.run], torch.device("cpu"))
+    (test,) = read_directions(replace(run.cfg.data, dir=str(args.data)), "test").values()
+    sources, references = test.src[: args.sentences], test.tgt[: args.sentences]
     found = searches(run)
     with tempfile.TemporaryDirectory(prefix="exports-", dir=args.work) as tmp:
-        runtimes = prepare_runtimes(args, run, Path(tmp))
+        runtimes = prepare_runtimes(run, Path(tmp), "argos" not in args.without)
         sentences = Path(tmp) / "sentences.json"
         sentences.write_text(json.dumps(sources, ensure_ascii=False), encoding="utf-8")
-        versions = versions_of(runtimes)
-        jobs = jobs_of(runtimes, found)
+        names = ["torch", "ctranslate2", "sentencepiece", "transformers"]  # Argos's come with its rows
+        versions = {name: importlib.metadata.version(name) for name in names}
+        jobs = [Job(r, key) for key in found for r in runtimes if key in r.searches]  # nmt first each search
         answers, record = measure(jobs, args.rounds, child_process(args, run, sentences, found, versions))
     log = {"parent": os.getpid(), "rounds": args.rounds, "rows": len(jobs), "runs": record}
     (args.work / LOG).write_text(json.dumps(log, indent=1), encoding="utf-8")
-    print(header(args, run, len(sources), versions, load_before))
-    print(method(args, run, len(jobs)) + "\n")
+    print(header(args, run, len(sources), versions, load_before, len(jobs)))
     head = ["runtime", "search", "BLEU", "sent/s", "target tok/s", "identical to nmt translate"]
     print(table(head, rows(jobs, answers, found, references, run), left=2))
     print("\n" + "\n".join(notes(jobs, answers, found, len(sources))))
-
-
-def versions_of(runtimes: list[Runtime]) -> dict[str, str]:
-    """The versions of the packages the children load (Argos Translate's environment's come with its rows)."""
-    names = ["torch", "ctranslate2", "sentencepiece"]
-    names += ["transformers"] * any(r.child == "transformers" for r in runtimes)
-    return {n: importlib.metadata.version(n) for n in names}
 
 
 def rows(
@@ -256,21 +216,20 @@ def rows(
     """The table's rows, each job's fastest round."""
     found_rows = []
     for job in jobs:
-        translations, seconds = fastest(answers[job]).translations, fastest(answers[job]).seconds
+        best = fastest(answers[job])
         ours = fastest(answers[next(j for j in jobs if j.search == job.search)]).translations  # nmt's
-        n = len(translations)
-        identical = "—" if job.runtime.name == NMT else f"{same_lines(ours, translations)}/{n}"
-        tokens = sum(len(ids) for ids in run.tokenizers.tgt.encode(translations))
-        bleu = score(translations, references).bleu
-        speeds = [f"{n / seconds:,.0f}", f"{tokens / seconds:,.0f}"]
+        n = len(best.translations)
+        identical = "—" if job.runtime.name == NMT else f"{same_lines(ours, best.translations)}/{n}"
+        tokens = sum(len(ids) for ids in run.tokenizers.tgt.encode(best.translations))
+        bleu = score(best.translations, references).bleu
+        speeds = [f"{n / best.seconds:,.0f}", f"{tokens / best.seconds:,.0f}"]
         found_rows.append([job.runtime.name, found[job.search].name, f"{bleu:.2f}", *speeds, identical])
     return found_rows
 
 
 def notes(jobs: list[Job], answers: dict[Job, list[Answer]], found: dict[str, Search], n: int) -> list[str]:
-    """The lines under the table: nmt's CTranslate2 engine against CTranslate2 called directly, nmt's own
-    searches against CTranslate2 float32, Argos Translate's output against CTranslate2's, and how far the
-    rounds of a row spread."""
+    """The lines under the table: nmt's CTranslate2 engine and nmt's own searches against CTranslate2 called
+    directly, Argos Translate's output against CTranslate2's, and how far the rounds of a row spread."""
     best = {(job.runtime.name, job.search): fastest(answers[job]) for job in jobs}
     lines = []
     against_ct2 = {
@@ -284,8 +243,7 @@ def notes(jobs: list[Job], answers: dict[Job, list[Answer]], found: dict[str, Se
             for key in found
             if (runtime, key) in best
         ]
-        if ratios:
-            lines.append(f"{label}: {'; '.join(ratios)}.")
+        lines.append(f"{label}: {'; '.join(ratios)}.")
     if (ARGOS, "argos") in best:
         same = same_lines(best[(CT2, "argos")].translations, best[(ARGOS, "argos")].translations)
         lines.append(f"Argos Translate's output equals CTranslate2 float32's: {same}/{n}.")
@@ -299,28 +257,23 @@ def same_lines(ours: list[str], theirs: list[str]) -> int:
 
 
 def header(
-    args: argparse.Namespace, run: TrainedRun, n: int, versions: dict[str, str], load_before: float
+    args: argparse.Namespace, run: TrainedRun, n: int, versions: dict[str, str], load_before: float, rows: int
 ) -> str:
-    """What was measured, on what, with what, when."""
-    source = f"the test split of {args.data or args.work / 'data'}"
+    """What was measured, on what, with what, when, and how each row was timed."""
+    budget = run.cfg.search.batch_tokens
+    model = f"{run.directory.path} ({run.checkpoint_name}.pt, step {run.checkpoint.get('step')})"
+    batches = f"the first {n} sentences of the test split of {args.data}, batches within {budget} tokens"
     cpu = f"{machine()}, {args.threads} threads a runtime"
     load = f"load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after"
-    model = f"{run.directory.path} ({run.checkpoint_name}.pt, step {run.checkpoint.get('step')})"
-    batches = f"the first {n} sentences of {source}, batches within {run.cfg.search.batch_tokens} tokens"
     software = ", ".join(f"{name} {version}" for name, version in versions.items())
-    date = f"{datetime.datetime.now():%Y-%m-%d %H:%M}"
-    return f"{model}, {batches}; {cpu} ({load}); {software}; {date}.\n"
-
-
-def method(args: argparse.Namespace, run: TrainedRun, rows: int) -> str:
-    """How each row was timed, in a line."""
-    return (
+    method = (
         f"Method: each row (runtime and search) in a fresh process of its own that loads only its runtime; "
         f"an untimed warm-up on {WARMUP} sentences, then the fastest of {args.repeats} passes; {args.rounds} "
         f"interleaved rounds over the {rows} rows, each row its fastest round; {args.threads} threads a "
-        f"runtime; batches within {run.cfg.search.batch_tokens} tokens sorted by length (Argos Translate: a "
-        f"sentence a call)."
+        f"runtime; batches within {budget} tokens sorted by length (Argos Translate: a sentence a call)."
     )
+    date = f"{datetime.datetime.now():%Y-%m-%d %H:%M}"
+    return f"{model}, {batches}; {cpu} ({load}); {software}; {date}.\n\n{method}\n"
 
 
 if __name__ == "__main__":

@@ -1,12 +1,10 @@
-"""One runtime and one search of benchmarks/export_bench.py, timed in a process of its own (Argos Translate's
-by the Python of its virtual environment, offline).
+"""One runtime and one search of benchmarks/export_bench.py (its request: `child_process` there), timed in a
+process of its own.
 
     python -m benchmarks.export_timing REQUEST.json ANSWER.json
 
-The request names the runtime (`RUNTIMES`), what it loads, the sentences, the search, batch budget, threads,
-warm-up and repeats; the answer holds the translations, the seconds of the fastest pass, the pid, the runtimes
-imported and the OpenMP libraries mapped. Only the standard library is imported at the top: the CTranslate2
-runtime called directly never loads torch, and Argos Translate's environment holds neither torch nor nmt.
+Only the standard library is imported at the top: CTranslate2 called directly never loads torch, and Argos
+Translate's virtual environment holds neither torch nor nmt.
 """
 
 from __future__ import annotations
@@ -39,9 +37,8 @@ def by_length(lengths: list[int], batch_tokens: int, beam: int) -> list[list[int
 
 
 def nmt_translator(request: dict[str, Any], engine: str, int8: bool = False) -> Translate:
-    """`nmt translate` through nmt's loader: a run directory on PyTorch ('torch', on `threads` torch
-    threads; its linear layers in int8 where `int8`), or an export on nmt's CTranslate2 engine
-    ('ctranslate2', `threads` CTranslate2 threads)."""
+    """`nmt translate` through nmt's loader: a run directory on PyTorch ('torch'; int8 linear layers where
+    `int8`), or an export on nmt's CTranslate2 engine ('ctranslate2')."""
     import torch
 
     from nmt.decode.exported import load_export
@@ -53,32 +50,25 @@ def nmt_translator(request: dict[str, Any], engine: str, int8: bool = False) -> 
         loaded = load_translator([path], "torch", torch.device("cpu"), request["checkpoint"], {}, int8)
     else:
         loaded = load_export(path, "cpu", threads)
-    translator = loaded.with_search(
-        beam_size=request["beam_size"],
-        length_penalty=request["length_penalty"],
-        nbest=1,
-        batch_tokens=request["batch_tokens"],
-    )
-    return translator.translate
+    search = {key: request[key] for key in ("beam_size", "length_penalty", "batch_tokens")}
+    return loaded.with_search(nbest=1, **search).translate
 
 
 def ctranslate2_translator(request: dict[str, Any]) -> Translate:
-    """CTranslate2 called directly on the export: sentencepiece pieces in, `translate_batch` on batches
-    sorted by length, with the settings nmt's engine passes (the output limit a × (source + 1) + b, an empty
-    output allowed, padding and bos suppressed), pieces out; no nmt code."""
+    """CTranslate2 called directly on the export, no nmt code: `translate_batch` on batches sorted by length
+    with the settings nmt's engine passes (output limit a × (source + 1) + b, padding and bos suppressed)."""
     import ctranslate2
     import numpy as np
     import sentencepiece
 
     path = Path(request["path"])
     meta = json.loads((path / "nmt-export.json").read_text(encoding="utf-8"))
-    model = "spm.model" if meta["joint_vocabulary"] else "spm.src.model"
-    src = sentencepiece.SentencePieceProcessor(model_file=str(path / model))
-    tgt = (
-        src if meta["joint_vocabulary"] else sentencepiece.SentencePieceProcessor(str(path / "spm.tgt.model"))
-    )
+    names = ["spm.model"] * 2 if meta["joint_vocabulary"] else ["spm.src.model", "spm.tgt.model"]
+    src, tgt = (sentencepiece.SentencePieceProcessor(model_file=str(path / name)) for name in names)
     a, b = np.float32(meta["search"]["max_len_a"]), np.float32(meta["search"]["max_len_b"])
     banned = [[tgt.id_to_piece(tgt.pad_id())], [tgt.id_to_piece(tgt.bos_id())]]
+    options = {"beam_size": request["beam_size"], "length_penalty": request["length_penalty"]}
+    options |= {"min_decoding_length": 0, "max_input_length": 0, "suppress_sequences": banned}
     translator = ctranslate2.Translator(str(path), device="cpu", intra_threads=request["threads"])
 
     def translate(sentences: list[str]) -> list[str]:
@@ -86,15 +76,8 @@ def ctranslate2_translator(request: dict[str, Any]) -> Translate:
         outputs = [""] * len(sentences)
         for group in by_length([len(p) for p in pieces], request["batch_tokens"], request["beam_size"]):
             limits = [max(1, int(np.float32(len(pieces[i]) + 1) * a + b)) for i in group]
-            results = translator.translate_batch(
-                [pieces[i] for i in group],
-                beam_size=request["beam_size"],
-                length_penalty=request["length_penalty"],
-                max_decoding_length=max(limits),
-                min_decoding_length=0,
-                max_input_length=0,
-                suppress_sequences=banned,
-            )
+            batch = [pieces[i] for i in group]
+            results = translator.translate_batch(batch, max_decoding_length=max(limits), **options)
             for i, limit, result in zip(group, limits, results, strict=True):
                 outputs[i] = tgt.decode_pieces(result.hypotheses[0][:limit])
         return outputs
@@ -128,9 +111,8 @@ def transformers_translator(request: dict[str, Any]) -> Translate:
 
 
 def argos_translator(request: dict[str, Any]) -> Translate:
-    """argostranslate with the package installed (in its virtual environment, whose folders the harness
-    sets): a call per sentence, its sentence splitter included, as LibreTranslate makes one per request,
-    on `threads` CTranslate2 threads."""
+    """argostranslate with the package installed (in its virtual environment): a call per sentence, its
+    sentence splitter included, as LibreTranslate makes one per request."""
     os.environ |= {"ARGOS_INTRA_THREADS": str(request["threads"]), "ARGOS_INTER_THREADS": "1"}
     from argostranslate import package, translate
 
