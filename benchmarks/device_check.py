@@ -4,15 +4,14 @@ docs/design.md, "The device check").
     python -m benchmarks.device_check --data DIR --out OUT [--commit SHA] [--stages NAME,NAME] [--budget 420]
     python -m benchmarks.device_check --debt
 
-DIR holds Multi30k's raw files. Each of `STAGES` runs its commands in processes of their own with time limits;
-a stage that would start after `--budget` seconds is skipped; one fails on a non-zero exit or a line saying
-the GPU road was left (`OFF_THE_ROAD`). OUT gets summary.md, summary.json and logs.tar.gz; the exit code is 0
-when every stage that ran passed. `--debt` prints how much GPU-only code (`GPU_PATHS`) changed since the last
-commit that passed (.ci/device-check.json), which .ci/run shows at every run.
+DIR holds Multi30k's raw files. A stage fails on a non-zero exit, a time-out or a line saying the GPU road was
+left (`OFF_THE_ROAD`); OUT gets summary.md, summary.json and logs.tar.gz; the exit code is 1 if one failed.
+`--debt`: the GPU-only code (`GPU_PATHS`) changed since the last commit that passed (.ci/device-check.json).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import platform
@@ -67,11 +66,8 @@ class Check:
         self.logs = work / "logs"
         self.logs.mkdir(parents=True, exist_ok=True)
         path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-        self.env = os.environ | {
-            "NMT_CACHE": str(work / "cache"),
-            "PYTHONUNBUFFERED": "1",
-            "PYTHONPATH": path,
-        }
+        cache = str(work / "cache")
+        self.env = os.environ | {"NMT_CACHE": cache, "PYTHONUNBUFFERED": "1", "PYTHONPATH": path}
 
     def run(self, log: str, *args: str, limit: float) -> str:
         """Run `args`; returns its standard output. RuntimeError names a failure: its exit code, a time-out
@@ -85,12 +81,11 @@ class Check:
         seconds = time.perf_counter() - started
         with (self.logs / f"{log}.log").open("a", encoding="utf-8") as file:
             file.write(f"$ {' '.join(args)}\n# {seconds:.1f} s, exit code {code}\n{err}\n{out[-20000:]}\n")
+        said = err + out
         if code != 0:
-            raise RuntimeError(f"exit code {code}: {last_line(err + out)}")
-        if off := OFF_THE_ROAD.search(err + out):
-            raise RuntimeError(
-                next(line for line in (err + out).splitlines() if off.group(0) in line).strip()
-            )
+            raise RuntimeError(f"exit code {code}: {last_line(said)}")
+        if off := OFF_THE_ROAD.search(said):
+            raise RuntimeError(next(line.strip() for line in said.splitlines() if off.group(0) in line))
         return out
 
     def python(self, log: str, *args: str, limit: float) -> str:
@@ -106,9 +101,8 @@ class Check:
 
     def train(self, log: str, config: str, data: Path, steps: int, *sets: str, limit: float) -> dict:
         """`nmt train` for `steps` updates into work/LOG; returns the figures of its log."""
-        out = self.work / log
         flags = settings("train.final_report=false", "train.max_time=0", "train.patience=0", *sets)
-        where = ["--data", str(data), "--out", str(out)]
+        where = ["--data", str(data), "--out", str(self.work / log)]
         self.nmt(log, "train", config, *where, "--max-steps", str(self.steps(steps)), *flags, limit=limit)
         return training_figures((self.logs / f"{log}.log").read_text(encoding="utf-8"))
 
@@ -145,15 +139,12 @@ def gpu_tests(check: Check) -> dict:
     return {kind: int(n) for n, kind in re.findall(r"(\d+) (passed|failed|skipped|errors?)", out)}
 
 
-def gpu_config(name: str) -> Callable[[Check], dict]:
+def gpu_config(check: Check, name: str) -> dict:
+    """Train the shipped GPU config `name` for its updates in GPU_CONFIGS, validating at its interval."""
     steps, every = GPU_CONFIGS[name]
-
-    def stage(check: Check) -> dict:
-        sets = ["train.keep_checkpoints=0", "train.average_checkpoints=0"]
-        sets.append(f"train.eval_every={check.steps(every)}")
-        return check.train(name, f"configs/{name}.yaml", check.data, steps, *sets, limit=240)
-
-    return stage
+    sets = ["train.keep_checkpoints=0", "train.average_checkpoints=0"]
+    sets.append(f"train.eval_every={check.steps(every)}")
+    return check.train(name, f"configs/{name}.yaml", check.data, steps, *sets, limit=240)
 
 
 def reordering(check: Check) -> Path:
@@ -257,10 +248,8 @@ def benchmark(check: Check) -> dict:
 def profile(check: Check) -> dict:
     args = ["configs/multi30k-transformer.yaml", "--data", str(check.data), "--train-seconds", "20"]
     out = check.python("profile", "-m", "benchmarks.gpu_profile", *args, "--updates", "10", limit=180)
-    return {
-        f"beam {b}, {how} sent/s": speed
-        for b, how, speed in re.findall(r"## beam (\d), ([\w ]+): ([\d,]+)", out)
-    }
+    found = re.findall(r"## beam (\d), ([\w ]+): ([\d,]+)", out)
+    return {f"beam {b}, {how} sent/s": speed for b, how, speed in found}
 
 
 def ceiling(check: Check) -> dict:
@@ -277,7 +266,7 @@ def ceiling(check: Check) -> dict:
 
 STAGES: dict[str, tuple[Callable[[Check], dict], float]] = {  # each stage and the seconds it needs at least
     "gpu-tests": (gpu_tests, 60),
-    **{name: (gpu_config(name), 20) for name in GPU_CONFIGS},
+    **{name: (functools.partial(gpu_config, name=name), 20) for name in GPU_CONFIGS},
     "guided": (guided, 20),
     "multilingual": (multilingual, 20),
     "translate": (translate, 30),
@@ -290,17 +279,13 @@ NEEDS = {"translate": "multi30k-transformer", "align": "guided"}  # the run a st
 
 
 def environment(commit: str) -> dict:
+    """The commit, the date, the GPU and the versions the summary names."""
     import torch
 
     gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else "no CUDA GPU"
-    return {
-        "commit": commit,
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "device": gpu,
-        "torch": torch.__version__,
-        "cuda": torch.version.cuda,
-        "python": platform.python_version(),
-    }
+    date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    versions = {"torch": torch.__version__, "cuda": torch.version.cuda, "python": platform.python_version()}
+    return {"commit": commit, "date": date, "device": gpu} | versions
 
 
 def run_stages(
@@ -324,9 +309,8 @@ def run_stages(
             except Exception as err:  # a stage's failure is its row of the summary; the next stage runs
                 outcomes.append(Outcome(name, "failed", reason=str(err)))
             outcomes[-1].seconds = time.perf_counter() - began
-        print(
-            f"{name}: {outcomes[-1].result} ({outcomes[-1].seconds:.0f} s) {outcomes[-1].reason}", flush=True
-        )
+        last = outcomes[-1]
+        print(f"{name}: {last.result} ({last.seconds:.0f} s) {last.reason}", flush=True)
         write(outcomes)
     return outcomes
 
@@ -347,21 +331,15 @@ def debt() -> str:
     if not RECORD.is_file():
         return "device check: no commit has passed it yet (.ci/device-check.json)"
     record = json.loads(RECORD.read_text())
-    commit = record["commit"]
+    passed = f"device check: last passed at {record['commit'][:12]} on {record['device']} ({record['date']})"
+    command = ["git", "diff", "-M", "--stat", record["commit"], "--", *GPU_PATHS]
     try:
-        diff = subprocess.run(
-            ["git", "diff", "-M", "--stat", commit, "--", *GPU_PATHS],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-        )
+        diff = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
     except FileNotFoundError:  # no git
-        return f"device check: last passed at {commit[:12]} ({record['date']}); no git here to compare"
+        return f"{passed}; no git here to compare"
     if diff.returncode != 0:
-        return f"device check: last passed at {commit[:12]} ({record['date']}), not in this clone's history"
-    changed = diff.stdout.strip() or "nothing"
-    passed = f"last passed at {commit[:12]} on {record['device']} ({record['date']})"
-    return f"device check: {passed}; GPU-only code changed since:\n{changed}"
+        return f"{passed}, not in this clone's history"
+    return f"{passed}; GPU-only code changed since:\n{diff.stdout.strip() or 'nothing'}"
 
 
 def main() -> None:

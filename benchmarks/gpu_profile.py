@@ -2,9 +2,8 @@
 
     python -m benchmarks.gpu_profile configs/multi30k-transformer.yaml --data DIR --train-seconds 60
 
-Trains the config for `--train-seconds`, profiles a few training updates, then greedy and beam-5 search of
-`--sentences` test sentences in one batch, eager and with CUDA graphs: wall time, decoding steps, kernel
-launches, host syncs, GPU busy time and the kernels that take the most time. `--set KEY=VALUE` overrides.
+Trains the config for `--train-seconds`, then profiles `--updates` training updates, and greedy and beam-5
+search of 1,000 test sentences in one batch, eager and with CUDA graphs.
 """
 
 from __future__ import annotations
@@ -22,24 +21,21 @@ from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 
 from benchmarks.common import parser
-from nmt.bench.benchmark import synchronize, timed
+from nmt.bench.benchmark import measure_time_to_bleu, synchronize, timed
 from nmt.bench.profiling import CUDA_GRAPH_LAUNCHES, CUDA_LAUNCHES, CUDA_SYNCS, counting_steps
-from nmt.config.schema import replace
 from nmt.config.yaml_file import load_config
 from nmt.data.prepare import prepare_data
 from nmt.data.splits import read_directions
 from nmt.decode.translator import TorchTranslator
-from nmt.device.choice import resolve_device
 from nmt.limits import MAX_SIZE
 from nmt.run.directory import RunDir
-from nmt.train.loop import Trainer
 
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+SENTENCES, TOP = 1000, 12  # test sentences searched; kernels shown
 
 
-def profiled(work: Callable[[], object], top: int) -> dict[str, object]:
-    """Wall seconds of `work` (after one warm-up run), and its profile: launches, syncs, kernel time, top
-    kernels."""
+def profiled(work: Callable[[], object]) -> dict[str, object]:
+    """Wall seconds of `work` (warmed up) and its profile: launches, syncs, kernel time, top kernels."""
     work()
     _, wall = timed(DEVICE, work)
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
@@ -58,7 +54,7 @@ def profiled(work: Callable[[], object], top: int) -> dict[str, object]:
         "launches": sum(e.name in CUDA_LAUNCHES or e.name in CUDA_GRAPH_LAUNCHES for e in events),
         "syncs": sum(e.name in CUDA_SYNCS for e in events),
         "kernel_s": sum(kernels.values()) / 1e6,
-        "top": [(name, us / 1e3, calls[name]) for name, us in kernels.most_common(top)],
+        "top": [(name, us / 1e3, calls[name]) for name, us in kernels.most_common(TOP)],
     }
 
 
@@ -84,22 +80,17 @@ def report(title: str, result: dict[str, object], units: int, unit: str) -> None
 def main() -> None:
     parse = parser(__doc__)
     parse.add_argument("config", type=Path)
-    parse.add_argument("--set", dest="overrides", action="append", default=[], help="KEY=VALUE overrides")
     parse.add_argument("--data", type=Path, required=True)
     parse.add_argument("--train-seconds", type=float, default=60.0)
     parse.add_argument("--updates", type=int, default=20, help="training updates profiled")
-    parse.add_argument("--sentences", type=int, default=1000)
-    parse.add_argument("--top", type=int, default=12)
     args = parse.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    cfg = load_config(args.config, [f"data.dir={args.data}", "train.final_report=false", *args.overrides])
-    cfg = replace(cfg, train={"max_time": args.train_seconds, "max_steps": 0, "patience": 0})
+    cfg = load_config(args.config, [f"data.dir={args.data}", "train.final_report=false"])
     with tempfile.TemporaryDirectory(prefix="nmt-profile-") as tmp:
         run_dir = RunDir(Path(tmp) / "run")
         run_dir.path.mkdir()
         data = prepare_data(cfg, run_dir.path, reuse_tokenizers=False, cache=Path(tmp) / "cache")
-        trainer = Trainer(cfg, run_dir, data, resolve_device(cfg.train.device))
-        trainer.run()
+        trainer, _ = measure_time_to_bleu(cfg, run_dir, data, DEVICE, 0.0, args.train_seconds)  # no target
         device = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
         print(f"# {args.config.name}: {device}, torch {torch.__version__}")
         progress = trainer.progress
@@ -112,18 +103,16 @@ def main() -> None:
             for batches in updates:
                 trainer.train_step(batches)
 
-        report("training updates", profiled(train, args.top), len(updates), "updates")
-        model = trainer.model.eval()
-        translator = TorchTranslator.of(model, cfg, data.tokenizers)
-        sources = translator.encode(
-            next(iter(read_directions(cfg.data, "test").values())).src[: args.sentences]
-        )
+        report("training updates", profiled(train), len(updates), "updates")
+        translator = TorchTranslator.of(trainer.model.eval(), cfg, data.tokenizers)
+        (test,) = read_directions(cfg.data, "test").values()
+        sources = translator.encode(test.src[:SENTENCES])
         for beam in (1, 5):
             one_batch = translator.with_search(beam_size=beam, nbest=1, batch_tokens=MAX_SIZE)
             steps = decoding_steps(one_batch, sources)
             for graphs in (False, True):
                 searching = one_batch.with_search(cuda_graphs=graphs)
-                result = profiled(lambda t=searching: t.search(sources), args.top)
+                result = profiled(lambda t=searching: t.search(sources))
                 title = f"beam {beam}, {'CUDA graphs' if graphs else 'eager'}"
                 report(f"{title}: {len(sources) / result['wall_s']:,.0f} sent/s", result, steps, "steps")
 

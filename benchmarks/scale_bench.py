@@ -1,11 +1,8 @@
-"""Data preparation at scale, as one Markdown table: synthetic WMT-like corpora of the given sizes prepared as
-`nmt train` does it, up to the first update of the tiny Transformer (docs/benchmarks.md, "Corpora at scale").
+"""Data preparation at scale: synthetic WMT-like corpora prepared as `nmt train` does it, up to the first
+update of the tiny Transformer, as one Markdown table (docs/benchmarks.md, "Corpora at scale").
 
     python -m benchmarks.scale_bench --pairs 100000 1000000 4500000 --work /tmp/nmt-scale
     python -m benchmarks.scale_bench --translate 10000 50000 200000 --work /tmp/nmt-scale
-
-Per size, each in a new process: `cold`, `warm` and `resume` runs, and sentencepiece's own encoding of the
-same text (the reference). --translate times greedy `nmt translate` of that many lines instead.
 """
 
 from __future__ import annotations
@@ -101,20 +98,16 @@ class AnonPeak:
 
 
 def memory(anon_peak: AnonPeak) -> dict[str, float]:
-    """This process's peak RSS (and its children's: the tokenizer trains in one) and peak anonymous memory,
-    and, now, its RSS split into anonymous and file-backed (GiB), with the private part (Rss less shared
-    pages, from smaps_rollup)."""
+    """Peak RSS (this process's, and its children's), peak anonymous memory, and now: RSS anonymous and
+    file-backed, and the private part (smaps_rollup), in GiB."""
     rollup = dict(line.split(":", 1) for line in Path("/proc/self/smaps_rollup").read_text().splitlines()[1:])
-    kib = lambda table, key: int(table[key].split()[0]) / 2**20  # noqa: E731
     return {
         "peak_anon_gib": max(anon_peak.peak, memory_gib("RssAnon")),
         "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
         "child_peak_rss_gib": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2**20,
-        "rss_gib": memory_gib("VmRSS"),
         "rss_anon_gib": memory_gib("RssAnon"),
         "rss_file_gib": memory_gib("RssFile"),
-        "private_gib": kib(rollup, "Private_Clean") + kib(rollup, "Private_Dirty"),
-        "shared_gib": kib(rollup, "Shared_Clean") + kib(rollup, "Shared_Dirty"),
+        "private_gib": sum(int(rollup[k].split()[0]) for k in ("Private_Clean", "Private_Dirty")) / 2**20,
     }
 
 
@@ -167,8 +160,8 @@ def child_train(args: argparse.Namespace) -> None:
 
 
 def child_spm(args: argparse.Namespace) -> None:
-    """CPU-seconds of sentencepiece's batch encoding of the training split's cleaned text, alone (with
-    --gc-paused, Python's cyclic garbage collector off while it runs)."""
+    """CPU-seconds of sentencepiece's batch encoding of the training split's cleaned text (--gc-paused: with
+    Python's cyclic garbage collector off)."""
     from nmt.config.yaml_file import load_config
     from nmt.data.splits import language_split
     from nmt.data.tokenizer import load_tokenizers
@@ -177,14 +170,14 @@ def child_spm(args: argparse.Namespace) -> None:
     tokenizers = load_tokenizers(Path(args.out), cfg.tokenizer.joint)
     if args.gc_paused:
         gc.disable()
-    cpu = wall = 0.0
+    cpu = 0.0
     (direction,) = cfg.data.directions.directions
     for pairs in language_split(cfg.data, "train").pairs(direction, skip_bad_lines=False):
         for side, sentences in ((tokenizers.src, pairs.src), (tokenizers.tgt, pairs.tgt)):
-            started, before = time.time(), cpu_seconds()
+            before = cpu_seconds()
             side.encode(sentences)
-            cpu, wall = cpu + cpu_seconds() - before, wall + time.time() - started
-    Path(f"{args.json}.0").write_text(json.dumps({"spm_cpu": cpu, "spm_wall": wall}))
+            cpu += cpu_seconds() - before
+    Path(f"{args.json}.0").write_text(json.dumps({"spm_cpu": cpu}))
 
 
 # --- the parent ---------------------------------------------------------------------------------------------
@@ -199,9 +192,8 @@ def run_child(
     if nproc > 1:
         command += ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc)]
     command += ["-m", "benchmarks.scale_bench", "--child", mode, "--data", str(data), "--out", str(out)]
-    seconds = fresh_process([*command, "--json", str(json_path), *extra], env).seconds
-    records = [json.loads(Path(f"{json_path}.{rank}").read_text()) for rank in range(nproc)]
-    return [record | {"process_wall": seconds} for record in records]
+    fresh_process([*command, "--json", str(json_path), *extra], env)
+    return [json.loads(Path(f"{json_path}.{rank}").read_text()) for rank in range(nproc)]
 
 
 def measure(pairs: int, work: Path, nproc: int, keep: bool, cold_only: bool = False) -> list[dict[str, Any]]:
@@ -212,11 +204,9 @@ def measure(pairs: int, work: Path, nproc: int, keep: bool, cold_only: bool = Fa
         shutil.rmtree(path, ignore_errors=True)
     env = os.environ | {"NMT_CACHE": str(cache), "PYTHONPATH": str(ROOT)}
     rows, spm = [], []
-    kinds = [("cold", runs / "a", 1, False), ("warm", runs / "b", 1, False)]
-    kinds += [("resume", runs / "a", 2, True)] if nproc == 1 else []
-    kinds = kinds[:1] if cold_only else kinds
-    for kind, out, steps, resume in kinds:
-        flags = [f"--steps={steps}", *(["--resume"] if resume else [])]
+    kinds = [("cold", runs / "a", ["--steps=1"]), ("warm", runs / "b", ["--steps=1"])]
+    kinds += [("resume", runs / "a", ["--steps=2", "--resume"])] if nproc == 1 else []
+    for kind, out, flags in kinds[:1] if cold_only else kinds:
         records = run_child("train", data, out, work / f"{kind}.json", env, *flags, nproc=nproc)
         size = sum(f.stat().st_size for f in cache.rglob("*") if f.is_file()) / 2**20
         rows += [{"pairs": pairs, "run": kind, "cache_mib": size, "nproc": nproc, **r} for r in records]
