@@ -205,7 +205,7 @@ def train(work: Path, kind: Kind, src: str, tgt: str, data: Path | None = None) 
     if out.exists():
         shutil.rmtree(out)
     limits = [f"train.max_steps={kind.steps}", "train.max_time=0", f"train.eval_every={kind.steps}"]
-    given = ["--out", out, "--data", data or work / "data", "--src-lang", src, "--tgt-lang", tgt]
+    given = ["--out", str(out), "--data", str(data or work / "data"), "--src-lang", src, "--tgt-lang", tgt]
     sets = settings(*limits, "train.final_report=false", *kind.settings)
     done.write_text(f"{nmt('train', ROOT / 'configs' / kind.config, *given, *sets).seconds:.1f}\n")
     return out

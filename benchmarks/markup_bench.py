@@ -123,7 +123,9 @@ def pages_of(samples: Sequence[Sample], write: Callable[[str], str]) -> list[str
 def placed_pages(samples: Sequence[Sample], outputs: Sequence[str], links: Sequence[set[Link]]) -> list[str]:
     """Each sample's page written on its output (a translation or the reference) with its tags placed by
     nmt's placement through `links` (source word, output word)."""
-    given = [(output, sorted(found)) for output, found in zip(outputs, links, strict=True)]
+    given: list[tuple[str, Sequence[Link]]] = [
+        (out, sorted(found)) for out, found in zip(outputs, links, strict=True)
+    ]
     return pages_of(samples, lambda page: translate_page(page, lambda lines: given))
 
 
