@@ -4,10 +4,10 @@
     taskset -c 0 env OMP_NUM_THREADS=1 python -m benchmarks.alignment_bench --work /tmp/nmt-align-bench \
         --figure docs/images/alignment-heads.png
 
-Stages, each skipped when its output is in --work: the data (`prepare`), eflomal (`run_eflomal`), training
-(`KINDS` and the `GUIDED` candidates, both directions), measuring (`measure`, work/results.json). --figure
-draws the AER of every layer × head of the Transformers. --steps [CHANGE …] trains the chosen guided
-Transformer again for each of `CHANGES` instead (docs/alignment.md, "One change at a time"; work/steps.json).
+Each stage is kept in --work: the data, eflomal's links, the runs (`KINDS` and the `GUIDED` candidates, both
+directions), the measurement (work/results.json). --figure draws the AER of every layer × head of the
+Transformers. --steps [CHANGE …] trains the chosen guided Transformer again for each of `CHANGES` instead
+(docs/alignment.md, "One change at a time"; work/steps.json).
 """
 
 from __future__ import annotations
@@ -17,9 +17,7 @@ import itertools
 import json
 import re
 import shutil
-import subprocess
 import sys
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,14 +25,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from benchmarks.common import NMT_COMMAND, ROOT, Results, fastest, parser, settings, spread, table
+from benchmarks.common import ROOT, Results, fastest, nmt, parser, settings, spread, table
 from nmt.align.eflomal import align_with_eflomal
 from nmt.align.pharaoh import Link, SentenceLinks, pharaoh_text, read_lines, read_links
 from nmt.align.reading import Reading, attention_layout, default_reading
 from nmt.align.score import AlignmentScores, score_alignments
 from nmt.align.symmetrize import METHODS, Method, symmetrize
 from nmt.config.sections import LINK_RULES
-from nmt.decode.aligner import force
+from nmt.decode.aligner import Forced, force
 from nmt.decode.loading import load_trained
 from nmt.decode.trained_run import TrainedRun
 from nmt.decode.translator import TorchTranslator
@@ -54,13 +52,9 @@ def missing_data(data: Path, benchmark: str = "alignment benchmark") -> str | No
     """Why the benchmark cannot run on `data` (None: it can): it needs the shared data's Multi30k En–Fr and
     alignment gold sets, which stay outside the repository."""
     needed = [data / "multi30k" / "train.fr", data / "alignment" / "gold" / "enfr.gold"]
-    absent = [str(path) for path in needed if not path.is_file()]
-    if not absent:
-        return None
-    return (
-        f"skipped: the {benchmark} needs the shared data (../shared/data beside the repository, or "
-        f"--data DIR, with multi30k/ and alignment/); {', '.join(absent)} not found"
-    )
+    absent = ", ".join(str(path) for path in needed if not path.is_file())
+    where = "../shared/data beside the repository, or --data DIR, with multi30k/ and alignment/"
+    return f"skipped: the {benchmark} needs the shared data ({where}); {absent} not found" if absent else None
 
 
 def tokenize(line: str, lang: str) -> str:
@@ -81,7 +75,7 @@ def read_gold(data: Path) -> tuple[list[str], list[str], list[str]]:
 
 
 def ready(data: Path, work: Path, benchmark: str = "alignment benchmark") -> None:
-    """Stage 1 (the data) in `work`, on one CPU thread; when `data` lacks what it needs, the `benchmark`
+    """The data in `work` (`prepare`), on one CPU thread; when `data` lacks what it needs, the `benchmark`
     says so and exits (0: a skip, not a failure)."""
     missing = missing_data(data, benchmark)
     if missing is not None:
@@ -119,14 +113,11 @@ def run_eflomal(work: Path) -> None:
         return
     out.mkdir(parents=True, exist_ok=True)
     en, fr = (read_lines(work / "data" / f"train.{lang}") for lang in ("en", "fr"))
-    started = time.perf_counter()
-    found = align_with_eflomal(en, fr, "grow-diag", EFLOMAL_OPTIONS)
-    seconds = time.perf_counter() - started
-    (out / "forward.links").write_text(pharaoh_text(found.forward))
-    (out / "reverse.links").write_text(pharaoh_text(found.reverse))
-    for method in METHODS:
-        pairs = zip(found.forward, found.reverse, strict=True)
-        (out / f"{method}.links").write_text(pharaoh_text(symmetrize(f, r, method) for f, r in pairs))
+    found, seconds = fastest(lambda: align_with_eflomal(en, fr, "grow-diag", EFLOMAL_OPTIONS), 1)
+    written = {"forward": found.forward, "reverse": found.reverse}
+    written |= {method: symmetrized(found.forward, found.reverse, method) for method in METHODS}
+    for name, links in written.items():
+        (out / f"{name}.links").write_text(pharaoh_text(links))
     (out / "seconds").write_text(f"{seconds:.1f}\n")
 
 
@@ -214,11 +205,9 @@ def train(work: Path, kind: Kind, src: str, tgt: str, data: Path | None = None) 
     if out.exists():
         shutil.rmtree(out)
     limits = [f"train.max_steps={kind.steps}", "train.max_time=0", f"train.eval_every={kind.steps}"]
-    command = [*NMT_COMMAND, "train", str(ROOT / "configs" / kind.config), "--out", str(out)]
-    command += ["--data", str(data or work / "data"), "--src-lang", src, "--tgt-lang", tgt]
-    started = time.perf_counter()
-    subprocess.run([*command, *settings(*limits, "train.final_report=false", *kind.settings)], check=True)
-    done.write_text(f"{time.perf_counter() - started:.1f}\n")
+    given = ["--out", str(out), "--data", str(data or work / "data"), "--src-lang", src, "--tgt-lang", tgt]
+    sets = settings(*limits, "train.final_report=false", *kind.settings)
+    done.write_text(f"{nmt('train', ROOT / 'configs' / kind.config, *given, *sets).seconds:.1f}\n")
     return out
 
 
@@ -235,26 +224,38 @@ SPLITS = {"first 100": slice(0, 100), "347": slice(100, 447), "447": slice(0, 44
 THRESHOLDS = (None, 0.1, 0.2, 0.3, 0.4, 0.5)
 READING = ("rule", "layer", "head", "threshold")  # what a reading is, as the tables show it
 AGREEMENT_PAIRS = 1000  # the first Multi30k training pairs, for agreement with eflomal and for speed
+Scores = dict[str, dict[str, float]]  # by split: AER, precision and recall in percent
 
 
 @dataclass(frozen=True)
 class Directed:
-    """One run's links of the gold pairs (English word first) under every reading (rule × layer × head, and
-    thresholds for the best of them), their AER on each split, and the reading chosen on the first 100."""
+    """A run teacher-forced on the gold pairs: their links (English first) under every reading (rule × layer ×
+    head, and thresholds for the best of them), their scores, and the reading chosen on the first 100."""
 
-    run: Path
+    run: TrainedRun
+    forced: Forced
     chosen: Reading
     every: dict[Reading, list[set[Link]]]
-    grid: dict[Reading, dict[str, AlignmentScores]]
+    grid: dict[Reading, Scores]
 
 
-def scored(links: Sequence[set[Link]], gold: Sequence[SentenceLinks]) -> dict[str, AlignmentScores]:
-    return {name: score_alignments(links[part], gold[part]) for name, part in SPLITS.items()}
+def percent(scores: AlignmentScores) -> dict[str, float]:
+    return {"aer": 100 * scores.aer, "precision": 100 * scores.precision, "recall": 100 * scores.recall}
+
+
+def scored(links: Sequence[set[Link]], gold: Sequence[SentenceLinks]) -> Scores:
+    return {name: percent(score_alignments(links[part], gold[part])) for name, part in SPLITS.items()}
 
 
 def english_first(links: Sequence[set[Link]], src: str) -> list[set[Link]]:
-    """Links of a run from `src` as (English word, French word)."""
+    """Links of a run from `src` as (English word, French word); and English-first links as `src`-first."""
     return [set(line) if src == "en" else {(j, i) for i, j in line} for line in links]
+
+
+def symmetrized(
+    forward: Sequence[set[Link]], reverse: Sequence[set[Link]], method: Method = "grow-diag"
+) -> list[set[Link]]:
+    return [symmetrize(f, r, method) for f, r in zip(forward, reverse, strict=True)]
 
 
 def every_reading(run: TrainedRun) -> list[Reading]:
@@ -272,28 +273,22 @@ def measure_run(run_dir: Path, src: str, gold: dict[str, list[str]], links: list
     """Align the gold pairs with a run in its direction; choose the reading (rule, layer, head, then the
     threshold) with the lowest AER on the first 100 pairs."""
     run = load_trained([run_dir], torch.device("cpu"))
-    tgt = "fr" if src == "en" else "en"
-    forced = force(run, gold[src], gold[tgt])
+    forced = force(run, gold[src], gold["fr" if src == "en" else "en"])
     every = {r: english_first(forced.links(r), src) for r in every_reading(run)}
     best = min(every, key=lambda r: score_alignments(every[r][:100], links[:100]).aer)
-    for threshold in THRESHOLDS[1:]:
-        with_threshold = dataclasses.replace(best, threshold=threshold)
-        every[with_threshold] = english_first(forced.links(with_threshold), src)
+    thresholds = [dataclasses.replace(best, threshold=t) for t in THRESHOLDS]
+    every |= {r: english_first(forced.links(r), src) for r in thresholds[1:]}
     grid = {r: scored(found, links) for r, found in every.items()}
-    thresholds = (dataclasses.replace(best, threshold=t) for t in THRESHOLDS)
-    chosen = min(thresholds, key=lambda r: grid[r]["first 100"].aer)
-    return Directed(run_dir, chosen, every, grid)
+    return Directed(run, forced, min(thresholds, key=lambda r: grid[r]["first 100"]["aer"]), every, grid)
 
 
 def joint_readings(pair: dict[str, Directed], gold: list[SentenceLinks]) -> tuple[Reading, Reading]:
     """The readings of the two directions whose links, symmetrized with grow-diag, have the lowest AER on the
     first 100 pairs."""
-    first = gold[:100]
 
     def aer(readings: tuple[Reading, Reading]) -> float:
-        forward, reverse = pair["en"].every[readings[0]][:100], pair["fr"].every[readings[1]][:100]
-        links = [symmetrize(f, r, "grow-diag") for f, r in zip(forward, reverse, strict=True)]
-        return score_alignments(links, first).aer
+        links = symmetrized(pair["en"].every[readings[0]][:100], pair["fr"].every[readings[1]][:100])
+        return score_alignments(links, gold[:100]).aer
 
     return min(itertools.product(pair["en"].every, pair["fr"].every), key=aer)
 
@@ -310,52 +305,39 @@ def diagonal(en: Sequence[str], fr: Sequence[str], src: str) -> list[set[Link]]:
     return found
 
 
-def agreement(work: Path, pair: dict[str, Directed], readings: tuple[Reading, Reading]) -> AlignmentScores:
-    """AER of a kind's symmetrized (grow-diag) attention links (`readings` of the two directions) on the
+def agreement(pair: dict[str, Directed], readings: tuple[Reading, Reading], work: Path) -> dict[str, float]:
+    """Scores of a kind's symmetrized (grow-diag) attention links (`readings` of the two directions) of the
     first Multi30k training pairs against eflomal's symmetrized (grow-diag) links of them, taken as sure."""
     text = {lang: read_lines(work / "data" / f"train.{lang}")[:AGREEMENT_PAIRS] for lang in ("en", "fr")}
-    directions = []
-    for (src, tgt), reading in zip(DIRECTIONS, readings, strict=True):
-        forced = force(load_trained([pair[src].run], torch.device("cpu")), text[src], text[tgt])
-        directions.append(english_first(forced.links(reading), src))
-    links = [symmetrize(f, r, "grow-diag") for f, r in zip(*directions, strict=True)]
+    forward, reverse = (
+        english_first(force(pair[src].run, text[src], text[tgt]).links(reading), src)
+        for (src, tgt), reading in zip(DIRECTIONS, readings, strict=True)
+    )
     teacher = read_links(work / "eflomal" / "grow-diag.links")[:AGREEMENT_PAIRS]
-    return score_alignments(links, [SentenceLinks(t.possible, t.possible) for t in teacher])
+    sure = [SentenceLinks(t.possible, t.possible) for t in teacher]
+    return percent(score_alignments(symmetrized(forward, reverse), sure))
 
 
-def speed(found: Directed, work: Path, src: str) -> tuple[float, float]:
+def speed(found: Directed, text: dict[str, list[str]], src: str) -> list[float]:
     """Sentence pairs a second: `nmt align` (teacher-forced, the chosen reading) and greedy `nmt translate` of
-    the same sources, on the first Multi30k training pairs, after a warm-up on 50 of them."""
+    the same sources, on the Multi30k training pairs `text`, after a warm-up on 50 of them."""
     tgt = "fr" if src == "en" else "en"
-    text = {lang: read_lines(work / "data" / f"train.{lang}")[:AGREEMENT_PAIRS] for lang in ("en", "fr")}
-    run = load_trained([found.run], torch.device("cpu"))
-    translator = TorchTranslator.of_run(run).with_search(beam_size=1)
+    translator = TorchTranslator.of_run(found.run).with_search(beam_size=1)
     rates = []
     for task in (
-        lambda n: force(run, text[src][:n], text[tgt][:n]).links(found.chosen),
+        lambda n: force(found.run, text[src][:n], text[tgt][:n]).links(found.chosen),
         lambda n: translator.translate(text[src][:n]),
     ):
         task(50)  # warm-up
         rates.append(AGREEMENT_PAIRS / fastest(lambda task=task: task(AGREEMENT_PAIRS), 1)[1])
-    return rates[0], rates[1]
+    return rates
 
 
-def percent(scores: AlignmentScores) -> dict[str, float]:
-    return {"aer": 100 * scores.aer, "precision": 100 * scores.precision, "recall": 100 * scores.recall}
-
-
-def by_split(scores: dict[str, AlignmentScores]) -> dict[str, dict[str, float]]:
-    return {name: percent(found) for name, found in scores.items()}
-
-
-def symmetrized(
+def every_method(
     forward: Sequence[set[Link]], reverse: Sequence[set[Link]], gold: list[SentenceLinks]
 ) -> dict:
     """Every method's scores on each split."""
-    pairs = list(zip(forward, reverse, strict=True))
-    return {
-        method: by_split(scored([symmetrize(f, r, method) for f, r in pairs], gold)) for method in METHODS
-    }
+    return {method: scored(symmetrized(forward, reverse, method), gold) for method in METHODS}
 
 
 def describe(reading: Reading) -> dict[str, object]:
@@ -366,19 +348,19 @@ def describe(reading: Reading) -> dict[str, object]:
 def choose_guided(work: Path) -> tuple[str, dict[str, dict[str, float]]]:
     """The guided candidate whose supervised attention had the lowest validation AER on the first 100 gold
     pairs, averaged over both directions; and every candidate's AER there."""
-    found = {}
-    for name in GUIDED:
-        aer = {}
-        for src, tgt in DIRECTIONS:
-            records = read_metrics(RunDir(work / "runs" / run_name(name, src, tgt)))
-            aer[f"{src}-{tgt}"] = 100 * [r["aer"] for r in records if r["kind"] == "valid"][-1]
-        found[name] = aer
+
+    def aer(name: str, src: str, tgt: str) -> float:
+        records = read_metrics(RunDir(work / "runs" / run_name(name, src, tgt)))
+        return 100 * [r["aer"] for r in records if r["kind"] == "valid"][-1]
+
+    found = {name: {f"{src}-{tgt}": aer(name, src, tgt) for src, tgt in DIRECTIONS} for name in GUIDED}
     return min(found, key=lambda name: sum(found[name].values())), found
 
 
 def measure(work: Path, data: Path) -> dict:
-    """Everything the report shows (see the module's docstring), as JSON-ready numbers."""
+    """Everything the report shows, as JSON-ready numbers."""
     text = {lang: read_lines(work / "gold" / f"gold.{lang}") for lang in ("en", "fr")}
+    pairs = {lang: read_lines(work / "data" / f"train.{lang}")[:AGREEMENT_PAIRS] for lang in ("en", "fr")}
     gold = read_links(work / "gold" / "gold.links")
     guided, candidates = choose_guided(work)
     results: dict = {"guided_choice": guided, "guided_candidates": candidates, "kinds": {}}
@@ -387,20 +369,20 @@ def measure(work: Path, data: Path) -> dict:
         pair = {src: measure_run(runs[src], src, text, gold) for src in runs}
         readings = joint_readings(pair, gold)
         entry: dict = {
-            "symmetrized": symmetrized(pair["en"].every[readings[0]], pair["fr"].every[readings[1]], gold),
+            "symmetrized": every_method(pair["en"].every[readings[0]], pair["fr"].every[readings[1]], gold),
             "symmetrized_readings": [describe(reading) for reading in readings],
+            "agreement": agreement(pair, readings, work),
         }
         for src, tgt in DIRECTIONS:
             found = pair[src]
             entry[f"{src}-{tgt}"] = {
                 "chosen": describe(found.chosen),
-                "scores": by_split(found.grid[found.chosen]),
-                "grid": [{**describe(r), **by_split(g)} for r, g in found.grid.items()],
-                "speed": speed(found, work, src),
+                "scores": found.grid[found.chosen],
+                "grid": [describe(r) | g for r, g in found.grid.items()],
+                "speed": speed(found, pairs, src),
                 "bleu": evaluate_run([runs[src]], "test", None, None, "cpu")["bleu"],
                 "train_seconds": float((runs[src] / "trained").read_text()),
             }
-        entry["agreement"] = percent(agreement(work, pair, readings))
         results["kinds"][kind] = entry
     results["diagonal"] = both_ways([diagonal(text["en"], text["fr"], src) for src, _ in DIRECTIONS], gold)
     eflomal = [linked(work / "eflomal" / f"{name}.links")[-447:] for name in ("forward", "reverse")]
@@ -408,7 +390,7 @@ def measure(work: Path, data: Path) -> dict:
     results["eflomal"] = both_ways(eflomal, gold) | {"seconds": seconds}
     fixtures = data / "alignment" / "reference-outputs"
     results["fixtures"] = {
-        name: by_split(scored(linked(fixtures / folder / "test.enfr.grow-diagonal.talp"), gold))
+        name: scored(linked(fixtures / folder / "test.enfr.grow-diagonal.talp"), gold)
         for name, folder in (("fast_align", "fast_align"), ("GIZA++", "giza"))
     }
     return results
@@ -416,8 +398,8 @@ def measure(work: Path, data: Path) -> dict:
 
 def both_ways(links: Sequence[Sequence[set[Link]]], gold: list[SentenceLinks]) -> dict:
     """The scores of links from English and from French (`links`, English word first), and symmetrized."""
-    found = {"en-fr": by_split(scored(links[0], gold)), "fr-en": by_split(scored(links[1], gold))}
-    return found | {"symmetrized": symmetrized(links[0], links[1], gold)}
+    found = {"en-fr": scored(links[0], gold), "fr-en": scored(links[1], gold)}
+    return found | {"symmetrized": every_method(links[0], links[1], gold)}
 
 
 def linked(path: Path) -> list[set[Link]]:
@@ -536,7 +518,7 @@ def figure(results: dict, path: Path) -> None:
         found = results["kinds"][kind][direction]
         grid = [g for g in found["grid"] if g["threshold"] is None]
         layers = sorted({g["layer"] for g in grid})
-        heads = [h for h in dict.fromkeys(g["head"] for g in grid)]
+        heads = list(dict.fromkeys(g["head"] for g in grid))
         for col, rule in enumerate(LINK_RULES):
             values = np.full((len(layers), len(heads)), np.nan)
             for g in grid:
@@ -551,10 +533,9 @@ def figure(results: dict, path: Path) -> None:
             if chosen["rule"] == rule:
                 box = (heads.index(chosen["head"]) - 0.5, layers.index(chosen["layer"]) - 0.5)
                 ax.add_patch(plt.Rectangle(box, 1, 1, fill=False, edgecolor="red", linewidth=2))
-            ax.set_xticks(range(len(heads)), heads)
-            ax.set_yticks(range(len(layers)), layers)
-            name = "guided Transformer" if kind == guided else kind
+            ax.set(xticks=range(len(heads)), xticklabels=heads, yticks=range(len(layers)), yticklabels=layers)
             ax.set(xlabel="head", ylabel="layer")
+            name = "guided Transformer" if kind == guided else kind
             ax.set_title(f"{name}, {direction}, {rule}", fontsize=10)
     fig.suptitle(
         "AER (%) on the 347 gold pairs per decoder layer × head, no threshold\n"
@@ -615,10 +596,8 @@ def labels(work: Path, method: Method, copies: int, src: str) -> Path:
     """eflomal's `method` links of the training text with `copies` of the gold text, `src` word first."""
     path = work / "eflomal" / f"{method}.x{copies}.{src}-first.links"
     if not path.exists():
-        found = read_links(work / "eflomal" / f"{method}.links")  # English first, the gold text once
-        found += found[-GOLD_PAIRS:] * (copies - 1)
-        links = [set(line.possible) if src == "en" else {(j, i) for i, j in line.possible} for line in found]
-        path.write_text(pharaoh_text(links))
+        found = linked(work / "eflomal" / f"{method}.links")  # English first, the gold text once
+        path.write_text(pharaoh_text(english_first(found + found[-GOLD_PAIRS:] * (copies - 1), src)))
     return path
 
 
@@ -631,17 +610,17 @@ def train_step(work: Path, step: str, src: str, tgt: str) -> Path:
     return train(work, kind, src, tgt, with_copies(work, copies))
 
 
-def unguided(work: Path, copies: int) -> dict[str, Path]:
-    """The alignment bench's plain Transformer (no guided alignment) trained both ways on the text with
-    `copies` of the gold text (once: the bench's own runs): the BLEU a guided step's compares with."""
-    plain = next(kind for kind in KINDS if kind.name == "Transformer")
-    kind = dataclasses.replace(plain, name=f"{plain.name}, gold text ×{copies}" if copies > 1 else plain.name)
-    return {src: train(work, kind, src, tgt, with_copies(work, copies)) for src, tgt in DIRECTIONS}
-
-
 def test_bleu(runs: dict[str, Path]) -> dict[str, float]:
     """Each direction's test BLEU (beam 5) of its run, by the source language."""
     return {f"{s}-{t}": evaluate_run([runs[s]], "test", None, None, "cpu")["bleu"] for s, t in DIRECTIONS}
+
+
+def unguided_bleu(work: Path, copies: int) -> dict[str, float]:
+    """The test BLEU of the plain Transformer (no guided alignment) trained both ways on the text with
+    `copies` of the gold text (once: the alignment bench's own runs), the BLEU a step's compares with."""
+    name = f"Transformer, gold text ×{copies}" if copies > 1 else "Transformer"
+    plain = dataclasses.replace(KINDS[-1], name=name)
+    return test_bleu({s: train(work, plain, s, t, with_copies(work, copies)) for s, t in DIRECTIONS})
 
 
 def soft_links(weights: dict[str, list[np.ndarray]], threshold: float) -> list[set[Link]]:
@@ -653,40 +632,29 @@ def soft_links(weights: dict[str, list[np.ndarray]], threshold: float) -> list[s
     return found
 
 
-def soft_symmetrized(
-    pair: dict[str, Directed], text: dict[str, list[str]], gold: list[SentenceLinks]
-) -> dict:
-    """Soft symmetrization of the two directions' chosen readings: the threshold chosen on the first 100."""
-    weights = {}
-    for src, tgt in DIRECTIONS:
-        forced = force(load_trained([pair[src].run], torch.device("cpu")), text[src], text[tgt])
-        weights[src] = forced.soft(pair[src].chosen)  # (target words, source words)
-    found = {t: soft_links(weights, t) for t in SOFT_THRESHOLDS}
-    best = min(SOFT_THRESHOLDS, key=lambda t: scored(found[t], gold)["first 100"].aer)
-    return {"threshold": best, "scores": by_split(scored(found[best], gold))}
-
-
 def measure_step(work: Path, step: str, text: dict[str, list[str]], gold: list[SentenceLinks]) -> dict:
-    """The step trained in both directions (where it was not), then scored."""
+    """The step trained in both directions (where it was not), then scored: grow-diag, soft symmetrization
+    of the chosen readings (its threshold chosen on the first 100) and test BLEU."""
     runs = {src: train_step(work, step, src, tgt) for src, tgt in DIRECTIONS}
     pair = {src: measure_run(runs[src], src, text, gold) for src in runs}
     forward, reverse = joint_readings(pair, gold)
-    both = zip(pair["en"].every[forward], pair["fr"].every[reverse], strict=True)
-    links = [symmetrize(f, r, "grow-diag") for f, r in both]
+    weights = {src: found.forced.soft(found.chosen) for src, found in pair.items()}  # (target, source words)
+    soft = {t: scored(soft_links(weights, t), gold) for t in SOFT_THRESHOLDS}
+    threshold = min(SOFT_THRESHOLDS, key=lambda t: soft[t]["first 100"]["aer"])
     return {
-        "grow-diag": by_split(scored(links, gold)),
-        "soft": soft_symmetrized(pair, text, gold),
+        "grow-diag": scored(symmetrized(pair["en"].every[forward], pair["fr"].every[reverse]), gold),
+        "soft": {"threshold": threshold, "scores": soft[threshold]},
         "bleu": test_bleu(runs),
     }
 
 
-def steps_table(results: dict, eflomal: dict) -> str:
+def steps_table(results: dict, eflomal: Scores) -> str:
     """Markdown: a row per step (AER, precision, recall on the 347; BLEU), eflomal beside them."""
     rows = []
     for step, found in results.items():
         hard, soft = found["grow-diag"]["347"], found["soft"]["scores"]["347"]
         soft_aer = f"{soft['aer']:.1f} ({found['soft']['threshold']})"
-        bleu = " / ".join(f"{found['bleu'][f'{s}-{t}']:.2f}" for s, t in DIRECTIONS)
+        bleu = bleus(found["bleu"])
         rows.append([step, *aer_precision_recall(hard), soft_aer, *aer_precision_recall(soft)[1:], bleu])
     rows.append(["eflomal, the teacher (grow-diag)", *aer_precision_recall(eflomal["347"]), "", "", "", ""])
     head = "step | grow-diag AER | precision | recall | soft AER (threshold) | precision | recall | test BLEU"
@@ -695,6 +663,11 @@ def steps_table(results: dict, eflomal: dict) -> str:
 
 def aer_precision_recall(found: dict[str, float]) -> list[str]:
     return [f"{found[key]:.1f}" for key in ("aer", "precision", "recall")]
+
+
+def bleus(bleu: dict[str, float]) -> str:
+    """Test BLEU en→fr / fr→en."""
+    return " / ".join(f"{bleu[f'{s}-{t}']:.2f}" for s, t in DIRECTIONS)
 
 
 SEED = ", seed "  # a step trained again with another seed: "STEP, seed N"
@@ -719,16 +692,16 @@ def seed_table(results: dict) -> str:
 
 def steps(work: Path, names: list[str]) -> str:
     """--steps: the chosen guided Transformer trained again for each of `names` (of `CHANGES`), measured once
-    (work/steps.json); the tables, then the plain Transformer's BLEU on each training text."""
-    text = {lang: (work / "gold" / f"gold.{lang}").read_text().splitlines() for lang in ("en", "fr")}
+    (work/steps.json); the tables, then the BLEU of the plain Transformer (no guided alignment) trained on
+    each training text (on the benchmark's own once: its runs)."""
+    text = {lang: read_lines(work / "gold" / f"gold.{lang}") for lang in ("en", "fr")}
     gold, saved = read_links(work / "gold" / "gold.links"), Results(work / "steps.json")
     results = {s: saved.step("steps", s, lambda s=s: measure_step(work, s, text, gold)) for s in names}
-    teacher = by_split(scored(linked(work / "eflomal" / "grow-diag.links")[-GOLD_PAIRS:], gold))
+    teacher = scored(linked(work / "eflomal" / "grow-diag.links")[-GOLD_PAIRS:], gold)
     lines = [steps_table(results, teacher), seed_table(results)]
     for n in sorted({copies_of(step) for step in names}):
-        bleu = saved.step("unguided", f"gold text ×{n}", lambda n=n: test_bleu(unguided(work, n)))
-        each = " / ".join(f"{bleu[f'{s}-{t}']:.2f}" for s, t in DIRECTIONS)
-        lines.append(f"unguided Transformer, gold text ×{n}: test BLEU en→fr / fr→en {each}")
+        bleu = saved.step("unguided", f"gold text ×{n}", lambda n=n: unguided_bleu(work, n))
+        lines.append(f"unguided Transformer, gold text ×{n}: test BLEU en→fr / fr→en {bleus(bleu)}")
     return "\n".join(lines)
 
 

@@ -3,14 +3,15 @@ family scored as alignment and as tag placement, in one table (docs/alignment.md
 
     taskset -c 0 env OMP_NUM_THREADS=1 python -m benchmarks.alignment_reading --work WORK --timing
 
-WORK is alignment_bench.py's (its data, eflomal's links and en→fr runs, trained when absent); results are
-kept in WORK/reading.json by run name. --timing: seconds to translate the Hansards sources without links,
-with search's and with the run's reading.
+WORK is alignment_bench.py's (its data, eflomal's links and, without --run, its three en→fr runs, trained when
+absent); results are kept in WORK/reading.json by run name. --timing: seconds to translate the Hansards
+sources without links, with search's and with the run's reading.
 """
 
 from __future__ import annotations
 
 import copy
+import itertools
 from collections.abc import Sequence
 
 import torch
@@ -52,7 +53,7 @@ def measure_run(
     samples: dict[str, list[markup_bench.Sample]],
     truths: dict[str, list[SentenceLinks]],
     translated: dict[str, list[str]],
-    eflomal: dict[str, list[SentenceLinks]],
+    eflomal: dict[str, list[set[Link]]],
 ) -> dict[str, dict]:
     """Every reading of one run (each decoder layer's mean of heads, by each rule): AER where a set has human
     links, tags on the references and on the run's translations."""
@@ -70,9 +71,10 @@ def measure_run(
                     for split, part in alignment_bench.SPLITS.items()
                     if pairs.human[part]  # a set of fewer pairs has only some of the splits
                 }
+            output_truth = markup_bench.as_links(eflomal[key])
             entry[key] = {
                 "reference": placed(samples[key], pairs.references, links, truths[key]),
-                "translation": placed(samples[key], translated[key], of_translation, eflomal[key]),
+                "translation": placed(samples[key], translated[key], of_translation, output_truth),
             }
         last = " (last)" if reading.layer == layers - 1 > 0 else ""
         results[f"layer {reading.layer}{last}, {reading.rule}"] = entry
@@ -82,53 +84,37 @@ def measure_run(
 def measure(
     runs: dict[str, TrainedRun], sets: dict[str, markup_bench.Pairs], align: markup_bench.Aligner
 ) -> dict:
-    """Every run's readings on every set; tags injected with markup_bench's seed, each set's pairs and each
-    run's translations aligned by `align` (eflomal) in one call."""
-    translated = {
-        run_name: {key: TorchTranslator.of_run(run).translate(pairs.sources) for key, pairs in sets.items()}
-        for run_name, run in runs.items()
-    }
-    lists = [(pairs.sources, pairs.references) for pairs in sets.values()]
-    lists += [(sets[key].sources, found[key]) for found in translated.values() for key in sets]
-    links = iter(align(lists))
-    on_reference = {key: next(links) for key in sets}
+    """Every run's readings on every set; tags injected as markup_bench injects them, the tags' truth on a
+    translation (and on a reference without human links) eflomal's links by `align`."""
+    plain, on_reference, on_output = markup_bench.translated_and_aligned(runs, sets, align)
     truths = {key: pairs.human or markup_bench.as_links(on_reference[key]) for key, pairs in sets.items()}
-    on_output = {run_name: {key: markup_bench.as_links(next(links)) for key in sets} for run_name in runs}
     samples = markup_bench.injected(sets)
     return {
-        run_name: measure_run(run, sets, samples, truths, translated[run_name], on_output[run_name])
-        for run_name, run in runs.items()
+        name: measure_run(run, sets, samples, truths, plain[name], on_output[name])
+        for name, run in runs.items()
     }
-
-
-def seconds(run: TrainedRun, sources: Sequence[str]) -> dict[str, dict[str, float]]:
-    """Seconds to translate `sources` (greedy, beam 5) each way of TIMED (the run's reading only where it is
-    not search's own); the best of three after a warm-up."""
-    found: dict[str, dict[str, float]] = {}
-    for beam in (1, 5):
-        reading = TorchTranslator.of_run(run).with_search(beam_size=beam)
-        searching = copy.copy(reading)
-        searching.reading = None  # search's own links (the last layer's)
-        ways = {"no links": (reading, False), "search's links": (searching, True)}
-        ways |= {"the run's reading": (reading, True)} if reading.reading is not None else {}
-        ids = reading.encode(sources)
-        found[f"beam {beam}"] = {way: best_of_three(t, ids, links) for way, (t, links) in ways.items()}
-    return found
-
-
-def best_of_three(translator: TorchTranslator, ids: list[list[int]], links: bool) -> float:
-    translator.search(ids[:20], alignments=links)  # warm-up
-    return fastest(lambda: translator.decode(ids, translator.search(ids, alignments=links)), 3)[1]
 
 
 def timing_report(runs: dict[str, TrainedRun], sources: Sequence[str]) -> str:
-    """The seconds of each run in Markdown ("(search's)" where the run's reading is search's own)."""
-    rows = [
-        [run_name, search, *(f"{ways[way]:.2f} s" if way in ways else "(search's)" for way in TIMED)]
-        for run_name, run in runs.items()
-        for search, ways in seconds(run, sources).items()
-    ]
+    """Seconds to translate `sources` (greedy, beam 5) each way of TIMED, the best of three after a warm-up,
+    in Markdown ("(search's)" where the run's reading is search's own)."""
+    rows = []
+    for (name, run), beam in itertools.product(runs.items(), (1, 5)):
+        reading = TorchTranslator.of_run(run).with_search(beam_size=beam)
+        searching = copy.copy(reading)
+        searching.reading = None  # search's own links (the last layer's)
+        ways = dict(zip(TIMED, ((reading, False), (searching, True), (reading, True)), strict=True))
+        if reading.reading is None:
+            del ways["the run's reading"]
+        ids = reading.encode(sources)
+        cells = (f"{best_of_three(*ways[way], ids):.2f} s" if way in ways else "(search's)" for way in TIMED)
+        rows.append([name, f"beam {beam}", *cells])
     return table(["model", "search", *TIMED], rows, left=2) + "\n"
+
+
+def best_of_three(translator: TorchTranslator, links: bool, ids: list[list[int]]) -> float:
+    translator.search(ids[:20], alignments=links)  # warm-up
+    return fastest(lambda: translator.decode(ids, translator.search(ids, alignments=links)), 3)[1]
 
 
 def report(results: dict) -> str:
@@ -152,7 +138,7 @@ def report(results: dict) -> str:
 
 
 def main() -> None:
-    parse = markup_bench.command_line(__doc__, "alignment_bench's three")
+    parse = markup_bench.command_line(__doc__)
     parse.add_argument("--timing", action="store_true", help="also time translating with and without links")
     args = parse.parse_args()
     alignment_bench.ready(args.data, args.work, "alignment reading benchmark")

@@ -1,11 +1,11 @@
 """Tags through a translation: are they all kept, and on the right words? Three placements side by side
 (docs/serving.md, "Tags kept and placed, measured", which gives the method).
 
-    taskset -c 0 env OMP_NUM_THREADS=1 python -m benchmarks.markup_bench --work /tmp/nmt-align-bench
+    taskset -c 0 env OMP_NUM_THREADS=1 python -m benchmarks.markup_bench --work /tmp/nmt-align-bench \
+        --run NAME=RUN_DIR [--run NAME=RUN_DIR …]
 
---work is benchmarks/alignment_bench.py's (its data, eflomal links and en→fr runs reused, made when absent).
-`--run NAME=RUN_DIR` measures given en→fr runs instead of its Transformer and guided Transformer; results
-go to work/markup.json by run name (a run measured before is not measured again).
+--work is benchmarks/alignment_bench.py's (its data and eflomal's links reused, made when absent); each en→fr
+run is measured once (work/markup.json, by name).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import json
 import random
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -43,8 +43,6 @@ START_TAGS = {  # each injected tag's start tag, `{k}` its number in the sentenc
     "a": '<a href="/page/{k}" id="t{k}">',
     "span": '<span class="note" id="t{k}">',
 }
-GUIDED_CANDIDATE = "guided λ2 layer 0 shift, 2 heads"  # alignment_bench's chosen candidate
-MODELS = (alignment_bench.KINDS[-1].name, alignment_bench.GUIDED_NAME)  # the runs measured
 HANSARDS, MULTI30K = "Hansards (447, human links)", "Multi30k test2016 (eflomal's links)"
 PLACEMENTS = ("nmt (attention's word links)", "text nodes (Argos Translate's way)", "eflomal's links")
 CEILING = "the human sure links (the measure's ceiling)"  # where a set has human links
@@ -87,11 +85,9 @@ def inject(words: Sequence[str], rng: random.Random) -> Sample:
 
 def _nests(one: Tag, other: Tag) -> bool:
     """Whether two spans are apart or one inside the other (not the same words)."""
-    apart = one.last < other.first or other.last < one.first
-    inside = (other.first <= one.first and one.last <= other.last) or (
-        one.first <= other.first and other.last <= one.last
-    )
-    return apart or (inside and (one.first, one.last) != (other.first, other.last))
+    spans = {(one.first, one.last), (other.first, other.last)}
+    union = (min(one.first, other.first), max(one.last, other.last))
+    return one.last < other.first or other.last < one.first or (len(spans) == 2 and union in spans)
 
 
 def render(words: Sequence[str], tags: Sequence[Tag]) -> str:
@@ -116,26 +112,21 @@ def projected(tag: Tag, links: SentenceLinks) -> tuple[int, int] | None:
     return None
 
 
+def pages_of(samples: Sequence[Sample], write: Callable[[str], str]) -> list[str]:
+    """The samples as one page, a `<p>` a line, written by `write`; each line again, without its `p` tags."""
+    lines = write("".join(f"<p>{sample.page}</p>\n" for sample in samples)).splitlines()
+    if len(lines) != len(samples):
+        raise RuntimeError(f"{len(samples)} paragraphs written as {len(lines)} lines")
+    return [line.removeprefix("<p>").removesuffix("</p>") for line in lines]
+
+
 def placed_pages(samples: Sequence[Sample], outputs: Sequence[str], links: Sequence[set[Link]]) -> list[str]:
     """Each sample's page written on its output (a translation or the reference) with its tags placed by
     nmt's placement through `links` (source word, output word)."""
-    page = "".join(f"<p>{sample.page}</p>\n" for sample in samples)
-    given = [(output, sorted(found)) for output, found in zip(outputs, links, strict=True)]
-
-    def known(lines: list[str]) -> list[tuple[str, list[Link]]]:
-        if len(lines) != len(given):
-            raise RuntimeError(f"{len(given)} sentences read as {len(lines)}")
-        return given
-
-    return _paragraphs(translate_page(page, known), len(samples))
-
-
-def _paragraphs(page: str, count: int) -> list[str]:
-    """The paragraphs of a page written from `<p>…</p>` lines, without their `p` tags."""
-    lines = page.splitlines()
-    if len(lines) != count:
-        raise RuntimeError(f"{count} paragraphs written as {len(lines)} lines")
-    return [line.removeprefix("<p>").removesuffix("</p>") for line in lines]
+    given: list[tuple[str, Sequence[Link]]] = [
+        (out, sorted(found)) for out, found in zip(outputs, links, strict=True)
+    ]
+    return pages_of(samples, lambda page: translate_page(page, lambda lines: given))
 
 
 def text_node_pages(pages: Sequence[str], translate: Callable[[list[str]], list[str]]) -> list[str]:
@@ -152,25 +143,6 @@ def text_node_pages(pages: Sequence[str], translate: Callable[[list[str]], list[
                 parts[k] = lead + html.escape(next(found), quote=False) + trail
         written.append("".join(parts))
     return written
-
-
-@dataclass
-class Translations:
-    """One run's translations of a set: the plain sentences', and each placement's pages."""
-
-    plain: list[str]
-    pages: dict[str, list[str]] = field(default_factory=dict)
-
-
-def translate_set(run: TrainedRun, samples: Sequence[Sample], sources: Sequence[str]) -> Translations:
-    """The plain sources translated, and the pages by nmt's placement (`translated_page`, what
-    `nmt translate --format html` runs) and by the text-node baseline."""
-    translator = TorchTranslator.of_run(run)
-    page = "".join(f"<p>{sample.page}</p>\n" for sample in samples)
-    found = Translations(translator.translate(list(sources)))
-    found.pages[PLACEMENTS[0]] = _paragraphs(translated_page(translator, page), len(samples))
-    found.pages[PLACEMENTS[1]] = text_node_pages([s.page for s in samples], translator.translate)
-    return found
 
 
 def span_scores(samples: Sequence[Sample], pages: Sequence[str], truth: Sequence[SentenceLinks]) -> dict:
@@ -209,41 +181,41 @@ def as_links(found: Sequence[set[Link]]) -> list[SentenceLinks]:
 
 
 def measure_set(
-    run: TrainedRun,
-    pairs: Pairs,
-    translations: Translations,
-    eflomal: list[list[set[Link]]],
-    samples: list[Sample],
+    run: TrainedRun, pairs: Pairs, samples: list[Sample], plain: list[str], eflomal: list[list[set[Link]]]
 ) -> dict:
     """Every figure of one run on one set, `eflomal` holding its links of the (source, reference) and the
-    (source, plain translation) pairs. The set's human links project the tags (where it has none, eflomal's
+    (source, `plain` translation) pairs. The set's human links project the tags (where it has none, eflomal's
     links of the reference) and also place them by their sure links alone (`CEILING`): possible links project
     the tags whose words have no sure link, so even the human's own sure links miss some spans."""
-    sources, references = pairs.sources, pairs.references
+    references, translator = pairs.references, TorchTranslator.of_run(run)
     truth = pairs.human or as_links(eflomal[0])
-    forced = force(run, sources, references)
     reading = default_reading(run.cfg, None, None, str(run.directory.path))
+    attention = force(run, pairs.sources, references).links(reading)  # the links `nmt align` reads
+    pages = {
+        PLACEMENTS[0]: pages_of(samples, lambda page: translated_page(translator, page)),
+        PLACEMENTS[1]: text_node_pages([s.page for s in samples], translator.translate),
+        PLACEMENTS[2]: placed_pages(samples, plain, eflomal[1]),
+    }
     on_reference = {
-        PLACEMENTS[0]: placed_pages(samples, references, forced.links(reading)),
+        PLACEMENTS[0]: placed_pages(samples, references, attention),
         PLACEMENTS[2]: placed_pages(samples, references, eflomal[0]),
     }
-    translations.pages[PLACEMENTS[2]] = placed_pages(samples, translations.plain, eflomal[1])
-    plain_bleu = score(translations.plain, list(references)).bleu
+    plain_bleu = score(plain, list(references)).bleu
     results = {}
-    for placement in PLACEMENTS:
-        pages, reference = translations.pages[placement], on_reference.get(placement)
-        stripped = [" ".join(read_tags(page).words) for page in pages]
-        results[placement] = well_formed(samples, *(w for w in (pages, reference) if w)) | {
+    for placement, written in pages.items():
+        reference = on_reference.get(placement)
+        stripped = [" ".join(read_tags(page).words) for page in written]
+        results[placement] = well_formed(samples, *(w for w in (written, reference) if w)) | {
             "bleu_stripped": score(stripped, list(references)).bleu,
             "bleu_plain": plain_bleu,
             "on_reference": span_scores(samples, reference, truth) if reference else None,
         }
     if pairs.human:
-        pages = placed_pages(samples, references, [set(links.sure) for links in truth])
-        results[CEILING] = well_formed(samples, pages) | {
+        written = placed_pages(samples, references, [set(links.sure) for links in truth])
+        results[CEILING] = well_formed(samples, written) | {
             "bleu_stripped": None,
             "bleu_plain": None,
-            "on_reference": span_scores(samples, pages, truth),
+            "on_reference": span_scores(samples, written, truth),
         }
     return results
 
@@ -275,25 +247,28 @@ def injected(sets: dict[str, Pairs]) -> dict[str, list[Sample]]:
     return {name: [inject(s.split(), rng) for s in pairs.sources] for name, pairs in sets.items()}
 
 
-def measure(runs: dict[str, TrainedRun], sets: dict[str, Pairs], align: Aligner) -> dict:
-    """Every run on every set (see the module's docstring); tags injected with `SEED`, the same for every run,
-    and the pairs aligned by `align` in one call."""
-    samples = injected(sets)
-    translated = {
-        (run_name, name): translate_set(run, samples[name], pairs.sources)
-        for run_name, run in runs.items()
-        for name, pairs in sets.items()
+def translated_and_aligned(runs: dict[str, TrainedRun], sets: dict[str, Pairs], align: Aligner) -> tuple:
+    """Each run's translations of each set's sources, by run and set; the links by `align` (one call) of each
+    set's (source, reference) pairs, by set; and those of each run's (source, translation) pairs."""
+    plain = {
+        name: {key: TorchTranslator.of_run(run).translate(pairs.sources) for key, pairs in sets.items()}
+        for name, run in runs.items()
     }
-    lists = [(p.sources, p.references) for p in sets.values()]
-    lists += [(sets[name].sources, found.plain) for (_, name), found in translated.items()]
+    lists = [(pairs.sources, pairs.references) for pairs in sets.values()]
+    lists += [(sets[key].sources, found[key]) for found in plain.values() for key in sets]
     links = iter(align(lists))
-    on_reference = {name: next(links) for name in sets}
+    on_reference = {key: next(links) for key in sets}
+    return plain, on_reference, {name: {key: next(links) for key in sets} for name in runs}
+
+
+def measure(runs: dict[str, TrainedRun], sets: dict[str, Pairs], align: Aligner) -> dict:
+    """Every run on every set, by run and set; tags injected with `SEED`, the same for every run."""
+    samples = injected(sets)
+    plain, on_reference, on_output = translated_and_aligned(runs, sets, align)
     results: dict = {}
-    for (run_name, name), found in translated.items():
-        eflomal = [on_reference[name], next(links)]
-        results.setdefault(run_name, {})[name] = measure_set(
-            runs[run_name], sets[name], found, eflomal, samples[name]
-        )
+    for (name, run), (key, pairs) in itertools.product(runs.items(), sets.items()):
+        eflomal = [on_reference[key], on_output[name][key]]
+        results.setdefault(name, {})[key] = measure_set(run, pairs, samples[key], plain[name][key], eflomal)
     return results
 
 
@@ -305,17 +280,6 @@ def load_sets(work: Path, sentences: int) -> dict[str, Pairs]:
     return {
         HANSARDS: Pairs(read_lines(gold / "gold.en"), read_lines(gold / "gold.fr"), human),
         MULTI30K: Pairs(m30k[0], m30k[1], None),
-    }
-
-
-def trained_runs(work: Path) -> dict[str, Path]:
-    """alignment_bench's en→fr Transformer and guided one (`GUIDED_CANDIDATE`), each trained when absent."""
-    plain, ab = alignment_bench.KINDS[-1], alignment_bench
-    ab.run_eflomal(work)
-    settings = ab.guided_settings(work, "en", "fr", ab.GUIDED[GUIDED_CANDIDATE])
-    guided = ab.Kind(GUIDED_CANDIDATE, plain.config, ab.GUIDED_STEPS, settings)
-    return {
-        name: ab.train(work, kind, "en", "fr") for name, kind in zip(MODELS, (plain, guided), strict=True)
     }
 
 
@@ -371,24 +335,27 @@ def report(results: dict) -> str:
     return f"{table(head.split(' | '), rows, left=3)}\n\nTags injected: {counts}.\n"
 
 
-def command_line(doc: str | None, default_runs: str) -> argparse.ArgumentParser:
+def command_line(doc: str | None) -> argparse.ArgumentParser:
     """The options this benchmark and benchmarks/alignment_reading.py share: alignment_bench's --work and
-    --data, the Multi30k pairs measured, and the runs (`default_runs`: what is measured without --run)."""
+    --data, the Multi30k pairs measured, and the runs."""
     parse = parser(doc)
     parse.add_argument("--work", type=Path, required=True, help="alignment_bench's work folder (kept)")
     parse.add_argument("--data", type=Path, default=alignment_bench.DATA, help="the shared data")
     parse.add_argument("--sentences", type=int, default=500, help="Multi30k test2016 pairs measured")
-    run = f"an en→fr run to measure as NAME (repeat; default: {default_runs})"
+    run = "an en→fr run to measure as NAME (repeat)"
     parse.add_argument("--run", action="append", default=[], metavar="NAME=RUN_DIR", help=run)
     return parse
 
 
 def main() -> None:
-    args = command_line(__doc__, "the alignment bench's two").parse_args()
+    parse = command_line(__doc__)
+    args = parse.parse_args()
     alignment_bench.ready(args.data, args.work, "markup benchmark")
-    paths = named_runs(args.run) or trained_runs(args.work)
+    if not args.run:
+        parse.error("no run to measure: give --run NAME=RUN_DIR, once a run")
     sets, align = load_sets(args.work, args.sentences), eflomal_aligner(args.work)
-    print(report(kept(args.work / "markup.json", paths, lambda runs: measure(runs, sets, align))))
+    results = kept(args.work / "markup.json", named_runs(args.run), lambda runs: measure(runs, sets, align))
+    print(report(results))
 
 
 if __name__ == "__main__":

@@ -1,21 +1,20 @@
 """Running text: paragraphs translated whole, sentence by sentence and as HTML pages, beside the same
 sentences one per line; and the sentence splitters on those paragraphs' boundaries (docs/running-text.md).
 
-    python -m benchmarks.running_text --run RUN_DIR --data DIR [--paragraphs-of 2-5] [--seed 0]
+    python -m benchmarks.running_text --run RUN_DIR --data DIR
 
 DIR holds Multi30k's test2016.{de,en,fr,cs}; RUN_DIR is a de→en run.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import importlib.util
 import itertools
-import math
 import random
 import re
 import resource
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +22,8 @@ from pathlib import Path
 import sacrebleu
 import torch
 
-from benchmarks.common import machine, parser, table
+from benchmarks import markup_bench
+from benchmarks.common import fastest, machine, parser, table
 from nmt.data.sentences import Span, sentence_spans
 from nmt.decode.loading import load_trained
 from nmt.decode.markup import read_page, translated_page
@@ -32,8 +32,9 @@ from nmt.decode.translator import TorchTranslator, Translator
 from tests.markup_checks import keeps_every_tag, read_tags
 
 LANGUAGES = ("de", "en", "fr", "cs")
+LOW, HIGH, SEED = 2, 5, 0  # the sentences of a paragraph: 2 to 5, drawn with seed 0
+REPEATS = 3  # runs of each way of translating (the fastest counts)
 FINAL = re.compile(r"[.!?…][\"'”’“‘»)\]]*$")
-TAGS = ("b", "i", "em", "span")
 HARD_CASES = [  # (language, the sentences of a paragraph as a reader takes them; the paragraph: them joined)
     ("de", "Das kostet z. B. 3,50 Euro.", "Dann gehen wir."),
     ("de", "Am 3. Mai war es kalt.", "Es schneite."),
@@ -83,17 +84,13 @@ class Paragraphs:
     def texts(self, sentences: Sequence[str]) -> list[str]:
         return [" ".join(sentences[i] for i in group) for group in self.groups]
 
-    def boundaries(self, sentences: Sequence[str]) -> list[set[int]]:
-        """Each paragraph's known boundaries: the character offsets where a sentence but the last ends."""
-        found = []
-        for group in self.groups:
-            ends, at = set(), 0
-            for i in group[:-1]:
-                at += len(sentences[i])
-                ends.add(at)
-                at += 1
-            found.append(ends)
-        return found
+    def boundaries(self, sentences: Sequence[str], words: bool = False) -> list[set[int]]:
+        """Where each paragraph's sentences but the last end: the character offset after each, or (`words`)
+        the number of its last word, from 0."""
+        sizes = [len(s.split()) if words else len(s) + 1 for s in sentences]
+        return [
+            {end - 1 for end in itertools.accumulate(sizes[i] for i in group[:-1])} for group in self.groups
+        ]
 
 
 def punctuated(sentence: str) -> str:
@@ -113,13 +110,12 @@ def splitters() -> dict[str, Splitter]:
     if importlib.util.find_spec("pysbd"):
         import pysbd
 
-        segmenters: dict[str, object] = {}
+        segmenter = functools.cache(lambda lang: pysbd.Segmenter(language=lang, clean=False))
 
         def pysbd_split(text: str, lang: str) -> list[str]:
             if lang == "cs":
                 raise LookupError("pysbd has no Czech")
-            segmenter = segmenters.setdefault(lang, pysbd.Segmenter(language=lang, clean=False))
-            return list(segmenter.segment(text))  # type: ignore[attr-defined]
+            return list(segmenter(lang).segment(text))
 
         found[f"pysbd {importlib.metadata.version('pysbd')}"] = pysbd_split
     return found
@@ -128,15 +124,12 @@ def splitters() -> dict[str, Splitter]:
 def spans_of(text: str, sentences: list[str]) -> list[Span]:
     """Where each sentence a splitter returned lies in `text`, in order (white space around it left out)."""
     spans, at = [], 0
-    for sentence in sentences:
-        found = sentence.strip()
-        if not found:
-            continue
-        start = text.find(found, at)
+    for sentence in filter(None, (s.strip() for s in sentences)):
+        start = text.find(sentence, at)
         if start < 0:
-            raise ValueError(f"a splitter changed the text: {found[:40]!r}")
-        spans.append((start, start + len(found)))
-        at = start + len(found)
+            raise ValueError(f"a splitter changed the text: {sentence[:40]!r}")
+        at = start + len(sentence)
+        spans.append((start, at))
     return spans
 
 
@@ -150,6 +143,8 @@ def boundary_accuracy(split: Splitter, lang: str, texts: list[str], known: list[
 
 
 def splitter_rows(data: Path, paragraphs: Paragraphs) -> list[list[object]]:
+    """Each splitter on each language: the paragraphs' boundaries found, with full stops added and as written,
+    the hard cases split right, and paragraphs a second."""
     rows: list[list[object]] = []
     for (name, split), lang in itertools.product(splitters().items(), LANGUAGES):
         written = (data / f"test2016.{lang}").read_text(encoding="utf-8").splitlines()
@@ -160,27 +155,24 @@ def splitter_rows(data: Path, paragraphs: Paragraphs) -> list[list[object]]:
             rows.append([name, lang, *["n/a"] * 5])
             continue
         texts, known = paragraphs.texts(full), paragraphs.boundaries(full)
-        start = time.perf_counter()
-        accuracy = boundary_accuracy(split, lang, texts, known)
-        rate = len(texts) / (time.perf_counter() - start)
+        accuracy, seconds = fastest(functools.partial(boundary_accuracy, split, lang, texts, known), 1)
         as_written = boundary_accuracy(split, lang, paragraphs.texts(written), paragraphs.boundaries(written))
         cases = [sentences for found, *sentences in HARD_CASES if found == lang]
         right = sum([s.strip() for s in split(" ".join(c), lang) if s.strip()] == c for c in cases)
         bare = sum(not FINAL.search(s) for s in written)
-        rows.append([name, lang, sum(map(len, known)), f"{accuracy:.2f}%"])
-        rows[-1] += [f"{as_written:.2f}% ({bare} unpunctuated)", f"{right} / {len(cases)}", f"{rate:,.0f}"]
+        cells = [f"{accuracy:.2f}%", f"{as_written:.2f}% ({bare} unpunctuated)", f"{right} / {len(cases)}"]
+        rows.append([name, lang, sum(map(len, known)), *cells, f"{len(texts) / seconds:,.0f}"])
     return rows
 
 
 @dataclass
 class Translated:
     """One way of translating the paragraphs: each paragraph's translation, the sentences lacking (the guard's
-    count), pages well-formed with every tag (html only), and the fastest of its runs in seconds."""
+    count), and pages well-formed with every tag (html only)."""
 
     texts: list[str]
     lacking: int
     well_formed: str = "n/a"
-    seconds: float = float("inf")
 
 
 class Recording:
@@ -198,37 +190,24 @@ class Recording:
         return self.found
 
 
-def tagged_page(texts: list[str], rng: random.Random, ends: Sequence[set[int]] = ()) -> tuple[str, int]:
-    """The paragraphs as one page, a `<p>` each, with 1 to 3 inline tags apart on random spans of 1 to 4
-    words; and how many tags cross a sentence boundary (`ends`: the words each paragraph's sentences but the
-    last end with, from 0)."""
-    blocks, crossing = [], 0
-    for text, last_words in itertools.zip_longest(texts, ends, fillvalue=set()):
-        words = text.split()
-        marks: list[tuple[int, int, str]] = []
-        for _ in range(rng.randint(1, 3)):
-            start = rng.randrange(len(words))
-            end = min(len(words), start + rng.randint(1, 4))
-            if all(end <= a or start >= b for a, b, _ in marks):  # tags never overlap
-                marks.append((start, end, rng.choice(TAGS)))
-        for start, end, tag in marks:
-            words[start] = f"<{tag}>{words[start]}"
-            words[end - 1] = f"{words[end - 1]}</{tag}>"
-            crossing += any(start <= word < end - 1 for word in last_words)
-        blocks.append(f"<p>{' '.join(words)}</p>")
+def tagged_page(sentences: list[str], paragraphs: Paragraphs) -> tuple[str, int]:
+    """The paragraphs as one page, a `<p>` each, with markup_bench's tags (1 to 3 on spans of 1 to 4 words,
+    nested or apart); and how many tags cross a sentence boundary."""
+    rng, blocks, crossing = random.Random(SEED), [], 0
+    last_words = paragraphs.boundaries(sentences, words=True)
+    for text, ends in zip(paragraphs.texts(sentences), last_words, strict=True):
+        sample = markup_bench.inject(text.split(), rng)
+        crossing += sum(any(tag.first <= end < tag.last for end in ends) for tag in sample.tags)
+        blocks.append(f"<p>{sample.page}</p>")
     return "<html><body>\n" + "\n".join(blocks) + "\n</body></html>", crossing
 
 
 def translations(
-    translator: Translator, sentences: list[str], paragraphs: Paragraphs, seed: int, repeats: int
-) -> dict[str, Translated]:
-    """Each way of translating the paragraphs, run `repeats` times in turn after a warm-up on a few."""
+    translator: Translator, sentences: list[str], paragraphs: Paragraphs
+) -> dict[str, tuple[Translated, float]]:
+    """Each way of translating the paragraphs and the seconds of its fastest run, after a warm-up."""
     texts = paragraphs.texts(sentences)
-    ends = []
-    for group in paragraphs.groups:
-        counts = list(itertools.accumulate(len(sentences[i].split()) for i in group))
-        ends.append({count - 1 for count in counts[:-1]})
-    page, crossing = tagged_page(texts, random.Random(seed), ends)
+    page, crossing = tagged_page(sentences, paragraphs)
 
     def one_per_line() -> Translated:
         found = translator.translate(sentences)
@@ -253,55 +232,41 @@ def translations(
         "each paragraph sentence by sentence (text)": lambda: paragraph_by_paragraph(True),
         "each paragraph sentence by sentence (html, inline tags)": html,
     }
-    warm = texts[:8]
-    translator.translate(sentences[:20])
-    for split in (False, True):
-        translate_paragraphs(translator, warm, split)
-    translated_page(translator, tagged_page(warm, random.Random(seed))[0])
-    found: dict[str, Translated] = {}
-    for _, (name, work) in itertools.product(range(repeats), ways.items()):
-        start = time.perf_counter()
-        result = work()
-        result.seconds = min(time.perf_counter() - start, found[name].seconds if name in found else math.inf)
-        found[name] = result
-    return found
+    for work in ways.values():
+        work()  # warm-up
+    return {name: fastest(work, REPEATS) for name, work in ways.items()}
 
 
 def main() -> None:
     parse = parser(__doc__)
     parse.add_argument("--run", type=Path, required=True, help="a de→en run directory")
     parse.add_argument("--data", type=Path, required=True, help="the folder of test2016.{de,en,fr,cs}")
-    parse.add_argument("--paragraphs-of", default="2-5", help="LOW-HIGH sentences a paragraph")
     parse.add_argument("--sentences", type=int, default=0, help="the first N sentences only (0: all)")
-    parse.add_argument("--seed", type=int, default=0)
-    parse.add_argument("--repeats", type=int, default=3, help="runs of each way in turn (the fastest counts)")
     args = parse.parse_args()
-    low, high = map(int, args.paragraphs_of.split("-"))
     read = {
         lang: (args.data / f"test2016.{lang}").read_text(encoding="utf-8").splitlines()
         for lang in ("de", "en")
     }
     count = args.sentences or len(read["de"])
-    paragraphs = Paragraphs.drawn(count, low, high, args.seed)
-    print(f"{len(paragraphs.groups)} paragraphs of {low} to {high} of the first {count} test2016 sentences")
+    paragraphs = Paragraphs.drawn(count, LOW, HIGH, SEED)
+    print(f"{len(paragraphs.groups)} paragraphs of {LOW} to {HIGH} of the first {count} test2016 sentences")
     print(f"machine: {machine('torch', 'sacrebleu')}; {torch.get_num_threads()} torch threads\n")
     head = ["splitter", "language", "boundaries", "found (full stops added)", "found (as written)"]
-    rows = splitter_rows(args.data, Paragraphs.drawn(len(read["de"]), low, high, args.seed))
+    rows = splitter_rows(args.data, Paragraphs.drawn(len(read["de"]), LOW, HIGH, SEED))
     print(table([*head, "hard cases", "paragraphs/s"], rows, left=2))
     translator = TorchTranslator.of_run(load_trained([args.run], torch.device("cpu")))
-    sources = [punctuated(s) for s in read["de"][:count]]
-    references = paragraphs.texts(read["en"][:count])
-    found = translations(translator, sources, paragraphs, args.seed, args.repeats)
-    base = found["one sentence a line"]
-    base_bleu = sacrebleu.corpus_bleu(base.texts, [references]).score
-    print(f"\nbeam {translator.settings.beam_size}, batches within {translator.settings.batch_tokens} tokens")
-    head = ["de→en", "BLEU", "vs one a line", "sentences lacking", "well-formed, every tag", "sentences/s"]
+    found = translations(translator, [punctuated(s) for s in read["de"][:count]], paragraphs)
+    references = [paragraphs.texts(read["en"][:count])]
+    base, base_seconds = found["one sentence a line"]
     rows = []
-    for name, result in found.items():
-        bleu = sacrebleu.corpus_bleu(result.texts, [references]).score
+    base_bleu = sacrebleu.corpus_bleu(base.texts, references).score
+    print(f"\nbeam {translator.settings.beam_size}, batches within {translator.settings.batch_tokens} tokens")
+    for name, (result, seconds) in found.items():
+        bleu = sacrebleu.corpus_bleu(result.texts, references).score
         cells = [f"{bleu:.2f}", f"{bleu - base_bleu:+.2f}", f"{result.lacking} of {count}"]
-        speed = [f"{count / result.seconds:.1f}", f"{base.seconds / result.seconds:.2f}×"]
+        speed = [f"{count / seconds:.1f}", f"{base_seconds / seconds:.2f}×"]
         rows.append([name, *cells, result.well_formed, *speed])
+    head = ["de→en", "BLEU", "vs one a line", "sentences lacking", "well-formed, every tag", "sentences/s"]
     print(table([*head, "vs one a line"], rows))
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"\npeak resident memory {peak:.0f} MiB")
