@@ -13,9 +13,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from sacrebleu.metrics import BLEU, CHRF
-
 from benchmarks.common import ROOT, Results, machine, nmt, parser, settings, split_at_dashes, table
+from nmt.evaluate.scores import headline
 
 RECIPE = ROOT / "configs" / "multi30k-cpu-transformer.yaml"
 STAND_IN = settings(  # the CPU recipe, en→fr, in the layout a MarianMT model has
@@ -64,10 +63,9 @@ def scores(run: Path, data: Path, work: Path) -> dict[str, float]:
     """BLEU and chrF of `run`'s translations of `data`'s test split (en→fr)."""
     out = work / f"{run.name}.{data.name}.fr"
     nmt("translate", run, "--input", test_file(data, "en"), "--output", out)
-    hypotheses = out.read_text(encoding="utf-8").splitlines()
-    references = [test_file(data, "fr").read_text(encoding="utf-8").splitlines()]
-    bleu = BLEU().corpus_score(hypotheses, references).score
-    return {"bleu": round(bleu, 2), "chrf": round(CHRF().corpus_score(hypotheses, references).score, 2)}
+    texts = [path.read_text(encoding="utf-8").splitlines() for path in (out, test_file(data, "fr"))]
+    found = headline(*texts)  # sacreBLEU's BLEU and chrF of the translations and the references
+    return {"bleu": found.bleu, "chrf": found.chrf}
 
 
 def main(argv: list[str]) -> None:
