@@ -49,7 +49,8 @@ class Bench(Results):
         return nmt(*args, env=self.env)
 
     def train_run(self, name: str, *flags: str) -> tuple[list[dict[str, Any]], float]:
-        """`nmt train` of WORK/runs/NAME with `flags`, no final report: its metrics and CPU seconds."""
+        """`nmt train` of WORK/runs/NAME with `flags`, no final report: its metrics and the CPU seconds of its
+        whole process (data, training, validation)."""
         run = self.work / "runs" / name
         where = ["--data", str(self.args.data), "--out", str(run), "--overwrite"]
         finished = self.nmt("train", str(CONFIG), *where, *flags, *settings("train.final_report=false"))
@@ -62,8 +63,7 @@ class Bench(Results):
             records, cpu = self.train_run(name, "--device", "cpu", "--max-time", str(seconds), *flags)
             bleu = max(r["bleu"] for r in records if r["kind"] == "valid")
             steps = max((r["step"] for r in records if "step" in r), default=0)
-            cpu = round(cpu)  # the whole process: data, training, validation
-            return {"updates": steps, "valid_bleu": bleu, "seconds": seconds, "cpu": cpu}
+            return {"updates": steps, "valid_bleu": bleu, "seconds": seconds, "cpu": round(cpu)}
 
         return self.step("trained", name, work)
 
@@ -80,9 +80,10 @@ class Bench(Results):
         return self.step("scores", key, work)
 
     def test_scores(self, path: Path, run: str, *flags: str) -> dict[str, Any]:
-        """What `nmt evaluate --json` of `run` on the test split writes into `path`."""
+        """What `nmt evaluate --json` of `run` on the test split, on the CPU, writes into `path`."""
         path.parent.mkdir(parents=True, exist_ok=True)
-        self.nmt("evaluate", str(self.work / "runs" / run), "--split", "test", "--json", str(path), *flags)
+        run_dir = self.work / "runs" / run
+        self.nmt("evaluate", str(run_dir), "--split", "test", "--device", "cpu", "--json", str(path), *flags)
         return json.loads(path.read_text())
 
 

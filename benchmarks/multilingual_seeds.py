@@ -73,7 +73,6 @@ def train_arm(bench: Bench, arm: str, seed: int) -> dict[str, Any]:
 def score(bench: Bench, name: str, trained: dict[str, list[str]], pivot: bool = False) -> None:
     """The trained directions with each of `trained`'s searches (one `nmt evaluate`, every direction), and
     zero-shot de↔fr with each search (and through English where `pivot`)."""
-    device = ["--device", "cpu"]
     for search, flags in trained.items():
         key = f"{name}/{search}" if search else name
         bench.step("trained scores", key, lambda flags=flags: evaluate(bench, name, *flags))
@@ -81,13 +80,13 @@ def score(bench: Bench, name: str, trained: dict[str, list[str]], pivot: bool = 
     searches |= {"pivot": ["--pivot", "en"]} if pivot else {}
     for direction in ZERO_SHOT:
         for search, flags in searches.items():
-            bench.evaluate(f"{name}/{direction}/{search}", name, *direction_flags(direction), *flags, *device)
+            bench.evaluate(f"{name}/{direction}/{search}", name, *direction_flags(direction), *flags)
 
 
 def evaluate(bench: Bench, run: str, *flags: str) -> dict[str, Any]:
     """Every trained direction's BLEU, chrF and off-target rate, and their means."""
     path = bench.work / "scores" / f"{run}-trained{''.join(flags)}.json"
-    found = bench.test_scores(path, run, "--device", "cpu", *flags)
+    found = bench.test_scores(path, run, *flags)
     return {key: found[key] for key in SCORES} | {
         direction: {key: found["directions"][direction][key] for key in SCORES} for direction in TRAINED
     }
