@@ -130,11 +130,8 @@ def zero_shot_table(bench: Bench) -> str:
     head = f"{first} | search | de→fr BLEU | chrF | off-target % | fr→de BLEU | chrF | off-target %"
     rows = []
     for label, names, search in table_rows(bench, trained=False):
-        cells = []
-        for direction in ZERO_SHOT:
-            scored = [found[key] for name in names if (key := f"{name}/{direction}/{search}") in found]
-            cells += [spread([r[key] for r in scored]) for key in SCORES]
-        rows.append([label, *cells])
+        scored = {d: [found[k] for n in names if (k := f"{n}/{d}/{search}") in found] for d in ZERO_SHOT}
+        rows.append([label, *(spread([r[key] for r in scored[d]]) for d in ZERO_SHOT for key in SCORES)])
     return table(head.split(" | "), rows, left=2)
 
 
