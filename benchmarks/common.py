@@ -12,6 +12,7 @@ import json
 import math
 import os
 import platform
+import re
 import statistics
 import subprocess
 import sys
@@ -146,19 +147,13 @@ def cells(*row: object) -> str:
     return "| " + " | ".join(map(str, row)) + " |"
 
 
-def cpu_model() -> str:
-    """The CPU's model name (from /proc/cpuinfo, else what `platform` knows)."""
-    cpuinfo = Path("/proc/cpuinfo")
-    for line in cpuinfo.read_text().splitlines() if cpuinfo.is_file() else []:
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or platform.machine()
-
-
 def machine(*packages: str) -> str:
     """The CPU (model name, cores this process may use, and the instruction sets torch uses where it is
     loaded), Python's version and the versions of `packages`."""
+    cpuinfo = Path("/proc/cpuinfo")
+    model = re.search(r"^model name\s*:(.*)", cpuinfo.read_text() if cpuinfo.is_file() else "", re.MULTILINE)
+    cpu = model.group(1).strip() if model else platform.processor() or platform.machine()
     torch = sys.modules.get("torch")
     sets = f" ({torch.backends.cpu.get_cpu_capability()})" if torch else ""
     found = [f"Python {platform.python_version()}", *(f"{p} {metadata.version(p)}" for p in packages)]
-    return f"{cpu_model()}, {len(os.sched_getaffinity(0))} cores{sets}; {', '.join(found)}"
+    return f"{cpu}, {len(os.sched_getaffinity(0))} cores{sets}; {', '.join(found)}"

@@ -1,11 +1,8 @@
-"""How distinct are n-best lists? Beam search's beside diverse beam search's at several strengths.
+"""How distinct are n-best lists? Beam search's beside diverse beam search's at several strengths, a row
+per search (docs/guide.md); choose the strength on a validation split, report on a test split.
 
     OMP_NUM_THREADS=1 python -m benchmarks.diverse_beam --run RUN_DIR --src val.de --ref val.en \
         --strengths 0.5 1 2 3 5 10
-
-A row per search: the distinct outputs of a list on average, the share of lists whose outputs all differ,
-self-BLEU, the BLEU of the first place and the mean over places, and the oracle BLEU of each list's best
-(docs/guide.md). Choose on a validation split; report on a test split.
 """
 
 from __future__ import annotations

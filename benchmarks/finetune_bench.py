@@ -1,21 +1,11 @@
-"""What fine-tuning a published model gains and forgets, measured offline with a stand-in (docs/import.md):
+"""What fine-tuning a published model gains and forgets, measured offline with a stand-in (docs/import.md
+gives the method): a Marian-layout en→fr model trained on --general, exported to Hugging Face's format and
+imported, then fine-tuned on --domain's `English ||| French` lines beside one trained there from scratch.
 
-    nice python -m benchmarks.finetune_bench --general /work/shared/data/multi30k \\
-        --domain /work/shared/data/alignment/gold/enfr.src-tgt --work /tmp/finetune
+    nice python -m benchmarks.finetune_bench --general DIR/multi30k \\
+        --domain DIR/alignment/gold/enfr.src-tgt --work /tmp/finetune [-- --set model.transformer.d_model=64]
 
-1. the stand-in: an en→fr Transformer in Marian's layout (post-norm, swish, decoding started from pad)
-   trained by nmt on --general (Multi30k image captions) for --steps updates, exported with `nmt export
-   --to huggingface` and read back with `nmt import`, as a downloaded OPUS-MT model would be;
-2. --domain, `English ||| French` lines (the Canadian Hansards), split in line order: the first 247 lines
-   to fine-tune on, the next 50 to validate, the last 150 held out;
-3. the imported run fine-tuned on the domain for --finetune-steps updates, and a model of the stand-in's
-   recipe trained from scratch on the domain alone for as many updates (its own sentencepiece model); each
-   keeps its checkpoint of best validation BLEU;
-4. BLEU and chrF (sacreBLEU) of the three runs' translations (each run's own search) of --general's test
-   split and of the domain's held-out lines.
-
-Arguments after `--` go to every `nmt train` (e.g. `-- --set model.transformer.d_model=64`). Each step is
-kept in WORK/results.json, which a rerun resumes from.
+Arguments after `--` go to every `nmt train`; WORK/results.json keeps each step (a rerun resumes).
 """
 
 from __future__ import annotations
@@ -23,9 +13,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from sacrebleu.metrics import BLEU, CHRF
-
 from benchmarks.common import ROOT, Results, machine, nmt, parser, settings, split_at_dashes, table
+from nmt.evaluate.scores import headline
 
 RECIPE = ROOT / "configs" / "multi30k-cpu-transformer.yaml"
 STAND_IN = settings(  # the CPU recipe, en→fr, in the layout a MarianMT model has
@@ -74,10 +63,9 @@ def scores(run: Path, data: Path, work: Path) -> dict[str, float]:
     """BLEU and chrF of `run`'s translations of `data`'s test split (en→fr)."""
     out = work / f"{run.name}.{data.name}.fr"
     nmt("translate", run, "--input", test_file(data, "en"), "--output", out)
-    hypotheses = out.read_text(encoding="utf-8").splitlines()
-    references = [test_file(data, "fr").read_text(encoding="utf-8").splitlines()]
-    bleu = BLEU().corpus_score(hypotheses, references).score
-    return {"bleu": round(bleu, 2), "chrf": round(CHRF().corpus_score(hypotheses, references).score, 2)}
+    texts = [path.read_text(encoding="utf-8").splitlines() for path in (out, test_file(data, "fr"))]
+    found = headline(*texts)  # sacreBLEU's BLEU and chrF of the translations and the references
+    return {"bleu": found.bleu, "chrf": found.chrf}
 
 
 def main(argv: list[str]) -> None:

@@ -1,14 +1,8 @@
-"""`nmt import` of a model of OPUS-MT's size against transformers' loading; a training update's speed:
+"""`nmt import` of a MarianMT model of OPUS-MT's shape (random weights) against transformers' loading, each
+in a fresh process (seconds, resident memory's growth to its peak), and a training update of the imported
+model beside nmt's own Transformer of its shape (docs/import.md gives the method):
 
     python -m benchmarks.import_speed --work /tmp/import-speed
-
-A MarianMT model of opus-mt-de-en's config (OPUS_MT: d_model 512, 6 + 6 layers; MarianConfig's defaults are
-larger), random weights, saved with save_pretrained beside sentencepiece models and a vocab.json; loaded by
-`MarianMTModel.from_pretrained` and by `nmt import` (which also writes the run), each in a fresh process with
-its libraries imported first (the fastest of --repeats: seconds, resident memory's growth to its peak; the
-file transformers maps is read as the weights are first used, after the load); then the median seconds of a
-training update (forward, backward, AdamW) of the imported model and of nmt's own Transformer of its shape
-(pre-norm, relu) on the same random batch, alternating, after two warm-up rounds.
 """
 
 from __future__ import annotations
@@ -16,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
-import resource
 import shutil
 import statistics
 import sys
@@ -136,8 +129,6 @@ def main(argv: list[str]) -> None:
         "--shape", type=json.loads, default={}, help='JSON changing OPUS_MT, e.g. {"d_model": 64}'
     )
     opts = args.parse_args(argv)
-    import torch
-
     shutil.rmtree(opts.work, ignore_errors=True)
     source = write_model(Path(opts.work / "opus-mt-de-en"), opts.vocab, opts.shape)
     weights = (source / "model.safetensors").stat().st_size / 2**20
@@ -157,12 +148,7 @@ def main(argv: list[str]) -> None:
     lines = [[name, f"{seconds:.3f} s"] for name, seconds in updates.items()]
     lines.append(["imported ÷ nmt", f"{imported / ours:.2f}×"])
     print("\n" + table([f"update, batch {opts.batch[0]}×{opts.batch[1]} tokens, cpu", "median"], lines))
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    threads = torch.get_num_threads()
-    print(
-        f"\n{parameters / 1e6:.1f}M parameters; {threads} torch threads; this process's peak {peak:.0f} MiB"
-    )
-    print(f"machine: {machine('torch', 'transformers', 'safetensors')}")
+    print(f"\n{parameters / 1e6:.1f}M parameters; machine: {machine('torch', 'transformers', 'safetensors')}")
 
 
 if __name__ == "__main__":

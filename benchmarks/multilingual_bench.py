@@ -17,7 +17,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import ROOT, Results, machine, nmt, parser, settings
+from benchmarks.common import ROOT, Finished, Results, machine, nmt, parser, settings
 from nmt.evaluate.off_target import off_target_rate
 from nmt.run.directory import RunDir
 from nmt.run.metrics import read_metrics
@@ -27,6 +27,10 @@ TRAINED = ("en-de", "de-en", "en-fr", "fr-en", "en-cs", "cs-en")
 ZERO_SHOT = ("de-fr", "fr-de")
 LANGUAGES = ("cs", "de", "en", "fr")
 MULTILINGUAL = f"data.multilingual.directions=[{', '.join(TRAINED)}]"
+JOINT_VOCAB = "tokenizer.vocab_size=8000"  # the multilingual runs' joint vocabulary
+VOCAB_SIZES = (4000, 8000)  # each bilingual direction keeps the size of better validation BLEU
+SECONDS = {"bilingual": 150.0, "multilingual": 900.0, "continued": 300.0}  # each run's training time
+FEW_PAIRS, SYNTHETIC_PAIRS = 1000, 2000  # the zero-shot remedies' real de–fr pairs; synthetic ones each way
 SYSTEMS = ("bilingual", "multi-encoder", "multi-decoder")  # the columns of the one-vs-six table
 BILINGUAL_EVAL = settings("train.eval_every=200", "train.eval_max_sentences=200")
 MULTILINGUAL_EVAL = settings("train.eval_every=600", "train.eval_max_sentences=100")
@@ -38,28 +42,28 @@ class Bench(Results):
     def __init__(self, args: argparse.Namespace) -> None:
         super().__init__(args.work / "results.json")
         self.args, self.work = args, args.work
-        self.cpu_seconds = 0.0
-        self.env = os.environ | {"OMP_NUM_THREADS": str(args.threads), "MKL_NUM_THREADS": str(args.threads)}
+        self.env = os.environ | {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
-    def nmt(self, *args: str) -> str:
-        """`nmt ARGS` in a process of its own; its stdout. `self.cpu_seconds`: the CPU time it took."""
-        finished = nmt(*args, env=self.env)
-        self.cpu_seconds = finished.cpu_seconds
-        return finished.stdout
+    def nmt(self, *args: str) -> Finished:
+        """`nmt ARGS` in a process of its own, on one thread."""
+        return nmt(*args, env=self.env)
+
+    def train_run(self, name: str, *flags: str) -> tuple[list[dict[str, Any]], float]:
+        """`nmt train` of WORK/runs/NAME with `flags`, no final report: its metrics and the CPU seconds of its
+        whole process (data, training, validation)."""
+        run = self.work / "runs" / name
+        where = ["--data", str(self.args.data), "--out", str(run), "--overwrite"]
+        finished = self.nmt("train", str(CONFIG), *where, *flags, *settings("train.final_report=false"))
+        return read_metrics(RunDir(run)), finished.cpu_seconds
 
     def train(self, name: str, seconds: float, *flags: str) -> dict[str, Any]:
         """Train run `name` for `seconds` (once); its updates and best greedy validation BLEU."""
 
         def work() -> dict[str, Any]:
-            run = self.work / "runs" / name
-            where = ["--data", str(self.args.data), "--out", str(run), "--overwrite", "--device", "cpu"]
-            limits = ["--max-time", str(seconds), *settings("train.final_report=false")]
-            self.nmt("train", str(CONFIG), *where, *limits, *flags)
-            records = read_metrics(RunDir(run))
+            records, cpu = self.train_run(name, "--device", "cpu", "--max-time", str(seconds), *flags)
             bleu = max(r["bleu"] for r in records if r["kind"] == "valid")
             steps = max((r["step"] for r in records if "step" in r), default=0)
-            cpu = round(self.cpu_seconds)  # the whole process: data, training, validation
-            return {"updates": steps, "valid_bleu": bleu, "seconds": seconds, "cpu": cpu}
+            return {"updates": steps, "valid_bleu": bleu, "seconds": seconds, "cpu": round(cpu)}
 
         return self.step("trained", name, work)
 
@@ -76,9 +80,10 @@ class Bench(Results):
         return self.step("scores", key, work)
 
     def test_scores(self, path: Path, run: str, *flags: str) -> dict[str, Any]:
-        """What `nmt evaluate --json` of `run` on the test split writes into `path`."""
+        """What `nmt evaluate --json` of `run` on the test split, on the CPU, writes into `path`."""
         path.parent.mkdir(parents=True, exist_ok=True)
-        self.nmt("evaluate", str(self.work / "runs" / run), "--split", "test", "--json", str(path), *flags)
+        run_dir = self.work / "runs" / run
+        self.nmt("evaluate", str(run_dir), "--split", "test", "--device", "cpu", "--json", str(path), *flags)
         return json.loads(path.read_text())
 
 
@@ -90,8 +95,7 @@ def direction_flags(direction: str) -> list[str]:
 def one_vs_six(bench: Bench) -> None:
     """Bilinguals at each vocabulary size, each direction's best one scored; the two multilingual runs
     (trained in an order that puts the first comparison first: bilinguals at the first size, encoder tags)."""
-    args = bench.args
-    first, *others = args.vocab_sizes
+    first, *others = VOCAB_SIZES
     bilinguals(bench, first, TRAINED)
     multilingual(bench, "encoder")
     for vocab in others:
@@ -106,25 +110,24 @@ def one_vs_six(bench: Bench) -> None:
 def bilinguals(bench: Bench, vocab: int, directions: tuple[str, ...]) -> None:
     for direction in directions:
         flags = [*direction_flags(direction), *settings(f"tokenizer.vocab_size={vocab}"), *BILINGUAL_EVAL]
-        bench.train(f"bi-{direction}-v{vocab}", bench.args.bilingual_time, *flags)
+        bench.train(f"bi-{direction}-v{vocab}", SECONDS["bilingual"], *flags)
 
 
 def multilingual(bench: Bench, tags: str) -> None:
-    vocab = f"tokenizer.vocab_size={bench.args.multilingual_vocab}"
-    flags = settings(MULTILINGUAL, f"data.multilingual.tags={tags}", vocab)
-    bench.train(f"multi-{tags}", bench.args.multilingual_time, *flags, *MULTILINGUAL_EVAL)
+    flags = settings(MULTILINGUAL, f"data.multilingual.tags={tags}", JOINT_VOCAB)
+    bench.train(f"multi-{tags}", SECONDS["multilingual"], *flags, *MULTILINGUAL_EVAL)
 
 
 def best_bilingual(bench: Bench, direction: str) -> str:
     """The run of `direction` with the best greedy validation BLEU among the vocabulary sizes tried."""
     trained = bench.results["trained"]
-    runs = [f"bi-{direction}-v{vocab}" for vocab in bench.args.vocab_sizes]
+    runs = [f"bi-{direction}-v{vocab}" for vocab in VOCAB_SIZES]
     return max(runs, key=lambda run: trained[run]["valid_bleu"])
 
 
 def zero_shot(bench: Bench) -> None:
     """de↔fr: zero-shot and pivoted through English by both multilingual runs; bilinguals on de–fr pairs."""
-    for vocab in bench.args.vocab_sizes:
+    for vocab in VOCAB_SIZES:
         bilinguals(bench, vocab, ZERO_SHOT)
     for direction in ZERO_SHOT:
         bench.evaluate(f"bilingual/{direction}", best_bilingual(bench, direction))
@@ -137,15 +140,14 @@ def zero_shot(bench: Bench) -> None:
 def remedies(bench: Bench) -> None:
     """The encoder-tag run continued: alone (the control), with a few real de–fr pairs, with synthetic
     ones."""
-    args = bench.args
     common = ["--init-from", str(bench.work / "runs" / "multi-encoder"), *MULTILINGUAL_EVAL]
-    common += settings("data.multilingual.tags=encoder", f"tokenizer.vocab_size={args.multilingual_vocab}")
-    bench.train("continued", args.continue_time, *settings(MULTILINGUAL), *common)
+    common += settings("data.multilingual.tags=encoder", JOINT_VOCAB)
+    bench.train("continued", SECONDS["continued"], *settings(MULTILINGUAL), *common)
     both = f"data.multilingual.directions=[{', '.join((*TRAINED, *ZERO_SHOT))}]"
     few = settings(both, f"data.train={write_few_pairs(bench)}")
-    bench.train("few-pairs", args.continue_time, *few, *common)
+    bench.train("few-pairs", SECONDS["continued"], *few, *common)
     synthetic = settings(both, f"data.train={write_synthetic_pairs(bench)}")
-    bench.train("synthetic-pairs", args.continue_time, *synthetic, *common)
+    bench.train("synthetic-pairs", SECONDS["continued"], *synthetic, *common)
     for run in ("continued", "few-pairs", "synthetic-pairs"):
         for direction in ZERO_SHOT:
             flags = [*direction_flags(direction), *(["--zero-shot"] if run == "continued" else [])]
@@ -173,11 +175,10 @@ def english_centric(lines: dict[str, list[str]], i: int) -> list[dict[str, str]]
 
 
 def write_few_pairs(bench: Bench) -> Path:
-    """Every training line English-centric, and the first --few-pairs lines also as de–fr pairs."""
-    lines, few = training_lines(bench.args.data), bench.args.few_pairs
-    records = []
-    for i in range(len(lines["en"])):
-        records += [{lang: lines[lang][i] for lang in LANGUAGES}] if i < few else english_centric(lines, i)
+    """Training lines English-centric, the first FEW_PAIRS in all four languages (de–fr pairs among them)."""
+    lines = training_lines(bench.args.data)
+    records = [{lang: lines[lang][i] for lang in LANGUAGES} for i in range(FEW_PAIRS)]
+    records += [r for i in range(FEW_PAIRS, len(lines["en"])) for r in english_centric(lines, i)]
     return write_jsonl(bench.work / "data" / "few-pairs.jsonl", records)
 
 
@@ -185,11 +186,10 @@ def write_synthetic_pairs(bench: Bench) -> Path:
     """Every training line English-centric, and synthetic de–fr pairs: French sentences of lines the few-pairs
     run does not see as pairs, with German sampled through English by the encoder-tag model, and German ones
     (of other lines) with sampled French."""
-    args, lines = bench.args, training_lines(bench.args.data)
-    rows = list(range(args.few_pairs, len(lines["en"])))
+    lines = training_lines(bench.args.data)
+    rows = list(range(FEW_PAIRS, len(lines["en"])))
     random.Random(1).shuffle(rows)
-    n = args.synthetic_pairs
-    french, german = sorted(rows[:n]), sorted(rows[n : 2 * n])
+    french, german = sorted(rows[:SYNTHETIC_PAIRS]), sorted(rows[SYNTHETIC_PAIRS : 2 * SYNTHETIC_PAIRS])
     to_german = sampled(bench, "fr", "de", [lines["fr"][i] for i in french])
     to_french = sampled(bench, "de", "fr", [lines["de"][i] for i in german])
     records = [r for i in range(len(lines["en"])) for r in english_centric(lines, i)]
@@ -207,9 +207,8 @@ def sampled(bench: Bench, src: str, tgt: str, sentences: list[str]) -> list[str]
         source = bench.work / "data" / f"source.{src}-{tgt}"
         source.write_text("".join(line + "\n" for line in sentences), encoding="utf-8")
         run = str(bench.work / "runs" / "multi-encoder")
-        direction = ["--src-lang", src, "--tgt-lang", tgt, "--pivot", "en"]
-        text = bench.nmt("translate", run, *direction, "--sampling", "--seed", "1", "-i", str(source))
-        out.write_text(text, encoding="utf-8")
+        direction = ["--src-lang", src, "--tgt-lang", tgt, "--pivot", "en", "--sampling", "--seed", "1"]
+        bench.nmt("translate", run, *direction, "--input", str(source), "--output", str(out))
         return len(sentences)
 
     bench.step("synthetic", f"{src}-{tgt}", work)
@@ -238,26 +237,22 @@ def one_vs_six_table(bench: Bench) -> str:
     """The trained directions: each bilingual (its vocabulary sizes' validation BLEU) beside both
     multilingual runs."""
     scores, trained = bench.results.get("scores", {}), bench.results.get("trained", {})
-    sizes = bench.args.vocab_sizes
     head = (
         "| direction | bilingual: greedy valid BLEU by vocabulary | bilingual BLEU | chrF | off-target % | "
         "multilingual, encoder tags: BLEU | chrF | off-target % | decoder tags: BLEU | chrF | off-target % |"
     )
     lines = [head, "|---|---|" + "---:|" * 9]
-    columns: dict[str, list[dict[str, Any] | None]] = {name: [] for name in SYSTEMS}
-    for direction in TRAINED:
+    columns = {name: [scores.get(f"{name}/{d}") for d in TRAINED] for name in SYSTEMS}
+    for i, direction in enumerate(TRAINED):
         tried = ", ".join(
             f"{size // 1000}k {trained[f'bi-{direction}-v{size}']['valid_bleu']:.2f}"
-            for size in sizes
+            for size in VOCAB_SIZES
             if f"bi-{direction}-v{size}" in trained
         )
-        found = {name: scores.get(f"{name}/{direction}") for name in columns}
-        for name, value in found.items():
-            columns[name].append(value)
-        row = " | ".join(cell(found[name]) for name in columns)
+        row = " | ".join(cell(found[i]) for found in columns.values())
         lines.append(f"| {direction} | {tried} | {row} |")
     lines.append(f"| **mean** | | {' | '.join(mean_cell(values) for values in columns.values())} |")
-    done = all(f"bi-{d}-v{size}" in trained for d in TRAINED for size in sizes)
+    done = all(f"bi-{d}-v{size}" in trained for d in TRAINED for size in VOCAB_SIZES)
     for key, label in (("updates", "updates"), ("cpu", "CPU seconds (the `nmt train` processes)")):
         bilingual = sum(trained[best_bilingual(bench, d)][key] for d in TRAINED) if done else 0
         runs = [trained.get(f"multi-{tags}", {}).get(key, 0) for tags in ("encoder", "decoder")]
@@ -272,50 +267,35 @@ ZERO_SHOT_ROWS = (
     ("multi-decoder-pivot", "`--pivot en`, decoder tags"),
     ("bilingual", "bilingual, trained on the de–fr pairs"),
     ("continued", "encoder tags continued, English-centric data only (zero-shot)"),
-    ("few-pairs", "encoder tags continued, with {few} real de–fr pairs"),
-    ("synthetic-pairs", "encoder tags continued, with 2 × {synthetic} synthetic de–fr pairs"),
+    ("few-pairs", f"encoder tags continued, with {FEW_PAIRS:,} real de–fr pairs"),
+    ("synthetic-pairs", f"encoder tags continued, with 2 × {SYNTHETIC_PAIRS:,} synthetic de–fr pairs"),
 )
 
 
 def zero_shot_table(bench: Bench) -> str:
     """de→fr and fr→de by every system, and the mean over the six trained directions where a run has them."""
-    scores, args = bench.results.get("scores", {}), bench.args
+    scores = bench.results.get("scores", {})
     head = (
         "| system | de→fr BLEU | chrF | off-target % | fr→de BLEU | chrF | off-target % | six trained: BLEU |"
     )
     lines = [head, "|---|" + "---:|" * 7]
-    for key, name in ZERO_SHOT_ROWS:
-        run = key.removesuffix("-zero-shot").removesuffix("-pivot")
-        trained = [scores.get(f"{run}/{d}") for d in TRAINED]
+    for key, label in ZERO_SHOT_ROWS:
+        run = key.removesuffix("-zero-shot")  # a pivot's and a bilingual's trained directions: not shown
+        trained = [scores.get(f"{run}/{d}") for d in TRAINED] if run != "bilingual" else [None]
         mean = f"{statistics.mean(t['bleu'] for t in trained if t):.2f}" if all(trained) else "—"
-        if key in ("bilingual", "multi-encoder-pivot", "multi-decoder-pivot"):
-            mean = "—"
-        label = name.format(few=f"{args.few_pairs:,}", synthetic=f"{args.synthetic_pairs:,}")
         found = " | ".join(cell(scores.get(f"{key}/{d}")) for d in ZERO_SHOT)
         lines.append(f"| {label} | {found} | {mean} |")
     return "\n".join(lines)
 
 
-def parse_args() -> argparse.Namespace:
+def main() -> None:
     parse = parser(__doc__)
     parse.add_argument("--data", type=Path, required=True, help="Multi30k: train/val/test2016 in en de fr cs")
     parse.add_argument("--work", type=Path, required=True, help="runs, hypotheses and results.json")
-    parse.add_argument("--threads", type=int, default=1)
-    parse.add_argument("--bilingual-time", type=float, default=150.0)
-    parse.add_argument("--multilingual-time", type=float, default=900.0)
-    parse.add_argument("--continue-time", type=float, default=300.0)
-    parse.add_argument("--vocab-sizes", type=int, nargs="+", default=[4000, 8000])
-    parse.add_argument("--multilingual-vocab", type=int, default=8000)
-    parse.add_argument("--few-pairs", type=int, default=1000)
-    parse.add_argument("--synthetic-pairs", type=int, default=2000)
-    return parse.parse_args()
-
-
-def main() -> None:
-    args = parse_args()
+    args = parse.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     bench = Bench(args)
-    bench.results["machine"] = {"machine": machine(), "threads": args.threads}
+    bench.results["machine"] = machine()
     one_vs_six(bench)
     zero_shot(bench)
     remedies(bench)

@@ -12,14 +12,11 @@ and with online back-translation (robt). Runs and results.json stay in WORK (a b
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 from typing import Any
 
 from benchmarks.common import parser, settings, spread, table
-from benchmarks.multilingual_bench import CONFIG, MULTILINGUAL, TRAINED, ZERO_SHOT, Bench, direction_flags
-from nmt.run.directory import RunDir
-from nmt.run.metrics import read_metrics
+from benchmarks.multilingual_bench import MULTILINGUAL, TRAINED, ZERO_SHOT, Bench, direction_flags
 
 PLACEMENTS = ("encoder", "decoder")
 ARMS = ("control", "robt")  # back-translation's experiment: its parents continued without it, and with it
@@ -41,13 +38,9 @@ def arm_name(arm: str, seed: int) -> str:
 def train(bench: Bench, name: str, seed: int, sets: list[str], *flags: str) -> list[dict[str, Any]]:
     """`nmt train` of run `name` with the bench's multilingual settings, `sets` and `flags`, for --updates
     updates on --device; its metrics."""
-    run, args = bench.work / "runs" / name, bench.args
-    where = ["--data", str(args.data), "--out", str(run), "--overwrite", "--device", args.device]
-    limits = ["--max-steps", str(args.updates), "--max-time", "0"]
+    limits = ["--device", bench.args.device, "--max-steps", str(bench.args.updates), "--max-time", "0"]
     common = [MULTILINGUAL, "tokenizer.vocab_size=8000", f"train.seed={seed}", "train.eval_max_sentences=100"]
-    sets = [*common, "train.final_report=false", *sets]
-    bench.nmt("train", str(CONFIG), *where, *flags, *limits, *settings(*sets))
-    return read_metrics(RunDir(run))
+    return bench.train_run(name, *flags, *limits, *settings(*common, *sets))[0]
 
 
 def train_placement(bench: Bench, tags: str, seed: int) -> dict[str, Any]:
@@ -62,8 +55,8 @@ def train_placement(bench: Bench, tags: str, seed: int) -> dict[str, Any]:
 
 
 def train_arm(bench: Bench, arm: str, seed: int) -> dict[str, Any]:
-    """The seed's parent continued, with back-translation in the `robt` arm (once); its updates per second
-    and the pairs it back-translated."""
+    """The seed's parent continued, with back-translation in the `robt` arm (once); its updates and updates
+    per second."""
 
     def work() -> dict[str, Any]:
         args = bench.args
@@ -71,10 +64,8 @@ def train_arm(bench: Bench, arm: str, seed: int) -> dict[str, Any]:
         if arm == "robt":
             sets.append(f"data.multilingual.back_translation.share={args.share}")
         parent = ["--init-from", args.parents.format(seed=seed)]
-        trained = [r for r in train(bench, arm_name(arm, seed), seed, sets, *parent) if r["kind"] == "train"]
-        made = sum(r.get("back_translated", 0.0) for r in trained)
-        last = trained[-1]
-        return {"updates": last["step"], "updates_per_s": last["step"] / last["elapsed"], "pairs": made}
+        last = [r for r in train(bench, arm_name(arm, seed), seed, sets, *parent) if r["kind"] == "train"][-1]
+        return {"updates": last["step"], "updates_per_s": last["step"] / last["elapsed"]}
 
     return bench.step("trained", arm_name(arm, seed), work)
 
@@ -82,24 +73,20 @@ def train_arm(bench: Bench, arm: str, seed: int) -> dict[str, Any]:
 def score(bench: Bench, name: str, trained: dict[str, list[str]], pivot: bool = False) -> None:
     """The trained directions with each of `trained`'s searches (one `nmt evaluate`, every direction), and
     zero-shot de↔fr with each search (and through English where `pivot`)."""
-    device = ["--device", bench.args.eval_device]
     for search, flags in trained.items():
         key = f"{name}/{search}" if search else name
         bench.step("trained scores", key, lambda flags=flags: evaluate(bench, name, *flags))
+    searches = {search: ["--zero-shot", *flags] for search, flags in ZERO_SHOT_SEARCHES.items()}
+    searches |= {"pivot": ["--pivot", "en"]} if pivot else {}
     for direction in ZERO_SHOT:
-        for search, flags in ZERO_SHOT_SEARCHES.items():
-            zero_shot = [*direction_flags(direction), "--zero-shot", *flags, *device]
-            bench.evaluate(f"{name}/{direction}/{search}", name, *zero_shot)
-        if pivot:
-            bench.evaluate(
-                f"{name}/{direction}/pivot", name, *direction_flags(direction), "--pivot", "en", *device
-            )
+        for search, flags in searches.items():
+            bench.evaluate(f"{name}/{direction}/{search}", name, *direction_flags(direction), *flags)
 
 
 def evaluate(bench: Bench, run: str, *flags: str) -> dict[str, Any]:
     """Every trained direction's BLEU, chrF and off-target rate, and their means."""
     path = bench.work / "scores" / f"{run}-trained{''.join(flags)}.json"
-    found = bench.test_scores(path, run, "--device", bench.args.eval_device, *flags)
+    found = bench.test_scores(path, run, *flags)
     return {key: found[key] for key in SCORES} | {
         direction: {key: found["directions"][direction][key] for key in SCORES} for direction in TRAINED
     }
@@ -143,33 +130,22 @@ def zero_shot_table(bench: Bench) -> str:
     head = f"{first} | search | de→fr BLEU | chrF | off-target % | fr→de BLEU | chrF | off-target %"
     rows = []
     for label, names, search in table_rows(bench, trained=False):
-        cells = []
-        for direction in ZERO_SHOT:
-            scored = [found[key] for name in names if (key := f"{name}/{direction}/{search}") in found]
-            cells += [spread([r[key] for r in scored]) for key in SCORES]
-        rows.append([label, *cells])
+        scored = {d: [found[k] for n in names if (k := f"{n}/{d}/{search}") in found] for d in ZERO_SHOT}
+        rows.append([label, *(spread([r[key] for r in scored[d]]) for d in ZERO_SHOT for key in SCORES)])
     return table(head.split(" | "), rows, left=2)
 
 
-def parse_args() -> argparse.Namespace:
+def main() -> None:
     parse = parser(__doc__)
     parse.add_argument("--data", type=Path, required=True, help="Multi30k: train/val/test2016, en de fr cs")
     parse.add_argument("--work", type=Path, required=True, help="runs, hypotheses and results.json")
     parse.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
-    parse.add_argument("--updates", type=int, help="updates of each run (default 1800; continued: 600)")
+    parse.add_argument("--updates", type=int, required=True, help="updates of each run")
     parse.add_argument("--device", default="cpu", help="where the runs train")
-    parse.add_argument("--eval-device", default="cpu", help="where they are scored")
-    parse.add_argument("--threads", type=int, default=1)
     parse.add_argument("--parents", help="back-translation: each seed's run to continue, with {seed}")
     parse.add_argument("--share", type=float, default=0.5, help="share of each batch back-translated")
     parse.add_argument("--arms", nargs="+", choices=ARMS, default=list(ARMS), help="back-translation's arms")
     args = parse.parse_args()
-    args.updates = args.updates or (600 if args.parents else 1800)
-    return args
-
-
-def main() -> None:
-    args = parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     bench = Bench(args)
     for seed in args.seeds:

@@ -18,11 +18,6 @@ from benchmarks.common import table as markdown
 from nmt.run.report import read_report
 
 
-def train_command(config: Path, data: Path, run_dir: Path, seed: int, extra: list[str]) -> list[str]:
-    where = ["--data", str(data), "--out", str(run_dir)]
-    return [*NMT_COMMAND, "train", str(config), *where, *settings(f"train.seed={seed}"), *extra]
-
-
 def row(seed: int, report: dict) -> dict[str, float | int | str]:
     """One seed's figures from its report.json."""
     chosen = report["checkpoint"]
@@ -61,14 +56,17 @@ def main() -> None:
     run_dirs = {seed: args.out / f"seed-{seed}" for seed in args.seeds}
     if not args.table_only:
         args.out.mkdir(parents=True, exist_ok=True)
-        commands = {s: train_command(args.config, args.data, d, s, extra) for s, d in run_dirs.items()}
-        for command in commands.values():
+        train = [*NMT_COMMAND, "train", str(args.config), "--data", str(args.data)]
+        commands = [
+            [*train, "--out", str(d), *settings(f"train.seed={s}"), *extra] for s, d in run_dirs.items()
+        ]
+        for command in commands:
             print("$", " ".join(command), flush=True)
         if args.parallel:
-            processes = [subprocess.Popen(c) for c in commands.values()]
+            processes = [subprocess.Popen(c) for c in commands]
             codes = [p.wait() for p in processes]
         else:
-            codes = [subprocess.run(c).returncode for c in commands.values()]
+            codes = [subprocess.run(c).returncode for c in commands]
         if any(codes):
             print(f"exit codes {codes}: failed runs are left out of the table", flush=True)
     reports = {s: d / "report.json" for s, d in run_dirs.items() if (d / "report.json").exists()}

@@ -11,7 +11,6 @@ under --work); without it its columns are left out.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import math
@@ -19,11 +18,13 @@ import os
 import re
 import shutil
 import signal
+import socket
 import statistics
 import subprocess
 import sys
 import threading
 import time
+from argparse import Namespace
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,11 +32,13 @@ from typing import Any
 
 import httpx
 
-from benchmarks.common import ROOT, machine, memory_gib, parser, settings, table
+from benchmarks.common import ROOT, machine, memory_gib, nmt, parser, settings, table
+from nmt.config.yaml_file import load_saved_config
 from tests.argos_offline import harness
 
 LOADS = ((1, 1), (4, 1), (16, 1), (1, 20), (4, 20), (16, 20))  # clients, sentences a request
 NMT, CT2, LT = "nmt serve (run)", "nmt serve (CTranslate2 export)", "LibreTranslate (Argos package)"
+LONE = "1 × 1, each sentence right after the same in process"
 
 
 @dataclass
@@ -43,8 +46,6 @@ class Server:
     name: str
     process: subprocess.Popen
     url: str
-    pid: int  # whose resident memory is read
-    log: list[str] = field(default_factory=list)
 
     def stop(self) -> int:
         self.process.send_signal(signal.SIGTERM)
@@ -53,6 +54,10 @@ class Server:
         except subprocess.TimeoutExpired:
             self.process.kill()
             return self.process.wait()
+
+    def mib(self) -> float:
+        """Its resident memory."""
+        return 1024 * memory_gib(pid=self.process.pid)
 
 
 @dataclass
@@ -72,24 +77,24 @@ class Row:
         ordered = sorted(self.latencies)
         return 1000 * ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
+    def cell(self) -> str:
+        return f"{self.rate:.1f}, {self.ms(50):.1f}, {self.ms(95):.1f}"
 
-def start(name: str, command: list[str], env: dict[str, str] | None = None, ready: str = "") -> Server:
-    """A server process, once a line of its output names its address (`ready`: the line to wait for)."""
-    process = subprocess.Popen(command, stderr=subprocess.STDOUT, stdout=subprocess.PIPE, text=True, env=env)
+
+def start_nmt(name: str, path: Path, beam: int) -> Server:
+    """`nmt serve PATH` on a free port, once a line of its output names its address."""
+    command = [sys.executable, "-m", "nmt", "serve", str(path), "--port", "0", "--device", "cpu"]
+    command += ["--beam-size", str(beam)]
+    process = subprocess.Popen(command, stderr=subprocess.STDOUT, stdout=subprocess.PIPE, text=True)
     assert process.stdout is not None
     log: list[str] = []
     for line in process.stdout:
         log.append(line)
-        found = re.search(r"(http://127\.0\.0\.1:[0-9]+)", line)
-        if found and ready in line:
+        found = re.search(r"serving .*(http://127\.0\.0\.1:[0-9]+)", line)
+        if found:
             threading.Thread(target=log.extend, args=(process.stdout,), daemon=True).start()
-            return Server(name, process, found.group(1), process.pid, log)
+            return Server(name, process, found.group(1))
     raise SystemExit(f"{name} did not start (exit code {process.wait()}):\n{''.join(log[-20:])}")
-
-
-def start_nmt(name: str, path: Path, args: argparse.Namespace) -> Server:
-    command = [sys.executable, "-m", "nmt", "serve", str(path), "--port", "0", "--device", "cpu"]
-    return start(name, [*command, "--beam-size", str(args.beam_size)], ready="serving")
 
 
 def requests_of(pool: Iterator[str], clients: int, per: int, target: int) -> list[list[str]]:
@@ -126,11 +131,7 @@ async def drive(
 
 
 def measure_server(
-    server: Server,
-    args: argparse.Namespace,
-    sentences: list[str],
-    lone: list[str],
-    reference: InProcess | None,
+    server: Server, args: Namespace, sentences: list[str], lone: list[str], reference: InProcess | None
 ) -> tuple[dict[str, Row], list[float]]:
     """After a warm-up: one client sending the `lone` sentences one a request, each right after the same
     sentence translated in `reference`'s process (so that both see the machine alike); every load, unseen then
@@ -152,7 +153,7 @@ def measure_server(
             translation = response.json()["translatedText"][0]
             lone_row.differ += sentence in expected and expected[sentence] != translation
     lone_row.seconds = sum(lone_row.latencies)
-    rows, pool = {"lone": lone_row}, iter(sentences)
+    rows, pool = {LONE: lone_row}, iter(sentences)
     loads = [(clients, per, requests_of(pool, clients, per, args.target)) for clients, per in args.loads]
     if reference is not None:
         sent = [s for _, _, requests in loads for request in requests for s in request]
@@ -160,20 +161,32 @@ def measure_server(
     for clients, per, requests in loads:
         for key in (f"{clients} × {per}", f"{clients} × {per} again"):
             rows[key] = asyncio.run(drive(server.url, pair, requests, clients, expected))
-            print(f"{server.name}, {key}: {_cell(rows[key])}", file=sys.stderr, flush=True)
+            print(f"{server.name}, {key}: {rows[key].cell()}", file=sys.stderr, flush=True)
     same = [[lone[0]]] * args.target
     rows["one text again and again"] = asyncio.run(drive(server.url, pair, same, 1, expected))
     return rows, in_process
 
 
-def memory_series(server: Server, pair: dict[str, str], sentences: list[str], count: int) -> list[float]:
+def lone_line(name: str, rows: dict[str, Row], in_process: list[float], health: dict[str, Any]) -> str:
+    """A server's lone requests beside the same sentences in process; its answers unlike in-process ones."""
+    search, served = 1000 * statistics.median(in_process), rows[LONE].ms(50)
+    differ = sum(row.differ for row in rows.values())
+    return (
+        f"{name}: a lone client's request of one sentence, p50 {served:.1f} ms; the same {len(in_process)} "
+        f"sentences in process, each just before, {search:.1f} ms (+{served - search:.1f} ms); answers "
+        f"unlike in-process ones: {differ}; /health cache {health['cache']}"
+    )
+
+
+def memory_series(server: Server, pair: dict[str, str], sentences: list[str], count: int) -> str:
     """Resident MiB every tenth of `count` requests of new texts (two pool sentences joined), 16 clients."""
     texts = (f"{a} {b}" for a in sentences for b in sentences)
-    series, step = [1024 * memory_gib(pid=server.pid)], max(1, count // 10)
+    series, step = [server.mib()], max(1, count // 10)
     for _ in range(10):
         asyncio.run(drive(server.url, pair, [[next(texts)] for _ in range(step)], 16, {}))
-        series.append(1024 * memory_gib(pid=server.pid))
-    return series
+        series.append(server.mib())
+    shown = ", ".join(f"{mib:.0f}" for mib in series)
+    return f"{server.name}: resident MiB every {count // 10} of {count} new texts: {shown}"
 
 
 class InProcess:
@@ -183,9 +196,10 @@ class InProcess:
     def __init__(self, path: Path, engine: str, beam: int, threads: int) -> None:
         command = [sys.executable, "-m", "benchmarks.serve_bench", "--in-process"]
         self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        self._ask([str(path), engine, beam, threads])
+        self.translate([str(path), engine, beam, threads])  # what to load; answered once loaded
 
-    def _ask(self, request: object) -> Any:
+    def translate(self, request: object) -> Any:
+        """Seconds and translation of one sentence alone, or the translations of a list."""
         assert self.process.stdin is not None and self.process.stdout is not None
         self.process.stdin.write(json.dumps(request) + "\n")
         self.process.stdin.flush()
@@ -193,10 +207,6 @@ class InProcess:
         if not answer:
             raise SystemExit(f"the in-process search failed (exit code {self.process.wait()})")
         return json.loads(answer)
-
-    def translate(self, sentences: str | list[str]) -> Any:
-        """Seconds and translation of one sentence alone, or the translations of a list."""
-        return self._ask(sentences)
 
     def close(self) -> None:
         assert self.process.stdin is not None
@@ -225,31 +235,27 @@ def in_process_child() -> None:
         print(json.dumps([time.perf_counter() - start, translation]), flush=True)
 
 
-def export(args: argparse.Namespace) -> tuple[Path, list[Path]]:
+def export(args: Namespace) -> tuple[Path, list[Path]]:
     """The run's CTranslate2 export and Argos packages (its own and a reverse tiny run's), made once."""
-    ct2, packages = args.work / "ctranslate2", args.work / "packages"
-    nmt = [sys.executable, "-m", "nmt"]
+    ct2, packages, reverse_run = args.work / "ctranslate2", args.work / "packages", args.work / "reverse-run"
     if not ct2.is_dir():
-        subprocess.run([*nmt, "export", str(args.run), str(ct2), "--to", "ctranslate2"], check=True)
+        nmt("export", args.run, ct2, "--to", "ctranslate2")
     if args.no_libretranslate:
         return ct2, []
     packages.mkdir(parents=True, exist_ok=True)
-    own = packages / "own.argosmodel"
+    own, reverse = packages / "own.argosmodel", packages / "reverse.argosmodel"
     if not own.is_file():
-        subprocess.run([*nmt, "export", str(args.run), str(own), "--to", "argos"], check=True)
-    reverse, reverse_run = packages / "reverse.argosmodel", args.work / "reverse-run"
+        nmt("export", args.run, own, "--to", "argos")
     if not reverse.is_file():
-        src, tgt = args.pair["source"], args.pair["target"]
-        config = str(ROOT / "configs" / "tiny-transformer.yaml")
-        train = ["train", config, "--data", str(args.data or args.src.parent), "--src-lang", tgt]
-        train += ["--tgt-lang", src]
-        flags = ["--max-steps", "5", "--device", "cpu", "--out", str(reverse_run)]
-        subprocess.run([*nmt, *train, *flags, *settings("train.final_report=false")], check=True)
-        subprocess.run([*nmt, "export", str(reverse_run), str(reverse), "--to", "argos"], check=True)
+        config, data = ROOT / "configs" / "tiny-transformer.yaml", args.data or args.src.parent
+        direction = ["--src-lang", args.pair["target"], "--tgt-lang", args.pair["source"]]
+        flags = ["--max-steps", "5", "--device", "cpu", *settings("train.final_report=false")]
+        nmt("train", config, "--data", data, "--out", reverse_run, *direction, *flags)
+        nmt("export", reverse_run, reverse, "--to", "argos")
     return ct2, [own, reverse]
 
 
-def start_libretranslate(args: argparse.Namespace, packages: list[Path]) -> Server | None:
+def start_libretranslate(args: Namespace, packages: list[Path]) -> Server | None:
     """LibreTranslate serving the packages, offline (its network guard refuses anything beyond loopback)."""
     try:
         python = args.libretranslate_python or harness.argos_python(args.work, harness.LIBRETRANSLATE)
@@ -259,21 +265,22 @@ def start_libretranslate(args: argparse.Namespace, packages: list[Path]) -> Serv
     home = args.work / "libretranslate-home"
     shutil.rmtree(home, ignore_errors=True)
     env = harness.environment(home) | {"ARGOS_BEAM_SIZE": str(args.beam_size)}
-    install = (
-        "import sys; from argostranslate import package; [package.install_from_path(p) for p in sys.argv[1:]]"
-    )
+    install = "import sys, argostranslate.package as p; [p.install_from_path(f) for f in sys.argv[1:]]"
     subprocess.run([str(python), "-c", install, *map(str, packages)], check=True, env=env)
-    port = free_port()
-    program = Path(python).parent / "libretranslate"
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
     languages = f"{args.pair['source']},{args.pair['target']}"
-    command = [str(program), "--host", "127.0.0.1", "--port", str(port), "--load-only", languages]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    command = [str(Path(python).parent / "libretranslate"), "--host", "127.0.0.1", "--port", str(port)]
+    process = subprocess.Popen(
+        [*command, "--load-only", languages], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env
+    )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and process.poll() is None:
         try:
             httpx.get(f"{url}/languages", timeout=5).raise_for_status()
-            return Server(LT, process, url, process.pid)
+            return Server(LT, process, url)
         except httpx.HTTPError:
             time.sleep(0.5)
     process.kill()
@@ -281,15 +288,7 @@ def start_libretranslate(args: argparse.Namespace, packages: list[Path]) -> Serv
     return None
 
 
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as handle:
-        handle.bind(("127.0.0.1", 0))
-        return handle.getsockname()[1]
-
-
-def arguments() -> argparse.Namespace:
+def arguments() -> Namespace:
     parse = parser(__doc__)
     parse.add_argument("--run", type=Path, required=True, help="A run directory (read only).")
     parse.add_argument("--src", type=Path, required=True, help="Sentences, one a line: NAME.<source lang>.")
@@ -309,10 +308,8 @@ def arguments() -> argparse.Namespace:
         args.loads = [tuple(int(n) for n in load.split("x")) for load in args.loads.split(",")]
     except ValueError:
         parse.error(f"--loads {args.loads}: write CLIENTSxSENTENCES rows, e.g. 1x1,4x20")
-    src_lang = args.src.suffix.lstrip(".")
-    config = (args.run / "config.yaml").read_text(encoding="utf-8")
-    tgt_lang = re.search(r"tgt_lang: *([A-Za-z_-]+)", config).group(1)  # type: ignore[union-attr]
-    args.pair = {"source": src_lang, "target": tgt_lang}
+    tgt_lang = load_saved_config(args.run / "config.yaml").data.tgt_lang
+    args.pair = {"source": args.src.suffix.lstrip("."), "target": tgt_lang}
     return args
 
 
@@ -332,16 +329,15 @@ def main() -> None:
     ct2, packages = export(args)
     threads = max(1, len(os.sched_getaffinity(0)) - 1)
     results: dict[str, dict[str, Row]] = {}
-    in_process: dict[str, list[float]] = {}
-    health, memory, codes = {}, {}, {}
+    lines, memory, codes = [], [], {}
     for name, path, engine in ((NMT, args.run, "torch"), (CT2, ct2, "ctranslate2")):
         reference = InProcess(path, engine, args.beam_size, threads)
-        server = start_nmt(name, path, args)
+        server = start_nmt(name, path, args.beam_size)
         try:
-            results[name], in_process[name] = measure_server(server, args, sentences, lone, reference)
+            results[name], in_process = measure_server(server, args, sentences, lone, reference)
             if args.memory_requests:
-                memory[name] = memory_series(server, args.pair, sentences, args.memory_requests)
-            health[name] = httpx.get(f"{server.url}/health").json()
+                memory.append(memory_series(server, args.pair, sentences, args.memory_requests))
+            lines.append(lone_line(name, results[name], in_process, httpx.get(f"{server.url}/health").json()))
         finally:
             codes[name] = server.stop()
             reference.close()
@@ -351,56 +347,23 @@ def main() -> None:
             results[LT] = measure_server(found, args, sentences, lone, None)[0]
         finally:
             codes[LT] = found.stop()
-    report(args, results, in_process, health, memory, codes, threads, (load_before, os.getloadavg()))
-
-
-def report(
-    args: argparse.Namespace,
-    results: dict[str, dict[str, Row]],
-    in_process: dict[str, list[float]],
-    health: dict[str, dict],
-    memory: dict[str, list[float]],
-    codes: dict[str, int],
-    threads: int,
-    loads: tuple[tuple[float, ...], tuple[float, ...]],
-) -> None:
     print(
-        f"{machine('torch', 'ctranslate2', 'fastapi', 'uvicorn')}; load average {loads[0][0]:.2f} before, "
-        f"{loads[1][0]:.2f} after; beam {args.beam_size}; nmt serve: {threads} search thread(s), the default "
-        "cache\n"
+        f"{machine('torch', 'ctranslate2', 'fastapi', 'uvicorn')}; load average {load_before[0]:.2f} before, "
+        f"{os.getloadavg()[0]:.2f} after; beam {args.beam_size}; nmt serve: {threads} search thread(s), the "
+        f"default cache\n\n{comparison(results)}\n"
     )
-    servers = list(results)
-    compared = [name for name in (NMT, CT2) if name in results and LT in results]
+    print("\n".join([*lines, *memory, f"exit codes after SIGTERM: {codes}"]))
+
+
+def comparison(results: dict[str, dict[str, Row]]) -> str:
+    """Per row, each server's sentences/s and p50 and p95 ms, and nmt serve's rates ÷ LibreTranslate's."""
+    compared = [NMT, CT2] if LT in results else []
     rows = []
-    for key in results[servers[0]]:
-        rows.append([NAMES.get(key, key), *(_cell(results[name][key]) for name in servers)])
-        rows[-1] += [f"{results[name][key].rate / results[LT][key].rate:.2f}×" for name in compared]
-    head = ["clients × sentences a request", *(f"{name}: sent/s, p50, p95 ms" for name in servers)]
-    print(table([*head, *(f"{name} ÷ LibreTranslate" for name in compared)], rows))
-    print()
-    for name, seconds in in_process.items():
-        search, served = 1000 * statistics.median(seconds), results[name]["lone"]
-        differ = sum(row.differ for row in results[name].values())
-        print(
-            f"{name}: a lone client's request of one sentence, p50 {served.ms(50):.1f} ms; the same "
-            f"{len(seconds)} sentences in process, each just before, {search:.1f} ms "
-            f"(+{served.ms(50) - search:.1f} ms); answers unlike in-process ones: {differ}; /health cache "
-            f"{health[name]['cache']}"
-        )
-    for name, series in memory.items():
-        shown = ", ".join(f"{mib:.0f}" for mib in series)
-        print(
-            f"{name}: resident MiB every {args.memory_requests // 10} of {args.memory_requests} new texts: "
-            f"{shown}"
-        )
-    print(f"exit codes after SIGTERM: {codes}")
-
-
-NAMES = {"lone": "1 × 1, each sentence right after the same in process"}
-
-
-def _cell(row: Row) -> str:
-    return f"{row.rate:.1f}, {row.ms(50):.1f}, {row.ms(95):.1f}"
+    for key in results[NMT]:
+        rates = [f"{results[name][key].rate / results[LT][key].rate:.2f}×" for name in compared]
+        rows.append([key, *(rows_of[key].cell() for rows_of in results.values()), *rates])
+    head = ["clients × sentences a request", *(f"{name}: sent/s, p50, p95 ms" for name in results)]
+    return table([*head, *(f"{name} ÷ LibreTranslate" for name in compared)], rows)
 
 
 if __name__ == "__main__":

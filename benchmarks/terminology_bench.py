@@ -1,14 +1,9 @@
-"""Glossary terms: how often each mechanism writes a glossary's target terms, at what BLEU, chrF and speed.
+"""Glossary terms: how often each mechanism writes a glossary's target terms, at what BLEU, chrF and speed
+(docs/terminology.md gives the method): plain beam search, constrained search and, with --annotated-run,
+annotation on torch and on the run's CTranslate2 export, with entries chosen on the validation split.
 
     OMP_NUM_THREADS=1 python -m benchmarks.terminology_bench --run RUN --data DIR [--annotated-run RUN]
-
-Entries come from the validation split: the reference words plain beam search misses, each paired with the
-source word of highest Dice coefficient on the training split (lower-cased words, at least --dice), kept when
-missed in --misses sentences and written in the references of --agree of the sentences holding the source
-word. Reported on the test sentences with 1 to 3 source terms (and the whole split): term use (the share of
-their entries whose target word the output holds), sacreBLEU's BLEU and chrF, and sentences/s beside plain
-beam search after a warm-up. Mechanisms: plain, constrained search (torch) and, with --annotated-run,
-annotation on torch and on the run's CTranslate2 export."""
+"""
 
 from __future__ import annotations
 
@@ -48,7 +43,8 @@ def counts(src: list[str], tgt: list[str]) -> tuple[Counter[Pair], Counter[str],
 
 
 def entries(val: Split, plain: list[str], dice: dict[Pair, float], args: Any) -> list[Term]:
-    """The glossary: (source word, reference word) pairs the plain model misses often (see the module)."""
+    """The glossary: reference words the plain output misses in --misses sentences, each with its source word
+    of highest Dice coefficient (at least --dice), kept where --agree of that word's references hold it."""
     missed, (together, alone, _) = Counter[Pair](), counts(*val)
     for s, ref, out in zip(*val, plain, strict=True):
         written, sources = set(words(out)), set(words(s))

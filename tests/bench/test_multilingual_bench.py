@@ -17,9 +17,7 @@ PUBLISHED = (ROOT / "docs" / "multilingual.md").read_text(encoding="utf-8").spli
 
 
 def bench(work: Path, data: Path | None = None, **results: object) -> object:
-    args = argparse.Namespace(
-        work=work, data=data, threads=1, vocab_sizes=[4000, 8000], few_pairs=2, synthetic_pairs=1
-    )
+    args = argparse.Namespace(work=work, data=data)
     work.mkdir(parents=True, exist_ok=True)
     (work / "results.json").write_text(json.dumps(results))
     return multilingual_bench.Bench(args)
@@ -63,6 +61,8 @@ def test_each_bilingual_takes_its_best_vocabulary_and_the_tables_show_the_means(
 def test_the_remedies_corpora_hold_de_fr_pairs_only_where_meant(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(multilingual_bench, "FEW_PAIRS", 2)  # of 6 lines
+    monkeypatch.setattr(multilingual_bench, "SYNTHETIC_PAIRS", 1)
     data = tmp_path / "data"
     data.mkdir()
     for lang in multilingual_bench.LANGUAGES:

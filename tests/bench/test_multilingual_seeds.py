@@ -16,9 +16,7 @@ PUBLISHED = (ROOT / "docs" / "multilingual.md").read_text(encoding="utf-8").spli
 def bench(
     work: Path, seeds: list[int], parents: str | None = None, **results: object
 ) -> multilingual_bench.Bench:
-    args = argparse.Namespace(
-        work=work, data=None, threads=1, seeds=seeds, eval_device="cpu", parents=parents
-    )
+    args = argparse.Namespace(work=work, data=None, seeds=seeds, parents=parents)
     work.mkdir(parents=True, exist_ok=True)
     (work / "results.json").write_text(json.dumps(results))
     return multilingual_bench.Bench(args)
