@@ -1,7 +1,7 @@
 """Teacher forcing: the encoder-decoder attention of every layer and head that a model pays producing given
 outputs, in float32 on every device (bf16 would move argmax ties, and word links with them): of given
 sentence pairs (`nmt align`: `forced_pairs`), of a translation's hypotheses (heatmaps:
-`hypotheses_attention`), and the alignment a reading takes from it (`read_alignments`)."""
+`hypotheses_attention`), and the hypotheses' alignments a reading takes from it (`hypotheses_alignments`)."""
 
 from __future__ import annotations
 
@@ -85,15 +85,26 @@ def hypotheses_attention(
     return [[next(paid) for _ in found] for found in outputs]
 
 
-def read_alignments(
-    paid: Sequence[Tensor], source: Sequence[int], reading: Reading, unaligned: Sequence[int]
-) -> list[list[int | None]]:
-    """Each output's alignment under `reading`, from the attention it paid (`hypotheses_attention`): the
-    source position each token attended most, no token aligned to eos or an `unaligned` id (a language tag),
-    none to anything where the null slot holds it."""
-    skipped = np.isin(source, unaligned)  # (len(source),)
-    rows = [layer_attention(weights.numpy(), reading.layer, reading.heads) for weights in paid]
-    return [attended_subwords(r, reading.rule, reading.null, skipped) for r in rows]
+def hypotheses_alignments(
+    model: Seq2Seq,
+    sources: Sequence[IntSequence],
+    outputs: Sequence[Sequence[IntSequence]],
+    batch_tokens: int,
+    reading: Reading,
+    prefix: Sequence[int] = (),
+    unaligned: Sequence[int] = (),
+    full_context_layer: int | None = None,
+) -> list[list[list[int | None]]]:
+    """The alignment of each output of each source under `reading`, from the attention it paid
+    (`hypotheses_attention`, the same arguments): the source position each token attended most, no token
+    aligned to eos or an `unaligned` id (a language tag), none to anything where the null slot holds it."""
+    paid = hypotheses_attention(model, sources, outputs, batch_tokens, prefix, full_context_layer)
+    aligned = []
+    for source, each in zip(sources, paid, strict=True):
+        skipped = np.isin(source, unaligned)  # (len(source),)
+        rows = [layer_attention(weights.numpy(), reading.layer, reading.heads) for weights in each]
+        aligned.append([attended_subwords(r, reading.rule, reading.null, skipped) for r in rows])
+    return aligned
 
 
 def forced_pairs(

@@ -249,7 +249,7 @@ def plot_attention(
     colours: Scale = checked_choice("--scale", scale, ("figure", "fixed"))
     run = load_trained([run_dir], resolve_device(device), checkpoint, search_overrides(beam_size=beam_size))
     translator = TorchTranslator.of_run(run).toward(tgt_lang, src_lang, zero_shot)
-    check_plottable(len(translator.encode([text])[0]))  # before translating a text too long to draw
-    translated = translator.translate_with_attention(text)
+    check_plottable(len(translator.encode([text])[0]))  # before translating: empty, or too long to draw
+    (translated,) = translator.translated([text], attention=True)
     save_attention(translated, out, run.cfg.model, layer, head, all_heads, colours)
     typer.echo(f"{translated.best.text}\nwrote {out}")

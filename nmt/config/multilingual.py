@@ -115,7 +115,7 @@ class MultilingualConfig:
         check_settings(self, f"{KEY}.")
         if not self.directions:
             raise ConfigError(f"{KEY}.directions is empty; list the directions to train, e.g. [en-de, de-en]")
-        names = [direction.name for direction in self.pairs]  # parsing checks each one
+        names = [direction.name for direction in self._parsed()]  # parsing checks each one
         twice = sorted({name for name in names if names.count(name) > 1})
         if twice:
             raise ConfigError(f"{KEY}.directions lists {', '.join(twice)} twice; list each direction once")
@@ -126,7 +126,7 @@ class MultilingualConfig:
                 )
             if not (isinstance(weight, float) and math.isfinite(weight) and weight > 0):
                 raise ConfigError(f"{KEY}.weights.{name}={weight!r} must be a positive number")
-        targets = {direction.tgt for direction in self.pairs}
+        targets = {direction.tgt for direction in self._parsed()}
         if self.back_translation is not None and self.back_translation.share > 0 and len(targets) < 2:
             raise ConfigError(
                 f"{KEY}.back_translation: the run translates into {', '.join(sorted(targets))} only, so a "
@@ -134,15 +134,14 @@ class MultilingualConfig:
                 f"languages or more, or remove it"
             )
 
-    @property
-    def pairs(self) -> tuple[Direction, ...]:
-        """The directions, in the order listed."""
+    def _parsed(self) -> tuple[Direction, ...]:
+        """The directions named, parsed, in the order listed."""
         return tuple(Direction.parse(text) for text in self.directions)
 
     def run_directions(self) -> RunDirections:
         robt = self.back_translation
         robt = robt if robt is not None and robt.share > 0 else None
-        return RunDirections(self.pairs, self.tags, dict(self.weights or {}), self.temperature, robt)
+        return RunDirections(self._parsed(), self.tags, dict(self.weights or {}), self.temperature, robt)
 
 
 Placement = Literal["encoder", "decoder"]

@@ -26,9 +26,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, TypeVar
 
 import torch
-from torch import Tensor
 
-from nmt.align.forced_attention import hypotheses_attention, read_alignments
+from nmt.align.forced_attention import hypotheses_alignments, hypotheses_attention
 from nmt.align.pharaoh import Link
 from nmt.align.reading import Reading, full_context_layer, translation_reading
 from nmt.align.subwords import attended_links
@@ -233,7 +232,7 @@ class Translator(ABC):
         options = search_options(settings, attention, alignments)
         prefix = tuple(self.tags.forced_prefix(self.target_language()))
         banned, tags = (*self.tokenizers.tgt.banned, *self.tags.banned), tuple(self.tags.banned)
-        processors = self._bound(options.processors)
+        processors = tuple(p for p in map(self._bound, options.processors) if p is not None)
         options = dataclasses.replace(
             options, banned=banned, prefix=prefix, unaligned=tags, processors=processors
         )
@@ -257,21 +256,16 @@ class Translator(ABC):
             )
         return [list(s[: self.max_source_len]) for s in sources]
 
-    def _bound(self, processors: tuple[Processor, ...]) -> tuple[Processor, ...]:
-        """The processors, a target-language vocabulary bound to this direction (its `bound`) or left out
-        where it does not apply (a bilingual model; a direction its settings leave alone)."""
-        kept = []
-        for processor in processors:
-            if isinstance(processor, TargetVocabulary):
-                if not self.tags.tagged:  # a bilingual model translates into one language
-                    continue
-                allowed, size = self.vocabularies.get(self.target), len(self.tokenizers.tgt)
-                bound = processor.bound(self.zero_shot, allowed, size, self.engine, self.target)
-                if bound is None:
-                    continue
-                processor = bound
-            kept.append(processor)
-        return tuple(kept)
+    def _bound(self, processor: Processor) -> Processor | None:
+        """The processor, a target-language vocabulary bound to this direction (its `bound`); None where it
+        does not apply (a bilingual model, which translates into one language; a direction its settings
+        leave alone)."""
+        if not isinstance(processor, TargetVocabulary):
+            return processor
+        if not self.tags.tagged:
+            return None
+        allowed, size = self.vocabularies.get(self.target), len(self.tokenizers.tgt)
+        return processor.bound(self.zero_shot, allowed, size, self.engine, self.target)
 
     def _fitting(
         self, sources: list[list[int]], rule: SearchRule, options: SearchOptions, terms: list[Any]
@@ -341,19 +335,14 @@ class Translator(ABC):
         return self.tokenizers.tgt.decode([hyps[0].tokens for hyps in found])
 
     def translated(
-        self, texts: Sequence[str], alignments: bool = False, **settings: Any
+        self, texts: Sequence[str], alignments: bool = False, attention: bool = False, **settings: Any
     ) -> list[DecodedLine]:
-        """Each raw text's hypotheses, decoded (with their word links when `alignments`): encode → search
-        (with the `settings` given) → decode."""
+        """Each raw text's hypotheses, decoded (with their word links when `alignments`, the attention of
+        every layer and head when `attention`, for heatmaps): encode → search (with the `settings` given) →
+        decode."""
         sources = self.encode(texts)
-        return self.decode(sources, self.search(sources, alignments=alignments, **settings))
-
-    def translate_with_attention(self, text: str) -> DecodedLine:
-        """One raw text translated, with the attention of every hypothesis (for heatmaps)."""
-        sources = self.encode([text])
-        if not sources[0]:
-            raise UserError("the text to translate is empty")
-        return self.decode(sources, self.search(sources, attention=True))[0]
+        found = self.search(sources, attention=attention, alignments=alignments, **settings)
+        return self.decode(sources, found)
 
 
 class TorchTranslator(Translator):
@@ -398,49 +387,37 @@ class TorchTranslator(Translator):
         one head). Alignments, when asked: search's, or under the translator's `reading` from a
         teacher-forced pass (with full context where guided alignment trained it)."""
         ensemble = isinstance(self.model, Ensemble)
-        reread = options.alignments and self.reading is not None
+        reading = self.reading if options.alignments else None  # alignments re-read under it (None: search's)
         batch = collate(sources, [[] for _ in sources], range(len(sources))).to(self.model.device)
         collect = dataclasses.replace(
-            options, attention=options.attention and ensemble, alignments=options.alignments and not reread
+            options,
+            attention=options.attention and ensemble,
+            alignments=options.alignments and reading is None,
         )
         with torch.inference_mode(), autocast(self.model.device):
             found = search(self.model, batch.src, batch.src_mask, rule, collect)
         found = [[with_mean_log_prob(h, rule.length_penalty) for h in hyps] for hyps in found]
-        if reread:
-            found = self._aligned(sources, found, options)
-        if not options.attention:
-            return found
-        if ensemble:  # search collected every hypothesis' attention (time, source): one layer, one head
-            return [[_one_layer_one_head(h) for h in hyps] for hyps in found]
-        paid = self._paid(sources, found, options.prefix, context=False)
-        return [
-            [dataclasses.replace(h, attention=weights) for h, weights in zip(hyps, each, strict=True)]
-            for hyps, each in zip(found, paid, strict=True)
-        ]
-
-    def _paid(
-        self, sources: list[list[int]], found: list[list[Hypothesis]], prefix: Sequence[int], context: bool
-    ) -> list[list[Tensor]]:
-        """The attention each hypothesis of each source paid (nmt/align/forced_attention.py), with full
-        target context where guided alignment trained it, if `context`."""
-        outputs = [[h.tokens for h in hyps] for hyps in found]
-        layer = self.full_context_layer if context else None
-        return hypotheses_attention(self.model, sources, outputs, self.settings.batch_tokens, prefix, layer)
-
-    def _aligned(
-        self, sources: list[list[int]], found: list[list[Hypothesis]], options: SearchOptions
-    ) -> list[list[Hypothesis]]:
-        """The hypotheses with their alignments under the translator's `reading`."""
-        reading = self.reading
-        assert reading is not None
-        paid = self._paid(sources, found, options.prefix, context=True)
-        aligned = []
-        for src, hyps, weights in zip(sources, found, paid, strict=True):
-            alignments = read_alignments(weights, src, reading, options.unaligned)
-            aligned.append(
-                [dataclasses.replace(h, alignment=a) for h, a in zip(hyps, alignments, strict=True)]
+        outputs, budget = [[h.tokens for h in hyps] for hyps in found], self.settings.batch_tokens
+        if reading is not None:
+            layer, unaligned = self.full_context_layer, options.unaligned
+            aligned = hypotheses_alignments(
+                self.model, sources, outputs, budget, reading, options.prefix, unaligned, layer
             )
-        return aligned
+            found = _given(found, "alignment", aligned)
+        if options.attention and ensemble:  # search collected it (time, source): one layer, one head
+            return [[_one_layer_one_head(h) for h in hyps] for hyps in found]
+        if options.attention:
+            paid = hypotheses_attention(self.model, sources, outputs, budget, options.prefix)
+            found = _given(found, "attention", paid)
+        return found
+
+
+def _given(found: list[list[Hypothesis]], name: str, each: Sequence[Sequence[Any]]) -> list[list[Hypothesis]]:
+    """Each source's hypotheses with the field `name` set to each one's value (`each`: a list a source)."""
+    return [
+        [dataclasses.replace(h, **{name: value}) for h, value in zip(hyps, values, strict=True)]
+        for hyps, values in zip(found, each, strict=True)
+    ]
 
 
 def _one_layer_one_head(hypothesis: Hypothesis) -> Hypothesis:

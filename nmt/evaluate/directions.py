@@ -155,9 +155,7 @@ def draw_heatmaps(run: TrainedRun, attention_dir: Path, count: int) -> None:
     model = cfg.model
     for i, (direction, sentence) in enumerate(chosen):
         toward = translator.toward(direction.tgt, direction.src)
-        sources = toward.encode([sentence])
-        found = toward.search(sources, attention=True)
-        (translated,) = toward.decode(sources, found)
+        (translated,) = toward.translated([sentence], attention=True)
         best = translated.best
         if best.attention is None:  # an empty source
             continue

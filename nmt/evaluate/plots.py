@@ -46,8 +46,10 @@ def check_output_path(path: Path) -> None:
 
 
 def check_plottable(source: int, output: int = 0) -> None:
-    """Refuse, in one line, a heatmap of more than MAX_PLOTTED subwords a side (`source` and `output`
-    subwords, without </s>): its labels could not be read."""
+    """Refuse, in one line, a heatmap of an empty text, or of more than MAX_PLOTTED subwords a side (`source`
+    and `output` subwords, without </s>): its labels could not be read."""
+    if not source:
+        raise UserError("the text to translate is empty")
     longest = max(source, output)
     if longest > MAX_PLOTTED:
         sides = f"the text has {source} subwords" + (f" and its translation {output}" if output else "")

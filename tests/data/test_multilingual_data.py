@@ -153,7 +153,7 @@ def test_the_tokenizer_sample_is_balanced_across_languages(tmp_path: Path) -> No
     train = write_jsonl(tmp_path / "train.jsonl", records)
     cfg = config(data, f"data.train={train}", "data.multilingual.directions=[xa-xb]")
     split = language_split(cfg.data, "train")
-    counts = split.count(cfg.data.multilingual.pairs, skip_bad_lines=False)
+    counts = split.count(cfg.data.directions.directions, skip_bad_lines=False)
     assert counts.languages == {"xa": 10_001, "xb": 1001}
     sample = write_sample(split, counts, TokenizerConfig(max_sentences=1000), tmp_path)
     lines = [line for text in sample.languages.values() for line in text]

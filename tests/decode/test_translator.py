@@ -56,7 +56,7 @@ def test_a_text_cut_for_its_heatmap_is_reported_once(
 ) -> None:
     short = translator.with_search(beam_size=1)
     short.max_source_len = 3
-    translated = short.translate_with_attention("kalo mi su te kalo mi su te")
+    (translated,) = short.translated(["kalo mi su te kalo mi su te"], attention=True)
     assert len(translated.source_pieces) == 3 + 1
     cut = [record for record in caplog.records if "subwords" in record.getMessage()]
     assert len(cut) == 1, caplog.text
@@ -76,7 +76,7 @@ def test_search_settings_are_given_for_the_call_as_keywords(translator: TorchTra
 
 def test_attention_of_every_hypothesis_on_request(translator: TorchTranslator) -> None:
     """Every layer and head, rows the output pieces, columns the source pieces (both ending with '</s>')."""
-    translated = translator.with_search(beam_size=3, nbest=2).translate_with_attention("kalo mi su")
+    (translated,) = translator.with_search(beam_size=3, nbest=2).translated(["kalo mi su"], attention=True)
     assert len(translated.hypotheses) == 2
     for hypothesis in translated.hypotheses:
         assert hypothesis.attention is not None

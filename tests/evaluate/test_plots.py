@@ -143,6 +143,14 @@ def test_plot_attention_of_a_text_too_long_to_read_is_refused_before_it_is_trans
     assert "truncated" not in err and not out.exists()
 
 
+def test_plot_attention_of_an_empty_text_is_refused(trained_run: Path, tmp_path: Path) -> None:
+    """A text of no subwords has no attention to draw: one line, and no image."""
+    out = tmp_path / "empty.png"
+    code, _, err = run_cli("plot-attention", str(trained_run), "--text", " ", "--out", str(out))
+    assert code == 2 and err.strip() == "nmt: error: the text to translate is empty", err
+    assert not out.exists()
+
+
 def test_a_wide_heatmap_has_its_colour_bar_below_it_with_its_whole_label(
     figures: list[plt.Figure], tmp_path: Path
 ) -> None:

@@ -153,7 +153,7 @@ def test_v1_attention_is_every_layer_and_head_of_each_hypothesis(
     sentence = "nopaju kaju zufete giholo"
     body = client.post("/v1/translate", json={"q": [sentence], "nbest": 2, "attention": True, **PAIR}).json()
     line = body["translations"][0]["lines"][0]
-    translated = TorchTranslator.of_run(run).translate_with_attention(sentence)
+    (translated,) = TorchTranslator.of_run(run).translated([sentence], attention=True)
     assert translated.best.attention is not None
     for hyp in line["hypotheses"]:
         weights = torch.tensor(hyp["attention"])  # (layers, heads, tgt, src)
