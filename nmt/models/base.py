@@ -55,11 +55,11 @@ class Step:
 
 @dataclass(frozen=True)
 class Wanted:
-    """What a teacher-forced pass computes beside its decoder states, one field per field of its `Output`:
-    the vocabulary logits (not when attention alone is wanted), the encoder-decoder attention of every layer,
-    the one layer (`align_layer`, from 0; the RNNs have one attention, whatever it says) whose attention
-    guided alignment supervises, which with `full_context` (Transformer only) is computed in a second pass
-    where each target position sees the whole target (Garg et al. 2019)."""
+    """What a teacher-forced pass puts in its `Output`: the vocabulary logits (not when attention alone is
+    wanted), the encoder-decoder attention of every layer, and the `alignment` of the one decoder layer
+    `align_layer` (from 0; the RNNs have one attention, whatever it says) that guided alignment supervises,
+    computed with `full_context` (Transformer only) in a second pass where each target position sees the
+    whole target (Garg et al. 2019)."""
 
     logits: bool = True
     attention: bool = False
