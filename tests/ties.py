@@ -21,7 +21,7 @@ from nmt.align.reading import SEARCH_READING, Reading
 from nmt.data.batching import collate
 from nmt.data.special_tokens import EOS
 from nmt.decode.search import Hypothesis
-from nmt.models.base import Seq2Seq
+from nmt.models.base import Seq2Seq, Wanted
 
 LOG_PROB_TIE = 1e-3  # the engines' log-probabilities agree to about 1e-5; a clear margin is far above this
 ATTENTION_TIE = 1e-4  # their attention weights agree to about 1e-5 (test_export.py compares them)
@@ -39,7 +39,7 @@ def teacher_forced(
     `source` (ids without eos), after the forced `prefix`, and the attention rows that align each token under
     `reading` (default: search's, the last decoder layer's mean of heads; len(tokens), len(source) + 1)."""
     batch = collate([source], [[*prefix, *tokens]], [0]).to(model.device)
-    output = model(batch.src, batch.src_mask, batch.tgt_in, return_attention=True)
+    output = model(batch.src, batch.src_mask, batch.tgt_in, Wanted(attention=True))
     assert output.logits is not None and output.attention is not None
     rows = slice(len(prefix), len(prefix) + len(tokens) + 1)
     log_probs = output.logits[0, rows].float().log_softmax(dim=-1)

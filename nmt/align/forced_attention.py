@@ -17,7 +17,7 @@ from nmt.data.batching import IntSequence, collate, search_groups
 from nmt.data.language_tags import LanguageTags
 from nmt.device.choice import full_precision
 from nmt.errors import UserError
-from nmt.models.base import Seq2Seq
+from nmt.models.base import Seq2Seq, Wanted
 from nmt.models.ensemble import Ensemble
 
 
@@ -39,15 +39,13 @@ def teacher_forced_attention(
     targets = [[*prefix, *tokens] for tokens in outputs]
     batch = collate(sources, targets, range(len(outputs))).to(model.device)
     with full_precision(model.device):
-        found = model(
-            batch.src,
-            batch.src_mask,
-            batch.tgt_in,
-            return_attention=True,
+        wanted = Wanted(
+            logits=False,
+            attention=True,
             align_layer=full_context_layer,
             full_context=full_context_layer is not None,
-            with_logits=False,
         )
+        found = model(batch.src, batch.src_mask, batch.tgt_in, wanted)
     attention = found.attention
     assert attention is not None
     if full_context_layer is not None and found.alignment is not None:

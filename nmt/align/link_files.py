@@ -74,6 +74,22 @@ def text_lengths(src: Path | None, tgt: Path | None) -> tuple[list[Link] | None,
     return sentence_lengths(src, tgt), f"{src} and {tgt}"
 
 
+def read_pair(
+    first: LinkFile, second: LinkFile, lengths: Sequence[Link] | None, text: str, advice: str
+) -> tuple[list[SentenceLinks], list[SentenceLinks]]:
+    """The links of two files of one corpus, each read and checked as `LinkFile.read` does, refused unless
+    they hold as many lines and agree on which word comes first (`check_agreement`, with `advice`)."""
+    first_links, second_links = first.read(lengths, text), second.read(lengths, text)
+    if len(first_links) != len(second_links):
+        raise UserError(
+            f"{first.path} has {len(first_links)} lines but {second.path} has {len(second_links)}; both "
+            f"must align the same sentence pairs, line by line"
+        )
+    check_agreement(first_links, second_links, advice)
+    say_if_unchecked(lengths)
+    return first_links, second_links
+
+
 def say_if_unchecked(lengths: Sequence[Link] | None) -> None:
     """Log, once the files are used, that their indices were not checked against any text."""
     if lengths is None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from nmt.align.link_files import LinkFile, check_agreement, say_if_unchecked
+from nmt.align.link_files import LinkFile, read_pair
 from nmt.align.pharaoh import Link, SentenceLinks
 from nmt.errors import UserError
 
@@ -70,17 +70,9 @@ def score_files(
     """Score a Pharaoh file against a gold one (`p`/`?` links possible, `-` sure; in the hypothesis every link
     counts, whatever its mark), each read and checked as nmt/align/link_files.py does (against the words of
     each sentence pair of `text`, `lengths`, when given)."""
-    found, reference = hypothesis.read(lengths, text), gold.read(lengths, text)
-    if len(found) != len(reference):
-        raise UserError(
-            f"{hypothesis.path} has {len(found)} lines but {gold.path} has {len(reference)}; they must align "
-            f"the same sentence pairs, line by line"
-        )
-    check_agreement(
-        found,
-        reference,
+    advice = (
         f"{hypothesis.other_way()} if {hypothesis.path} names the target word first "
-        f"({gold.other_way()} if {gold.path} does)",
+        f"({gold.other_way()} if {gold.path} does)"
     )
-    say_if_unchecked(lengths)
+    found, reference = read_pair(hypothesis, gold, lengths, text, advice)
     return score_alignments([line.possible for line in found], reference)

@@ -29,9 +29,8 @@ import itertools
 from collections.abc import Iterable, Sequence
 from typing import Literal, get_args
 
-from nmt.align.link_files import LinkFile, check_agreement, say_if_unchecked
+from nmt.align.link_files import LinkFile, read_pair
 from nmt.align.pharaoh import Link, pharaoh_text
-from nmt.errors import UserError
 
 Method = Literal["intersection", "union", "grow-diag", "grow-diag-moses", "grow-diag-final-and"]
 METHODS: tuple[Method, ...] = get_args(Method)
@@ -128,15 +127,7 @@ def symmetrize_files(
     """The Pharaoh text (0-based, source-target) of two directional Pharaoh files symmetrized line by line,
     each read and checked as nmt/align/link_files.py does (against the words of each sentence pair of `text`,
     `lengths`, when given)."""
-    forward_links, reverse_links = forward.read(lengths, text), reverse.read(lengths, text)
-    if len(forward_links) != len(reverse_links):
-        raise UserError(
-            f"{forward.path} has {len(forward_links)} lines but {reverse.path} has {len(reverse_links)}; "
-            f"both must align the same sentence pairs, line by line"
-        )
-    check_agreement(
-        forward_links, reverse_links, f"{reverse.other_way()} if {reverse.path} names the target word first"
-    )
-    say_if_unchecked(lengths)
+    advice = f"{reverse.other_way()} if {reverse.path} names the target word first"
+    forward_links, reverse_links = read_pair(forward, reverse, lengths, text, advice)
     pairs = zip(forward_links, reverse_links, strict=True)
     return pharaoh_text(symmetrize(f.possible, r.possible, method) for f, r in pairs)

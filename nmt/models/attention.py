@@ -129,16 +129,9 @@ class MultiHeadAttention(Attention):
         return self.split_heads(keys), self.split_heads(values)
 
     def forward(
-        self,
-        query: Tensor,
-        keys: Tensor,
-        values: Tensor,
-        mask: Tensor | None,
-        need_weights: bool = False,
-        causal: bool = False,
+        self, query: Tensor, keys: Tensor, values: Tensor, mask: Tensor | None, need_weights: bool = False
     ) -> tuple[Tensor, Tensor | None]:
-        """`causal` adds the no-look-ahead mask for self-attention over a whole target prefix."""
-        return self.attend(self.project_query(query), keys, values, mask, need_weights, causal)
+        return self.attend(self.project_query(query), keys, values, mask, need_weights)
 
     def attend(
         self,
@@ -150,7 +143,8 @@ class MultiHeadAttention(Attention):
         causal: bool = False,
     ) -> tuple[Tensor, Tensor | None]:
         """`forward` with the queries already projected and split into heads, q (batch, heads, tgt_len,
-        d_head): the output (batch, tgt_len, d_model) and, when asked, the weights."""
+        d_head): the output (batch, tgt_len, d_model) and, when asked, the weights. `causal` adds the
+        no-look-ahead mask of self-attention over a whole target prefix."""
         batch, _, tgt_len, _ = q.shape
         mask = None if mask is None else mask.unsqueeze(1)  # (batch, 1, tgt_len or 1, src_len)
         dropout = self.dropout if self.training else 0.0

@@ -53,12 +53,26 @@ class Step:
     attention: Tensor | None = None  # (batch, src_len); None only for models without attention (test stubs)
 
 
+@dataclass(frozen=True)
+class Wanted:
+    """What a teacher-forced pass puts in its `Output`: the vocabulary logits (not when attention alone is
+    wanted), the encoder-decoder attention of every layer, and the `alignment` of the one decoder layer
+    `align_layer` (from 0; the RNNs have one attention, whatever it says) that guided alignment supervises,
+    computed with `full_context` (Transformer only) in a second pass where each target position sees the
+    whole target (Garg et al. 2019)."""
+
+    logits: bool = True
+    attention: bool = False
+    align_layer: int | None = None
+    full_context: bool = False
+
+
 @dataclass
 class Output:
-    """Teacher-forced pass: next-token logits and, when asked, encoder-decoder attention weights: of every
-    layer (`return_attention`), or of the one layer that guided alignment supervises (`align_layer`)."""
+    """Teacher-forced pass: next-token logits and, when `Wanted`, encoder-decoder attention weights: of every
+    layer (`attention`), or of the one layer that guided alignment supervises (`align_layer`)."""
 
-    logits: Tensor | None  # (batch, tgt_len, vocab); None when not asked (attention alone)
+    logits: Tensor | None  # (batch, tgt_len, vocab); None when not wanted (attention alone)
     attention: Tensor | None = None  # (batch, layers, heads, tgt_len, src_len); RNN models: 1 layer, 1 head
     alignment: Tensor | None = None  # (batch, heads, tgt_len, src_len)
 
@@ -103,34 +117,13 @@ class Seq2Seq(nn.Module):
         rows = hypothesis_rows(sentences, hypotheses_per_sentence(memory, state))
         return select_rows(memory, sentences), select_rows(state, rows)
 
-    def decode(
-        self,
-        tgt_in: Tensor,
-        memory: Memory,
-        return_attention: bool = False,
-        align_layer: int | None = None,
-        full_context: bool = False,
-        with_logits: bool = True,
-    ) -> Output:
-        """Teacher-forced decoder pass over the whole target prefix `tgt_in` (batch, tgt_len). With
-        `align_layer` (a decoder layer, from 0; the RNNs have one attention, whatever it says) the output
-        holds that layer's encoder-decoder attention in `alignment`, computed with `full_context`
-        (Transformer only) in a second pass where each target position sees the whole target (Garg et al.
-        2019). Without `with_logits` the vocabulary projection is skipped (attention alone is wanted)."""
+    def decode(self, tgt_in: Tensor, memory: Memory, wanted: Wanted = Wanted()) -> Output:
+        """Teacher-forced decoder pass over the whole target prefix `tgt_in` (batch, tgt_len), computing what
+        is `wanted`."""
         raise NotImplementedError
 
-    def forward(
-        self,
-        src: Tensor,
-        src_mask: Tensor,
-        tgt_in: Tensor,
-        return_attention: bool = False,
-        align_layer: int | None = None,
-        full_context: bool = False,
-        with_logits: bool = True,
-    ) -> Output:
-        memory = self.encode(src, src_mask)
-        return self.decode(tgt_in, memory, return_attention, align_layer, full_context, with_logits)
+    def forward(self, src: Tensor, src_mask: Tensor, tgt_in: Tensor, wanted: Wanted = Wanted()) -> Output:
+        return self.decode(tgt_in, self.encode(src, src_mask), wanted)
 
     @property
     def device(self) -> torch.device:

@@ -18,7 +18,7 @@ from torch import Tensor, nn
 
 from nmt.errors import ConfigError
 from nmt.models.attention import AdditiveAttention, Attention, luong_attention
-from nmt.models.base import Memory, Output, Seq2Seq, State, Step, make_embeddings
+from nmt.models.base import Memory, Output, Seq2Seq, State, Step, Wanted, make_embeddings
 from nmt.models.config import ModelConfig
 
 
@@ -363,19 +363,12 @@ class RNNSeq2Seq(Seq2Seq):
         log_probs = self.logits(out).float().log_softmax(dim=-1)  # (rows, tgt_vocab)
         return Step(log_probs, new_state, weights.reshape(tokens.size(0), -1))  # (rows, src_len)
 
-    def decode(
-        self,
-        tgt_in: Tensor,
-        memory: Memory,
-        return_attention: bool = False,
-        align_layer: int | None = None,
-        full_context: bool = False,
-        with_logits: bool = True,
-    ) -> Output:
-        if full_context:
+    def decode(self, tgt_in: Tensor, memory: Memory, wanted: Wanted = Wanted()) -> Output:
+        if wanted.full_context:
             raise ValueError("an RNN decoder has no target self-attention to give full context")
         embedded = self.tgt_dropout(self.tgt_embedding(tgt_in))  # (batch, tgt_len, embedding)
         outputs, weights = self.decoder.teacher_forced(embedded, memory, self.decoder.init_state(memory))
-        logits = self.logits(outputs) if with_logits else None  # (batch, tgt_len, tgt_vocab)
-        attention = weights.unsqueeze(1) if return_attention else None  # (batch, 1, 1, tgt_len, src_len)
-        return Output(logits, attention, None if align_layer is None else weights)  # weights: (batch, 1, …)
+        logits = self.logits(outputs) if wanted.logits else None  # (batch, tgt_len, tgt_vocab)
+        attention = weights.unsqueeze(1) if wanted.attention else None  # (batch, 1, 1, tgt_len, src_len)
+        alignment = None if wanted.align_layer is None else weights  # (batch, 1, tgt_len, src_len)
+        return Output(logits, attention, alignment)

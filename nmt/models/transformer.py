@@ -22,6 +22,7 @@ from nmt.models.base import (
     Seq2Seq,
     State,
     Step,
+    Wanted,
     hypothesis_rows,
     make_embeddings,
     select_rows,
@@ -273,31 +274,23 @@ class TransformerSeq2Seq(Seq2Seq):
         logits = F.linear(x, self.target_embedding().weight) if self.output is None else self.output(x)
         return logits if self.output_bias is None else logits + self.output_bias
 
-    def decode(
-        self,
-        tgt_in: Tensor,
-        memory: Memory,
-        return_attention: bool = False,
-        align_layer: int | None = None,
-        full_context: bool = False,
-        with_logits: bool = True,
-    ) -> Output:
-        """Only the layers whose weights are asked for compute them explicitly; the others run in the fused
+    def decode(self, tgt_in: Tensor, memory: Memory, wanted: Wanted = Wanted()) -> Output:
+        """Only the layers whose weights are wanted compute them explicitly; the others run in the fused
         attention kernels."""
         x = self.tgt_embed(tgt_in)  # (batch, tgt_len, d_model)
-        in_pass = None if full_context else align_layer  # the layer whose weights this pass gives
+        in_pass = None if wanted.full_context else wanted.align_layer  # the layer this pass gives weights of
         attention, alignment = [], None
         for i, layer in enumerate(self.decoder_layers):
             cross_kv = memory[f"cross_k{i}"], memory[f"cross_v{i}"]
-            wanted = return_attention or i == in_pass
-            x, _, weights = layer(x, cross_kv, memory["src_mask"], need_weights=wanted)
+            need_weights = wanted.attention or i == in_pass
+            x, _, weights = layer(x, cross_kv, memory["src_mask"], need_weights=need_weights)
             attention.append(weights)
             alignment = weights if i == in_pass else alignment
-        if full_context and align_layer is not None:
-            alignment = self.full_context_attention(tgt_in, memory, align_layer)
-        # (batch, layers, heads, tgt, src) when asked
-        stacked = torch.stack(attention, dim=1) if return_attention else None
-        return Output(self.logits(x) if with_logits else None, stacked, alignment)
+        if wanted.full_context and wanted.align_layer is not None:
+            alignment = self.full_context_attention(tgt_in, memory, wanted.align_layer)
+        # (batch, layers, heads, tgt, src) when wanted
+        stacked = torch.stack(attention, dim=1) if wanted.attention else None
+        return Output(self.logits(x) if wanted.logits else None, stacked, alignment)
 
     def full_context_attention(self, tgt_in: Tensor, memory: Memory, layer: int) -> Tensor:
         """The cross-attention of decoder layer `layer` when every target position sees the whole target (its

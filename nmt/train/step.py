@@ -24,7 +24,7 @@ from nmt.config.sections import TrainConfig
 from nmt.data.batching import Batch
 from nmt.device.choice import autocast
 from nmt.errors import UserError
-from nmt.models.base import Output, Seq2Seq
+from nmt.models.base import Output, Seq2Seq, Wanted
 from nmt.train.distributed import World
 from nmt.train.loss import alignment_loss, sequence_loss, with_null_links
 from nmt.train.step_graphs import CompileLog, TrainGraphs, training_capture
@@ -117,6 +117,8 @@ class Update:
         self.model, self.cfg, self.device, self.world = model, cfg, device, world
         self.guide = cfg.alignment if align_layer is not None else None
         self.align_layer = align_layer
+        full_context = self.guide is not None and self.guide.full_context
+        self.wanted = Wanted(align_layer=align_layer, full_context=full_context)  # what each step computes
         self.alignment_sum = torch.zeros((), device=device)
         capture = training_capture(cfg, device, world.size)
         self.optimizer = build_optimizer(model, cfg)  # made capturable before the first capture
@@ -194,15 +196,8 @@ class Update:
 
     def _forward_backward(self, forward: Callable[..., Output], batch: Batch, total_tokens: Tensor) -> Tensor:
         """`_micro_step`'s work with the model `forward`."""
-        full_context = self.guide is not None and self.guide.full_context
         with autocast(self.device, self.cfg.amp, cache=False):
-            output = forward(
-                batch.src,
-                batch.src_mask,
-                batch.tgt_in,
-                align_layer=self.align_layer,
-                full_context=full_context,
-            )
+            output = forward(batch.src, batch.src_mask, batch.tgt_in, self.wanted)
             assert output.logits is not None
             loss = sequence_loss(output.logits, batch.tgt_out, self.cfg.label_smoothing)
             aligned, total = loss.new_zeros(()), loss

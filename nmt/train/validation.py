@@ -23,7 +23,7 @@ from nmt.decode.translator import TorchTranslator
 from nmt.device.choice import autocast, full_precision
 from nmt.errors import ConfigError
 from nmt.evaluate.directions import run_scores
-from nmt.models.base import Seq2Seq
+from nmt.models.base import Seq2Seq, Wanted
 from nmt.train.loss import sequence_loss
 
 
@@ -105,9 +105,8 @@ def alignment_scores(
         src, tgt = [gold.src[i] for i in group], [gold.tgt[i] for i in group]
         batch = collate([s.ids for s in src], [t.ids for t in tgt], group).to(device)
         with full_precision(device):
-            output = model(
-                batch.src, batch.src_mask, batch.tgt_in, align_layer=layer, full_context=align.full_context
-            )
+            wanted = Wanted(align_layer=layer, full_context=align.full_context)
+            output = model(batch.src, batch.src_mask, batch.tgt_in, wanted)
         assert output.alignment is not None
         weights = output.alignment[:, : align.heads].float().mean(dim=1).cpu().numpy()  # (batch, tgt, src)
         for row, (i, s, t) in enumerate(zip(group, src, tgt, strict=True)):

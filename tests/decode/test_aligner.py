@@ -20,6 +20,7 @@ from nmt.data.words import WordPieces
 from nmt.decode.aligner import Forced, force, soft_text, teacher_forced
 from nmt.decode.trained_run import load_run
 from nmt.decode.translator import TorchTranslator
+from nmt.models.base import Wanted
 from nmt.models.build import build_model
 from nmt.models.config import ModelConfig, TransformerConfig
 from tests.conftest import assert_one_line_error, run_cli, train_args
@@ -238,7 +239,9 @@ def test_the_layer_trained_with_full_context_attends_with_full_context() -> None
     guided = teacher_forced_attention(model, sources, outputs, full_context_layer=1)
     batch = collate(sources, outputs, [0, 1])
     with torch.inference_mode():
-        full = model(batch.src, batch.src_mask, batch.tgt_in, align_layer=1, full_context=True).alignment
+        full = model(
+            batch.src, batch.src_mask, batch.tgt_in, Wanted(align_layer=1, full_context=True)
+        ).alignment
     assert full is not None
     for i, (before, after) in enumerate(zip(plain, guided, strict=True)):
         rows, columns = before.shape[2:]

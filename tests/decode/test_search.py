@@ -16,7 +16,7 @@ from nmt.decode.search import CHECK_EVERY, Hypothesis, length_penalty, output_li
 from nmt.decode.translator import search_options
 from nmt.device.capture import Recorder, emulating
 from nmt.errors import ConfigError
-from nmt.models.base import Memory, Seq2Seq, State, Step
+from nmt.models.base import Memory, Seq2Seq, State, Step, Wanted
 from nmt.models.config import ModelConfig, RNNConfig, TransformerConfig
 from nmt.models.rnn import RNNSeq2Seq
 from nmt.models.transformer import TransformerSeq2Seq
@@ -158,7 +158,7 @@ def test_a_prefix_reads_like_a_teacher_forced_token() -> None:
         found = search(model, src, mask, BeamSearch(beam_size=3), options)
         for i, (hyp,) in enumerate(found):
             tgt_in = torch.tensor([[BOS, 7, *hyp.tokens]])
-            out = model(src[i : i + 1], mask[i : i + 1], tgt_in, return_attention=True)
+            out = model(src[i : i + 1], mask[i : i + 1], tgt_in, Wanted(attention=True))
             log_probs = out.logits.log_softmax(-1)[0, 1:]  # (len(tokens) + 1, vocab): after the prefix
             chosen = log_probs.gather(1, torch.tensor([*hyp.tokens, EOS]).unsqueeze(1)).squeeze(1)
             expected = chosen.sum() if len(hyp.tokens) < limits[i] else chosen[:-1].sum()  # eos forced: 0
@@ -388,7 +388,7 @@ def test_attention_is_that_of_a_teacher_forced_pass(kind: str, beam: int) -> Non
         for i, hyps in enumerate(found):
             for hyp in hyps:
                 tgt_in = torch.tensor([[BOS, *hyp.tokens]])
-                forced = model(src[i : i + 1], mask[i : i + 1], tgt_in, return_attention=True).attention
+                forced = model(src[i : i + 1], mask[i : i + 1], tgt_in, Wanted(attention=True)).attention
                 expected = forced[0, -1].mean(dim=0)[:, : int(mask[i].sum())]  # (tgt_len, src_len)
                 torch.testing.assert_close(hyp.attention, expected, atol=1e-5, rtol=1e-4)
 

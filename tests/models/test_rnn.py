@@ -15,6 +15,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from nmt.data.special_tokens import BOS, EOS, PAD
 from nmt.errors import ConfigError
 from nmt.models.attention import AdditiveAttention, MultiplicativeAttention, luong_attention
+from nmt.models.base import Wanted
 from nmt.models.build import build_model
 from nmt.models.config import ModelConfig, RNNConfig
 from nmt.models.rnn import Decoder, RNNSeq2Seq
@@ -117,7 +118,7 @@ def test_steps_equal_teacher_forcing(cell: str, variant: dict) -> None:
     src, src_mask, tgt_in = padded_batch()
     with torch.no_grad():
         memory = model.encode(src, src_mask)
-        forced = model.decode(tgt_in, memory, return_attention=True)
+        forced = model.decode(tgt_in, memory, Wanted(attention=True))
         state, stepped = model.init_state(memory, tgt_in.size(1)), []
         for t in range(tgt_in.size(1)):
             before = {name: tensor.clone() for name, tensor in state.items()}
@@ -144,8 +145,8 @@ def test_attention_query_timing(variant: dict, depends: bool) -> None:
     src, src_mask, tgt_in = padded_batch()
     with torch.no_grad():
         memory = model.encode(src, src_mask)
-        first = model.decode(tgt_in[:, :1], memory, return_attention=True).attention
-        other = model.decode(torch.full_like(tgt_in[:, :1], 7), memory, return_attention=True).attention
+        first = model.decode(tgt_in[:, :1], memory, Wanted(attention=True)).attention
+        other = model.decode(torch.full_like(tgt_in[:, :1], 7), memory, Wanted(attention=True)).attention
     assert torch.allclose(first, other) != depends
 
 

@@ -7,6 +7,7 @@ from torch import nn
 from nmt.data.special_tokens import PAD
 from nmt.errors import ConfigError
 from nmt.models.attention import SelfAttention
+from nmt.models.base import Wanted
 from nmt.models.build import build_model, shapes_only
 from nmt.models.config import ModelConfig, TransformerConfig
 from nmt.models.transformer import TransformerSeq2Seq, sinusoidal_positions
@@ -29,7 +30,7 @@ def test_shapes_and_cross_attention_ignores_padding(norm: str) -> None:
     model = tiny(norm)
     src, mask = source()
     tgt_in = torch.tensor([[2, 11, 12], [2, 13, 0]])
-    output = model(src, mask, tgt_in, return_attention=True)
+    output = model(src, mask, tgt_in, Wanted(attention=True))
     assert output.logits.shape == (2, 3, 30)
     assert output.attention.shape == (2, 2, 4, 3, 5)  # (batch, layers, heads, tgt_len, src_len)
     assert output.attention[1, ..., 3:].eq(0).all()

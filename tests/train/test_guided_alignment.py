@@ -17,6 +17,7 @@ from nmt.config.sections import AlignmentConfig, TrainConfig
 from nmt.data.batching import Batch, collate
 from nmt.data.buckets import pad_batch
 from nmt.data.special_tokens import EOS
+from nmt.models.base import Wanted
 from nmt.models.build import build_model
 from nmt.models.config import ModelConfig, RNNConfig, TransformerConfig
 from nmt.train.distributed import World
@@ -136,13 +137,7 @@ def test_the_supervised_attention_learns_the_links(
     def linked_weights() -> torch.Tensor:
         """The supervised head's weight on each link."""
         with torch.no_grad():
-            output = model(
-                batch.src,
-                batch.src_mask,
-                batch.tgt_in,
-                align_layer=update.align_layer,
-                full_context=full_context,
-            )
+            output = model(batch.src, batch.src_mask, batch.tgt_in, update.wanted)
         return output.alignment[sentence, 0, step_row, position]
 
     losses: list[float] = []
@@ -206,7 +201,7 @@ def test_padding_to_a_static_shape_changes_neither_the_alignment_loss_nor_its_gr
 
     def loss_and_grads(b: Batch) -> tuple[torch.Tensor, list[torch.Tensor]]:
         model.zero_grad()
-        output = model(b.src, b.src_mask, b.tgt_in, align_layer=0, full_context=full_context)
+        output = model(b.src, b.src_mask, b.tgt_in, Wanted(align_layer=0, full_context=full_context))
         assert output.alignment is not None and b.links is not None
         links = with_null_links(b.links, b.src, b.tgt_out) if null_slot else b.links
         loss = alignment_loss(output.alignment, links, heads=1)
