@@ -77,15 +77,13 @@ class Engine:
         """Search source id lists as one batch, as `decoding` says; blocking. A batch that fails raises: the
         batcher splits it (the translator does not retry it in halves). Each batch has a new shape:
         capturing CUDA graphs would cost more than it saves."""
-        settings = dataclasses.asdict(decoding.settings) | {"cuda_graphs": False}
-        attention, alignments = decoding.attention, decoding.alignments
+        translator = decoding.translator
         terms = None
         if decoding.glossary:  # found in the sources as the tokenizer writes them back
-            finder = TermFinder(decoding.glossary, self.translator.tokenizers.src.normalize)
-            texts = self.translator.tokenizers.src.decode(sources)
-            terms = Constraining(self.translator, finder).terms(texts)
-        return self.translator.search(
-            sources, attention=attention, alignments=alignments, one_batch=True, terms=terms, **settings
+            finder = TermFinder(decoding.glossary, translator.tokenizers.src.normalize)
+            terms = Constraining(translator, finder).terms(translator.tokenizers.src.decode(sources))
+        return translator.search(
+            sources, attention=decoding.attention, alignments=decoding.alignments, one_batch=True, terms=terms
         )
 
 
@@ -105,6 +103,14 @@ class Decoding:
     attention: bool = False
     alignments: bool = False
     glossary: tuple[Term, ...] = ()
+
+    @functools.cached_property
+    def translator(self) -> Translator:
+        """The engine's translator searching with `settings`, made once: the settings were checked when the
+        request was, and the service keeps the decodings of the settings requests gave last."""
+        return self.engine.translator.with_search(
+            **dataclasses.asdict(self.settings) | {"cuda_graphs": False}
+        )
 
 
 def decode(decoding: Decoding, sources: list[list[int]]) -> list[list[Hypothesis]]:
