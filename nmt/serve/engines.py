@@ -222,6 +222,11 @@ def load_catalog(
             for name, model, path in zip(names, models, paths, strict=True)
         ]
         return _catalog(dict(zip(names, exports, strict=True)), {}, defaults or [])
+    if device.type == "cpu":
+        log.info(
+            "on a CPU a run's CTranslate2 export answers sooner: `nmt export RUN OUT --to ctranslate2`, then "
+            "`nmt serve OUT` (docs/serving.md, Speed at every load)"
+        )
     engines = {
         name: _with_terms(run_engines(name, model), path)
         for name, model, path in zip(names, models, paths, strict=True)
