@@ -154,8 +154,9 @@ class Batcher(Generic[K, R]):
     async def _sleep(self, timeout: float | None) -> None:
         """Until a request arrives or `close` is called, at most `timeout` seconds."""
         try:
-            await asyncio.wait_for(self._wake.wait(), timeout)
-        except asyncio.TimeoutError:  # TimeoutError only from Python 3.11 on
+            async with asyncio.timeout(timeout):  # no task of its own, as asyncio.wait_for makes one
+                await self._wake.wait()
+        except TimeoutError:
             return
         self._wake.clear()
 

@@ -109,8 +109,9 @@ async def _read_body(headers: Headers, receive: Receive, limit: int, timeout: fl
     chunks, size = [], 0
     while True:
         try:
-            message = await asyncio.wait_for(receive(), timeout)
-        except asyncio.TimeoutError as err:  # TimeoutError only from Python 3.11 on
+            async with asyncio.timeout(timeout):
+                message = await receive()
+        except TimeoutError as err:
             stalled = f"the body stopped arriving: {size} bytes, then {timeout:g} s of nothing"
             raise ApiError(408, stalled) from err
         if message["type"] == "http.disconnect":
@@ -128,8 +129,8 @@ async def _read_body(headers: Headers, receive: Receive, limit: int, timeout: fl
 async def _answer_unless_gone(app: ASGIApp, scope: Scope, body: bytes, receive: Receive, send: Send) -> None:
     """Run the route over the body already read while listening for the client's disconnect: a client gone
     before its answer cancels the route; when the server cancels this request, the route is cancelled too."""
-    gone = asyncio.Event()
-    handed = False
+    route, gone, handed = asyncio.current_task(), asyncio.Event(), False
+    assert route is not None
 
     async def replay() -> Message:
         nonlocal handed
@@ -143,15 +144,14 @@ async def _answer_unless_gone(app: ASGIApp, scope: Scope, body: bytes, receive: 
         while (await receive())["type"] != "http.disconnect":
             pass
         gone.set()
+        route.cancel()
 
-    route = asyncio.ensure_future(app(scope, replay, send))
-    listener = asyncio.ensure_future(listen())
+    listener = asyncio.create_task(listen())
     try:
-        await asyncio.wait({route, listener}, return_when=asyncio.FIRST_COMPLETED)
+        await app(scope, replay, send)
+    except asyncio.CancelledError:
+        if gone.is_set() and route.uncancel() == 0:  # the client went away, and nothing else cancels it
+            return
+        raise
     finally:
         listener.cancel()
-        if not route.done():  # the client went away, or the server stops
-            route.cancel()
-        await asyncio.wait({route})
-    if not route.cancelled():
-        route.result()  # a failure of the route is raised here, for the app's error handler

@@ -4,9 +4,13 @@ its table with every row and each nmt server's lone-request line."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -65,3 +69,37 @@ def test_the_benchmark_prints_its_table(trained_run: Path, corpus: Path, tmp_pat
         assert f"{name}: a lone client's request of one sentence, p50" in out
         assert f"{name}: resident MiB every 2 of 20 new texts:" in out
     assert "exit codes after SIGTERM: {'nmt serve (run)': 0, 'nmt serve (CTranslate2 export)': 0}" in out
+
+
+class _Echo(BaseHTTPRequestHandler):
+    """A stand-in server: `POST /translate` answers each text upper-cased; it notes each connection's port."""
+
+    protocol_version = "HTTP/1.1"  # kept-alive connections, as uvicorn's
+    ports: ClassVar[set[int]] = set()
+
+    def do_POST(self) -> None:
+        texts = json.loads(self.rfile.read(int(self.headers["Content-Length"])))["q"]
+        body = json.dumps({"translatedText": [text.upper() for text in texts]}).encode()
+        self.ports.add(self.client_address[1])
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_clients_share_the_requests_each_on_one_kept_alive_connection() -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Echo)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        requests = [[f"s{i}", f"t{i}"] for i in range(12)]
+        expected = {"s0": "S0", "t0": "wrong"}
+        row = bench.drive(f"http://127.0.0.1:{server.server_port}", {}, requests, 3, expected)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert (row.sentences, len(row.latencies), row.differ) == (24, 12, 1)
+    assert len(_Echo.ports) == 3  # a connection a client, each kept for all its requests
+    assert row.seconds >= max(row.latencies) > 0

@@ -307,6 +307,8 @@ def test_runs_of_one_pair_are_also_served_as_their_ensemble(
     said = [r.getMessage() for r in caplog.records if "by default" in r.getMessage()]
     also = f"(also served: {name}, {name}-2; --default NAME chooses)"
     assert said == [f"src → tgt: ensemble-src-tgt by default {also}"]
+    hints = [r.getMessage() for r in caplog.records if "--to ctranslate2" in r.getMessage()]
+    assert len(hints) == 1  # runs served on a CPU: their export is named, once
     with make_client(catalog) as client:
         sentence = "nopaju kaju zufete giholo"
         alone = client.post("/v1/translate", json={"q": sentence, "model": name}).json()
@@ -379,13 +381,15 @@ def test_a_batch_out_of_memory_is_split_and_every_request_answered(
 
 
 def test_a_ctranslate2_export_is_served_with_nbest_and_no_attention(
-    trained_run: Path, corpus: Path, tmp_path: Path
+    trained_run: Path, corpus: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     pytest.importorskip("ctranslate2")
     from tests.conftest import run_cli
 
     assert run_cli("export", str(trained_run), str(tmp_path / "ct2"), "--to", "ctranslate2")[0] == 0
-    catalog = load_catalog([tmp_path / "ct2"], "ctranslate2", torch.device("cpu"), None, None)
+    with caplog.at_level(logging.INFO, logger="nmt"):
+        catalog = load_catalog([tmp_path / "ct2"], "ctranslate2", torch.device("cpu"), None, None)
+    assert not [r for r in caplog.records if "--to ctranslate2" in r.getMessage()]  # served already
     greedy = TorchTranslator.of_run(load_run(trained_run, torch.device("cpu"))).with_search(beam_size=1)
     exported = load_export(tmp_path / "ct2", "cpu").with_search(beam_size=1)
     sentences = sentences_of(corpus, 4)
