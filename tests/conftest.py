@@ -10,6 +10,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -152,9 +153,11 @@ def trained_args(corpus: Path, out: Path, *sets: str) -> list[str]:
 @pytest.fixture(scope="session")
 def trained_run(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The tiny Transformer trained for a few hundred steps through the CLI (`trained_args`), with its final
-    report."""
+    report, its pictures not drawn (`skip_drawing`: no test reads them)."""
     run_dir = tmp_path_factory.mktemp("runs") / "tf"
-    code, _, err = run_cli(*trained_args(corpus, run_dir))
+    with pytest.MonkeyPatch.context() as patch:
+        skip_drawing(patch)
+        code, _, err = run_cli(*trained_args(corpus, run_dir))
     assert code == 0, err
     return run_dir
 
@@ -273,6 +276,32 @@ def copy_corpus(corpus: Path, to: Path, lines: int = 300) -> Path:
     for path in corpus.iterdir():
         (to / path.name).write_text("".join(path.read_text().splitlines(keepends=True)[:lines]))
     return to
+
+
+def skip_drawing(patch: pytest.MonkeyPatch) -> None:
+    """Figures are built but never drawn: `savefig` writes UNDRAWN in place of the image, which nmt then
+    writes where and as it writes an image. For tests that read a run's report, its files or their modes,
+    not its pictures: drawing the curves and heatmaps is most of a tiny run's final report (those of
+    tests/evaluate/test_report.py, tests/train/test_train.py and tests/train/test_multilingual.py are drawn
+    and checked)."""
+    import matplotlib.figure
+
+    def save(figure: matplotlib.figure.Figure, target: Any, **kwargs: Any) -> None:
+        if hasattr(target, "write"):
+            target.write(UNDRAWN)
+        else:
+            Path(target).write_bytes(UNDRAWN)
+
+    patch.setattr(matplotlib.figure.Figure, "savefig", save)
+
+
+UNDRAWN = b"figure not drawn (tests/conftest.py skip_drawing)"
+
+
+@pytest.fixture
+def undrawn(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The test's figures are not drawn (`skip_drawing`)."""
+    skip_drawing(monkeypatch)
 
 
 NO_REPORT = ["--set", "train.final_report=false"]  # for tests of training alone: an untrained model's report
