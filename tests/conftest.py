@@ -197,15 +197,19 @@ search: {beam_size: 2, batch_tokens: 2000, max_len_a: 1.0, max_len_b: 4}
 """
 
 
-def train_multilingual(root: Path, tags: str) -> Path:
+def train_multilingual(root: Path, tags: str, drawn: bool = True) -> Path:
     """A tiny run on four directions between three synthetic languages (xa, xb, xc), its tags on the
-    `tags` side, trained for 10 steps with its final report; its data in root/data."""
+    `tags` side, trained for 10 steps with its final report (its pictures drawn, or not: `skip_drawing`);
+    its data in root/data."""
     data = write_multilingual_corpus(root / "data", train=400, valid=12, test=6, vocab=40)
     (root / "config.yaml").write_text(MULTILINGUAL_CONFIG)
     run = root / "run"
     tagged = f"data.multilingual.tags={tags}"
     args = ["--data", str(data), "--out", str(run), "--max-steps", "10", "--set", tagged]
-    code, _, err = run_cli("train", str(root / "config.yaml"), *args)
+    with pytest.MonkeyPatch.context() as patch:
+        if not drawn:
+            skip_drawing(patch)
+        code, _, err = run_cli("train", str(root / "config.yaml"), *args)
     assert code == 0, err
     return run
 
@@ -218,8 +222,9 @@ def multilingual_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def decoder_tag_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The tiny multilingual run with its tags as the decoder's first target token (the default)."""
-    return train_multilingual(tmp_path_factory.mktemp("decoder-tags"), "decoder")
+    """The tiny multilingual run with its tags as the decoder's first target token (the default); its
+    pictures are not drawn (no test reads them; `multilingual_run`'s are drawn and checked)."""
+    return train_multilingual(tmp_path_factory.mktemp("decoder-tags"), "decoder", drawn=False)
 
 
 LEARNED_CONFIG = """\
