@@ -287,8 +287,7 @@ def skip_drawing(patch: pytest.MonkeyPatch) -> None:
     """Figures are built but never drawn: `savefig` writes UNDRAWN in place of the image, which nmt then
     writes where and as it writes an image. For tests that read a run's report, its files or their modes,
     not its pictures: drawing the curves and heatmaps is most of a tiny run's final report (those of
-    tests/evaluate/test_report.py, tests/train/test_train.py and tests/train/test_multilingual.py are drawn
-    and checked)."""
+    tests/train/test_train.py and tests/train/test_multilingual.py are drawn and checked)."""
     import matplotlib.figure
 
     def save(figure: matplotlib.figure.Figure, target: Any, **kwargs: Any) -> None:
