@@ -10,6 +10,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -152,9 +153,11 @@ def trained_args(corpus: Path, out: Path, *sets: str) -> list[str]:
 @pytest.fixture(scope="session")
 def trained_run(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The tiny Transformer trained for a few hundred steps through the CLI (`trained_args`), with its final
-    report."""
+    report, its pictures not drawn (`skip_drawing`: no test reads them)."""
     run_dir = tmp_path_factory.mktemp("runs") / "tf"
-    code, _, err = run_cli(*trained_args(corpus, run_dir))
+    with pytest.MonkeyPatch.context() as patch:
+        skip_drawing(patch)
+        code, _, err = run_cli(*trained_args(corpus, run_dir))
     assert code == 0, err
     return run_dir
 
@@ -194,15 +197,19 @@ search: {beam_size: 2, batch_tokens: 2000, max_len_a: 1.0, max_len_b: 4}
 """
 
 
-def train_multilingual(root: Path, tags: str) -> Path:
+def train_multilingual(root: Path, tags: str, drawn: bool = True) -> Path:
     """A tiny run on four directions between three synthetic languages (xa, xb, xc), its tags on the
-    `tags` side, trained for 10 steps with its final report; its data in root/data."""
+    `tags` side, trained for 10 steps with its final report (its pictures drawn, or not: `skip_drawing`);
+    its data in root/data."""
     data = write_multilingual_corpus(root / "data", train=400, valid=12, test=6, vocab=40)
     (root / "config.yaml").write_text(MULTILINGUAL_CONFIG)
     run = root / "run"
     tagged = f"data.multilingual.tags={tags}"
     args = ["--data", str(data), "--out", str(run), "--max-steps", "10", "--set", tagged]
-    code, _, err = run_cli("train", str(root / "config.yaml"), *args)
+    with pytest.MonkeyPatch.context() as patch:
+        if not drawn:
+            skip_drawing(patch)
+        code, _, err = run_cli("train", str(root / "config.yaml"), *args)
     assert code == 0, err
     return run
 
@@ -215,8 +222,9 @@ def multilingual_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def decoder_tag_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The tiny multilingual run with its tags as the decoder's first target token (the default)."""
-    return train_multilingual(tmp_path_factory.mktemp("decoder-tags"), "decoder")
+    """The tiny multilingual run with its tags as the decoder's first target token (the default); its
+    pictures are not drawn (no test reads them; `multilingual_run`'s are drawn and checked)."""
+    return train_multilingual(tmp_path_factory.mktemp("decoder-tags"), "decoder", drawn=False)
 
 
 LEARNED_CONFIG = """\
@@ -273,6 +281,31 @@ def copy_corpus(corpus: Path, to: Path, lines: int = 300) -> Path:
     for path in corpus.iterdir():
         (to / path.name).write_text("".join(path.read_text().splitlines(keepends=True)[:lines]))
     return to
+
+
+def skip_drawing(patch: pytest.MonkeyPatch) -> None:
+    """Figures are built but never drawn: `savefig` writes UNDRAWN in place of the image, which nmt then
+    writes where and as it writes an image. For tests that read a run's report, its files or their modes,
+    not its pictures: drawing the curves and heatmaps is most of a tiny run's final report (those of
+    tests/train/test_train.py and tests/train/test_multilingual.py are drawn and checked)."""
+    import matplotlib.figure
+
+    def save(figure: matplotlib.figure.Figure, target: Any, **kwargs: Any) -> None:
+        if hasattr(target, "write"):
+            target.write(UNDRAWN)
+        else:
+            Path(target).write_bytes(UNDRAWN)
+
+    patch.setattr(matplotlib.figure.Figure, "savefig", save)
+
+
+UNDRAWN = b"figure not drawn (tests/conftest.py skip_drawing)"
+
+
+@pytest.fixture
+def undrawn(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The test's figures are not drawn (`skip_drawing`)."""
+    skip_drawing(monkeypatch)
 
 
 NO_REPORT = ["--set", "train.final_report=false"]  # for tests of training alone: an untrained model's report

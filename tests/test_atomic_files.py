@@ -32,9 +32,11 @@ def test_current_umask_reads_without_changing(umask: int) -> None:
     assert current_umask() == umask and current_umask() == umask
 
 
+@pytest.mark.usefixtures("undrawn")
 def test_run_outputs_get_the_modes_the_umask_gives(
     umask: int, small_corpus: Path, tiny: Path, tmp_path: Path
 ) -> None:
+    """The pictures' files are written, not drawn (`undrawn`): their modes are what is read."""
     run = tmp_path / "run"
     code, _, err = run_cli(*train_args(tiny, small_corpus, run, "--max-steps", "5"))
     assert code == 0, err

@@ -9,8 +9,6 @@ without annotation, stops the server at startup."""
 
 from __future__ import annotations
 
-import json
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,7 +20,7 @@ from nmt.serve.engines import Catalog, load_catalog
 from nmt.serve.glossary import with_server_glossary
 from nmt.serve.requests import Limits
 from tests.conftest import assert_error_line_last, assert_one_line_error, run_cli
-from tests.serve.conftest import make_client, start
+from tests.serve.conftest import make_client
 from tests.serve.test_files import translated_file
 
 MARKERS = ["｟term｠", "｟trans｠", "｟/term｠"]
@@ -216,16 +214,25 @@ def test_nmt_serve_refuses_a_bad_glossary_at_startup(
 
 
 def test_nmt_serve_takes_a_glossary_for_a_run_trained_without_annotation(
-    trained_run: Path, corpus: Path, tmp_path: Path
+    trained_run: Path, corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """`nmt serve --glossary` in-process, up to the app it would serve, driven here by the TestClient (the
+    tests in tests/serve/test_process.py drive the process): no refusal; the terms constrain the search."""
+    import nmt.serve.server
+
+    served: list[Catalog] = []
+    monkeypatch.setattr(nmt.serve.server, "serve", lambda catalog, settings: served.append(catalog))
     source = corpus.joinpath("valid.src").read_text().splitlines()[0]
     target = corpus.joinpath("valid.tgt").read_text().splitlines()[40].split()[0]
     glossary = tmp_path / "terms.tsv"
     glossary.write_text(f"{source.split()[0]}\t{target}\n")
-    served = start(trained_run, "--glossary", str(glossary))  # constrained search: no refusal
-    body = json.dumps({"q": source}).encode()
-    request = urllib.request.Request(f"{served.url}/v1/translate", body, {"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=60) as response:
-        answer = json.load(response)
+    threads = torch.get_num_threads()
+    try:
+        code, _, err = run_cli("serve", str(trained_run), "--port", "0", "--glossary", str(glossary))
+    finally:
+        torch.set_num_threads(threads)
+    assert code == 0, err
+    (catalog,) = served
+    with make_client(catalog) as client:
+        answer = client.post("/v1/translate", json={"q": source}).json()
     assert target in answer["translations"][0]["translatedText"].split(), answer
-    assert served.stop() == 0, served.stderr()

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from nmt.run.checkpoint_io import load_checkpoint
-from tests.conftest import NO_REPORT, assert_one_line_error, copy_corpus, run_cli, train_args
+from tests.conftest import NO_REPORT, assert_one_line_error, copy_corpus, run_cli, train_args, train_losses
 
 
 @pytest.mark.parametrize("refusal", ["no data directory", "no valid files"])
@@ -34,11 +34,13 @@ def test_a_refused_run_leaves_nothing_behind(
         assert [path.name for path in out.iterdir()] == ["notes.txt"]
 
 
+@pytest.mark.usefixtures("undrawn")
 def test_train_log_keeps_every_line_and_continues_across_resume(
     small_corpus: Path, tiny: Path, tmp_path: Path
 ) -> None:
     """Under -q nothing reaches the terminal, but train.log holds the training records, the validations,
-    why training stopped and the final report; --resume appends to it, --overwrite starts it afresh."""
+    why training stopped and the final report (its pictures not drawn); --resume appends to it, --overwrite
+    starts it afresh."""
     run = tmp_path / "run"
     code, _, err = run_cli("-q", *train_args(tiny, small_corpus, run, "--max-steps", "10"))
     assert code == 0 and err == "", err
@@ -113,9 +115,13 @@ def test_resuming_from_a_last_checkpoint_without_training_state_is_one_line(
 def test_a_checkpoint_without_a_log_window_still_resumes(
     kept_run: Path, tiny: Path, small_corpus: Path
 ) -> None:
+    """A last.pt written before the log window travelled in it resumes, and its records go on (a record
+    every update: TINY_CONFIG's train.log_every=1)."""
     checkpoint = torch.load(kept_run / "last.pt", weights_only=False)
     for key in ("window_loss", "window_tokens", "window_seconds"):
         del checkpoint["progress"][key]
     torch.save(checkpoint, kept_run / "last.pt")
-    code, _, err = run_cli(*train_args(tiny, small_corpus, kept_run, "--resume", "--max-steps", "8"))
+    args = train_args(tiny, small_corpus, kept_run, "--resume", "--max-steps", "12", *NO_REPORT)
+    code, _, err = run_cli(*args)
     assert code == 0, err
+    assert [step for step, _ in train_losses(kept_run)][-3:] == [10, 11, 12]
