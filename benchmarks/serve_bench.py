@@ -14,6 +14,7 @@ from __future__ import annotations
 import http.client
 import json
 import math
+import multiprocessing
 import os
 import re
 import shutil
@@ -26,7 +27,7 @@ import threading
 import time
 from argparse import Namespace
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,7 @@ from tests.argos_offline import harness
 LOADS = ((1, 1), (4, 1), (16, 1), (1, 20), (4, 20), (16, 20))  # clients, sentences a request
 NMT, CT2, LT = "nmt serve (run)", "nmt serve (CTranslate2 export)", "LibreTranslate (Argos package)"
 LONE = "1 × 1, each sentence right after the same in process"
+TRANSLATOR: list[Any] = []  # in a reference process (`reference_process`): its translator
 
 
 @dataclass
@@ -80,6 +82,13 @@ class Row:
     def cell(self) -> str:
         return f"{self.rate:.1f}, {self.ms(50):.1f}, {self.ms(95):.1f}"
 
+    def add(self, sentences: list[str], seconds: float, answer: Any, expected: dict[str, str]) -> None:
+        """One request answered."""
+        self.latencies.append(seconds)
+        self.sentences += len(sentences)
+        found = answer["translatedText"]
+        self.differ += sum(s in expected and expected[s] != t for s, t in zip(sentences, found, strict=True))
+
 
 def start_nmt(name: str, path: Path, beam: int) -> Server:
     """`nmt serve PATH` on a free port, once a line of its output names its address."""
@@ -105,33 +114,24 @@ def requests_of(pool: Iterator[str], clients: int, per: int, target: int) -> lis
 
 
 class Client:
-    """One kept-alive HTTP/1.1 connection of the standard library's client, the leanest in Python: a request's
-    latency is the server's and the network's, from the request's first byte sent to the answer's last
-    received (httpx adds about 1.5 ms of its own to each request on this machine's cores)."""
+    """One kept-alive HTTP/1.1 connection of the standard library's client, the leanest in Python, so that a
+    latency is the server's (httpx adds about 1.5 ms of its own to each request on this machine's cores)."""
 
     def __init__(self, url: str, timeout: float = 600) -> None:
         address = urlsplit(url)
         self.connection = http.client.HTTPConnection(address.hostname or "", address.port, timeout=timeout)
 
-    def get(self, path: str) -> Any:
-        """The JSON answer of GET `path`."""
-        self.connection.request("GET", path)
-        return json.loads(self._body())
-
-    def translate(self, sentences: list[str], pair: dict[str, str]) -> tuple[float, list[str]]:
-        """Seconds of one `POST /translate` of `sentences`, and their translations."""
-        body = json.dumps({"q": sentences, **pair}).encode()
-        start = time.perf_counter()
-        self.connection.request("POST", "/translate", body, {"Content-Type": "application/json"})
-        answer = self._body()
-        return time.perf_counter() - start, json.loads(answer)["translatedText"]
-
-    def _body(self) -> bytes:
+    def ask(self, path: str, fields: dict[str, Any] | None = None) -> tuple[float, Any]:
+        """Seconds from a GET of `path` (a POST of `fields` as JSON) to its answer, and the answer's JSON."""
+        body = None if fields is None else json.dumps(fields).encode()
+        method, start = "GET" if body is None else "POST", time.perf_counter()
+        self.connection.request(method, path, body, {"Content-Type": "application/json"})
         response = self.connection.getresponse()
-        body = response.read()
+        answer = response.read()
+        seconds = time.perf_counter() - start
         if response.status != 200:
-            raise http.client.HTTPException(f"HTTP {response.status}: {body[:300]!r}")
-        return body
+            raise http.client.HTTPException(f"HTTP {response.status}: {answer[:300]!r}")
+        return seconds, json.loads(answer)
 
 
 def drive(
@@ -141,27 +141,26 @@ def drive(
     answered."""
     row, queue, lock = Row(), iter(requests), threading.Lock()
 
-    def one_client() -> None:
+    def one_client(_: int) -> None:
         client = Client(url)
         while (sentences := next(queue, None)) is not None:
-            seconds, found = client.translate(sentences, pair)
+            answer = client.ask("/translate", {"q": sentences, **pair})
             with lock:
-                row.latencies.append(seconds)
-                row.sentences += len(sentences)
-                row.differ += sum(
-                    s in expected and expected[s] != t for s, t in zip(sentences, found, strict=True)
-                )
+                row.add(sentences, *answer, expected)
 
     start = time.perf_counter()
     with ThreadPoolExecutor(clients) as pool:
-        for done in [pool.submit(one_client) for _ in range(clients)]:
-            done.result()
+        list(pool.map(one_client, range(clients)))
     row.seconds = time.perf_counter() - start
     return row
 
 
 def measure_server(
-    server: Server, args: Namespace, sentences: list[str], lone: list[str], reference: InProcess | None
+    server: Server,
+    args: Namespace,
+    sentences: list[str],
+    lone: list[str],
+    reference: ProcessPoolExecutor | None,
 ) -> tuple[dict[str, Row], list[float]]:
     """After a warm-up: one client sending the `lone` sentences one a request, each right after the same
     sentence translated in `reference`'s process (so that both see the machine alike); every load, unseen then
@@ -172,18 +171,15 @@ def measure_server(
     lone_row, in_process, client = Row(), [], Client(server.url)
     for sentence in lone:
         if reference is not None:
-            seconds, expected[sentence] = reference.translate(sentence)
+            seconds, expected[sentence] = reference.submit(alone, sentence).result()
             in_process.append(seconds)
-        latency, [translation] = client.translate([sentence], pair)
-        lone_row.latencies.append(latency)
-        lone_row.sentences += 1
-        lone_row.differ += sentence in expected and expected[sentence] != translation
+        lone_row.add([sentence], *client.ask("/translate", {"q": [sentence], **pair}), expected)
     lone_row.seconds = sum(lone_row.latencies)
     rows, pool = {LONE: lone_row}, iter(sentences)
     loads = [(clients, per, requests_of(pool, clients, per, args.target)) for clients, per in args.loads]
     if reference is not None:
         sent = [s for _, _, requests in loads for request in requests for s in request]
-        expected |= dict(zip(sent, reference.translate(sent), strict=True))
+        expected |= dict(zip(sent, reference.submit(batched, sent).result(), strict=True))
     for clients, per, requests in loads:
         for key in (f"{clients} × {per}", f"{clients} × {per} again"):
             rows[key] = drive(server.url, pair, requests, clients, expected)
@@ -215,50 +211,31 @@ def memory_series(server: Server, pair: dict[str, str], sentences: list[str], co
     return f"{server.name}: resident MiB every {count // 10} of {count} new texts: {shown}"
 
 
-class InProcess:
-    """A fresh process of a server's engine on its threads (`in_process_child`): each sentence translated
-    alone (encode, search, decode), as a lone request is, timed; or a list translated in batches, untimed."""
-
-    def __init__(self, path: Path, engine: str, beam: int, threads: int) -> None:
-        command = [sys.executable, "-m", "benchmarks.serve_bench", "--in-process"]
-        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        self.translate([str(path), engine, beam, threads])  # what to load; answered once loaded
-
-    def translate(self, request: object) -> Any:
-        """Seconds and translation of one sentence alone, or the translations of a list."""
-        assert self.process.stdin is not None and self.process.stdout is not None
-        self.process.stdin.write(json.dumps(request) + "\n")
-        self.process.stdin.flush()
-        answer = self.process.stdout.readline()
-        if not answer:
-            raise SystemExit(f"the in-process search failed (exit code {self.process.wait()})")
-        return json.loads(answer)
-
-    def close(self) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.close()
-        self.process.wait()
+def reference_process(path: Path, engine: str, beam: int, threads: int) -> ProcessPoolExecutor:
+    """A fresh process of a server's engine on its threads, its translator loaded (`alone`, `batched`)."""
+    spawn = multiprocessing.get_context("spawn")
+    return ProcessPoolExecutor(1, spawn, initializer=_load, initargs=(path, engine, beam, threads))
 
 
-def in_process_child() -> None:
+def _load(path: Path, engine: str, beam: int, threads: int) -> None:
     import torch
 
     from nmt.decode.loading import load_models
 
-    path, engine, beam, threads = json.loads(sys.stdin.readline())
     torch.set_num_threads(threads)
-    device, search = torch.device("cpu"), {"beam_size": beam}
-    [model] = load_models([Path(path)], engine, device, None, search, threads=threads)
-    translator = model.translator
-    print(json.dumps("ready"), flush=True)
-    for line in sys.stdin:
-        request = json.loads(line)
-        if isinstance(request, list):
-            print(json.dumps(translator.translate(request)), flush=True)
-            continue
-        start = time.perf_counter()
-        [translation] = translator.translate([request])
-        print(json.dumps([time.perf_counter() - start, translation]), flush=True)
+    [model] = load_models([path], engine, torch.device("cpu"), None, {"beam_size": beam}, threads=threads)
+    TRANSLATOR.append(model.translator)
+
+
+def alone(sentence: str) -> tuple[float, str]:
+    """Seconds and translation of one sentence alone (encode, search, decode), as a lone request's."""
+    start = time.perf_counter()
+    [translation] = TRANSLATOR[0].translate([sentence])
+    return time.perf_counter() - start, translation
+
+
+def batched(sentences: list[str]) -> list[str]:
+    return TRANSLATOR[0].translate(sentences)
 
 
 def export(args: Namespace) -> tuple[Path, list[Path]]:
@@ -305,7 +282,7 @@ def start_libretranslate(args: Namespace, packages: list[Path]) -> Server | None
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and process.poll() is None:
         try:
-            Client(url, timeout=5).get("/languages")
+            Client(url, timeout=5).ask("/languages")
             return Server(LT, process, url)
         except (OSError, http.client.HTTPException):
             time.sleep(0.5)
@@ -340,9 +317,6 @@ def arguments() -> Namespace:
 
 
 def main() -> None:
-    if sys.argv[1:] == ["--in-process"]:
-        in_process_child()
-        return
     args = arguments()
     sentences = list(dict.fromkeys(s for s in args.src.read_text(encoding="utf-8").splitlines() if s.strip()))
     lone, sentences = sentences[: args.lone], sentences[args.lone :]
@@ -357,16 +331,16 @@ def main() -> None:
     results: dict[str, dict[str, Row]] = {}
     lines, memory, codes = [], [], {}
     for name, path, engine in ((NMT, args.run, "torch"), (CT2, ct2, "ctranslate2")):
-        reference = InProcess(path, engine, args.beam_size, threads)
+        reference = reference_process(path, engine, args.beam_size, threads)
         server = start_nmt(name, path, args.beam_size)
         try:
             results[name], in_process = measure_server(server, args, sentences, lone, reference)
             if args.memory_requests:
                 memory.append(memory_series(server, args.pair, sentences, args.memory_requests))
-            lines.append(lone_line(name, results[name], in_process, Client(server.url).get("/health")))
+            lines.append(lone_line(name, results[name], in_process, Client(server.url).ask("/health")[1]))
         finally:
             codes[name] = server.stop()
-            reference.close()
+            reference.shutdown()
     found = start_libretranslate(args, packages) if packages else None
     if found is not None:
         try:

@@ -222,11 +222,6 @@ def load_catalog(
             for name, model, path in zip(names, models, paths, strict=True)
         ]
         return _catalog(dict(zip(names, exports, strict=True)), {}, defaults or [])
-    if device.type == "cpu":
-        log.info(
-            "on a CPU a run's CTranslate2 export answers sooner: `nmt export RUN OUT --to ctranslate2`, then "
-            "`nmt serve OUT` (docs/serving.md, Speed at every load)"
-        )
     engines = {
         name: _with_terms(run_engines(name, model), path)
         for name, model, path in zip(names, models, paths, strict=True)
@@ -241,7 +236,13 @@ def load_catalog(
                 log.warning("%s; no ensemble of %s → %s", err, direction.src, direction.tgt)
                 continue
             ensembles[name] = _with_terms(joined, group[0].run.directory.path)
-    return _catalog(engines, ensembles, defaults or [])
+    catalog = _catalog(engines, ensembles, defaults or [])
+    if device.type == "cpu":
+        log.info(
+            "on a CPU a run's CTranslate2 export answers sooner: `nmt export RUN OUT --to ctranslate2`, then "
+            "`nmt serve OUT` (docs/serving.md, Speed at every load)"
+        )
+    return catalog
 
 
 def _with_terms(engines: Engines, path: Path) -> Engines:
