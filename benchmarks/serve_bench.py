@@ -115,7 +115,7 @@ def requests_of(pool: Iterator[str], clients: int, per: int, target: int) -> lis
 
 class Client:
     """One kept-alive HTTP/1.1 connection of the standard library's client, the leanest in Python, so that a
-    latency is the server's (httpx adds about 1.5 ms of its own to each request on this machine's cores)."""
+    latency is the server's (httpx adds 1.5–1.9 ms of its own to each request on this machine's cores)."""
 
     def __init__(self, url: str, timeout: float = 600) -> None:
         address = urlsplit(url)
