@@ -2,6 +2,7 @@
 few modules directly in nmt/, and translating a sentence loads no training code."""
 
 import ast
+import functools
 import json
 import re
 import subprocess
@@ -46,6 +47,12 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+@functools.cache
+def parsed(path: Path) -> ast.Module:
+    """The syntax tree of a source file, parsed once for every test that reads it (none changes it)."""
+    return ast.parse(path.read_text(encoding="utf-8"))
+
+
 def import_graph(type_hints: bool = False) -> dict[str, set[str]]:
     """Each nmt module → the nmt modules it imports when it runs (a package's own __init__ is not counted);
     with `type_hints`, also those it imports under `if TYPE_CHECKING:` (never run, but still an arrow that a
@@ -53,7 +60,7 @@ def import_graph(type_hints: bool = False) -> dict[str, set[str]]:
     modules = {module_name(path): path for path in PACKAGE.rglob("*.py")}
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+        tree = parsed(path)
         hints = [
             b for b in ast.walk(tree) if isinstance(b, ast.If) and "TYPE_CHECKING" in ast.unparse(b.test)
         ]
@@ -161,7 +168,7 @@ def test_a_family_of_commands_shares_only_the_options_with_the_others() -> None:
     for path in sorted(PACKAGE.glob("cli/*.py")):
         if path.name == "__init__.py":
             continue
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(parsed(path)):
             if isinstance(node, ast.ImportFrom) and node.module == "nmt.cli":
                 named = [f"nmt.cli.{alias.name}" for alias in node.names]
             elif isinstance(node, ast.ImportFrom):
@@ -206,11 +213,13 @@ def training_modules_loaded(trained_run: Path, corpus: Path) -> dict[str, list[s
     return json.loads(python(probe))
 
 
+@pytest.mark.slow  # a fresh process: 5 s
 def test_translating_a_sentence_loads_no_training_code(training_modules_loaded: dict[str, list[str]]) -> None:
     """The translate path of the CLI, run in a fresh process: no module of nmt.train is ever imported."""
     assert training_modules_loaded["translate"] == []
 
 
+@pytest.mark.slow  # the same fresh process
 def test_serving_loads_no_training_code(training_modules_loaded: dict[str, list[str]]) -> None:
     """The server's app over a loaded run, in a fresh process: no module of nmt.train is ever imported."""
     assert training_modules_loaded["serve"] == []
@@ -318,7 +327,7 @@ def test_a_batch_s_tensors_are_iterated_in_one_place() -> None:
         *(ROOT / "scripts").rglob("*.py"),
         *(ROOT / "benchmarks").rglob("*.py"),
     ]:
-        for function in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for function in ast.walk(parsed(path)):
             if not isinstance(function, ast.FunctionDef) or (path.name, function.name) == (
                 "batching.py",
                 "tensors",

@@ -3,9 +3,12 @@
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import ROOT, run_cli
 
 
+@pytest.mark.slow  # trains and profiles: 9 s
 def test_benchmark_reports_training_and_decoding_figures(small_corpus: Path, tmp_path: Path) -> None:
     """300 training pairs in batches of 600 tokens: a warm-up epoch and 3 timed updates of the next are some
     fifteen updates; then one second of training towards an unreachable BLEU."""

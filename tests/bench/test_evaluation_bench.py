@@ -11,6 +11,7 @@ from benchmarks import evaluation_bench
 from tests.conftest import run_cli
 
 
+@pytest.mark.slow  # an export and every metric's intervals and paired tests: 8 s
 def test_the_table_has_a_row_per_goal_and_the_paired_tests_agree(
     trained_run: Path,
     corpus: Path,

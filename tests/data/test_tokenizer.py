@@ -167,6 +167,7 @@ def test_trained_pieces_do_not_depend_on_the_machine(
     assert fingerprints[0] == fingerprints[1]
 
 
+@pytest.mark.slow  # a fresh process: 5 s
 def test_training_after_torch_ran_openmp_work_finishes(tmp_path: Path) -> None:
     """sentencepiece's trainer runs OpenMP, whose runtime torch shares: after torch has run OpenMP work in the
     process (two threads), training a unigram model still finishes (in a forked child it hung). Run in a

@@ -132,7 +132,11 @@ class _Typist:
         return code
 
 
-@pytest.mark.parametrize("terminal", [True, False], ids=["a terminal", "a pipe with --interactive"])
+@pytest.mark.parametrize(  # each starts a process: the pipe in the slow layer
+    "terminal",
+    [True, pytest.param(False, marks=pytest.mark.slow)],
+    ids=["a terminal", "a pipe with --interactive"],
+)
 def test_each_line_is_answered_before_the_next_is_typed(
     terminal: bool, trained_run: Path, corpus: Path
 ) -> None:

@@ -84,6 +84,7 @@ def by_hand(paid: torch.Tensor, tokens: int, source: int) -> list[int | None]:
     return [int(s) if w >= e else None for s, w, e in zip(best.indices, best.values, eos, strict=True)]
 
 
+@pytest.mark.slow  # guided_run trains for these two alone: 8 s
 def test_a_guided_runs_translations_align_with_the_attention_it_trained(
     guided_run: Path, labelled: Path
 ) -> None:
@@ -102,6 +103,7 @@ def test_a_guided_runs_translations_align_with_the_attention_it_trained(
     assert differ > 0  # the reading is not search's: the test can tell them apart
 
 
+@pytest.mark.slow  # guided_run
 def test_the_ctranslate2_export_aligns_as_the_guided_run(
     guided_run: Path, labelled: Path, tmp_path: Path
 ) -> None:

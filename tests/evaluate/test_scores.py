@@ -29,7 +29,7 @@ def test_every_metric_and_interval_is_sacrebleu_s(systems: dict[str, Path]) -> N
     assert "metrics" not in brief.as_dict()
 
 
-@pytest.mark.parametrize("test", ["bs", "ar"])
+@pytest.mark.parametrize("test", ["bs", pytest.param("ar", marks=pytest.mark.slow)])  # ar: 6 s
 def test_the_paired_test_equals_sacrebleu_s_command_line(systems: dict[str, Path], test: str) -> None:
     """Scores, resampled means and intervals to the 10 decimals sacreBLEU prints, p-values to its 4."""
     system, baseline = lines(systems["system"]), lines(systems["baseline"])

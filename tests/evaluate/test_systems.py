@@ -35,6 +35,7 @@ def files(hypotheses: Path, references: Path) -> list[str]:
     return ["--hypotheses", str(hypotheses), "--references", str(references)]
 
 
+@pytest.mark.slow  # two paired tests, each twice: 7 s
 def test_any_system_is_scored_from_files_with_intervals_and_a_baseline(
     systems: dict[str, Path], tmp_path: Path
 ) -> None:

@@ -131,6 +131,7 @@ def test_an_encoder_tag_run_is_refused(multilingual_run: Path, tmp_path: Path) -
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow  # trains a run for the refusal: 2.5 s (separate vocabularies' stays fast)
 def test_rnn_run_is_refused(tiny: Path, small_corpus: Path, tmp_path: Path) -> None:
     pytest.importorskip("onnx")
     run_dir, out = tmp_path / "rnn", tmp_path / "rnn.argosmodel"

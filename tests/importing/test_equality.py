@@ -28,10 +28,14 @@ from tests.importing.marian_models import (
     write_marian,
 )
 
-VARIANTS = [  # one in the fast layer, the others (each a model trained for the test) in the slow one
+# The slow layer: each variant is a model trained for the test (8 s), its translations generated twice; the
+# fast layer imports one Marian model, fine-tunes it and exports it back to transformers' equal logits
+# (tests/importing/test_imported_run.py).
+pytestmark = pytest.mark.slow
+VARIANTS = [
     Variant("swish"),
-    pytest.param(Variant("gelu", separate=True, seed=1), marks=pytest.mark.slow),
-    pytest.param(Variant("relu", tied=False, scale=False, seed=2), marks=pytest.mark.slow),
+    Variant("gelu", separate=True, seed=1),
+    Variant("relu", tied=False, scale=False, seed=2),
 ]
 LINES = sentences(100, SOURCE_WORDS, 11)
 

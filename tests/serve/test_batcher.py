@@ -98,6 +98,7 @@ def test_a_sentence_over_the_budget_is_decoded_alone() -> None:
     assert script.batches == [[[1] * 20], [[2], [3]]]  # 2 × (1 + 1) × 1 = 4 within 10
 
 
+@pytest.mark.slow  # four batches of a second each
 def test_clients_answered_together_join_those_that_queued_meanwhile() -> None:
     """Three clients start; three more come while the first batch decodes. Each client sends its next
     sentence once answered: after the first batch, every batch holds all six, instead of two groups of three

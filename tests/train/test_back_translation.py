@@ -109,7 +109,7 @@ def robt_config(three_languages: Path, max_steps: int, search: str = "greedy") -
     return load_config(three_languages / "config.yaml", sets)
 
 
-@pytest.mark.parametrize("search", ["greedy", "sampling"])
+@pytest.mark.parametrize("search", ["greedy", pytest.param("sampling", marks=pytest.mark.slow)])  # 3 s each
 def test_a_resumed_run_back_translates_as_an_uninterrupted_one(
     search: str, three_languages: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -34,6 +34,7 @@ def test_a_refused_run_leaves_nothing_behind(
         assert [path.name for path in out.iterdir()] == ["notes.txt"]
 
 
+@pytest.mark.slow  # three trainings: 3 s
 @pytest.mark.usefixtures("undrawn")
 def test_train_log_keeps_every_line_and_continues_across_resume(
     small_corpus: Path, tiny: Path, tmp_path: Path

@@ -92,6 +92,7 @@ def test_resume_continues_bit_for_bit(corpus: Path, tmp_path: Path) -> None:
         assert torch.equal(tensor, resumed["model"][name]), name
 
 
+@pytest.mark.slow  # trains 30 steps and draws every picture: 5 s
 def test_final_report_with_checkpoint_averaging(corpus: Path, tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     cfg = tiny_config(
