@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from typing import TYPE_CHECKING, NamedTuple
 
+from nmt.errors import UserError
+
 if TYPE_CHECKING:
     from nmt.data.terminology import TermWriter
     from nmt.decode.languages import Translates
@@ -54,6 +56,7 @@ ENDS_P = _names(  # a start tag of these ends an open p, as in a browser
 IMPLIED = _names("li dt dd tr td th option")  # another one ends the one open
 VOID = _names("area base br col embed hr img input link meta param source track wbr")
 TRANSLATED = ("title", "alt")  # the attributes whose text is translated
+MAX_INLINE_DEPTH = 100  # inline tags open inside one another: each is a level of the writer's recursion
 WORD = re.compile(r"\S+")
 Link = tuple[int, int]  # (source word, output word)
 
@@ -192,6 +195,11 @@ class _Reader(HTMLParser):
         if tag in ATOMS:
             self._atom(raw, tag)
         elif tag in INLINE:
+            if len(self.open) == MAX_INLINE_DEPTH:
+                raise UserError(
+                    f"the page opens more than {MAX_INLINE_DEPTH} inline tags (b, i, span, …) inside one "
+                    f"another; close them where they end"
+                )
             element = Element(raw, tag, len(self.block.text))
             (self.open[-1].children if self.open else self.block.elements).append(element)
             self.open.append(element)
@@ -306,7 +314,7 @@ class Page:
 
 def read_page(page: str) -> Page:
     """`page` read by the standard library's HTMLParser into markup and blocks; elements left open are
-    closed at the end."""
+    closed at the end. A page nesting more than MAX_INLINE_DEPTH inline tags is a UserError."""
     marker = "\ue000"  # a private-use character the page does not hold
     while marker in page:
         marker += "\ue000"
