@@ -273,7 +273,21 @@ class _Reader(HTMLParser):
         self._markup(f"<?{data}>")
 
     def unknown_decl(self, data: str) -> None:
-        self._markup(f"<![{data}]>")
+        close = "]>" if data.lower().startswith(("if", "else", "endif")) else "]]>"  # as the parser found it
+        self._markup(f"<![{data}{close}")
+
+    def parse_marked_section(self, i: int, report: bool = True) -> int:
+        """A marked section the standard library knows (`<![CDATA[…]]>`, `<![if …]>`); any other `<![` as a
+        browser reads it, a comment up to the next `>` (the library raises AssertionError)."""
+        try:
+            return super().parse_marked_section(i, report)
+        except AssertionError:
+            end = self.rawdata.find(">", i)
+            if end < 0:
+                return -1
+            if report:
+                self.handle_comment(self.rawdata[i + 2 : end])
+            return end + 1
 
 
 @dataclass(frozen=True)

@@ -71,6 +71,14 @@ def test_script_style_pre_code_comments_and_attributes_but_title_and_alt_are_lef
     assert_well_formed_with_every_tag(page, translated)
 
 
+def test_marked_sections_are_written_as_read_and_a_stray_one_is_a_comment_as_in_a_browser() -> None:
+    page = "<![if !IE]><p>a <![CDATA[x > y]]> b <![foo]> c <![ d</p><![endif]>"
+    assert read_page(page).lines == ["a b c"]
+    translated = translate_page(page, reversed_words)
+    for kept in ("<![if !IE]>", "<![CDATA[x > y]]>", "<!--[foo]-->", "<!--[ d</p-->", "<![endif]>"):
+        assert kept in translated
+
+
 def test_title_and_alt_are_translated_as_sentences_of_their_own() -> None:
     page = (
         '<p>A <img src="a.png" alt="a  red car" width=3> and <a href="/x?a=1&amp;b=2" title=\'say "hi"\'>link'
