@@ -120,7 +120,24 @@ def _all(elements: list[Element]) -> Iterator[Element]:
         yield from _all(element.children)
 
 
-class _Reader(HTMLParser):
+class _Parser(HTMLParser):
+    """The standard library's HTMLParser, but for a `<![` that opens no section it knows."""
+
+    def parse_marked_section(self, i: int, report: bool = True) -> int:
+        """A marked section the standard library knows (`<![CDATA[…]]>`, `<![if …]>`); any other `<![` as a
+        browser reads it, a comment up to the next `>` (the library raises AssertionError)."""
+        try:
+            return super().parse_marked_section(i, report)
+        except AssertionError:
+            end = self.rawdata.find(">", i)
+            if end < 0:
+                return -1
+            if report:
+                self.handle_comment(self.rawdata[i + 2 : end])
+            return end + 1
+
+
+class _Reader(_Parser):
     """The page as a list of parts: markup written back as it is, and blocks to translate."""
 
     def __init__(self, marker: str) -> None:
@@ -275,19 +292,6 @@ class _Reader(HTMLParser):
     def unknown_decl(self, data: str) -> None:
         close = "]>" if data.lower().startswith(("if", "else", "endif")) else "]]>"  # as the parser found it
         self._markup(f"<![{data}{close}")
-
-    def parse_marked_section(self, i: int, report: bool = True) -> int:
-        """A marked section the standard library knows (`<![CDATA[…]]>`, `<![if …]>`); any other `<![` as a
-        browser reads it, a comment up to the next `>` (the library raises AssertionError)."""
-        try:
-            return super().parse_marked_section(i, report)
-        except AssertionError:
-            end = self.rawdata.find(">", i)
-            if end < 0:
-                return -1
-            if report:
-                self.handle_comment(self.rawdata[i + 2 : end])
-            return end + 1
 
 
 @dataclass(frozen=True)
@@ -524,7 +528,7 @@ def _whole(element: Element) -> str:
     return element.start_tag + inside + element.end_tag
 
 
-class _HtmlTag(HTMLParser):
+class _HtmlTag(_Parser):
     """Where a page's first `html` start tag is, as written: (line, column) and its text."""
 
     def __init__(self) -> None:
