@@ -107,9 +107,10 @@ class ExportedTranslator(Translator):
         eos, no beam); a batch of width w within nmt's budget B (count × (L + 1) × w ≤ B) is within
         CTranslate2's ⌊B / w⌋ tokens (count × L < ⌊B / w⌋), so that budget would never split it further."""
         settings = ctranslate2_search(rule, options)
-        if isinstance(rule, Sampling):
-            import_ctranslate2().set_random_seed(rule.seed)
         src, tgt = self.tokenizers.src, self.tokenizers.tgt
+        if isinstance(rule, Sampling):
+            import_ctranslate2().set_random_seed(rule.seed % 2**32)  # CTranslate2's seed has 32 bits
+            settings["sampling_topk"] = min(rule.top_k, len(tgt))  # a larger k: all of it, as in torch
         limits = [output_limit(len(ids), options) for ids in sources]
         forced = len(options.prefix)
         longest = max(limits) + forced

@@ -380,7 +380,7 @@ def test_a_batch_out_of_memory_is_split_and_every_request_answered(
     assert health["split_batches"] >= 1
 
 
-def test_an_export_refuses_a_search_it_lacks_with_a_400_and_takes_any_minimum_length(
+def test_an_export_refuses_a_search_it_lacks_with_a_400_and_takes_every_setting_in_range(
     trained_run: Path, corpus: Path, tmp_path: Path
 ) -> None:
     pytest.importorskip("ctranslate2")
@@ -395,11 +395,13 @@ def test_an_export_refuses_a_search_it_lacks_with_a_400_and_takes_any_minimum_le
         refused = client.post("/v1/translate", json=diverse)
         assert refused.status_code == 400, refused.text
         assert "has no DiverseBeamSearch search; use the run directory" in refused.json()["error"]
-        longer = client.post("/v1/translate", json={"q": sentence, "min_length": 1000, **PAIR})
-        assert longer.status_code == 200, longer.text
-        assert longer.json()["translations"][0]["translatedText"]
-    code, out, err = run_cli("translate", str(export), "--min-length", "1000", input=sentence + "\n")
-    assert code == 0 and out.strip(), err
+        for extreme in ({"min_length": 1000}, {"sampling": True, "seed": 2**63 - 1, "top_k": 10**6}):
+            answer = client.post("/v1/translate", json={"q": sentence, **extreme, **PAIR})
+            assert answer.status_code == 200, answer.text
+            assert answer.json()["translations"][0]["translatedText"]
+    for flags in (["--min-length", "1000"], ["--sampling", "--seed", str(2**63 - 1), "--top-k", "1000000"]):
+        code, out, err = run_cli("translate", str(export), *flags, input=sentence + "\n")
+        assert code == 0 and out.strip(), err
 
 
 def test_a_ctranslate2_export_is_served_with_nbest_and_no_attention(
