@@ -528,29 +528,46 @@ def _whole(element: Element) -> str:
     return element.start_tag + inside + element.end_tag
 
 
-class _HtmlTag(_Parser):
-    """Where a page's first `html` start tag is, as written: (line, column) and its text."""
+class _LangTags(_Parser):
+    """Where a page's start tags that name a language (`lang`, `xml:lang`) are, as written: (line, column)
+    and their text; but those of the elements left as they are (KEPT, ATOMS but img) and inside them."""
 
     def __init__(self) -> None:
         super().__init__(convert_charrefs=False)
-        self.found: tuple[tuple[int, int], str] | None = None
+        self.found: list[tuple[tuple[int, int], str]] = []
+        self.kept: list[str] = []  # the elements open inside a kept one, the kept one first
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag == "html" and self.found is None:
-            self.found = (self.getpos(), self.get_starttag_text() or "")
+        if self.kept or tag in KEPT or (tag in ATOMS and tag not in VOID):  # an img's alt is translated
+            if tag not in VOID:
+                self.kept.append(tag)
+        elif any(name in ("lang", "xml:lang") for name, _ in attrs):
+            self.found.append((self.getpos(), self.get_starttag_text() or ""))
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in self.kept:
+            while self.kept.pop() != tag:
+                pass
 
 
 LANG_ATTRIBUTE = re.compile(r"""(\s(?:xml:)?lang\s*=\s*)("[^"]*"|'[^']*'|[^\s"'>]+)""", re.IGNORECASE)
 
 
 def with_language(page: str, lang: str) -> str:
-    """`page` with the `lang` (and `xml:lang`) attribute of its `html` element set to `lang` (a translated
-    page is in the target language); a page without one, or `lang` "" (not known), is left as it is."""
-    reader = _HtmlTag()
+    """`page` with the `lang` (and `xml:lang`) attribute of its `html` element, and of every element whose
+    text was translated, set to `lang` (their text is in the target language now); the elements left as they
+    are keep theirs; `lang` "" (not known) leaves the page as it is."""
+    reader = _LangTags()
     reader.feed(page)
-    if not lang or reader.found is None:
+    if not lang:
         return page
-    (line, column), tag = reader.found
-    start = sum(len(text) + 1 for text in page.split("\n")[: line - 1]) + column  # lines as HTMLParser counts
-    written = LANG_ATTRIBUTE.sub(lambda m: f'{m.group(1)}"{html.escape(lang)}"', tag)
-    return page[:start] + written + page[start + len(tag) :]
+    line_starts = [0]  # lines as HTMLParser counts them
+    for text in page.split("\n"):
+        line_starts.append(line_starts[-1] + len(text) + 1)
+    written = []
+    at = 0
+    for (line, column), tag in reader.found:
+        start = line_starts[line - 1] + column
+        written += [page[at:start], LANG_ATTRIBUTE.sub(lambda m: f'{m.group(1)}"{html.escape(lang)}"', tag)]
+        at = start + len(tag)
+    return "".join(written) + page[at:]
