@@ -128,6 +128,12 @@ def test_nmt_translate_format_html(trained_run: Path, tmp_path: Path, offline: d
     assert code == 2 and "--format html writes the page" in err and len(err.strip().splitlines()) == 1
 
 
+def test_a_page_not_in_utf8_is_one_line_naming_the_fix(trained_run: Path, tmp_path: Path) -> None:
+    (tmp_path / "page.html").write_bytes("<p>caf\u00e9</p>".encode("latin-1"))
+    result = run_cli("translate", str(trained_run), "-i", str(tmp_path / "page.html"), "--format", "html")
+    assert_one_line_error(result, "is not valid UTF-8 (byte 0xe9 at 6)", "convert the page to UTF-8")
+
+
 def test_a_ctranslate2_export_places_the_tags_through_its_alignments(
     trained_run: Path, tmp_path: Path, offline: dict[str, str]
 ) -> None:
