@@ -331,13 +331,16 @@ class Page:
 
 
 def read_page(page: str) -> Page:
-    """`page` read by the standard library's HTMLParser into markup and blocks; elements left open are
-    closed at the end. A page nesting more than MAX_INLINE_DEPTH inline tags is a UserError."""
+    """`page` read by the standard library's HTMLParser into markup and blocks; elements and a comment left
+    open are closed at the end. A page nesting more than MAX_INLINE_DEPTH inline tags is a UserError."""
     marker = "\ue000"  # a private-use character the page does not hold
     while marker in page:
         marker += "\ue000"
     reader = _Reader(marker)
     reader.feed(page)
+    if reader.rawdata.startswith("<!--") and reader.cdata_elem is None:  # open to the end, as in a browser
+        reader.handle_comment(reader.rawdata[4:])
+        reader.rawdata = ""
     reader.close()
     if reader.kept is not None:  # a kept element never closed (the parser holds a script's rest back)
         name, _, pieces = reader.kept

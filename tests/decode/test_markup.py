@@ -84,6 +84,13 @@ def test_a_stray_marked_section_kept_in_an_atom_still_lets_the_page_take_the_tar
     assert with_language(translated, "en") == '<html lang="en"><p>a</p><svg>b<![ \n</svg></html>'
 
 
+def test_a_comment_left_open_runs_to_the_end_as_in_a_browser_and_is_not_translated() -> None:
+    page = "<p>a b</p><!-- an unfinished > note"
+    assert read_page(page).lines == ["a b"]
+    assert translate_page(page, reversed_words) == "<p>B A</p><!-- an unfinished > note-->"
+    assert translate_page("<script><!-- x", same) == "<script><!-- x</script>"  # a script's text stays its
+
+
 def test_title_and_alt_are_translated_as_sentences_of_their_own() -> None:
     page = (
         '<p>A <img src="a.png" alt="a  red car" width=3> and <a href="/x?a=1&amp;b=2" title=\'say "hi"\'>link'
