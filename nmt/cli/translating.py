@@ -210,7 +210,10 @@ def _translate_page(
     try:
         page = data.decode("utf-8-sig")
     except UnicodeDecodeError as err:
-        raise UserError(f"{name} is not valid UTF-8 (byte {data[err.start]:#04x} at {err.start})") from err
+        raise UserError(
+            f"{name} is not valid UTF-8 (byte {data[err.start]:#04x} at {err.start}); convert the page to "
+            f"UTF-8 (e.g. iconv -f latin1 -t utf-8)"
+        ) from err
     translated = translated_page(translator, page, terms)
     write_output(output, lambda out: out.write(translated.encode("utf-8")))
 

@@ -48,6 +48,7 @@ from nmt.rules.contract import Part, SearchRule
 from nmt.rules.diverse_beam import DiverseBeamSearch
 from nmt.rules.min_length import MinLength
 from nmt.rules.no_repeat_ngram import NoRepeatNGram
+from nmt.rules.registry import processors_of, rule_of
 from nmt.rules.sampling import Sampling
 from nmt.rules.target_vocabulary import TargetVocabulary
 
@@ -106,11 +107,14 @@ class ExportedTranslator(Translator):
         eos, no beam); a batch of width w within nmt's budget B (count × (L + 1) × w ≤ B) is within
         CTranslate2's ⌊B / w⌋ tokens (count × L < ⌊B / w⌋), so that budget would never split it further."""
         settings = ctranslate2_search(rule, options)
-        if isinstance(rule, Sampling):
-            import_ctranslate2().set_random_seed(rule.seed)
         src, tgt = self.tokenizers.src, self.tokenizers.tgt
+        if isinstance(rule, Sampling):
+            import_ctranslate2().set_random_seed(rule.seed % 2**32)  # CTranslate2's seed has 32 bits
+            settings["sampling_topk"] = min(rule.top_k, len(tgt))  # a larger k: all of it, as in torch
         limits = [output_limit(len(ids), options) for ids in sources]
         forced = len(options.prefix)
+        longest = max(limits) + forced
+        shortest = min(settings["min_decoding_length"], longest)  # CTranslate2 refuses a longer minimum
         prefix = {"target_prefix": [tgt.pieces(list(options.prefix))] * len(sources)} if forced else {}
         results = self.translator.translate_batch(
             [src.pieces(ids) for ids in sources],
@@ -118,12 +122,12 @@ class ExportedTranslator(Translator):
             num_hypotheses=options.nbest,
             return_scores=True,
             max_input_length=0,
-            max_decoding_length=max(limits) + forced,
+            max_decoding_length=longest,
             suppress_sequences=[[piece] for piece in tgt.pieces(list(options.banned))],
             return_attention=options.alignments,
             return_end_token=options.alignments,  # its attention row: Shift-Att reads it
             **prefix,
-            **settings,
+            **(settings | {"min_decoding_length": shortest}),
         )
         found = []
         for ids, limit, result in zip(sources, limits, results, strict=True):
@@ -170,6 +174,13 @@ def ctranslate2_search(rule: SearchRule, options: SearchOptions) -> dict[str, An
     return found
 
 
+def check_ctranslate2_search(settings: SearchConfig) -> None:
+    """Refuse (UserError) search settings whose rule or processors CTranslate2 has no knob for, before any
+    sentence is searched."""
+    for part in (rule_of(settings), *processors_of(settings)):
+        ctranslate2_knobs(part, 0)
+
+
 def ctranslate2_knobs(part: Part, forced: int) -> dict[str, Any]:
     """The `translate_batch` settings of one search part."""
     match part:
@@ -189,8 +200,8 @@ def ctranslate2_knobs(part: Part, forced: int) -> dict[str, Any]:
         case TargetVocabulary():  # bound only where the export has a vocabulary map
             return {"use_vmap": True}
     raise UserError(
-        f"the ctranslate2 engine has no {type(part).__name__} search; translate with the run directory "
-        f"(--engine torch) instead"
+        f"the ctranslate2 engine (an export) has no {type(part).__name__} search; use the run directory it "
+        f"was exported from instead"
     )
 
 

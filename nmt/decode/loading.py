@@ -53,6 +53,12 @@ def choose_engine(engine: str, paths: list[Path], checkpoint: str | None) -> str
     `nmt export`), as `engine` names it, or for 'auto' as the directories are; a choice that cannot work
     with them (or with `checkpoint`, which only runs have several of) is a UserError."""
     exports = [path for path in paths if is_export(path)]
+    runs = [path for path in paths if not is_export(path)]
+    if engine == "auto" and exports and runs:
+        raise UserError(
+            f"{exports[0]} is a CTranslate2 export (written by `nmt export`) and {runs[0]} is not; give run "
+            f"directories (the torch engine) or exports (ctranslate2), not both"
+        )
     if engine == "auto":
         engine = "ctranslate2" if exports else "torch"
     if engine not in ENGINES:
@@ -147,6 +153,12 @@ def load_trained(
 ) -> TrainedRun:
     """Run directories as one trained run: one as it is, several as their ensemble (its model an `Ensemble`,
     its config, tokenizers and directory the first run's); `overrides` change the runs' configs
-    (`search.beam_size=3`)."""
+    (`search.beam_size=3`). An export is refused: it holds no checkpoint, config or attention to read."""
+    for path in paths:
+        if is_export(path):
+            raise UserError(
+                f"{path} is a CTranslate2 export (written by `nmt export`), not a run directory; give the "
+                f"run directory it was exported from (`nmt translate` translates with the export)"
+            )
     runs = [load_run(path, device, checkpoint, overrides) for path in paths]
     return runs[0] if len(runs) == 1 else ensembled(runs)

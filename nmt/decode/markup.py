@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from typing import TYPE_CHECKING, NamedTuple
 
+from nmt.errors import UserError
+
 if TYPE_CHECKING:
     from nmt.data.terminology import TermWriter
     from nmt.decode.languages import Translates
@@ -54,6 +56,7 @@ ENDS_P = _names(  # a start tag of these ends an open p, as in a browser
 IMPLIED = _names("li dt dd tr td th option")  # another one ends the one open
 VOID = _names("area base br col embed hr img input link meta param source track wbr")
 TRANSLATED = ("title", "alt")  # the attributes whose text is translated
+MAX_INLINE_DEPTH = 100  # inline tags open inside one another: each is a level of the writer's recursion
 WORD = re.compile(r"\S+")
 Link = tuple[int, int]  # (source word, output word)
 
@@ -117,7 +120,24 @@ def _all(elements: list[Element]) -> Iterator[Element]:
         yield from _all(element.children)
 
 
-class _Reader(HTMLParser):
+class _Parser(HTMLParser):
+    """The standard library's HTMLParser, but for a `<![` that opens no section it knows."""
+
+    def parse_marked_section(self, i: int, report: bool = True) -> int:
+        """A marked section the standard library knows (`<![CDATA[…]]>`, `<![if …]>`); any other `<![` as a
+        browser reads it, a comment up to the next `>` (the library raises AssertionError)."""
+        try:
+            return super().parse_marked_section(i, report)
+        except AssertionError:
+            end = self.rawdata.find(">", i)
+            if end < 0:
+                return -1
+            if report:
+                self.handle_comment(self.rawdata[i + 2 : end])
+            return end + 1
+
+
+class _Reader(_Parser):
     """The page as a list of parts: markup written back as it is, and blocks to translate."""
 
     def __init__(self, marker: str) -> None:
@@ -192,6 +212,11 @@ class _Reader(HTMLParser):
         if tag in ATOMS:
             self._atom(raw, tag)
         elif tag in INLINE:
+            if len(self.open) == MAX_INLINE_DEPTH:
+                raise UserError(
+                    f"the page opens more than {MAX_INLINE_DEPTH} inline tags (b, i, span, …) inside one "
+                    f"another; close them where they end"
+                )
             element = Element(raw, tag, len(self.block.text))
             (self.open[-1].children if self.open else self.block.elements).append(element)
             self.open.append(element)
@@ -265,7 +290,8 @@ class _Reader(HTMLParser):
         self._markup(f"<?{data}>")
 
     def unknown_decl(self, data: str) -> None:
-        self._markup(f"<![{data}]>")
+        close = "]>" if data.lower().startswith(("if", "else", "endif")) else "]]>"  # as the parser found it
+        self._markup(f"<![{data}{close}")
 
 
 @dataclass(frozen=True)
@@ -305,13 +331,16 @@ class Page:
 
 
 def read_page(page: str) -> Page:
-    """`page` read by the standard library's HTMLParser into markup and blocks; elements left open are
-    closed at the end."""
+    """`page` read by the standard library's HTMLParser into markup and blocks; elements and a comment left
+    open are closed at the end. A page nesting more than MAX_INLINE_DEPTH inline tags is a UserError."""
     marker = "\ue000"  # a private-use character the page does not hold
     while marker in page:
         marker += "\ue000"
     reader = _Reader(marker)
     reader.feed(page)
+    if reader.rawdata.startswith("<!--") and reader.cdata_elem is None:  # open to the end, as in a browser
+        reader.handle_comment(reader.rawdata[4:])
+        reader.rawdata = ""
     reader.close()
     if reader.kept is not None:  # a kept element never closed (the parser holds a script's rest back)
         name, _, pieces = reader.kept
@@ -502,29 +531,46 @@ def _whole(element: Element) -> str:
     return element.start_tag + inside + element.end_tag
 
 
-class _HtmlTag(HTMLParser):
-    """Where a page's first `html` start tag is, as written: (line, column) and its text."""
+class _LangTags(_Parser):
+    """Where a page's start tags that name a language (`lang`, `xml:lang`) are, as written: (line, column)
+    and their text; but those of the elements left as they are (KEPT, ATOMS but img) and inside them."""
 
     def __init__(self) -> None:
         super().__init__(convert_charrefs=False)
-        self.found: tuple[tuple[int, int], str] | None = None
+        self.found: list[tuple[tuple[int, int], str]] = []
+        self.kept: list[str] = []  # the elements open inside a kept one, the kept one first
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag == "html" and self.found is None:
-            self.found = (self.getpos(), self.get_starttag_text() or "")
+        if self.kept or tag in KEPT or (tag in ATOMS and tag not in VOID):  # an img's alt is translated
+            if tag not in VOID:
+                self.kept.append(tag)
+        elif any(name in ("lang", "xml:lang") for name, _ in attrs):
+            self.found.append((self.getpos(), self.get_starttag_text() or ""))
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in self.kept:
+            while self.kept.pop() != tag:
+                pass
 
 
 LANG_ATTRIBUTE = re.compile(r"""(\s(?:xml:)?lang\s*=\s*)("[^"]*"|'[^']*'|[^\s"'>]+)""", re.IGNORECASE)
 
 
 def with_language(page: str, lang: str) -> str:
-    """`page` with the `lang` (and `xml:lang`) attribute of its `html` element set to `lang` (a translated
-    page is in the target language); a page without one, or `lang` "" (not known), is left as it is."""
-    reader = _HtmlTag()
+    """`page` with the `lang` (and `xml:lang`) attribute of its `html` element, and of every element whose
+    text was translated, set to `lang` (their text is in the target language now); the elements left as they
+    are keep theirs; `lang` "" (not known) leaves the page as it is."""
+    reader = _LangTags()
     reader.feed(page)
-    if not lang or reader.found is None:
+    if not lang:
         return page
-    (line, column), tag = reader.found
-    start = sum(len(text) + 1 for text in page.split("\n")[: line - 1]) + column  # lines as HTMLParser counts
-    written = LANG_ATTRIBUTE.sub(lambda m: f'{m.group(1)}"{html.escape(lang)}"', tag)
-    return page[:start] + written + page[start + len(tag) :]
+    line_starts = [0]  # lines as HTMLParser counts them
+    for text in page.split("\n"):
+        line_starts.append(line_starts[-1] + len(text) + 1)
+    written = []
+    at = 0
+    for (line, column), tag in reader.found:
+        start = line_starts[line - 1] + column
+        written += [page[at:start], LANG_ATTRIBUTE.sub(lambda m: f'{m.group(1)}"{html.escape(lang)}"', tag)]
+        at = start + len(tag)
+    return "".join(written) + page[at:]

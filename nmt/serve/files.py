@@ -18,11 +18,10 @@ from urllib.parse import quote
 from starlette.requests import Request
 from starlette.responses import Response
 
-from nmt.decode.markup import read_page
 from nmt.serve.answers import TranslatedFile, error_answer, json_answer
 from nmt.serve.detect import routes
 from nmt.serve.glossary import constrained_terms, request_terms
-from nmt.serve.requests import KEY, ApiError, TranslateFileRequest, utf8_text, validated
+from nmt.serve.requests import KEY, ApiError, TranslateFileRequest, served_page, utf8_text, validated
 from nmt.serve.service import Service, joined
 
 FORMATS = {  # what is translated, and its media type
@@ -72,7 +71,7 @@ async def translate_file(request: Request) -> Response:
     text = utf8_text(asked.file.data, "file", "utf-8-sig").replace("\r\n", "\n").replace("\r", "\n")
     if len(text) > (most := service.limits.max_chars):
         raise ApiError(400, f"file holds {len(text)} characters; this server takes at most {most}")
-    page = read_page(text) if suffix in PAGES else None
+    page = served_page(text) if suffix in PAGES else None
     if asked.source == "auto":
         [(engine, _)] = await routes(service, [" ".join(page.lines) if page else text], asked.target)
     else:

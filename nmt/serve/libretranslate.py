@@ -17,7 +17,7 @@ from starlette.responses import Response
 
 from nmt.data.glossary import Term
 from nmt.data.terminology import TermWriter
-from nmt.decode.markup import Page, read_page
+from nmt.decode.markup import Page
 from nmt.decode.running_text import TranslatedParagraph
 from nmt.serve.answers import (
     Detected,
@@ -34,7 +34,7 @@ from nmt.serve.detect import routes
 from nmt.serve.engines import Engine
 from nmt.serve.files import FORMATS
 from nmt.serve.glossary import constrained_terms, request_terms
-from nmt.serve.requests import validated
+from nmt.serve.requests import served_page, validated
 from nmt.serve.service import Service, joined
 
 NAMES = {  # ISO 639-1 codes of the languages LibreTranslate serves most; others are named by their code
@@ -77,7 +77,7 @@ async def translate(request: Request) -> Response:
     many = isinstance(asked.q, list)
     found = asked.q if isinstance(asked.q, list) else [asked.q]
     html = asked.format == "html"
-    pages: list[Page | None] = [read_page(text) if html else None for text in found]
+    pages: list[Page | None] = [served_page(text) if html else None for text in found]
     if asked.source == "auto":  # a page by its sentences
         texts = [" ".join(page.lines) if page else text for text, page in zip(found, pages, strict=True)]
         engines, detections = zip(*await routes(service, texts, asked.target), strict=True)

@@ -10,7 +10,7 @@ from starlette.responses import Response
 from torch import Tensor
 
 from nmt.decode.decoded import DecodedLine
-from nmt.decode.markup import Page, read_page
+from nmt.decode.markup import Page
 from nmt.decode.running_text import TranslatedParagraph
 from nmt.serve.answers import (
     CacheHealth,
@@ -27,7 +27,7 @@ from nmt.serve.answers import (
     json_answer,
 )
 from nmt.serve.glossary import constrained_terms, request_terms
-from nmt.serve.requests import validated
+from nmt.serve.requests import served_page, validated
 from nmt.serve.service import Service, joined
 
 DIGITS = 5  # attention weights are rounded to this many decimals
@@ -49,7 +49,7 @@ async def translate(request: Request) -> Response:
     decoding = dataclasses.replace(decoding, glossary=glossary)
     split = asked.split_sentences
     if asked.format == "html":
-        pages: list[Page | None] = [read_page(text) for text in texts]
+        pages: list[Page | None] = [served_page(text) for text in texts]
         read = [page for page in pages if page]
         results = await service.translate_pages(engine, read, decoding, split, terms)
     else:

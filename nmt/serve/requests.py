@@ -43,6 +43,8 @@ from pydantic_core import ErrorDetails, PydanticCustomError
 
 from nmt.config.search_flags import setting_types
 from nmt.config.sections import SearchLimits
+from nmt.decode.markup import Page, read_page
+from nmt.errors import UserError
 from nmt.rules.registry import settings_fields
 from nmt.serve.multipart import Upload, multipart_fields
 
@@ -119,6 +121,14 @@ def utf8_text(data: bytes, what: str, encoding: str = "utf-8") -> str:
         raise ApiError(
             400, f"{what} is not valid UTF-8 (byte {data[err.start]:#04x} at {err.start}); send UTF-8 text"
         ) from err
+
+
+def served_page(text: str) -> Page:
+    """`text` read as an HTML page (nmt/decode/markup.py); a page that cannot be read is an ApiError."""
+    try:
+        return read_page(text)
+    except UserError as err:
+        raise ApiError(400, str(err)) from err
 
 
 def _json_object(body: bytes) -> dict[str, Any]:

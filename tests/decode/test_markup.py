@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 
 import pytest
 
-from nmt.decode.markup import Link, read_page, translate_page
+from nmt.decode.markup import Link, read_page, translate_page, with_language
 from tests.markup_checks import assert_well_formed_with_every_tag
 
 Translate = Callable[[list[str]], list[tuple[str, Sequence[Link]]]]
@@ -69,6 +69,26 @@ def test_script_style_pre_code_comments_and_attributes_but_title_and_alt_are_lef
         assert kept in translated
     assert read_page(page).lines == ["Run now please", "a title"]
     assert_well_formed_with_every_tag(page, translated)
+
+
+def test_marked_sections_are_written_as_read_and_a_stray_one_is_a_comment_as_in_a_browser() -> None:
+    page = "<![if !IE]><p>a <![CDATA[x > y]]> b <![foo]> c <![ d</p><![endif]>"
+    assert read_page(page).lines == ["a b c"]
+    translated = translate_page(page, reversed_words)
+    for kept in ("<![if !IE]>", "<![CDATA[x > y]]>", "<!--[foo]-->", "<!--[ d</p-->", "<![endif]>"):
+        assert kept in translated
+
+
+def test_a_stray_marked_section_kept_in_an_atom_still_lets_the_page_take_the_target_language() -> None:
+    translated = translate_page("<html lang=de><p>a</p><svg>b<![ \n", same)
+    assert with_language(translated, "en") == '<html lang="en"><p>a</p><svg>b<![ \n</svg></html>'
+
+
+def test_a_comment_left_open_runs_to_the_end_as_in_a_browser_and_is_not_translated() -> None:
+    page = "<p>a b</p><!-- an unfinished > note"
+    assert read_page(page).lines == ["a b"]
+    assert translate_page(page, reversed_words) == "<p>B A</p><!-- an unfinished > note-->"
+    assert translate_page("<script><!-- x", same) == "<script><!-- x</script>"  # a script's text stays its
 
 
 def test_title_and_alt_are_translated_as_sentences_of_their_own() -> None:

@@ -9,6 +9,7 @@ import torch
 
 from nmt.config.yaml_file import load_config, save_config
 from nmt.data.tokenizer_training import train_sentencepiece
+from nmt.decode.exported import META
 from nmt.decode.trained_run import load_run
 from nmt.errors import UserError
 from nmt.run.checkpoint_io import load_checkpoint, save_checkpoint
@@ -105,3 +106,37 @@ def test_broken_run_directories_are_one_line(kind: str, trained_run: Path, tmp_p
     shutil.copytree(trained_run, run)
     fragments = _damage(kind, run)
     assert_one_line_error(run_cli("translate", str(run), input="kalo\n"), *fragments)
+
+
+def fake_export(tmp_path: Path) -> Path:
+    """A directory that `nmt export` would have written, as nmt tells one apart: it holds nmt-export.json."""
+    export = tmp_path / "ct2"
+    export.mkdir()
+    (export / META).write_text("{}")
+    return export
+
+
+@pytest.mark.parametrize("command", ["evaluate", "align", "plot-attention", "export"])
+def test_commands_that_need_a_run_name_an_export_given_instead(
+    command: str, trained_run: Path, tmp_path: Path
+) -> None:
+    export = fake_export(tmp_path)
+    text = tmp_path / "text"
+    text.write_text("kalo\n")
+    args = {
+        "evaluate": ["--src", str(text), "--ref", str(text)],
+        "align": ["--src", str(text), "--tgt", str(text)],
+        "plot-attention": ["--text", "kalo", "--out", str(tmp_path / "a.png")],
+        "export": [str(tmp_path / "out")],
+    }[command]
+    result = run_cli(command, str(export), *args)
+    assert_one_line_error(result, str(export), "is a CTranslate2 export", "not a run directory")
+
+
+@pytest.mark.parametrize("command", ["translate", "serve"])
+def test_a_run_and_an_export_together_are_refused_naming_both(
+    command: str, trained_run: Path, tmp_path: Path
+) -> None:
+    export = fake_export(tmp_path)
+    result = run_cli(command, str(trained_run), str(export), input="kalo\n")
+    assert_one_line_error(result, f"{export} is a CTranslate2 export", f"{trained_run} is not", "not both")

@@ -302,7 +302,9 @@ def test_the_search_parts_ctranslate2_has_knobs_for_are_mapped_and_the_others_re
         else:
             assert all(len(set(h[0].tokens)) == len(h[0].tokens) for h in found)
     refused = run_cli("translate", str(out), "--diverse-groups", "2", "--beam-size", "4", input="ka lo\n")
-    assert_one_line_error(refused, "the ctranslate2 engine has no DiverseBeamSearch search", "--engine torch")
+    assert_one_line_error(
+        refused, "the ctranslate2 engine (an export) has no DiverseBeamSearch search", "use the run directory"
+    )
 
 
 def test_a_run_with_a_residual_free_encoder_layer_trains_translates_and_is_refused(

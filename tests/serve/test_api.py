@@ -380,6 +380,30 @@ def test_a_batch_out_of_memory_is_split_and_every_request_answered(
     assert health["split_batches"] >= 1
 
 
+def test_an_export_refuses_a_search_it_lacks_with_a_400_and_takes_every_setting_in_range(
+    trained_run: Path, corpus: Path, tmp_path: Path
+) -> None:
+    pytest.importorskip("ctranslate2")
+    from tests.conftest import run_cli
+
+    export = tmp_path / "ct2"
+    assert run_cli("export", str(trained_run), str(export), "--to", "ctranslate2")[0] == 0
+    catalog = load_catalog([export], "ctranslate2", torch.device("cpu"), None, None)
+    sentence = sentences_of(corpus, 1)[0]
+    with make_client(catalog) as client:
+        diverse = {"q": sentence, "diverse_groups": 2, "beam_size": 4, **PAIR}
+        refused = client.post("/v1/translate", json=diverse)
+        assert refused.status_code == 400, refused.text
+        assert "has no DiverseBeamSearch search; use the run directory" in refused.json()["error"]
+        for extreme in ({"min_length": 1000}, {"sampling": True, "seed": 2**63 - 1, "top_k": 10**6}):
+            answer = client.post("/v1/translate", json={"q": sentence, **extreme, **PAIR})
+            assert answer.status_code == 200, answer.text
+            assert answer.json()["translations"][0]["translatedText"]
+    for flags in (["--min-length", "1000"], ["--sampling", "--seed", str(2**63 - 1), "--top-k", "1000000"]):
+        code, out, err = run_cli("translate", str(export), *flags, input=sentence + "\n")
+        assert code == 0 and out.strip(), err
+
+
 def test_a_ctranslate2_export_is_served_with_nbest_and_no_attention(
     trained_run: Path, corpus: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -11,10 +11,10 @@ import torch
 from starlette.testclient import TestClient
 
 from nmt.decode.exported import load_export
-from nmt.decode.markup import read_page, translated_page
+from nmt.decode.markup import MAX_INLINE_DEPTH, read_page, translated_page
 from nmt.serve.engines import Catalog, load_catalog
 from nmt.serve.requests import Limits
-from tests.conftest import run_cli
+from tests.conftest import assert_one_line_error, run_cli
 from tests.markup_checks import assert_well_formed_with_every_tag, words
 from tests.serve.conftest import make_client
 
@@ -87,6 +87,33 @@ def test_a_page_over_the_limits_is_refused_in_one_line(client: TestClient, catal
     assert refused.json() == {"error": f"q holds {len(page)} characters; this server takes at most 50"}
 
 
+def nested(depth: int) -> str:
+    """A paragraph whose words lie inside `depth` bold tags, each inside the one before."""
+    return "<p>" + "<b>" * depth + "a b" + "</b>" * depth + "</p>"
+
+
+def test_a_page_nested_deeper_than_the_writer_goes_is_refused_in_one_line(
+    client: TestClient, trained_run: Path, tmp_path: Path
+) -> None:
+    deepest = nested(MAX_INLINE_DEPTH)
+    answer = client.post("/translate", json={"q": deepest, "format": "html", **PAIR})
+    assert answer.status_code == 200, answer.text
+    assert_well_formed_with_every_tag(deepest, answer.json()["translatedText"])
+    hostile = nested(1000)
+    error = f"the page opens more than {MAX_INLINE_DEPTH} inline tags (b, i, span, …) inside one another"
+    for route, body in [
+        ("/translate", {"q": hostile, "format": "html", **PAIR}),
+        ("/v1/translate", {"q": hostile, "format": "html"}),
+    ]:
+        refused = client.post(route, json=body)
+        assert refused.status_code == 400 and refused.json()["error"].startswith(error), refused.text
+    upload = client.post("/translate_file", files={"file": ("deep.html", hostile.encode())}, data=PAIR)
+    assert upload.status_code == 400 and upload.json()["error"].startswith(error), upload.text
+    (tmp_path / "deep.html").write_text(hostile, encoding="utf-8")
+    page = str(tmp_path / "deep.html")
+    assert_one_line_error(run_cli("translate", str(trained_run), "-i", page, "--format", "html"), error)
+
+
 def test_nmt_translate_format_html(trained_run: Path, tmp_path: Path, offline: dict[str, str]) -> None:
     sentence = next(iter(offline))
     page = f"<html><body>{tagged(sentence)}<script>x < 1</script></body></html>"
@@ -99,6 +126,12 @@ def test_nmt_translate_format_html(trained_run: Path, tmp_path: Path, offline: d
     assert "<script>x < 1</script>" in out and read_page(out).lines == [offline[sentence]]
     code, _, err = run_cli("translate", str(trained_run), "--format", "html", "--scores", input=page)
     assert code == 2 and "--format html writes the page" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_page_not_in_utf8_is_one_line_naming_the_fix(trained_run: Path, tmp_path: Path) -> None:
+    (tmp_path / "page.html").write_bytes("<p>caf\u00e9</p>".encode("latin-1"))
+    result = run_cli("translate", str(trained_run), "-i", str(tmp_path / "page.html"), "--format", "html")
+    assert_one_line_error(result, "is not valid UTF-8 (byte 0xe9 at 6)", "convert the page to UTF-8")
 
 
 def test_a_ctranslate2_export_places_the_tags_through_its_alignments(

@@ -196,6 +196,20 @@ def test_a_translated_page_s_language_is_the_target(client: TestClient, offline:
     )
 
 
+def test_every_translated_element_s_language_is_the_target_and_kept_ones_keep_theirs(
+    client: TestClient, offline: dict[str, str]
+) -> None:
+    sentence = next(iter(offline))
+    kept = '<pre lang="src">a <b lang="src">b</b></pre><code lang="src">c</code>'
+    image = f'<img alt="{sentence}" xml:lang=src>'
+    page = f'<html lang="src"><body><p lang="src">{sentence}</p>{kept}{image}</body></html>'
+    answer = client.post("/translate", json={"q": page, "format": "html", **PAIR}).json()
+    translated = answer["translatedText"]
+    assert f'<p lang="tgt">{offline[sentence]}</p>' in translated
+    assert f'<img alt="{offline[sentence]}" xml:lang="tgt">' in translated
+    assert kept in translated and translated.startswith('<html lang="tgt">')
+
+
 def test_an_htm_file_is_translated_as_a_page(client: TestClient, offline: dict[str, str]) -> None:
     sentence = next(iter(offline))
     page = f"<html><body><p>{sentence}</p></body></html>"
