@@ -42,7 +42,7 @@ from nmt.config.schema import Config
 from nmt.config.sections import DataConfig, SearchConfig, TokenizerConfig
 from nmt.config.yaml_file import save_config
 from nmt.data.special_tokens import PAD
-from nmt.data.tokenizer import load_tokenizers, read_vocabulary, write_vocabulary
+from nmt.data.tokenizer import load_tokenizers, processor_of, read_vocabulary, write_vocabulary
 from nmt.errors import UserError
 from nmt.export.directories import check_out_dir, staged_directory
 from nmt.export.hf_names import our_state_dict, places
@@ -104,6 +104,7 @@ def write_run(directory: Path, origin: Future[Origin], out_dir: Path) -> Path:
             raise UserError(
                 f"{directory / name} is missing: a MarianMT model needs source.spm and target.spm"
             )
+        processor_of((directory / name).read_bytes(), str(directory / name), "download the model again")
     weights_path, weights = read_weights(directory)
     cfg = run_config(directory, hf_config, joint, len(src.pieces), weights)
     state = our_weights(weights, weights_path, cfg.model, src, tgt, joint)  # empties `weights` as it goes
@@ -324,9 +325,18 @@ def run_config(
     languages = tokenizer_languages(directory)
     generation_path = directory / "generation_config.json"
     generation = read_json(generation_path, "") if generation_path.is_file() else {}
+
+    def number(name: str, default: float) -> float | None:
+        found = generation.get(name, hf_config.get(name, default))
+        if found is not None and (isinstance(found, bool) or not isinstance(found, int | float)):
+            named_in = generation_path if name in generation else path
+            raise UserError(f"{named_in}: {name}={found!r} is not a number; restore the file")
+        return found
+
+    penalty = number("length_penalty", 1.0)
     search = SearchConfig(
-        beam_size=int(generation.get("num_beams", hf_config.get("num_beams", 4)) or 1),
-        length_penalty=float(generation.get("length_penalty", hf_config.get("length_penalty", 1.0))),
+        beam_size=int(number("num_beams", 4) or 1),
+        length_penalty=float(1.0 if penalty is None else penalty),
         length_normalization="power",
     )
     max_len = min(128, model.transformer_settings.max_positions - 1)
