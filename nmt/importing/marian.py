@@ -127,7 +127,7 @@ def write_run(directory: Path, origin: Future[Origin], out_dir: Path) -> Path:
             ) from None
         save_config(cfg, RunDir(tmp).config)
         save_checkpoint(RunDir(tmp).checkpoint("best"), weights_checkpoint(model, cfg, tokenizers, 0))
-        origin.result().write(tmp / "origin.json")
+        origin.result().write(RunDir(tmp).origin)
     return out_dir
 
 
