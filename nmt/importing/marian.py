@@ -306,14 +306,14 @@ def run_config(
         type="transformer",
         encoder_layers=value("encoder_layers"),
         decoder_layers=value("decoder_layers"),
-        dropout=float(hf_config.get("dropout", 0.1)),
+        dropout=float(number(hf_config, "dropout", path, 0.1) or 0.0),
         tie_embeddings=tie,
         share_embeddings=share,
         transformer=TransformerConfig(
             d_model=value("d_model"),
             heads=value("encoder_attention_heads", "decoder_attention_heads"),
             ff_dim=value("encoder_ffn_dim", "decoder_ffn_dim"),
-            attention_dropout=float(hf_config.get("attention_dropout", 0.0)),
+            attention_dropout=float(number(hf_config, "attention_dropout", path, 0.0) or 0.0),
             norm="post",
             max_positions=value("max_position_embeddings"),
             activation=activation,  # type: ignore[arg-type]
@@ -326,16 +326,14 @@ def run_config(
     generation_path = directory / "generation_config.json"
     generation = read_json(generation_path, "") if generation_path.is_file() else {}
 
-    def number(name: str, default: float) -> float | None:
-        found = generation.get(name, hf_config.get(name, default))
-        if found is not None and (isinstance(found, bool) or not isinstance(found, int | float)):
-            named_in = generation_path if name in generation else path
-            raise UserError(f"{named_in}: {name}={found!r} is not a number; restore the file")
-        return found
+    def generation_number(name: str, default: float) -> float | None:
+        if name in generation:
+            return number(generation, name, generation_path)
+        return number(hf_config, name, path, default)
 
-    penalty = number("length_penalty", 1.0)
+    penalty = generation_number("length_penalty", 1.0)
     search = SearchConfig(
-        beam_size=int(number("num_beams", 4) or 1),
+        beam_size=int(generation_number("num_beams", 4) or 1),
         length_penalty=float(1.0 if penalty is None else penalty),
         length_normalization="power",
     )
@@ -346,6 +344,15 @@ def run_config(
         model=model,
         search=search,
     )
+
+
+def number(settings: Mapping[str, Any], name: str, path: Path, default: float | None = None) -> float | None:
+    """The number `name` of the JSON file `path`'s `settings` (`default` where absent; None where null); a
+    UserError naming the file where it is not a number."""
+    found = settings.get(name, default)
+    if found is not None and (isinstance(found, bool) or not isinstance(found, int | float)):
+        raise UserError(f"{path}: {name}={found!r} is not a number; restore the file")
+    return found
 
 
 def differ(weights: Mapping[str, Tensor], first: str, second: str) -> bool:

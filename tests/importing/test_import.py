@@ -314,3 +314,11 @@ def test_a_generation_setting_that_is_not_a_number_is_named(
     model = broken(marian, tmp_path)
     (model / "generation_config.json").write_text(json.dumps(settings))
     import_error(model, tmp_path, "generation_config.json", fragment)
+
+
+@pytest.mark.parametrize("name", ["dropout", "attention_dropout"])
+def test_a_config_setting_that_is_not_a_number_is_named(marian: Path, tmp_path: Path, name: str) -> None:
+    model = broken(marian, tmp_path)
+    config = json.loads((model / "config.json").read_text())
+    (model / "config.json").write_text(json.dumps(config | {name: "high"}))
+    import_error(model, tmp_path, "config.json", f"{name}='high'")
