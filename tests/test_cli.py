@@ -122,7 +122,7 @@ def test_plot_attention_writes_an_image(
                 "--set",
                 "model.transformer.heads=three",
             ],
-            "is not a int",
+            "is not an integer",
         ),
         (
             ["train", str(ROOT / "configs" / "tiny-transformer.yaml"), "--set", "model.typo=1"],

@@ -113,6 +113,8 @@ def evaluate(
     from nmt.evaluate.systems import Judging
 
     test = checked_choice("--paired-test", paired_test, TESTS)
+    if json_path is not None and json_path.is_dir():  # before the work, which would be lost
+        raise UserError(f"--json {json_path} is a folder; give a file name")
     judging = Judging(baseline, baseline_hypotheses, test, comet)
     asked = asked_direction(src_lang, tgt_lang, zero_shot, pivot)
     if hypotheses is not None or references is not None:

@@ -161,6 +161,8 @@ def translate(
     style: OutputFormat = "jsonl" if format == "jsonl" else "moses" if scores or nbest > 1 else "text"
     checked_search(run_dirs[0], search)
     check_writable(output)  # before any work: a translation is never lost to a bad --output
+    if glossary is None and glossary_mode != "auto":
+        raise UserError(f"--glossary-mode {glossary_mode} reads a glossary: give --glossary FILE")
     mode = None
     if glossary is not None:  # refused before loading
         mode = chosen_mode(run_dirs[0], glossary_mode, choose_engine(engine, run_dirs, checkpoint), glossary)

@@ -71,7 +71,8 @@ def _check_value(name: str, hint: Any, value: Any) -> Any:
         raise ConfigError(f"{name}={value!r} must be a finite number")
     if hint in (int, float, str, bool) and type(value) is not hint:
         tip = " (write floats with a dot, e.g. 3.0e-4)" if hint is float and isinstance(value, str) else ""
-        raise ConfigError(f"{name}={value!r} is not a {hint.__name__}{tip}")
+        kind = "an integer" if hint is int else f"a {hint.__name__}"
+        raise ConfigError(f"{name}={value!r} is not {kind}{tip}")
     return value
 
 

@@ -215,18 +215,18 @@ def write_vocabulary(path: Path, pieces: Sequence[str]) -> None:
     atomic_write(path, lambda handle: handle.write(text.encode()))
 
 
-def processor_of(model: bytes, name: str) -> spm.SentencePieceProcessor:
+def processor_of(
+    model: bytes, name: str, fix: str = "restore the run directory or train again"
+) -> spm.SentencePieceProcessor:
     """A sentencepiece processor of the serialized `model`; a damaged model (truncated, random bytes)
-    raises UserError naming it."""
+    raises UserError naming it and the `fix`."""
     try:
         processor = spm.SentencePieceProcessor(model_proto=model)
         if processor.get_piece_size() <= 4:
             raise RuntimeError("it holds no pieces besides the special ones")
     except (RuntimeError, OSError, TypeError) as err:
         detail = (str(err).splitlines() or ["unreadable"])[0][:120]
-        raise UserError(
-            f"{name} is not a usable sentencepiece model ({detail}); restore the run directory or train again"
-        ) from err
+        raise UserError(f"{name} is not a usable sentencepiece model ({detail}); {fix}") from err
     return processor
 
 

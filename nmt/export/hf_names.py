@@ -126,7 +126,8 @@ def our_state_dict(hf: dict[str, Tensor], model: ModelConfig, joint: bool) -> di
     vocabulary for both sides), the stream's permutation undone. Each weight placed leaves `hf`, so that it
     is freed once moved (the import holds about one copy of the weights, not three); what has no place (the
     positions) stays. Of tied names one is enough (save_pretrained keeps one), and those given must hold one
-    matrix (else ValueError naming two); a weight none of whose names is given raises KeyError naming one."""
+    matrix (else ValueError naming two), each as wide as the model (else ValueError naming it); a weight none
+    of whose names is given raises KeyError naming one."""
     inverse = torch.argsort(hidden_order(model))
     wanted: dict[str, list[Place]] = {}
     for place in places(model, joint):
@@ -136,6 +137,7 @@ def our_state_dict(hf: dict[str, Tensor], model: ModelConfig, joint: bool) -> di
         found: dict[int, tuple[str, Tensor]] = {}  # part → its first transformers name, the tensor
         for place in (place for place in group if place.hf in hf):
             tensor = hf.pop(place.hf)
+            check_width(place.hf, tensor.squeeze(0) if place.row else tensor, place.move, len(inverse))
             tensor = moved(tensor.squeeze(0) if place.row else tensor, place.move, inverse)
             first, kept = found.setdefault(place.part, (place.hf, tensor))
             if kept is not tensor and not (kept.shape == tensor.shape and torch.equal(kept, tensor)):
@@ -154,6 +156,13 @@ def hidden_order(model: ModelConfig) -> Tensor:
     """Where each hidden dimension of ours goes in transformers' model: Marian's halves, Pegasus' as ours."""
     d_model = model.transformer_settings.d_model
     return torch.arange(d_model) if model.transformer_settings.norm == "pre" else halves_order(d_model)
+
+
+def check_width(name: str, tensor: Tensor, move: Move, d_model: int) -> None:
+    """A ValueError naming the weight `name` where the hidden dimensions its `move` names are not d_model."""
+    dim = {"columns": 1, "rows": 0}.get(move)
+    if dim is not None and tensor.size(dim) != d_model:
+        raise ValueError(f"{name} has {tensor.size(dim)} hidden dimensions where d_model is {d_model}")
 
 
 def moved(tensor: Tensor, move: Move, order: Tensor) -> Tensor:

@@ -42,7 +42,7 @@ from nmt.config.schema import Config
 from nmt.config.sections import DataConfig, SearchConfig, TokenizerConfig
 from nmt.config.yaml_file import save_config
 from nmt.data.special_tokens import PAD
-from nmt.data.tokenizer import load_tokenizers, read_vocabulary, write_vocabulary
+from nmt.data.tokenizer import load_tokenizers, processor_of, read_vocabulary, write_vocabulary
 from nmt.errors import UserError
 from nmt.export.directories import check_out_dir, staged_directory
 from nmt.export.hf_names import our_state_dict, places
@@ -104,6 +104,7 @@ def write_run(directory: Path, origin: Future[Origin], out_dir: Path) -> Path:
             raise UserError(
                 f"{directory / name} is missing: a MarianMT model needs source.spm and target.spm"
             )
+        processor_of((directory / name).read_bytes(), str(directory / name), "download the model again")
     weights_path, weights = read_weights(directory)
     cfg = run_config(directory, hf_config, joint, len(src.pieces), weights)
     state = our_weights(weights, weights_path, cfg.model, src, tgt, joint)  # empties `weights` as it goes
@@ -126,7 +127,7 @@ def write_run(directory: Path, origin: Future[Origin], out_dir: Path) -> Path:
             ) from None
         save_config(cfg, RunDir(tmp).config)
         save_checkpoint(RunDir(tmp).checkpoint("best"), weights_checkpoint(model, cfg, tokenizers, 0))
-        origin.result().write(tmp / "origin.json")
+        origin.result().write(RunDir(tmp).origin)
     return out_dir
 
 
@@ -305,14 +306,14 @@ def run_config(
         type="transformer",
         encoder_layers=value("encoder_layers"),
         decoder_layers=value("decoder_layers"),
-        dropout=float(hf_config.get("dropout", 0.1)),
+        dropout=float(number(hf_config, "dropout", path, 0.1) or 0.0),
         tie_embeddings=tie,
         share_embeddings=share,
         transformer=TransformerConfig(
             d_model=value("d_model"),
             heads=value("encoder_attention_heads", "decoder_attention_heads"),
             ff_dim=value("encoder_ffn_dim", "decoder_ffn_dim"),
-            attention_dropout=float(hf_config.get("attention_dropout", 0.0)),
+            attention_dropout=float(number(hf_config, "attention_dropout", path, 0.0) or 0.0),
             norm="post",
             max_positions=value("max_position_embeddings"),
             activation=activation,  # type: ignore[arg-type]
@@ -324,9 +325,16 @@ def run_config(
     languages = tokenizer_languages(directory)
     generation_path = directory / "generation_config.json"
     generation = read_json(generation_path, "") if generation_path.is_file() else {}
+
+    def generation_number(name: str, default: float) -> float | None:
+        if name in generation:
+            return number(generation, name, generation_path)
+        return number(hf_config, name, path, default)
+
+    penalty = generation_number("length_penalty", 1.0)
     search = SearchConfig(
-        beam_size=int(generation.get("num_beams", hf_config.get("num_beams", 4)) or 1),
-        length_penalty=float(generation.get("length_penalty", hf_config.get("length_penalty", 1.0))),
+        beam_size=int(generation_number("num_beams", 4) or 1),
+        length_penalty=float(1.0 if penalty is None else penalty),
         length_normalization="power",
     )
     max_len = min(128, model.transformer_settings.max_positions - 1)
@@ -336,6 +344,15 @@ def run_config(
         model=model,
         search=search,
     )
+
+
+def number(settings: Mapping[str, Any], name: str, path: Path, default: float | None = None) -> float | None:
+    """The number `name` of the JSON file `path`'s `settings` (`default` where absent; None where null); a
+    UserError naming the file where it is not a number."""
+    found = settings.get(name, default)
+    if found is not None and (isinstance(found, bool) or not isinstance(found, int | float)):
+        raise UserError(f"{path}: {name}={found!r} is not a number; restore the file")
+    return found
 
 
 def differ(weights: Mapping[str, Tensor], first: str, second: str) -> bool:

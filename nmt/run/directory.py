@@ -56,6 +56,11 @@ class RunDir:
         return self.path / "curves.png"
 
     @property
+    def origin(self) -> Path:
+        """Where an imported model came from (`nmt import`)."""
+        return self.path / "origin.json"
+
+    @property
     def snapshot_dir(self) -> Path:
         return self.path / "checkpoints"
 
@@ -179,6 +184,7 @@ class RunDir:
             self.train_log,
             self.report,
             self.curves,
+            self.origin,
             *map(self.checkpoint, CHECKPOINTS),
             *self.path.glob("spm*.model"),
             *tokenizer_files(self.path, joint=False, vocabulary="marian"),  # an imported model's

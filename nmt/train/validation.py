@@ -4,6 +4,7 @@ attention that guided alignment supervises (teacher-forced)."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,8 @@ from nmt.errors import ConfigError
 from nmt.evaluate.directions import run_scores
 from nmt.models.base import Seq2Seq, Wanted
 from nmt.train.loss import sequence_loss
+
+log = logging.getLogger(__name__)
 
 
 def validation_scores(
@@ -117,10 +120,21 @@ def alignment_scores(
 
 @torch.inference_mode()
 def _validation_loss(model: Seq2Seq, data: PreparedData, cfg: Config, device: torch.device) -> float:
-    """Per-token cross-entropy (without label smoothing) on the whole validation split."""
+    """Per-token cross-entropy (without label smoothing) on the validation split, but for the pairs longer
+    than the model's positions: those cannot be teacher-forced (BLEU translates them, cut)."""
     corpus, total, tokens = data.valid_ids, 0.0, 0
-    src_len, tgt_len = corpus.lengths()
-    groups = search_groups((src_len + tgt_len).tolist(), cfg.search.batch_tokens, 1)
+    src_len, tgt_len = corpus.lengths()  # eos/bos included
+    limit = cfg.model.position_limit
+    fitting = [i for i in range(len(src_len)) if limit is None or max(src_len[i], tgt_len[i]) <= limit]
+    if len(fitting) < len(src_len):
+        log.warning(
+            "the validation loss leaves out %d of %d pairs longer than model.transformer.max_positions=%d",
+            len(src_len) - len(fitting),
+            len(src_len),
+            limit,
+        )
+    lengths = (src_len + tgt_len)[fitting].tolist()
+    groups = [[fitting[i] for i in group] for group in search_groups(lengths, cfg.search.batch_tokens, 1)]
     for batch in prefetch(iterate_batches(corpus, groups), device):
         with autocast(device, cfg.train.amp):
             logits = model(batch.src, batch.src_mask, batch.tgt_in).logits

@@ -59,6 +59,7 @@ def find_parent(cfg: Config, path: Path) -> tuple[Parent, Config]:
     """The parent run at `path`, and `cfg` with the parent's tokenizer settings; a model setting that would
     change a weight's shape is a UserError naming the key."""
     run_dir = RunDir(path)
+    checkpoint = run_dir.find_checkpoint()  # first: a path that is no run directory is named as such
     parent_cfg = load_saved_config(run_dir.config)
     mine, theirs = model_settings(cfg.model), model_settings(parent_cfg.model)
     for key in dict.fromkeys([*mine, *theirs]):  # model.type first: another type has other settings
@@ -69,5 +70,5 @@ def find_parent(cfg: Config, path: Path) -> tuple[Parent, Config]:
             )
     if cfg.tokenizer != parent_cfg.tokenizer:
         log.info("--init-from keeps the sentencepiece model of %s (its tokenizer settings apply)", path)
-    parent = Parent(run_dir, parent_cfg, run_dir.find_checkpoint())
+    parent = Parent(run_dir, parent_cfg, checkpoint)
     return parent, replace(cfg, tokenizer=dataclasses.asdict(parent_cfg.tokenizer))

@@ -67,10 +67,10 @@ def test_unknown_section_suggests_the_close_match() -> None:
 @pytest.mark.parametrize(
     ("raw", "expected"),
     [
-        ({"model": {"transformer": {"heads": "8"}}}, "model.transformer.heads='8' is not a int"),
+        ({"model": {"transformer": {"heads": "8"}}}, "model.transformer.heads='8' is not an integer"),
         (
             {"model": {"transformer": {"heads": True}}},
-            "model.transformer.heads=True is not a int",
+            "model.transformer.heads=True is not an integer",
         ),  # no number
         ({"data": {"src_lang": 5}}, "data.src_lang=5 is not a str"),
         ({"train": {"amp": "no way"}}, "train.amp='no way' is not a bool"),

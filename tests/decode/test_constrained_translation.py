@@ -126,6 +126,8 @@ def test_impossible_modes_are_one_line(trained_run: Path, tmp_path: Path) -> Non
     assert_one_line_error(result, "--glossary-mode both: expected auto, constrained, annotated")
     result = run_cli("translate", str(trained_run), *ask, "--sampling", input="a b\n")
     assert_one_line_error(result, "constrained search is beam search")
+    result = run_cli("translate", str(trained_run), "--glossary-mode", "constrained", input="a b\n")
+    assert_one_line_error(result, "--glossary-mode constrained reads a glossary", "--glossary FILE")
 
 
 def test_more_terms_than_the_beam_holds_is_one_warning(

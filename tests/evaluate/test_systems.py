@@ -206,3 +206,9 @@ def test_outputs_of_another_test_set_of_the_same_length_do_not_match(systems: di
     assert not matches_references(poor[::-1], references)
     assert not matches_references([""] * len(references), references)  # no translation at all
     assert matches_references(poor[: MATCH_LINES - 1][::-1], references[: MATCH_LINES - 1])  # too few to tell
+
+
+def test_a_json_folder_is_refused_before_anything_is_scored(systems: dict[str, Path], tmp_path: Path) -> None:
+    result = run_cli("evaluate", *files(systems["system"], systems["references"]), "--json", str(tmp_path))
+    assert_one_line_error(result, f"--json {tmp_path} is a folder")
+    assert result[1] == ""  # no scores printed: nothing was scored

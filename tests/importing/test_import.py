@@ -176,6 +176,8 @@ def test_truncated_weights_are_named(marian: Path, tmp_path: Path) -> None:
     [
         ({"encoder_ffn_dim": 128, "decoder_ffn_dim": 128}, "contradicts the weights"),
         ({"encoder_layers": 3}, "lacks the weight"),
+        ({"d_model": 64}, "d_model is 64"),
+        ({"d_model": 16}, "d_model is 16"),
     ],
 )
 def test_a_config_that_contradicts_the_weights_is_named(
@@ -291,3 +293,32 @@ def test_a_missing_shard_is_named(marian: Path, tmp_path: Path) -> None:
     shard = sorted(model.glob("model-*-of-*.safetensors"))[-1]
     shard.unlink()
     import_error(model, tmp_path, shard.name, "is missing", "model.safetensors.index.json")
+
+
+@pytest.mark.parametrize("name", ["source.spm", "target.spm"])
+def test_a_damaged_sentencepiece_model_is_named_in_the_source(
+    marian: Path, tmp_path: Path, name: str
+) -> None:
+    model = broken(marian, tmp_path)
+    (model / name).write_text("not a sentencepiece model")
+    import_error(model, tmp_path, str(model / name), "download the model again")
+
+
+@pytest.mark.parametrize(
+    ("settings", "fragment"),
+    [({"num_beams": "four"}, "num_beams='four'"), ({"length_penalty": [1]}, "length_penalty=[1]")],
+)
+def test_a_generation_setting_that_is_not_a_number_is_named(
+    marian: Path, tmp_path: Path, settings: dict, fragment: str
+) -> None:
+    model = broken(marian, tmp_path)
+    (model / "generation_config.json").write_text(json.dumps(settings))
+    import_error(model, tmp_path, "generation_config.json", fragment)
+
+
+@pytest.mark.parametrize("name", ["dropout", "attention_dropout"])
+def test_a_config_setting_that_is_not_a_number_is_named(marian: Path, tmp_path: Path, name: str) -> None:
+    model = broken(marian, tmp_path)
+    config = json.loads((model / "config.json").read_text())
+    (model / "config.json").write_text(json.dumps(config | {name: "high"}))
+    import_error(model, tmp_path, "config.json", f"{name}='high'")

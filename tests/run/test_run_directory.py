@@ -84,6 +84,7 @@ def test_overwrite_leaves_nothing_of_the_old_run(kept_run: Path, tiny: Path, sma
         (kept_run / name / "old.txt").write_text("old")
     (kept_run / "report.json").write_text("{}")
     (kept_run / "averaged.pt").write_bytes(b"old")
+    (kept_run / "origin.json").write_text("{}")  # an imported model's: not the new run's origin
     (kept_run / "notes.txt").write_text("mine")  # not nmt's: kept
     args = train_args(
         tiny, small_corpus, kept_run, *FAST, "--overwrite", "--set", "model.transformer.d_model=16"

@@ -3,6 +3,7 @@ after a signal or a kill -9 at any moment."""
 
 import json
 import re
+import shutil
 import signal
 import time
 from pathlib import Path
@@ -253,3 +254,21 @@ def test_a_log_window_survives_a_resume(tiny: Path, small_corpus: Path, tmp_path
     code, _, err = run_cli(*train_args(tiny, small_corpus, run, *args, "--resume"))
     assert code == 0, err
     assert train_losses(run) == train_losses(straight) and len(train_losses(run)) == 4
+
+
+def test_a_validation_pair_longer_than_the_positions_leaves_the_loss_not_the_run(
+    tiny: Path, small_corpus: Path, tmp_path: Path
+) -> None:
+    """A validation pair the model's positions cannot hold (a fine-tuned published model's are few) is left
+    out of the validation loss, with a warning; BLEU still translates it, cut."""
+    data = Path(shutil.copytree(small_corpus, tmp_path / "data"))
+    for name in ("valid.src", "valid.tgt"):
+        with (data / name).open("a") as handle:
+            handle.write(" ".join(["w1"] * 100) + "\n")
+    run = tmp_path / "run"
+    sets = ("--set", "model.transformer.max_positions=72", "--set", "train.final_report=false")
+    code, _, err = run_cli(*train_args(tiny, data, run, "--max-steps", "5", *sets))
+    assert code == 0, err
+    assert "validation loss leaves out 1 of 101 pairs" in (run / "train.log").read_text()
+    validation = [r for r in read_metrics(RunDir(run)) if r["kind"] == "valid"]
+    assert len(validation) == 1 and 0 < validation[0]["loss"] < 100

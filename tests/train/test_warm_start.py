@@ -46,3 +46,9 @@ def test_a_model_setting_that_changes_a_shape_is_refused(
     result = run_cli(*args, "--init-from", str(trained_run), "--set", "model.transformer.ff_dim=48")
     assert_one_line_error(result, "model.transformer.ff_dim=48 contradicts the model of", "--init-from")
     assert not (tmp_path / "child" / "last.pt").exists()
+
+
+def test_an_init_from_that_does_not_exist_is_named_as_such(corpus: Path, tmp_path: Path) -> None:
+    args = ["train", CONFIG, "--data", str(corpus), "--out", str(tmp_path / "child"), "--device", "cpu"]
+    result = run_cli(*args, "--init-from", str(tmp_path / "typo"))
+    assert_one_line_error(result, f"run directory {tmp_path / 'typo'} does not exist")
