@@ -73,6 +73,8 @@ def _write_stream(stream: BinaryIO | None, name: str, write: Callable[[BinaryIO]
         write(stream)
         stream.flush()
     except (OSError, ValueError) as err:  # ValueError: the stream was closed
+        if isinstance(err, ValueError) and not stream.closed:
+            raise  # not the stream's error but that of what was being written (a translation's)
         if stream is getattr(sys.stdout, "buffer", None):
             _silence_stdout()
         raise UserError(f"cannot write {name}: {getattr(err, 'strerror', None) or err}") from err

@@ -6,12 +6,14 @@ import stat
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 import pytest
 
 from nmt.atomic_files import atomic_write_text, current_umask, write_output
 from nmt.config.yaml_file import load_config, save_config
 from nmt.data.tokenizer_training import train_sentencepiece
+from nmt.errors import UserError
 from tests.conftest import assert_one_line_error, run_cli, train_args
 
 
@@ -117,3 +119,21 @@ def test_translate_writes_into_a_fifo_without_replacing_it(trained_run: Path, tm
     reader.join(timeout=60)
     assert code == 0, err
     assert stat.S_ISFIFO(fifo.stat().st_mode) and len(received[0].splitlines()) == 3
+
+
+def test_an_error_of_what_is_written_is_not_called_a_write_failure() -> None:
+    """A stream's own failure (closed) is one line naming it; a ValueError of what produces the output (a
+    translation's) is that error, not "cannot write …", which would send the user after the wrong cause."""
+
+    def translate_then_fail(stream: BinaryIO) -> None:
+        stream.write(b"a line\n")
+        raise ValueError("the search failed")
+
+    def close_then_write(stream: BinaryIO) -> None:
+        stream.close()
+        stream.write(b"a line\n")
+
+    with pytest.raises(ValueError, match="the search failed"):
+        write_output(Path(os.devnull), translate_then_fail)
+    with pytest.raises(UserError, match=f"cannot write {os.devnull}"):
+        write_output(Path(os.devnull), close_then_write)
