@@ -107,10 +107,11 @@ def stream_translations(
     `style` (`format_translations`; with word links when `alignments`), each line sentence by sentence with
     `split`, `CHUNK_LINES` at a time (each line as soon as it is read when `interactive`), flushing `out`
     after every chunk: memory does not grow with the input. Logs how many lines' translations hold fewer
-    sentences than their source. Returns how many lines were not valid UTF-8 and were translated as empty
-    lines (with `skip_bad_lines`; otherwise the first one raises UserError).
+    sentences than their source, and (under constrained search) how many lack a glossary's target term.
+    Returns how many lines were not valid UTF-8 and were translated as empty lines (with `skip_bad_lines`;
+    otherwise the first one raises UserError).
     """
-    first, bad, short, dropped = 1, 0, 0, 0
+    first, bad, short, dropped, lacking = 1, 0, 0, 0, 0
     for chunk in line_chunks(source, 1 if interactive else CHUNK_LINES):
         lines, skipped = decode_lines(chunk, name, first, skip_bad_lines, BAD_LINE_HINT)
         translated = translate_paragraphs(translator, lines, split, alignments)
@@ -118,6 +119,7 @@ def stream_translations(
         first, bad = first + len(chunk), bad + len(skipped)
         short += sum(paragraph.dropped > 0 for paragraph in translated)
         dropped += sum(paragraph.dropped for paragraph in translated)
+        lacking += sum(bool(paragraph.joined.best.unmet_terms) for paragraph in translated)
         out.write(text.encode("utf-8"))
         out.flush()
     if short:
@@ -126,5 +128,11 @@ def stream_translations(
             short,
             dropped,
             "" if split else "; --split-sentences translates each sentence of a line alone",
+        )
+    if lacking:
+        log.warning(
+            "the translations of %d lines lack a glossary term: the output length limit came first "
+            "(--format jsonl names them: unmet_terms)",
+            lacking,
         )
     return bad

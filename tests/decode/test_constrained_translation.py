@@ -47,7 +47,10 @@ def test_each_term_appears_and_none_is_unmet(
 ) -> None:
     glossary, targets = glossary_of(corpus, lines, tmp_path / "terms.tsv")
     runs = [str(trained_run)] * (2 if "--int8" not in extra else 1)  # an ensemble of two, and int8
-    found = translate(*runs, "-i", str(lines), "--glossary", str(glossary), "--format", "jsonl", *extra)
+    code, found, err = run_cli(
+        "translate", *runs, "-i", str(lines), "--glossary", str(glossary), "--format", "jsonl", *extra
+    )
+    assert code == 0 and "lack a glossary term" not in err, err
     records = [json.loads(line) for line in found.splitlines()]
     sources = lines.read_text().splitlines()
     for record, source in zip(records, sources, strict=True):
@@ -71,6 +74,20 @@ def test_a_term_the_limit_leaves_no_room_for_is_reported(
     first = json.loads(found.splitlines()[0])["hypotheses"][0]
     times = lines.read_text().splitlines()[0].split().count(lines.read_text().split()[0])
     assert first["unmet_terms"] == [term] * times and len(first["text"].split()) <= 1
+    lacking = sum(bool(json.loads(line)["hypotheses"][0]["unmet_terms"]) for line in found.splitlines())
+    code, out, err = run_cli(
+        "translate",
+        str(trained_run),
+        "-i",
+        str(lines),
+        "--glossary",
+        str(glossary),
+        "--device",
+        "cpu",
+        *limit,
+    )  # plain text: no field names the lacking terms, so the command says how many lines lack one
+    assert code == 0 and out.splitlines()[0] == first["text"], err
+    assert f"the translations of {lacking} lines lack a glossary term" in err
 
 
 def unchanged_by_an_empty_glossary(models: list[list[str]], lines: Path, tmp_path: Path) -> None:
