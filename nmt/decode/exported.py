@@ -97,6 +97,11 @@ class ExportedTranslator(Translator):
         self.translator = translator
         self.has_alignments = has_alignments
 
+    def refuse_unsupported(self, settings: SearchConfig) -> None:
+        """A UserError where CTranslate2 has no knob for the settings' rule or one of their processors."""
+        for part in (rule_of(settings), *processors_of(settings)):
+            ctranslate2_knobs(part, 0)
+
     def search_batch(
         self, sources: list[list[int]], rule: SearchRule, options: SearchOptions
     ) -> list[list[Hypothesis]]:
@@ -172,13 +177,6 @@ def ctranslate2_search(rule: SearchRule, options: SearchOptions) -> dict[str, An
     for part in (rule, *options.processors):
         found |= ctranslate2_knobs(part, forced)
     return found
-
-
-def check_ctranslate2_search(settings: SearchConfig) -> None:
-    """Refuse (UserError) search settings whose rule or processors CTranslate2 has no knob for, before any
-    sentence is searched."""
-    for part in (rule_of(settings), *processors_of(settings)):
-        ctranslate2_knobs(part, 0)
 
 
 def ctranslate2_knobs(part: Part, forced: int) -> dict[str, Any]:

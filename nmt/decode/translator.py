@@ -110,6 +110,10 @@ class Translator(ABC):
     has_alignments = True  # whether `search` can return alignments
     engine = "torch"
 
+    def refuse_unsupported(self, settings: SearchConfig) -> None:  # noqa: B027 (a default: torch refuses nothing)
+        """Refuse (UserError), before any sentence is searched, settings this engine has no search for; the
+        torch engine searches every rule and processor."""
+
     def with_search(self: T, **changes: Any) -> T:
         """This translator with other default search settings (`beam_size`, `nbest`, … as SearchConfig
         names them; a value out of range is a ConfigError), which a call's replace; the model is shared."""

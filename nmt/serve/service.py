@@ -13,7 +13,6 @@ from typing import Any
 
 from nmt.config import search_flags
 from nmt.data.terminology import AnnotatedLine, TermWriter
-from nmt.decode.exported import check_ctranslate2_search
 from nmt.decode.markup import Page, with_language
 from nmt.decode.running_text import TranslatedParagraph, segment
 from nmt.decode.search import Hypothesis
@@ -98,8 +97,7 @@ class Service:
             given = given | {"beam_size": wanted.nbest}
         try:
             changed = search_flags.changed(settings, given, field_name, model_name)
-            if engine.facts.engine == "ctranslate2":
-                check_ctranslate2_search(changed)
+            engine.translator.refuse_unsupported(changed)
         except UserError as err:
             raise ApiError(400, str(err)) from err
         if changed.beam_size > (most := self.limits.max_beam):

@@ -8,6 +8,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from nmt.align.attention import word_links
@@ -125,7 +126,8 @@ def _validation_loss(model: Seq2Seq, data: PreparedData, cfg: Config, device: to
     corpus, total, tokens = data.valid_ids, 0.0, 0
     src_len, tgt_len = corpus.lengths()  # eos/bos included
     limit = cfg.model.position_limit
-    fitting = [i for i in range(len(src_len)) if limit is None or max(src_len[i], tgt_len[i]) <= limit]
+    fits = np.maximum(src_len, tgt_len) <= (limit if limit is not None else np.inf)  # (pairs,)
+    fitting: list[int] = np.flatnonzero(fits).tolist()
     if len(fitting) < len(src_len):
         log.warning(
             "the validation loss leaves out %d of %d pairs longer than model.transformer.max_positions=%d",
